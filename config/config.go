@@ -1,0 +1,512 @@
+// Package config loads, validates and reloads the vllm_prober configuration file.
+//
+// Defaults live in each type's UnmarshalYAML, decoding is strict (unknown keys are
+// errors) and validation runs once at load time, so the rest of the program can
+// trust every value it reads from a *Config.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	commoncfg "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
+	yaml "go.yaml.in/yaml/v2"
+)
+
+// Prober kinds a module may use.
+const (
+	ProberCompletions = "completions"
+	ProberChat        = "chat"
+)
+
+// DefaultBuckets resolve probe latencies from 5 ms to 60 s. Latency SLO thresholds
+// in alerts/slo.yml must be members of this list.
+var DefaultBuckets = []float64{
+	0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
+	1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60,
+}
+
+// Defaults. They are package variables in the blackbox_exporter manner so that
+// tests and documentation can refer to them; nothing mutates them.
+var (
+	DefaultGlobal = Global{
+		ProbeInterval:       model.Duration(30 * time.Second),
+		ProbeTimeout:        model.Duration(60 * time.Second),
+		ScrapeInterval:      model.Duration(15 * time.Second),
+		ScrapeTimeout:       model.Duration(10 * time.Second),
+		RateWindow:          model.Duration(time.Minute),
+		StallTimeout:        model.Duration(15 * time.Second),
+		MaxConcurrentProbes: 16,
+		Buckets:             DefaultBuckets,
+	}
+	DefaultModule = Module{
+		MaxTokens:   64,
+		Temperature: 0,
+		IgnoreEOS:   true,
+		Nonce:       true,
+	}
+	DefaultTarget = Target{
+		MetricsPath:      "/metrics",
+		ScrapeMetrics:    true,
+		HTTPClientConfig: commoncfg.DefaultHTTPClientConfig,
+	}
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Global    Global            `yaml:"global"`
+	Modules   map[string]Module `yaml:"modules"`
+	Targets   []Target          `yaml:"targets"`
+	Baselines []BaselineRef     `yaml:"baselines,omitempty"`
+}
+
+// Global holds settings that apply to every target unless a target overrides them.
+type Global struct {
+	ProbeInterval  model.Duration `yaml:"probe_interval"`
+	ProbeTimeout   model.Duration `yaml:"probe_timeout"`
+	ScrapeInterval model.Duration `yaml:"scrape_interval"`
+	ScrapeTimeout  model.Duration `yaml:"scrape_timeout"`
+	// RateWindow is the window over which the collector derives rates and
+	// server-side latency statistics from successive scrapes.
+	RateWindow model.Duration `yaml:"rate_window"`
+	// StallTimeout fails a probe as "stalled" when no new event arrives for this
+	// long while the stream stays open. Modules may override it.
+	StallTimeout model.Duration `yaml:"stall_timeout"`
+	// MaxConcurrentProbes caps probes in flight across all targets.
+	MaxConcurrentProbes int `yaml:"max_concurrent_probes"`
+	// Buckets are the classic histogram bucket upper bounds of the probe latency histograms.
+	Buckets []float64 `yaml:"buckets"`
+	// NativeHistogramBucketFactor > 1 adds native (sparse) histograms next to the classic ones.
+	NativeHistogramBucketFactor float64 `yaml:"native_histogram_bucket_factor,omitempty"`
+}
+
+// Message is one chat message of a chat module.
+type Message struct {
+	Role    string `yaml:"role"`
+	Content string `yaml:"content"`
+}
+
+// Module describes one kind of probe request.
+type Module struct {
+	Prober      string    `yaml:"prober"`
+	Prompt      string    `yaml:"prompt,omitempty"`
+	Messages    []Message `yaml:"messages,omitempty"`
+	MaxTokens   int       `yaml:"max_tokens"`
+	Temperature float64   `yaml:"temperature"`
+	IgnoreEOS   bool      `yaml:"ignore_eos"`
+	// Nonce puts a per-probe random token at the front of the prompt so that
+	// prefix caching cannot hide a TTFT regression.
+	Nonce bool `yaml:"nonce"`
+	// Timeout and StallTimeout override the global values when set.
+	Timeout      model.Duration `yaml:"timeout,omitempty"`
+	StallTimeout model.Duration `yaml:"stall_timeout,omitempty"`
+	// ExtraBody fields are merged into the JSON request body (they cannot replace
+	// model, stream, stream_options, prompt or messages).
+	ExtraBody map[string]any `yaml:"extra_body,omitempty"`
+	// Headers are extra, non-secret request headers. Put credentials in the
+	// target's http_client_config instead, where they are treated as secrets.
+	Headers map[string]string `yaml:"headers,omitempty"`
+}
+
+// Target is one vLLM endpoint.
+type Target struct {
+	Name   string            `yaml:"name"`
+	URL    string            `yaml:"url"`
+	Model  string            `yaml:"model,omitempty"`
+	Labels map[string]string `yaml:"labels,omitempty"`
+	// Modules to probe with; empty means every module of the file.
+	Modules []string `yaml:"modules,omitempty"`
+	// MaxNumSeqs is vLLM's --max-num-seqs (not exported by vLLM), for batch-slot headroom.
+	MaxNumSeqs int `yaml:"max_num_seqs,omitempty"`
+	// Baseline names an entry of the top-level baselines list.
+	Baseline string `yaml:"baseline,omitempty"`
+	// Per-target overrides of the global intervals.
+	ProbeInterval  model.Duration `yaml:"probe_interval,omitempty"`
+	ProbeTimeout   model.Duration `yaml:"probe_timeout,omitempty"`
+	ScrapeInterval model.Duration `yaml:"scrape_interval,omitempty"`
+	// TokenBudgetPerHour caps prompt plus output tokens spent on this target's
+	// probes in any rolling hour; 0 means no budget. A probe that would exceed it
+	// is skipped and counted, never queued.
+	TokenBudgetPerHour int `yaml:"token_budget_per_hour,omitempty"`
+	// MetricsPath is where the collector scrapes vLLM's own metrics.
+	MetricsPath string `yaml:"metrics_path"`
+	// ScrapeMetrics turns the /metrics collector on or off for this target.
+	ScrapeMetrics    bool                       `yaml:"scrape_metrics"`
+	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
+}
+
+// BaselineRef names a baseline file (see docs/baselines.md).
+type BaselineRef struct {
+	Name string `yaml:"name"`
+	File string `yaml:"file"`
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (g *Global) UnmarshalYAML(unmarshal func(any) error) error {
+	*g = DefaultGlobal
+	g.Buckets = append([]float64(nil), DefaultGlobal.Buckets...)
+	type plain Global
+	return unmarshal((*plain)(g))
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
+	*m = DefaultModule
+	type plain Module
+	return unmarshal((*plain)(m))
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
+	*t = DefaultTarget
+	type plain Target
+	return unmarshal((*plain)(t))
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
+	*c = Config{Global: DefaultGlobal}
+	c.Global.Buckets = append([]float64(nil), DefaultGlobal.Buckets...)
+	type plain Config
+	return unmarshal((*plain)(c))
+}
+
+// Load parses and validates a configuration from YAML bytes. dir is the directory
+// relative file paths (baselines, credentials files) are resolved against.
+func Load(data []byte, dir string) (*Config, error) {
+	cfg := &Config{}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(dir); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// LoadFile reads, parses and validates the configuration file at path.
+func LoadFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("error reading config file: %w", err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("error reading config file: %w", err)
+	}
+	cfg, err := Load(data, dir)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing config file %q: %w", path, err)
+	}
+	return cfg, nil
+}
+
+var (
+	targetNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
+	labelNameRE  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+)
+
+// ReservedLabels are label names the exporter sets itself; static target labels may not use them.
+var ReservedLabels = []string{
+	"target", "module", "model", "reason", "kind", "state", "stat", "resource", "metric",
+	"baseline", "load", "load_type", "finished_reason", "le", "job", "instance", "version",
+}
+
+func (c *Config) validate(dir string) error {
+	g := &c.Global
+	for name, d := range map[string]model.Duration{
+		"probe_interval": g.ProbeInterval, "probe_timeout": g.ProbeTimeout,
+		"scrape_interval": g.ScrapeInterval, "scrape_timeout": g.ScrapeTimeout,
+		"rate_window": g.RateWindow, "stall_timeout": g.StallTimeout,
+	} {
+		if d <= 0 {
+			return fmt.Errorf("global: %s must be greater than 0", name)
+		}
+	}
+	if g.ScrapeTimeout > g.ScrapeInterval {
+		return fmt.Errorf("global: scrape_timeout %s is greater than scrape_interval %s", g.ScrapeTimeout, g.ScrapeInterval)
+	}
+	if g.RateWindow < 2*g.ScrapeInterval {
+		return fmt.Errorf("global: rate_window %s must be at least twice scrape_interval %s", g.RateWindow, g.ScrapeInterval)
+	}
+	if g.MaxConcurrentProbes < 1 {
+		return fmt.Errorf("global: max_concurrent_probes must be at least 1, got %d", g.MaxConcurrentProbes)
+	}
+	if len(g.Buckets) == 0 {
+		return errors.New("global: buckets must not be empty")
+	}
+	for i, b := range g.Buckets {
+		if b <= 0 || (i > 0 && b <= g.Buckets[i-1]) {
+			return errors.New("global: buckets must be positive and strictly increasing")
+		}
+	}
+	if f := g.NativeHistogramBucketFactor; f != 0 && f <= 1 {
+		return fmt.Errorf("global: native_histogram_bucket_factor must be greater than 1, got %g", f)
+	}
+
+	if len(c.Modules) == 0 {
+		return errors.New("no modules defined")
+	}
+	for _, name := range sortedKeys(c.Modules) {
+		m := c.Modules[name]
+		if err := m.validate(); err != nil {
+			return fmt.Errorf("module %q: %w", name, err)
+		}
+	}
+
+	baselines := map[string]bool{}
+	for i := range c.Baselines {
+		b := &c.Baselines[i]
+		if b.Name == "" {
+			return fmt.Errorf("baselines[%d]: name is required", i)
+		}
+		if baselines[b.Name] {
+			return fmt.Errorf("baselines: duplicate name %q", b.Name)
+		}
+		baselines[b.Name] = true
+		if b.File == "" {
+			return fmt.Errorf("baseline %q: file is required", b.Name)
+		}
+		if !filepath.IsAbs(b.File) && dir != "" {
+			b.File = filepath.Join(dir, b.File)
+		}
+	}
+
+	if len(c.Targets) == 0 {
+		return errors.New("no targets defined")
+	}
+	seen := map[string]bool{}
+	for i := range c.Targets {
+		t := &c.Targets[i]
+		if t.Name == "" {
+			return fmt.Errorf("targets[%d]: name is required", i)
+		}
+		if seen[t.Name] {
+			return fmt.Errorf("duplicate target name %q", t.Name)
+		}
+		seen[t.Name] = true
+		if err := t.validate(c, baselines, dir); err != nil {
+			return fmt.Errorf("target %q: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+func (m *Module) validate() error {
+	switch m.Prober {
+	case ProberCompletions:
+		if m.Prompt == "" {
+			return errors.New("prober completions needs a prompt")
+		}
+		if len(m.Messages) > 0 {
+			return errors.New("prober completions takes a prompt, not messages")
+		}
+	case ProberChat:
+		if len(m.Messages) == 0 {
+			return errors.New("prober chat needs messages")
+		}
+		if m.Prompt != "" {
+			return errors.New("prober chat takes messages, not a prompt")
+		}
+		for i, msg := range m.Messages {
+			switch msg.Role {
+			case "system", "user", "assistant", "developer":
+			default:
+				return fmt.Errorf("messages[%d]: role %q is not one of system, user, assistant, developer", i, msg.Role)
+			}
+		}
+	case "":
+		return errors.New("prober is required (completions or chat)")
+	default:
+		return fmt.Errorf("prober %q is not valid (completions or chat)", m.Prober)
+	}
+	if m.MaxTokens < 1 {
+		return fmt.Errorf("max_tokens must be at least 1, got %d", m.MaxTokens)
+	}
+	if m.Temperature < 0 {
+		return fmt.Errorf("temperature must not be negative, got %g", m.Temperature)
+	}
+	if m.Timeout < 0 || m.StallTimeout < 0 {
+		return errors.New("timeout and stall_timeout must not be negative")
+	}
+	for _, k := range []string{"model", "stream", "stream_options", "prompt", "messages"} {
+		if _, ok := m.ExtraBody[k]; ok {
+			return fmt.Errorf("extra_body may not set %q", k)
+		}
+	}
+	for k := range m.Headers {
+		switch strings.ToLower(k) {
+		case "authorization", "proxy-authorization", "x-api-key", "api-key", "cookie":
+			return fmt.Errorf("header %q carries a secret: set it in the target's http_client_config", k)
+		}
+	}
+	return nil
+}
+
+func (t *Target) validate(c *Config, baselines map[string]bool, dir string) error {
+	if !targetNameRE.MatchString(t.Name) {
+		return fmt.Errorf("name must match %s", targetNameRE)
+	}
+	if t.URL == "" {
+		return errors.New("url is required")
+	}
+	u, err := url.Parse(t.URL)
+	if err != nil {
+		return fmt.Errorf("url is not valid: %w", redactURLError(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("url scheme %q is not http or https", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("url has no host")
+	}
+	if u.User != nil {
+		return errors.New("url must not carry credentials: use http_client_config")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("url must not have a query or fragment")
+	}
+	t.URL = strings.TrimRight(t.URL, "/")
+	if strings.HasSuffix(t.URL, "/v1") {
+		return errors.New("url must be the server root, without /v1")
+	}
+
+	for k := range t.Labels {
+		if !labelNameRE.MatchString(k) || strings.HasPrefix(k, "__") {
+			return fmt.Errorf("label name %q is not valid", k)
+		}
+		for _, r := range ReservedLabels {
+			if k == r {
+				return fmt.Errorf("label name %q is reserved", k)
+			}
+		}
+	}
+	if len(t.Modules) == 0 {
+		t.Modules = sortedKeys(c.Modules)
+	}
+	mods := map[string]bool{}
+	for _, m := range t.Modules {
+		if _, ok := c.Modules[m]; !ok {
+			return fmt.Errorf("unknown module %q", m)
+		}
+		if mods[m] {
+			return fmt.Errorf("module %q listed twice", m)
+		}
+		mods[m] = true
+	}
+	if t.MaxNumSeqs < 0 {
+		return fmt.Errorf("max_num_seqs must not be negative, got %d", t.MaxNumSeqs)
+	}
+	if t.TokenBudgetPerHour < 0 {
+		return fmt.Errorf("token_budget_per_hour must not be negative, got %d", t.TokenBudgetPerHour)
+	}
+	if t.Baseline != "" && !baselines[t.Baseline] {
+		return fmt.Errorf("unknown baseline %q", t.Baseline)
+	}
+	if t.ProbeInterval < 0 || t.ProbeTimeout < 0 || t.ScrapeInterval < 0 {
+		return errors.New("probe_interval, probe_timeout and scrape_interval must not be negative")
+	}
+	if !strings.HasPrefix(t.MetricsPath, "/") {
+		return fmt.Errorf("metrics_path %q must start with /", t.MetricsPath)
+	}
+	if dir != "" {
+		t.HTTPClientConfig.SetDirectory(dir)
+	}
+	if err := t.HTTPClientConfig.Validate(); err != nil {
+		return fmt.Errorf("http_client_config: %w", err)
+	}
+	return nil
+}
+
+// redactURLError drops the URL text from a parse error: it may carry credentials.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ProbeInterval is the effective probe interval of t.
+func (c *Config) ProbeInterval(t *Target) time.Duration {
+	if t.ProbeInterval > 0 {
+		return time.Duration(t.ProbeInterval)
+	}
+	return time.Duration(c.Global.ProbeInterval)
+}
+
+// ProbeTimeout is the effective timeout of a probe of module m on target t.
+func (c *Config) ProbeTimeout(t *Target, m *Module) time.Duration {
+	switch {
+	case m.Timeout > 0:
+		return time.Duration(m.Timeout)
+	case t.ProbeTimeout > 0:
+		return time.Duration(t.ProbeTimeout)
+	}
+	return time.Duration(c.Global.ProbeTimeout)
+}
+
+// StallTimeout is the effective stall timeout of module m.
+func (c *Config) StallTimeout(m *Module) time.Duration {
+	if m.StallTimeout > 0 {
+		return time.Duration(m.StallTimeout)
+	}
+	return time.Duration(c.Global.StallTimeout)
+}
+
+// ScrapeInterval is the effective /metrics scrape interval of t.
+func (c *Config) ScrapeInterval(t *Target) time.Duration {
+	if t.ScrapeInterval > 0 {
+		return time.Duration(t.ScrapeInterval)
+	}
+	return time.Duration(c.Global.ScrapeInterval)
+}
+
+// StaticLabelNames is the sorted union of every target's static label names. Every
+// exported series carries all of them (empty where a target lacks one), because a
+// metric family must have one label set.
+func (c *Config) StaticLabelNames() []string {
+	set := map[string]struct{}{}
+	for _, t := range c.Targets {
+		for k := range t.Labels {
+			set[k] = struct{}{}
+		}
+	}
+	return sortedKeys(set)
+}
+
+// StaticLabelValues returns t's values for names, in order.
+func (t *Target) StaticLabelValues(names []string) []string {
+	vals := make([]string, len(names))
+	for i, n := range names {
+		vals[i] = t.Labels[n]
+	}
+	return vals
+}
+
+// Target returns the target called name.
+func (c *Config) Target(name string) (*Target, bool) {
+	for i := range c.Targets {
+		if c.Targets[i].Name == name {
+			return &c.Targets[i], true
+		}
+	}
+	return nil, false
+}
