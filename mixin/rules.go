@@ -1,0 +1,406 @@
+package mixin
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/prometheus/common/model"
+)
+
+// File names written by Render, relative to the output directory.
+const (
+	RulesFile  = "vllm_prober.rules.yml"
+	AlertsFile = "vllm_prober.alerts.yml"
+)
+
+// Group is one Prometheus rule group.
+type Group struct {
+	Name  string
+	Rules []Rule
+}
+
+// Rule is a recording rule (Record set) or an alerting rule (Alert set).
+type Rule struct {
+	Record      string
+	Alert       string
+	Expr        string
+	For         model.Duration
+	Labels      []Label
+	Annotations []Label
+}
+
+// Label is an ordered key/value pair (labels and annotations keep the order they
+// are written in, so the output is stable and readable).
+type Label struct{ Name, Value string }
+
+// SLO names used in the `slo` label of burn-rate alerts.
+const (
+	SLOAvailability = "availability"
+	SLOTTFT         = "ttft"
+	SLOE2E          = "e2e"
+)
+
+// sli describes one SLO for the generator.
+type sli struct {
+	name      string // availability | ttft | e2e
+	alert     string // burn-rate alert name
+	what      string // human description of a good event
+	objective Objective
+	ratio     string // recording-rule name prefix of the good ratio (window appended)
+	bad       string // recording-rule name prefix of the bad count (window appended)
+}
+
+func (s *Spec) slis() []sli {
+	return []sli{
+		{SLOAvailability, "VLLMAvailabilityBudgetBurn", "probes succeed", s.SLOs.Availability,
+			"target_module:vllm_probe_success:ratio_rate", "target_module:vllm_probe_failures:increase"},
+		{SLOTTFT, "VLLMTTFTBudgetBurn", "successful probes see their first token within " + formatFloat(s.SLOs.TTFT.ThresholdSeconds) + "s",
+			s.SLOs.TTFT, "target_module:vllm_probe_ttft_within_slo:ratio_rate", "target_module:vllm_probe_ttft_over_slo:increase"},
+		{SLOE2E, "VLLME2EBudgetBurn", "successful probes complete within " + formatFloat(s.SLOs.E2E.ThresholdSeconds) + "s",
+			s.SLOs.E2E, "target_module:vllm_probe_e2e_within_slo:ratio_rate", "target_module:vllm_probe_e2e_over_slo:increase"},
+	}
+}
+
+// RecordingGroups returns the recording rules: per SLI window, probe attempt and
+// failure counts, the probe success ratio, and for TTFT and E2E the count of probes
+// over the threshold and the ratio of probes within it.
+func (s *Spec) RecordingGroups() []Group {
+	job := s.jobSel()
+	var rules []Rule
+	for _, nominal := range s.Windows {
+		w := nominal.String()
+		r := s.window(nominal).String()
+		rules = append(rules,
+			Rule{
+				Record: "target_module:vllm_probe_attempts:increase" + w,
+				Expr:   fmt.Sprintf("increase(vllm_probe_attempts_total{%s}[%s])", job, r),
+			},
+			Rule{
+				Record: "target_module:vllm_probe_failures:increase" + w,
+				Expr: lines(
+					fmt.Sprintf("sum without (reason) (increase(vllm_probe_failures_total{%s}[%s]))", job, r),
+					"or",
+					fmt.Sprintf("0 * increase(vllm_probe_attempts_total{%s}[%s])", job, r),
+				),
+			},
+			Rule{
+				// When no probe ran in the window (probe interval longer than the
+				// window), the last probe's result stands in, so a low probe rate
+				// cannot hide an outage from the short burn-rate windows.
+				Record: "target_module:vllm_probe_success:ratio_rate" + w,
+				Expr: lines(
+					"clamp(",
+					"  1 - target_module:vllm_probe_failures:increase"+w,
+					"    / (target_module:vllm_probe_attempts:increase"+w+" > 0),",
+					"  0, 1",
+					")",
+					"or",
+					fmt.Sprintf("vllm_probe_success{%s}", job),
+				),
+			},
+		)
+		for _, l := range []struct {
+			name, metric string
+			threshold    float64
+		}{
+			{"ttft", "vllm_probe_time_to_first_token_seconds", s.SLOs.TTFT.ThresholdSeconds},
+			{"e2e", "vllm_probe_e2e_latency_seconds", s.SLOs.E2E.ThresholdSeconds},
+		} {
+			good := fmt.Sprintf("sum without (le) (increase(%s_bucket{%s,%s}[%s]))", l.metric, job, leMatcher(l.threshold), r)
+			total := fmt.Sprintf("increase(%s_count{%s}[%s])", l.metric, job, r)
+			rules = append(rules,
+				Rule{
+					Record: "target_module:vllm_probe_" + l.name + "_over_slo:increase" + w,
+					Expr:   lines("clamp_min(", "  "+total, "    - "+good+",", "  0", ")"),
+				},
+				Rule{
+					Record: "target_module:vllm_probe_" + l.name + "_within_slo:ratio_rate" + w,
+					Expr:   lines("clamp(", "  "+good, "    / ("+total+" > 0),", "  0, 1", ")"),
+				},
+			)
+		}
+	}
+	return []Group{{Name: "vllm_prober.slo.rules", Rules: rules}}
+}
+
+func (s *Spec) jobSel() string { return fmt.Sprintf("job=%q", s.ProberJob) }
+
+func (s *Spec) runbook(alert string) string {
+	return s.RunbookURL + "#" + strings.ToLower(alert)
+}
+
+// alert builds an alerting rule with the mandatory labels and annotations.
+func (s *Spec) alert(name string, spec AlertSpec, expr, summary, description string, extra ...Label) Rule {
+	return Rule{
+		Alert:  name,
+		Expr:   expr,
+		For:    spec.For,
+		Labels: append([]Label{{"severity", spec.Severity}}, extra...),
+		Annotations: []Label{
+			{"summary", summary},
+			{"description", description},
+			{"runbook_url", s.runbook(name)},
+		},
+	}
+}
+
+const (
+	who   = `{{ $labels.target }} (model {{ $labels.model }})`
+	whoM  = `{{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }})`
+	value = `{{ printf "%.2f" $value }}`
+)
+
+// AlertGroups returns the operational alerts and the burn-rate alerts.
+func (s *Spec) AlertGroups() []Group {
+	job := s.jobSel()
+	a := s.Alerts
+	th := func(x AlertSpec) string { return formatFloat(*x.Threshold) }
+	healthDown := fmt.Sprintf("vllm_probe_health_up{%s} == 0", job)
+
+	ops := []Rule{
+		s.alert("VLLMEngineHung", a.EngineHung,
+			lines(
+				"(",
+				fmt.Sprintf("  sum without (reason) (increase(vllm_probe_failures_total{%s,reason=~\"stalled|timeout\"}[%s]))", job, a.EngineHung.Window),
+				fmt.Sprintf("    / (increase(vllm_probe_attempts_total{%s}[%s]) > 0)", job, a.EngineHung.Window),
+				") >= "+th(a.EngineHung),
+				"and on (job, instance, target)",
+				fmt.Sprintf("vllm_probe_health_up{%s} == 1", job),
+			),
+			"vLLM answers /health but does not generate tokens.",
+			whoM+` answers /health with 200, yet `+value+` of its probes in the last `+a.EngineHung.Window.String()+` stalled or timed out. The engine is probably hung.`),
+		s.alert("VLLMEndpointDown", a.EndpointDown,
+			fmt.Sprintf("vllm_probe_health_up{%s} == 0", job),
+			"vLLM endpoint does not answer /health.",
+			who+` has not answered /health with 200 for `+a.EndpointDown.For.String()+` (health_up = `+value+`).`),
+		s.alert("VLLMProbesFailing", a.ProbesFailing,
+			lines(
+				"(",
+				fmt.Sprintf("  increase(vllm_probe_failures_total{%s}[%s])", job, a.ProbesFailing.Window),
+				"    / ignoring (reason) group_left ()",
+				fmt.Sprintf("  (increase(vllm_probe_attempts_total{%s}[%s]) > 0)", job, a.ProbesFailing.Window),
+				") > "+th(a.ProbesFailing),
+				"unless on (job, instance, target)",
+				healthDown,
+			),
+			"vLLM probes are failing.",
+			value+` of the probes of `+whoM+` failed with reason {{ $labels.reason }} over the last `+a.ProbesFailing.Window.String()+`.`),
+		s.alert("VLLMMetricsScrapeFailing", a.MetricsScrapeFailing,
+			lines(
+				fmt.Sprintf("vllm_server_up{%s} == 0", job),
+				"unless on (job, instance, target)",
+				healthDown,
+			),
+			"vllm_prober cannot scrape the vLLM /metrics endpoint.",
+			`vllm_prober has failed to scrape /metrics of {{ $labels.target }} (model {{ $labels.model }}) for `+a.MetricsScrapeFailing.For.String()+` while /health answers (server_up = `+value+`); server-side panels and saturation alerts are blind.`),
+		s.alert("VLLMProberAbsent", a.ProberAbsent,
+			fmt.Sprintf("absent(up{%s} == 1)", job),
+			"vllm_prober is not being scraped.",
+			fmt.Sprintf(`No target of job %q has been up for %s (absent = %s): no probe results reach Prometheus and every other vLLM alert is silent.`, s.ProberJob, a.ProberAbsent.For, value)),
+		s.alert("VLLMKVCacheSaturated", a.KVCacheSaturated,
+			fmt.Sprintf("vllm_server_kv_cache_usage_ratio{%s} > %s", job, th(a.KVCacheSaturated)),
+			"vLLM KV cache is nearly full.",
+			`The KV cache of `+who+` is `+value+` full (threshold `+th(a.KVCacheSaturated)+`) for `+a.KVCacheSaturated.For.String()+`; new requests queue and running ones get preempted.`),
+		s.alert("VLLMRequestsQueueing", a.RequestsQueueing,
+			fmt.Sprintf("vllm_server_requests{%s,state=\"waiting\"} > %s", job, th(a.RequestsQueueing)),
+			"Requests are queueing in vLLM.",
+			value+` requests have been waiting in the queue of `+who+` for `+a.RequestsQueueing.For.String()+` (threshold `+th(a.RequestsQueueing)+`).`),
+		s.alert("VLLMPreemptionsHigh", a.PreemptionsHigh,
+			fmt.Sprintf("avg_over_time(vllm_server_preemptions_per_second{%s}[%s]) > %s", job, a.PreemptionsHigh.Window, th(a.PreemptionsHigh)),
+			"vLLM is preempting requests.",
+			who+` preempted `+value+` requests per second on average over `+a.PreemptionsHigh.Window.String()+` (threshold `+th(a.PreemptionsHigh)+`); the KV cache is too small for the load.`),
+		s.alert("VLLMHeadroomLow", a.HeadroomLow,
+			fmt.Sprintf("vllm_server_headroom_ratio{%s,resource=\"overall\"} < %s", job, th(a.HeadroomLow)),
+			"vLLM capacity headroom is low.",
+			who+` has `+value+` capacity headroom left (threshold `+th(a.HeadroomLow)+`); see headroom by resource on the endpoint dashboard.`),
+		s.alert("VLLMThroughputRegression", a.ThroughputRegression,
+			fmt.Sprintf("vllm_probe_regression_ratio{%s,metric=\"output_throughput\"} > %s", job, th(a.ThroughputRegression)),
+			"vLLM output throughput regressed against its baseline.",
+			`Output throughput of `+whoM+` is `+value+` times worse than baseline {{ $labels.baseline }} (threshold `+th(a.ThroughputRegression)+`) for `+a.ThroughputRegression.For.String()+`.`),
+		s.alert("VLLMLatencyRegression", a.LatencyRegression,
+			fmt.Sprintf("vllm_probe_regression_ratio{%s,metric=~\"ttft|tpot|itl|e2e\"} > %s", job, th(a.LatencyRegression)),
+			"vLLM latency regressed against its baseline.",
+			`{{ $labels.metric }} of `+whoM+` is `+value+` times the baseline {{ $labels.baseline }} (threshold `+th(a.LatencyRegression)+`) for `+a.LatencyRegression.For.String()+`.`),
+		s.alert("VLLMProbeBudgetExhausted", a.ProbeBudgetExhausted,
+			fmt.Sprintf("increase(vllm_probe_skipped_total{%s,reason=\"budget\"}[%s]) > 0", job, a.ProbeBudgetExhausted.Window),
+			"vllm_prober skips probes: token budget exhausted.",
+			value+` probes of `+whoM+` were skipped in the last `+a.ProbeBudgetExhausted.Window.String()+` because its token budget is spent; the endpoint is not being checked.`),
+		s.alert("VLLMProberConfigReloadFailed", a.ConfigReloadFailed,
+			fmt.Sprintf("vllm_prober_config_last_reload_successful{%s} == 0", job),
+			"vllm_prober failed to reload its configuration.",
+			`vllm_prober {{ $labels.instance }} failed to reload its configuration (last_reload_successful = `+value+`) and still runs the previous one.`),
+	}
+
+	var slo []Rule
+	for _, x := range s.slis() {
+		budget := "(1 - " + objectiveRatio(x.objective.Objective) + ")"
+		for _, br := range s.BurnRates {
+			long, short := br.LongWindow.String(), br.ShortWindow.String()
+			factor := formatFloat(br.Factor)
+			r := s.alert(x.alert, AlertSpec{Severity: br.Severity, For: br.For},
+				lines(
+					"(",
+					"  (1 - "+x.ratio+long+") / "+budget+" > "+factor,
+					"  and",
+					"  (1 - "+x.ratio+short+") / "+budget+" > "+factor,
+					")",
+					"and",
+					x.bad+long+" >= "+strconv.Itoa(s.MinBadProbes),
+				),
+				fmt.Sprintf("vLLM %s error budget is burning too fast.", map[string]string{SLOAvailability: "availability", SLOTTFT: "time-to-first-token", SLOE2E: "end-to-end latency"}[x.name]),
+				whoM+` is burning its `+x.name+` error budget `+value+` times faster than sustainable over `+long+` (and over `+short+`); objective: `+formatFloat(x.objective.Objective)+`% of `+x.what+`.`,
+				Label{"slo", x.name}, Label{"long_window", long}, Label{"short_window", short},
+			)
+			slo = append(slo, r)
+		}
+	}
+	return []Group{
+		{Name: "vllm_prober.alerts", Rules: ops},
+		{Name: "vllm_prober.slo.alerts", Rules: slo},
+	}
+}
+
+func lines(l ...string) string { return strings.Join(l, "\n") }
+
+// Render returns the rule files for the spec, keyed by file name (RulesFile, AlertsFile).
+func Render(s *Spec, source string) map[string][]byte {
+	header := "# Generated by `vllm_prober rules generate` from " + source + ". DO NOT EDIT.\n" +
+		"# Change the objectives and thresholds in " + source + " and regenerate.\n"
+	return map[string][]byte{
+		RulesFile:  renderGroups(header, s.RecordingGroups()),
+		AlertsFile: renderGroups(header, s.AlertGroups()),
+	}
+}
+
+func renderGroups(header string, groups []Group) []byte {
+	var b bytes.Buffer
+	b.WriteString(header)
+	b.WriteString("groups:\n")
+	for _, g := range groups {
+		fmt.Fprintf(&b, "  - name: %s\n", yamlString(g.Name))
+		b.WriteString("    rules:\n")
+		for _, r := range g.Rules {
+			if r.Record != "" {
+				fmt.Fprintf(&b, "      - record: %s\n", r.Record)
+			} else {
+				fmt.Fprintf(&b, "      - alert: %s\n", r.Alert)
+			}
+			b.WriteString("        expr: ")
+			writeBlock(&b, r.Expr, "          ")
+			if r.Alert != "" {
+				fmt.Fprintf(&b, "        for: %s\n", r.For)
+			}
+			writeMap(&b, "labels", r.Labels)
+			writeMap(&b, "annotations", r.Annotations)
+		}
+	}
+	return b.Bytes()
+}
+
+func writeBlock(b *bytes.Buffer, s, indent string) {
+	if !strings.Contains(s, "\n") {
+		b.WriteString(yamlString(s))
+		b.WriteByte('\n')
+		return
+	}
+	b.WriteString("|-\n")
+	for _, l := range strings.Split(s, "\n") {
+		if l == "" {
+			b.WriteByte('\n')
+			continue
+		}
+		b.WriteString(indent)
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+}
+
+func writeMap(b *bytes.Buffer, key string, m []Label) {
+	if len(m) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "        %s:\n", key)
+	for _, l := range m {
+		fmt.Fprintf(b, "          %s: %s\n", l.Name, yamlString(l.Value))
+	}
+}
+
+// yamlString quotes s unless it is a plain scalar that YAML reads back as the
+// same string.
+func yamlString(s string) string {
+	plain := s != "" && !strings.ContainsAny(s, ":#{}[]&*!|>'\"%@`,?\\\n\t") &&
+		strings.TrimSpace(s) == s && !strings.HasPrefix(s, "-")
+	if plain {
+		// Avoid scalars YAML would resolve to something other than a string.
+		switch strings.ToLower(s) {
+		case "true", "false", "yes", "no", "on", "off", "null", "~", "y", "n":
+			plain = false
+		}
+		if _, err := strconv.ParseFloat(s, 64); err == nil {
+			plain = false
+		}
+	}
+	if plain {
+		return s
+	}
+	if !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	}
+	return strconv.Quote(s)
+}
+
+// Options control Generate.
+type Options struct {
+	// SLOFile is the SLO file to read; its path (slash-separated) is named in the
+	// generated header, so use "alerts/slo.yml" from the repository root to
+	// reproduce the committed files byte for byte.
+	SLOFile string
+	// OutDir receives RulesFile and AlertsFile.
+	OutDir string
+	// ForScale multiplies every `for` duration and evaluation window (see
+	// Spec.Scaled); 0 means 1.
+	ForScale float64
+}
+
+// Generate reads the SLO file, renders the rule files and writes them to OutDir.
+// It returns the paths written.
+func Generate(o Options) ([]string, error) {
+	spec, err := LoadSpec(o.SLOFile)
+	if err != nil {
+		return nil, err
+	}
+	files, err := RenderScaled(spec, filepath.ToSlash(o.SLOFile), o.ForScale)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating output directory: %w", err)
+	}
+	var written []string
+	for _, name := range []string{RulesFile, AlertsFile} {
+		p := filepath.Join(o.OutDir, name)
+		if err := os.WriteFile(p, files[name], 0o644); err != nil {
+			return written, fmt.Errorf("writing rule file: %w", err)
+		}
+		written = append(written, p)
+	}
+	return written, nil
+}
+
+// RenderScaled is Render after Spec.Scaled(factor); a factor of 0 or 1 renders the
+// spec unchanged, and the header records any other factor.
+func RenderScaled(s *Spec, source string, factor float64) (map[string][]byte, error) {
+	if factor == 0 || factor == 1 {
+		return Render(s, source), nil
+	}
+	scaled, err := s.Scaled(factor)
+	if err != nil {
+		return nil, err
+	}
+	return Render(scaled, source+" with --for-scale "+formatFloat(factor)+" (for testing only)"), nil
+}
