@@ -2,43 +2,410 @@ package collector
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"reflect"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
+	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // ProbeStats is what the collector needs from the prober.
 type ProbeStats interface {
+	// MeanTTFT is the mean TTFT in seconds of the successful probes of target since.
 	MeanTTFT(target string, since time.Time) (float64, int)
+	// Model is the model the probes of target use, "" if unknown.
 	Model(target string) string
 }
 
 // Baselines is what the collector needs from the baseline package.
 type Baselines interface {
+	// SaturationOutputThroughput is the output tokens/s at which the baseline
+	// attached to target saturates.
 	SaturationOutputThroughput(target string) (float64, bool)
 }
 
-// Manager runs one scrape loop per target and exports the derived series.
+// infoRetry is how long after a failed /version or /v1/models read the
+// collector tries again; a successful read is repeated only when the server
+// looks new or restarted.
+const infoRetry = 30 * time.Second
+
+// maxSnapshots bounds each target's ring of snapshots whatever the window.
+const maxSnapshots = 4096
+
+// Manager runs one scrape loop per target (where scrape_metrics is on) and
+// exports the derived series. It is an unchecked prometheus.Collector: the
+// static label names change with the configuration.
 type Manager struct {
-	logger log.Logger
+	logger    log.Logger
+	probes    ProbeStats
+	baselines Baselines
+
+	mu         sync.Mutex
+	targets    map[string]*scraper // by target name
+	labelNames []string            // static label names
+	window     time.Duration
+	runCtx     context.Context // set while Run runs
+	wg         sync.WaitGroup  // scrape loops
 }
 
-// NewManager returns a Manager registered with reg.
+// NewManager returns a Manager and registers it with reg (when reg is not nil).
+// probes and baselines may be nil.
 func NewManager(reg prometheus.Registerer, logger log.Logger, probes ProbeStats, baselines Baselines) *Manager {
-	return &Manager{logger: logger}
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	m := &Manager{
+		logger:    logger,
+		probes:    probes,
+		baselines: baselines,
+		targets:   map[string]*scraper{},
+		window:    time.Duration(config.DefaultGlobal.RateWindow),
+	}
+	if reg != nil {
+		reg.MustRegister(m)
+	}
+	return m
 }
 
-// Apply (re)configures the manager.
-func (m *Manager) Apply(cfg *config.Config) error { return nil }
+// scraper is one target's loop and state.
+type scraper struct {
+	name       string
+	metricsURL string
+	baseURL    string
+	clientCfg  commoncfg.HTTPClientConfig
+	client     *http.Client
+	interval   time.Duration
+	timeout    time.Duration
+	logger     log.Logger
 
-// Run blocks until ctx is done and every goroutine it started exited.
-func (m *Manager) Run(ctx context.Context) { <-ctx.Done() }
+	cancel context.CancelFunc // nil while not running
+	done   chan struct{}
 
-// Load returns the latest running and waiting requests of target.
-func (m *Manager) Load(target string) (running, waiting float64, ok bool) { return 0, 0, false }
+	mu          sync.Mutex
+	labelValues []string
+	maxNumSeqs  int
+	window      time.Duration
+	attempted   bool
+	up          bool
+	duration    float64
+	ring        []*Snapshot // oldest first
+	derived     map[string]*Derived
+	info        ServerInfo
+	infoOK      bool
+	infoAt      time.Time
+	needInfo    bool
+}
 
-// GenerationTokensPerSecond returns target's generation tokens/s over the rate window.
-func (m *Manager) GenerationTokensPerSecond(target string) (float64, bool) { return 0, false }
+// Apply (re)configures the manager. Targets whose URL, metrics path, HTTP
+// client config, scrape interval and timeout did not change keep their loop
+// and their history; their labels, max_num_seqs and the window follow cfg.
+// It is safe before and while Run runs.
+func (m *Manager) Apply(cfg *config.Config) error {
+	if cfg == nil {
+		return errors.New("collector: nil config")
+	}
+	names := cfg.StaticLabelNames()
+	window := time.Duration(cfg.Global.RateWindow)
+	timeout := time.Duration(cfg.Global.ScrapeTimeout)
+
+	// Build clients first so that a bad config changes nothing.
+	type want struct {
+		t      *config.Target
+		client *http.Client
+	}
+	wants := map[string]want{}
+	for i := range cfg.Targets {
+		t := &cfg.Targets[i]
+		if !t.ScrapeMetrics {
+			continue
+		}
+		client, err := commoncfg.NewClientFromConfig(t.HTTPClientConfig, "vllm_prober")
+		if err != nil {
+			return fmt.Errorf("collector: target %q: creating HTTP client: %w", t.Name, err)
+		}
+		wants[t.Name] = want{t: t, client: client}
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.labelNames = names
+	m.window = window
+	for name, s := range m.targets {
+		w, ok := wants[name]
+		if ok && s.metricsURL == joinURL(w.t.URL, w.t.MetricsPath) && s.interval == cfg.ScrapeInterval(w.t) &&
+			s.timeout == timeout && reflect.DeepEqual(s.clientCfg, w.t.HTTPClientConfig) {
+			continue // unchanged: keep loop and history
+		}
+		m.stopLocked(s)
+		delete(m.targets, name)
+	}
+	for name, w := range wants {
+		s, ok := m.targets[name]
+		if !ok {
+			s = &scraper{
+				name:       name,
+				metricsURL: joinURL(w.t.URL, w.t.MetricsPath),
+				baseURL:    w.t.URL,
+				clientCfg:  w.t.HTTPClientConfig,
+				client:     w.client,
+				interval:   cfg.ScrapeInterval(w.t),
+				timeout:    timeout,
+				logger:     log.With(m.logger, "target", name),
+				needInfo:   true,
+			}
+			m.targets[name] = s
+			if m.runCtx != nil && m.runCtx.Err() == nil {
+				m.startLocked(s)
+			}
+		}
+		s.mu.Lock()
+		s.labelValues = w.t.StaticLabelValues(names)
+		s.maxNumSeqs = w.t.MaxNumSeqs
+		s.window = window
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// startLocked starts s's loop under m.mu.
+func (m *Manager) startLocked(s *scraper) {
+	ctx, cancel := context.WithCancel(m.runCtx)
+	s.cancel = cancel
+	s.done = make(chan struct{})
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(s.done)
+		s.loop(ctx)
+	}()
+}
+
+// stopLocked stops s's loop (if running) and waits for it.
+func (m *Manager) stopLocked(s *scraper) {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	<-s.done
+	s.cancel = nil
+}
+
+// Run scrapes every configured target until ctx is done, then returns once
+// every goroutine it started has exited.
+func (m *Manager) Run(ctx context.Context) {
+	m.mu.Lock()
+	m.runCtx = ctx
+	for _, s := range m.targets {
+		if s.cancel == nil {
+			m.startLocked(s)
+		}
+	}
+	m.mu.Unlock()
+
+	<-ctx.Done()
+
+	m.mu.Lock()
+	for _, s := range m.targets {
+		if s.cancel != nil {
+			s.cancel()
+			s.cancel = nil
+		}
+	}
+	m.runCtx = nil
+	m.mu.Unlock()
+	m.wg.Wait()
+}
+
+func (s *scraper) loop(ctx context.Context) {
+	ticker := time.NewTicker(s.interval)
+	defer ticker.Stop()
+	for {
+		s.scrapeOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// scrapeOnce scrapes /metrics (and, for a new or restarted server, /version
+// and /v1/models) and updates the state.
+func (s *scraper) scrapeOnce(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	start := time.Now()
+	snap, err := Scrape(sctx, s.client, s.metricsURL)
+	dur := time.Since(start).Seconds()
+	if ctx.Err() != nil {
+		return // shutting down or reconfigured: not a failure of the server
+	}
+
+	s.mu.Lock()
+	wasUp := s.up
+	s.attempted = true
+	s.duration = dur
+	if err != nil {
+		s.up = false
+		s.derived = nil
+		s.needInfo = true // the server may come back as another version
+		s.mu.Unlock()
+		if wasUp {
+			level.Warn(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", err)
+		} else {
+			level.Debug(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", err)
+		}
+		return
+	}
+	if n := len(s.ring); n > 0 && restarted(s.ring[n-1], snap) {
+		s.needInfo = true
+	}
+	fetchInfo := s.needInfo && (s.infoAt.IsZero() || s.infoOK || time.Since(s.infoAt) >= infoRetry)
+	s.mu.Unlock()
+
+	var info ServerInfo
+	var infoErr error
+	if fetchInfo {
+		ictx, icancel := context.WithTimeout(ctx, s.timeout)
+		info, infoErr = FetchServerInfo(ictx, s.client, s.baseURL)
+		icancel()
+		if infoErr != nil {
+			level.Debug(s.logger).Log("msg", "reading server info failed", "err", infoErr)
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fetchInfo {
+		s.info, s.infoOK, s.infoAt = info, infoErr == nil, time.Now()
+		s.needInfo = infoErr != nil
+	}
+	s.up = true
+	s.ring = append(s.ring, snap)
+	s.trimLocked()
+	s.deriveLocked()
+}
+
+// restarted reports whether cur looks like a new server process compared to
+// prev: a counter went backwards or the naming era changed.
+func restarted(prev, cur *Snapshot) bool {
+	if prev.Era != cur.Era {
+		return true
+	}
+	for name, c := range cur.Models {
+		p := prev.Models[name]
+		if p == nil {
+			continue
+		}
+		if c.GenerationTokens < p.GenerationTokens || c.PromptTokens < p.PromptTokens {
+			return true
+		}
+	}
+	return false
+}
+
+// trimLocked keeps the snapshots inside the window plus the one just before
+// it, bounded by maxSnapshots.
+func (s *scraper) trimLocked() {
+	newest := s.ring[len(s.ring)-1].Time
+	cut := 0
+	for cut < len(s.ring)-1 && s.ring[cut].Time.Before(newest.Add(-s.window)) {
+		cut++
+	}
+	if over := len(s.ring) - cut - maxSnapshots; over > 0 {
+		cut += over
+	}
+	if cut > 0 {
+		s.ring = append([]*Snapshot(nil), s.ring[cut:]...)
+	}
+}
+
+func (s *scraper) deriveLocked() {
+	latest := s.ring[len(s.ring)-1]
+	s.derived = make(map[string]*Derived, len(latest.Models))
+	for name := range latest.Models {
+		s.derived[name] = derive(s.ring, name)
+	}
+}
+
+// Load returns the latest running and waiting requests of target, summed over
+// its models; ok is false when the last scrape failed or exposed neither.
+func (m *Manager) Load(target string) (running, waiting float64, ok bool) {
+	s := m.target(target)
+	if s == nil {
+		return 0, 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.up || len(s.ring) == 0 {
+		return 0, 0, false
+	}
+	latest := s.ring[len(s.ring)-1]
+	running, waiting = latest.Running(), latest.Waiting()
+	if math.IsNaN(running) || math.IsNaN(waiting) {
+		return 0, 0, false
+	}
+	return running, waiting, true
+}
+
+// GenerationTokensPerSecond returns target's generation tokens/s over the
+// rate window, summed over its models; ok is false without a rate.
+func (m *Manager) GenerationTokensPerSecond(target string) (float64, bool) {
+	s := m.target(target)
+	if s == nil {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.up {
+		return 0, false
+	}
+	total, ok := 0.0, false
+	for _, d := range s.derived {
+		if !math.IsNaN(d.GenerationTokensPerSecond) {
+			total += d.GenerationTokensPerSecond
+			ok = true
+		}
+	}
+	return total, ok
+}
+
+// Latest returns the newest snapshot of target (nil when the last scrape
+// failed or none happened), for debug pages and bench.
+func (m *Manager) Latest(target string) *Snapshot {
+	s := m.target(target)
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.up || len(s.ring) == 0 {
+		return nil
+	}
+	return s.ring[len(s.ring)-1]
+}
+
+func (m *Manager) target(name string) *scraper {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.targets[name]
+}
+
+func (m *Manager) sortedTargets() []*scraper {
+	out := make([]*scraper, 0, len(m.targets))
+	for _, s := range m.targets {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}

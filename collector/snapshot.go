@@ -1,16 +1,21 @@
 package collector
 
 import (
-	"context"
-	"errors"
-	"net/http"
+	"math"
+	"sort"
+	"strconv"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Naming eras of vLLM's metrics, the value of the metrics_era info label.
 const (
-	EraV1     = "v1"
-	EraV010   = "v0.10"
+	// EraV1 is current V1 naming (vllm:kv_cache_usage_perc, no deprecated names).
+	EraV1 = "v1"
+	// EraV010 is the 0.9/0.10 transition: new and deprecated names side by side.
+	EraV010 = "v0.10"
+	// EraLegacy is V0 naming (vllm:gpu_cache_usage_perc, num_requests_swapped, ...).
 	EraLegacy = "legacy"
 )
 
@@ -20,26 +25,402 @@ type Bucket struct {
 	Count      float64
 }
 
-// Histogram is a classic cumulative histogram.
+// Histogram is a classic cumulative histogram, summed over engines.
 type Histogram struct {
-	Buckets []Bucket // sorted by UpperBound, cumulative, the last one is +Inf
+	Buckets []Bucket // sorted by UpperBound, cumulative; the last one is +Inf
 	Sum     float64
 	Count   float64
 }
 
-// Model holds the normalised metrics of one served model (one model_name).
+// Model holds the normalised metrics of one served model (one model_name),
+// aggregated over every engine: counts and counters are summed, usage ratios
+// take the maximum. A scalar that the server did not expose is NaN; an absent
+// histogram is nil.
 type Model struct {
-	Name string
+	Name    string
+	Engines int // distinct engine label values (1 for V0 servers without the label)
+
+	Running    float64 // vllm:num_requests_running
+	Waiting    float64 // vllm:num_requests_waiting (else the sum of ..._by_reason)
+	Swapped    float64 // vllm:num_requests_swapped (legacy only)
+	KVUsage    float64 // vllm:kv_cache_usage_perc, else vllm:gpu_cache_usage_perc (0-1)
+	CPUKVUsage float64 // vllm:cpu_cache_usage_perc (legacy only, 0-1)
+
+	// KVCapacityTokens is the KV cache capacity in tokens from vllm:cache_config_info
+	// (kv_cache_size_tokens, else num_gpu_blocks × block_size), summed over engines.
+	KVCapacityTokens float64
+	BlockSize        float64 // block_size label of vllm:cache_config_info
+
+	PromptTokens       float64 // vllm:prompt_tokens_total
+	GenerationTokens   float64 // vllm:generation_tokens_total
+	Preemptions        float64 // vllm:num_preemptions_total
+	PrefixCacheQueries float64 // vllm:prefix_cache_queries_total, else gpu_prefix_cache_queries_total
+	PrefixCacheHits    float64 // vllm:prefix_cache_hits_total, else gpu_prefix_cache_hits_total
+	// RequestSuccess is vllm:request_success_total by finished_reason.
+	RequestSuccess map[string]float64
+
+	TTFT  *Histogram // vllm:time_to_first_token_seconds
+	ITL   *Histogram // vllm:inter_token_latency_seconds, else vllm:time_per_output_token_seconds
+	E2E   *Histogram // vllm:e2e_request_latency_seconds
+	Queue *Histogram // vllm:request_queue_time_seconds
 }
 
-// Snapshot is one normalised scrape.
+// Snapshot is one normalised scrape of a vLLM /metrics endpoint.
 type Snapshot struct {
-	Time   time.Time
-	Era    string
-	Models map[string]*Model
+	Time   time.Time         // when the scrape started
+	Era    string            // EraV1, EraV010, EraLegacy, or "" when no engine metric was found
+	Models map[string]*Model // by model_name
 }
 
-// Scrape fetches url (the full /metrics URL) once and normalises it.
-func Scrape(ctx context.Context, client *http.Client, url string) (*Snapshot, error) {
-	return nil, errors.New("not implemented")
+// Running is the sum of running requests over all models (NaN when none is exposed).
+func (s *Snapshot) Running() float64 { return s.sum(func(m *Model) float64 { return m.Running }) }
+
+// Waiting is the sum of waiting requests over all models (NaN when none is exposed).
+func (s *Snapshot) Waiting() float64 { return s.sum(func(m *Model) float64 { return m.Waiting }) }
+
+func (s *Snapshot) sum(f func(*Model) float64) float64 {
+	total, ok := 0.0, false
+	for _, m := range s.Models {
+		if v := f(m); !math.IsNaN(v) {
+			total += v
+			ok = true
+		}
+	}
+	if !ok {
+		return math.NaN()
+	}
+	return total
+}
+
+// vLLM metric names, as exposed.
+const (
+	mRunning         = "vllm:num_requests_running"
+	mWaiting         = "vllm:num_requests_waiting"
+	mWaitingByReason = "vllm:num_requests_waiting_by_reason"
+	mSwapped         = "vllm:num_requests_swapped"
+	mKVUsage         = "vllm:kv_cache_usage_perc"
+	mGPUCacheUsage   = "vllm:gpu_cache_usage_perc"
+	mCPUCacheUsage   = "vllm:cpu_cache_usage_perc"
+	mPromptTokens    = "vllm:prompt_tokens_total"
+	mGenTokens       = "vllm:generation_tokens_total"
+	mPreemptions     = "vllm:num_preemptions_total"
+	mPrefixQueries   = "vllm:prefix_cache_queries_total"
+	mPrefixHits      = "vllm:prefix_cache_hits_total"
+	mGPUPrefixQ      = "vllm:gpu_prefix_cache_queries_total"
+	mGPUPrefixH      = "vllm:gpu_prefix_cache_hits_total"
+	mRequestSuccess  = "vllm:request_success_total"
+	mTTFT            = "vllm:time_to_first_token_seconds"
+	mITL             = "vllm:inter_token_latency_seconds"
+	mTPOTOld         = "vllm:time_per_output_token_seconds"
+	mE2E             = "vllm:e2e_request_latency_seconds"
+	mQueue           = "vllm:request_queue_time_seconds"
+	mCacheConfig     = "vllm:cache_config_info"
+
+	lModel  = "model_name"
+	lEngine = "engine"
+)
+
+// families indexes decoded metric families by name.
+type families map[string]*dto.MetricFamily
+
+func labelValue(m *dto.Metric, name string) (string, bool) {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue(), true
+		}
+	}
+	return "", false
+}
+
+// scalar is the value of a counter, gauge or untyped sample. The text decoder
+// reads OpenMetrics counters as untyped families named ..._total, the text and
+// protobuf formats as counters of the same name; only the name matters here.
+func scalar(m *dto.Metric) (float64, bool) {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue(), true
+	case m.Gauge != nil:
+		return m.Gauge.GetValue(), true
+	case m.Untyped != nil:
+		return m.Untyped.GetValue(), true
+	}
+	return 0, false
+}
+
+// perModel visits every sample of family name that carries a non-empty
+// model_name. Series without model_name (a production-stack router re-exporting
+// vLLM names with a server label) are ignored.
+func (fs families) perModel(name string, visit func(model, engine string, m *dto.Metric)) {
+	mf := fs[name]
+	if mf == nil {
+		return
+	}
+	for _, m := range mf.GetMetric() {
+		model, ok := labelValue(m, lModel)
+		if !ok || model == "" {
+			continue
+		}
+		engine, _ := labelValue(m, lEngine)
+		visit(model, engine, m)
+	}
+}
+
+// has reports whether family name has at least one series with model_name.
+func (fs families) has(name string) bool {
+	found := false
+	fs.perModel(name, func(string, string, *dto.Metric) { found = true })
+	return found
+}
+
+func newModel(name string) *Model {
+	nan := math.NaN()
+	return &Model{
+		Name: name, Running: nan, Waiting: nan, Swapped: nan, KVUsage: nan, CPUKVUsage: nan,
+		KVCapacityTokens: nan, BlockSize: nan, PromptTokens: nan, GenerationTokens: nan,
+		Preemptions: nan, PrefixCacheQueries: nan, PrefixCacheHits: nan,
+	}
+}
+
+// normalise maps decoded families of any naming era to a Snapshot.
+func normalise(fs families, at time.Time) *Snapshot {
+	s := &Snapshot{Time: at, Models: map[string]*Model{}, Era: era(fs)}
+	engines := map[string]map[string]struct{}{}
+	get := func(model, engine string) *Model {
+		m := s.Models[model]
+		if m == nil {
+			m = newModel(model)
+			s.Models[model] = m
+			engines[model] = map[string]struct{}{}
+		}
+		engines[model][engine] = struct{}{}
+		return m
+	}
+	// Every family that names a model registers it, so a model is known even
+	// when it exposes only some of the series below.
+	for _, name := range []string{
+		mRunning, mWaiting, mWaitingByReason, mSwapped, mKVUsage, mGPUCacheUsage, mCPUCacheUsage,
+		mPromptTokens, mGenTokens, mPreemptions, mPrefixQueries, mPrefixHits, mGPUPrefixQ, mGPUPrefixH,
+		mRequestSuccess, mTTFT, mITL, mTPOTOld, mE2E, mQueue,
+	} {
+		fs.perModel(name, func(model, engine string, _ *dto.Metric) { get(model, engine) })
+	}
+
+	// sum adds up every series of name per model; max takes the largest.
+	sum := func(name string, field func(*Model) *float64) {
+		fs.perModel(name, func(model, _ string, mt *dto.Metric) {
+			if v, ok := scalar(mt); ok {
+				p := field(s.Models[model])
+				if math.IsNaN(*p) {
+					*p = 0
+				}
+				*p += v
+			}
+		})
+	}
+	maxOf := func(name string, field func(*Model) *float64) {
+		fs.perModel(name, func(model, _ string, mt *dto.Metric) {
+			if v, ok := scalar(mt); ok {
+				p := field(s.Models[model])
+				if math.IsNaN(*p) || v > *p {
+					*p = v
+				}
+			}
+		})
+	}
+	sum(mRunning, func(m *Model) *float64 { return &m.Running })
+	sum(mWaiting, func(m *Model) *float64 { return &m.Waiting })
+	sum(mSwapped, func(m *Model) *float64 { return &m.Swapped })
+	maxOf(mCPUCacheUsage, func(m *Model) *float64 { return &m.CPUKVUsage })
+	sum(mPromptTokens, func(m *Model) *float64 { return &m.PromptTokens })
+	sum(mGenTokens, func(m *Model) *float64 { return &m.GenerationTokens })
+	sum(mPreemptions, func(m *Model) *float64 { return &m.Preemptions })
+
+	// Waiting falls back to the sum over reasons when the total is missing.
+	waitingByReason := map[string]float64{}
+	fs.perModel(mWaitingByReason, func(model, _ string, mt *dto.Metric) {
+		if v, ok := scalar(mt); ok {
+			waitingByReason[model] += v
+		}
+	})
+	for model, v := range waitingByReason {
+		if m := s.Models[model]; math.IsNaN(m.Waiting) {
+			m.Waiting = v
+		}
+	}
+
+	// Renamed series: prefer the new name per model, fall back to the old one.
+	preferNew(fs, s, mKVUsage, mGPUCacheUsage, true, func(m *Model) *float64 { return &m.KVUsage })
+	preferNew(fs, s, mPrefixQueries, mGPUPrefixQ, false, func(m *Model) *float64 { return &m.PrefixCacheQueries })
+	preferNew(fs, s, mPrefixHits, mGPUPrefixH, false, func(m *Model) *float64 { return &m.PrefixCacheHits })
+
+	fs.perModel(mRequestSuccess, func(model, _ string, mt *dto.Metric) {
+		v, ok := scalar(mt)
+		if !ok {
+			return
+		}
+		reason, _ := labelValue(mt, "finished_reason")
+		m := s.Models[model]
+		if m.RequestSuccess == nil {
+			m.RequestSuccess = map[string]float64{}
+		}
+		m.RequestSuccess[reason] += v
+	})
+
+	for model, m := range s.Models {
+		m.TTFT = histogram(fs, mTTFT, model)
+		if m.ITL = histogram(fs, mITL, model); m.ITL == nil {
+			m.ITL = histogram(fs, mTPOTOld, model)
+		}
+		m.E2E = histogram(fs, mE2E, model)
+		m.Queue = histogram(fs, mQueue, model)
+		m.Engines = len(engines[model])
+	}
+
+	applyCacheConfig(fs, s)
+	return s
+}
+
+// preferNew aggregates newName per model (max when useMax, else sum) and uses
+// oldName only for models that do not expose newName.
+func preferNew(fs families, s *Snapshot, newName, oldName string, useMax bool, field func(*Model) *float64) {
+	hasNew := map[string]bool{}
+	fs.perModel(newName, func(model, _ string, _ *dto.Metric) { hasNew[model] = true })
+	agg := func(name string, want bool) {
+		fs.perModel(name, func(model, _ string, mt *dto.Metric) {
+			if hasNew[model] != want {
+				return
+			}
+			v, ok := scalar(mt)
+			if !ok {
+				return
+			}
+			p := field(s.Models[model])
+			switch {
+			case math.IsNaN(*p):
+				*p = v
+			case useMax:
+				*p = math.Max(*p, v)
+			default:
+				*p += v
+			}
+		})
+	}
+	agg(newName, true)
+	agg(oldName, false)
+}
+
+// histogram sums the classic histogram name of model over engines and any
+// other label (priority, ...). Bucket bounds are read from the le values as
+// exposed (Python floats such as "1.0" and "2560.0").
+func histogram(fs families, name, model string) *Histogram {
+	byLE := map[float64]float64{}
+	var h *Histogram
+	fs.perModel(name, func(mod, _ string, mt *dto.Metric) {
+		if mod != model || mt.Histogram == nil {
+			return
+		}
+		if h == nil {
+			h = &Histogram{}
+		}
+		hh := mt.Histogram
+		count := float64(hh.GetSampleCount())
+		if hh.SampleCountFloat != nil {
+			count = hh.GetSampleCountFloat()
+		}
+		h.Count += count
+		h.Sum += hh.GetSampleSum()
+		hasInf := false
+		for _, b := range hh.GetBucket() {
+			c := float64(b.GetCumulativeCount())
+			if b.CumulativeCountFloat != nil {
+				c = b.GetCumulativeCountFloat()
+			}
+			byLE[b.GetUpperBound()] += c
+			if math.IsInf(b.GetUpperBound(), +1) {
+				hasInf = true
+			}
+		}
+		// The protobuf format leaves the +Inf bucket implicit: it is the count.
+		if !hasInf {
+			byLE[math.Inf(+1)] += count
+		}
+	})
+	if h == nil {
+		return nil
+	}
+	for le, c := range byLE {
+		h.Buckets = append(h.Buckets, Bucket{UpperBound: le, Count: c})
+	}
+	sort.Slice(h.Buckets, func(i, j int) bool { return h.Buckets[i].UpperBound < h.Buckets[j].UpperBound })
+	return h
+}
+
+// applyCacheConfig reads the capacity inputs from vllm:cache_config_info. The
+// series has an engine label but no model_name: it describes the whole server,
+// so it is attached to every model of the scrape (or only to its model, should
+// a server add model_name).
+func applyCacheConfig(fs families, s *Snapshot) {
+	mf := fs[mCacheConfig]
+	if mf == nil {
+		return
+	}
+	type engineCap struct{ capacity, blockSize float64 }
+	perEngine := map[string]map[string]engineCap{} // model ("" = all) -> engine -> capacity
+	for _, m := range mf.GetMetric() {
+		model, _ := labelValue(m, lModel)
+		engine, _ := labelValue(m, lEngine)
+		num := func(label string) float64 {
+			v, ok := labelValue(m, label)
+			if !ok {
+				return 0
+			}
+			f, err := strconv.ParseFloat(v, 64) // "None" and the like fail
+			if err != nil || f <= 0 || math.IsInf(f, 0) {
+				return 0
+			}
+			return f
+		}
+		ec := engineCap{capacity: num("kv_cache_size_tokens"), blockSize: num("block_size")}
+		if ec.capacity == 0 {
+			ec.capacity = num("num_gpu_blocks") * ec.blockSize
+		}
+		if perEngine[model] == nil {
+			perEngine[model] = map[string]engineCap{}
+		}
+		perEngine[model][engine] = ec
+	}
+	for name, m := range s.Models {
+		caps := perEngine[name]
+		if caps == nil {
+			caps = perEngine[""]
+		}
+		total, block := 0.0, 0.0
+		for _, ec := range caps {
+			total += ec.capacity
+			block = math.Max(block, ec.blockSize)
+		}
+		if total > 0 {
+			m.KVCapacityTokens = total
+		}
+		if block > 0 {
+			m.BlockSize = block
+		}
+	}
+}
+
+// era tells the naming era from the series that carry model_name.
+func era(fs families) string {
+	newKV := fs.has(mKVUsage)
+	deprecated := fs.has(mGPUCacheUsage) || fs.has(mGPUPrefixQ) || fs.has(mGPUPrefixH) || fs.has(mTPOTOld)
+	switch {
+	case newKV && deprecated:
+		return EraV010
+	case newKV:
+		return EraV1
+	case fs.has(mGPUCacheUsage) || fs.has(mSwapped) || fs.has(mCPUCacheUsage) || fs.has(mTPOTOld):
+		return EraLegacy
+	case fs.has(mITL) || fs.has(mRunning):
+		return EraV1
+	}
+	return ""
 }

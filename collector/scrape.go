@@ -1,0 +1,190 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// AcceptHeader negotiates delimited protobuf, OpenMetrics and the classic text
+// format, in Prometheus' order of preference. vLLM's prometheus_client answers
+// OpenMetrics or text; Go servers (vllm_sim) answer protobuf.
+const AcceptHeader = `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.5,` +
+	`application/openmetrics-text;version=1.0.0;q=0.4,application/openmetrics-text;version=0.0.1;q=0.3,` +
+	`text/plain;version=0.0.4;q=0.2,*/*;q=0.1`
+
+// maxBodyBytes bounds what one scrape reads; a vLLM exposition is well under 1 MiB.
+const maxBodyBytes = 32 << 20
+
+var errBodyTooLarge = fmt.Errorf("response body larger than %d bytes", maxBodyBytes)
+
+// Scrape fetches url (the full metrics URL, e.g. http://127.0.0.1:8000/metrics)
+// once with client and normalises it. The deadline comes from ctx. Any HTTP
+// status other than 200, an undecodable body or a body larger than 32 MiB is
+// an error.
+func Scrape(ctx context.Context, client *http.Client, url string) (*Snapshot, error) {
+	start := time.Now()
+	fs, err := fetchFamilies(ctx, client, url)
+	if err != nil {
+		return nil, err
+	}
+	return normalise(fs, start), nil
+}
+
+func fetchFamilies(ctx context.Context, client *http.Client, url string) (families, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("creating scrape request: %w", err)
+	}
+	req.Header.Set("Accept", AcceptHeader)
+	req.Header.Set("User-Agent", "vllm_prober")
+	if dl, ok := ctx.Deadline(); ok {
+		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(time.Until(dl).Seconds(), 'f', 3, 64))
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scraping metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil, fmt.Errorf("scraping metrics: server returned HTTP status %s", resp.Status)
+	}
+	dec := expfmt.NewDecoder(&limitedReader{r: resp.Body, n: maxBodyBytes}, decodeFormat(resp.Header))
+	fs := families{}
+	for {
+		mf := &dto.MetricFamily{}
+		err := dec.Decode(mf)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("decoding metrics: %w", err)
+		}
+		if prev, ok := fs[mf.GetName()]; ok {
+			prev.Metric = append(prev.Metric, mf.Metric...)
+			continue
+		}
+		fs[mf.GetName()] = mf
+	}
+	return fs, nil
+}
+
+// decodeFormat picks the decoder format from the response's Content-Type.
+// expfmt.ResponseFormat knows protobuf and text 0.0.4; OpenMetrics 1.0 and
+// 0.0.1 are read by the text decoder (counters come out as untyped families
+// named ..._total, _created samples as separate families, which the
+// normaliser never looks at). Names are validated as UTF-8, so vLLM's colon
+// names parse under every format.
+func decodeFormat(h http.Header) expfmt.Format {
+	f := expfmt.ResponseFormat(h)
+	if f.FormatType() == expfmt.TypeUnknown {
+		f = expfmt.FmtText
+		if mt, params, err := mime.ParseMediaType(h.Get("Content-Type")); err == nil && mt == expfmt.OpenMetricsType {
+			if v := params["version"]; v == expfmt.OpenMetricsVersion_0_0_1 {
+				f = expfmt.FmtOpenMetrics_0_0_1
+			} else {
+				f = expfmt.FmtOpenMetrics_1_0_0
+			}
+		}
+	}
+	return f.WithEscapingScheme(model.NoEscaping)
+}
+
+type limitedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errBodyTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	if l.n <= 0 && err == nil {
+		// Probe for more input: exactly maxBodyBytes is fine, more is not.
+		var one [1]byte
+		if m, _ := l.r.Read(one[:]); m > 0 {
+			return n, errBodyTooLarge
+		}
+	}
+	return n, err
+}
+
+// ServerInfo is what /version and /v1/models say about a server.
+type ServerInfo struct {
+	Version     string         // /version "version"; "" when unknown
+	MaxModelLen map[string]int // /v1/models max_model_len by model id
+}
+
+// FetchServerInfo reads baseURL/version and baseURL/v1/models. It returns what
+// it could read together with an error naming what failed.
+func FetchServerInfo(ctx context.Context, client *http.Client, baseURL string) (ServerInfo, error) {
+	info := ServerInfo{MaxModelLen: map[string]int{}}
+	var errs []error
+	var version struct {
+		Version string `json:"version"`
+	}
+	if err := getJSON(ctx, client, baseURL+"/version", &version); err != nil {
+		errs = append(errs, fmt.Errorf("reading /version: %w", err))
+	} else {
+		info.Version = version.Version
+	}
+	var models struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, client, baseURL+"/v1/models", &models); err != nil {
+		errs = append(errs, fmt.Errorf("reading /v1/models: %w", err))
+	} else {
+		for _, d := range models.Data {
+			if d.ID != "" && d.MaxModelLen > 0 {
+				info.MaxModelLen[d.ID] = d.MaxModelLen
+			}
+		}
+	}
+	return info, errors.Join(errs...)
+}
+
+func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return fmt.Errorf("server returned HTTP status %s", resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(v); err != nil {
+		return fmt.Errorf("decoding JSON: %w", err)
+	}
+	return nil
+}
+
+// joinURL appends path to the target root URL.
+func joinURL(base, path string) string {
+	return strings.TrimRight(base, "/") + path
+}

@@ -1,0 +1,209 @@
+package collector
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// Latency is a server-side latency statistic over the rate window.
+type Latency struct {
+	Mean float64 // Δsum / Δcount
+	P50  float64 // NaN when the buckets cannot place it
+	P99  float64
+}
+
+// Derived holds one model's values over the rate window, computed from the
+// snapshots inside it. Rates are NaN when the window holds fewer than two
+// snapshots of the model or the server does not expose the counter.
+type Derived struct {
+	Start, End time.Time // time of the first and last snapshot used
+
+	PromptTokensPerSecond     float64
+	GenerationTokensPerSecond float64
+	PreemptionsPerSecond      float64
+	RequestSuccessPerSecond   map[string]float64 // by finished_reason
+
+	// Latencies by "ttft", "itl", "e2e", "queue"; a key is absent when the
+	// histogram saw no new observation in the window.
+	Latencies map[string]Latency
+}
+
+// increase sums the increases of a counter over consecutive values like
+// Prometheus' rate(): a decrease is a counter reset (restart, metrics reset),
+// after which the counter counts from zero, so the increase is the new value.
+// A rate therefore never goes negative and a reset never makes a spike.
+func increase(vals []float64) float64 {
+	inc := 0.0
+	for i := 1; i < len(vals); i++ {
+		if d := vals[i] - vals[i-1]; d >= 0 {
+			inc += d
+		} else {
+			inc += vals[i]
+		}
+	}
+	return inc
+}
+
+// derive computes model's values over snaps (oldest first, all inside the window).
+func derive(snaps []*Snapshot, model string) *Derived {
+	var ms []*Model
+	var times []time.Time
+	for _, s := range snaps {
+		if m := s.Models[model]; m != nil {
+			ms = append(ms, m)
+			times = append(times, s.Time)
+		}
+	}
+	d := &Derived{
+		PromptTokensPerSecond:     math.NaN(),
+		GenerationTokensPerSecond: math.NaN(),
+		PreemptionsPerSecond:      math.NaN(),
+		Latencies:                 map[string]Latency{},
+	}
+	if len(ms) < 2 {
+		return d
+	}
+	d.Start, d.End = times[0], times[len(times)-1]
+	secs := d.End.Sub(d.Start).Seconds()
+	if secs <= 0 {
+		return d
+	}
+	rate := func(f func(*Model) float64) float64 {
+		vals := make([]float64, 0, len(ms))
+		for _, m := range ms {
+			v := f(m)
+			if math.IsNaN(v) {
+				return math.NaN()
+			}
+			vals = append(vals, v)
+		}
+		return increase(vals) / secs
+	}
+	d.PromptTokensPerSecond = rate(func(m *Model) float64 { return m.PromptTokens })
+	d.GenerationTokensPerSecond = rate(func(m *Model) float64 { return m.GenerationTokens })
+	d.PreemptionsPerSecond = rate(func(m *Model) float64 { return m.Preemptions })
+
+	last := ms[len(ms)-1]
+	if len(last.RequestSuccess) > 0 {
+		d.RequestSuccessPerSecond = map[string]float64{}
+		for reason := range last.RequestSuccess {
+			r := rate(func(m *Model) float64 {
+				v, ok := m.RequestSuccess[reason]
+				if !ok {
+					return 0 // a reason that appears later counted from zero
+				}
+				return v
+			})
+			if !math.IsNaN(r) {
+				d.RequestSuccessPerSecond[reason] = r
+			}
+		}
+	}
+
+	for key, f := range map[string]func(*Model) *Histogram{
+		"ttft":  func(m *Model) *Histogram { return m.TTFT },
+		"itl":   func(m *Model) *Histogram { return m.ITL },
+		"e2e":   func(m *Model) *Histogram { return m.E2E },
+		"queue": func(m *Model) *Histogram { return m.Queue },
+	} {
+		hs := make([]*Histogram, len(ms))
+		for i, m := range ms {
+			hs[i] = f(m)
+		}
+		if delta := histogramIncrease(hs); delta != nil && delta.Count > 0 {
+			d.Latencies[key] = Latency{
+				Mean: delta.Sum / delta.Count,
+				P50:  bucketQuantile(0.5, delta.Buckets),
+				P99:  bucketQuantile(0.99, delta.Buckets),
+			}
+		}
+	}
+	return d
+}
+
+// histogramIncrease is the histogram of the observations made between the
+// first and the last of hs, with counter-reset handling per pair: when the
+// count drops or the bucket layout changes, the newer histogram is taken as
+// counting from zero. Missing histograms (nil) break the chain.
+func histogramIncrease(hs []*Histogram) *Histogram {
+	var acc *Histogram
+	for i := 1; i < len(hs); i++ {
+		prev, cur := hs[i-1], hs[i]
+		if cur == nil || prev == nil {
+			continue
+		}
+		var delta *Histogram
+		if cur.Count < prev.Count || !sameBounds(prev, cur) {
+			delta = cur
+		} else {
+			delta = &Histogram{Sum: cur.Sum - prev.Sum, Count: cur.Count - prev.Count, Buckets: make([]Bucket, len(cur.Buckets))}
+			if delta.Sum < 0 {
+				delta.Sum = 0
+			}
+			for j, b := range cur.Buckets {
+				delta.Buckets[j] = Bucket{UpperBound: b.UpperBound, Count: math.Max(0, b.Count-prev.Buckets[j].Count)}
+			}
+		}
+		switch {
+		case acc == nil || !sameBounds(acc, delta):
+			acc = &Histogram{Sum: delta.Sum, Count: delta.Count, Buckets: append([]Bucket(nil), delta.Buckets...)}
+		default:
+			acc.Sum += delta.Sum
+			acc.Count += delta.Count
+			for j := range acc.Buckets {
+				acc.Buckets[j].Count += delta.Buckets[j].Count
+			}
+		}
+	}
+	return acc
+}
+
+func sameBounds(a, b *Histogram) bool {
+	if len(a.Buckets) != len(b.Buckets) {
+		return false
+	}
+	for i := range a.Buckets {
+		if a.Buckets[i].UpperBound != b.Buckets[i].UpperBound {
+			return false
+		}
+	}
+	return true
+}
+
+// bucketQuantile estimates quantile q from cumulative buckets exactly like
+// PromQL's histogram_quantile on classic buckets: linear interpolation inside
+// the bucket that holds the rank, the lower bound of the first bucket being 0;
+// a rank in the +Inf bucket returns the largest finite bound. It returns NaN
+// when there are fewer than two buckets, no +Inf bucket or no observation.
+func bucketQuantile(q float64, buckets []Bucket) float64 {
+	if len(buckets) < 2 || !math.IsInf(buckets[len(buckets)-1].UpperBound, +1) {
+		return math.NaN()
+	}
+	bs := append([]Bucket(nil), buckets...)
+	// Enforce monotonicity like Prometheus does for precision errors.
+	for i := 1; i < len(bs); i++ {
+		if bs[i].Count < bs[i-1].Count {
+			bs[i].Count = bs[i-1].Count
+		}
+	}
+	total := bs[len(bs)-1].Count
+	if total == 0 {
+		return math.NaN()
+	}
+	rank := q * total
+	b := sort.Search(len(bs)-1, func(i int) bool { return bs[i].Count >= rank })
+	if b == len(bs)-1 {
+		return bs[len(bs)-2].UpperBound
+	}
+	if b == 0 && bs[0].UpperBound <= 0 {
+		return bs[0].UpperBound
+	}
+	start, end, count := 0.0, bs[b].UpperBound, bs[b].Count
+	if b > 0 {
+		start = bs[b-1].UpperBound
+		count -= bs[b-1].Count
+		rank -= bs[b-1].Count
+	}
+	return start + (end-start)*(rank/count)
+}
