@@ -2,75 +2,831 @@ package prober
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
+	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-prober/vllm_prober/config"
 )
 
+// ErrBudgetExceeded is returned by ProbeNow when the probe could exceed the
+// target's token budget per hour.
+var ErrBudgetExceeded = errors.New("token budget per hour would be exceeded")
+
 // ModuleStatus is the state of one (target, module) pair for the landing page.
 type ModuleStatus struct {
 	Module  string
-	Last    *Result
-	History []Result // newest first, bounded
+	Last    *Result  // nil before the first probe finished
+	History []Result // newest first, bounded; treat as read-only
 }
 
 // TargetStatus is the state of one target for the landing page.
 type TargetStatus struct {
 	Name     string
-	URL      string
-	Model    string
+	URL      string // without credentials
+	Model    string // resolved model, "" if unknown yet
 	HealthUp bool
 	ModelsUp bool
+	Checked  bool // false until /health and /v1/models were checked once
 	Modules  []ModuleStatus
 }
 
-// Manager runs the probes of every (target, module) pair of a configuration.
+// Manager runs the probes of every (target, module) pair of a configuration:
+// each pair on its own ticker with a stable offset, at most one probe in flight
+// per pair, at most max_concurrent_probes in flight overall, and within each
+// target's token budget per hour. Skipped probes are counted, never queued.
 type Manager struct {
-	mu     sync.Mutex
 	reg    prometheus.Registerer
 	logger log.Logger
-	cfg    *config.Config
+
+	mu           sync.Mutex
+	cfg          *config.Config
+	metrics      *metrics
+	targets      map[string]*target
+	pairs        map[pairKey]*pair
+	historyLimit int
+	inFlight     int             // probes in flight across all pairs
+	maxInFlight  int             // cfg.Global.MaxConcurrentProbes
+	runCtx       context.Context // non-nil while Run runs
+	wg           sync.WaitGroup
+	now          func() time.Time
 }
 
-// NewManager returns a Manager that registers its metrics with reg.
+type pairKey struct{ target, module string }
+
+// target is the state of one configured target. It survives Apply while the
+// target's name stays.
+type target struct {
+	cfg      config.Target
+	client   *http.Client
+	interval time.Duration
+	timeout  time.Duration // for /health and /v1/models
+	secrets  []string      // credential strings scrubbed from every text we keep
+
+	model              string // configured, or the first id of /v1/models
+	checked            bool
+	healthUp, modelsUp bool
+	gen                *metrics // generation labels was initialised in
+	labels             []string // target, model, static values of the health series
+
+	ledger   []spend // probes of the last hour
+	reserved int     // worst-case cost of probes in flight
+
+	cancel context.CancelFunc // of the check loop; nil when not running
+}
+
+type spend struct {
+	at     time.Time
+	tokens int
+}
+
+// pair is one (target, module). It survives Apply while both names stay, and so
+// do its schedule (when the interval is unchanged) and history.
+type pair struct {
+	key      pairKey
+	tgt      *target
+	mod      config.Module
+	interval time.Duration
+	timeout  time.Duration
+	stall    time.Duration
+
+	inFlight       bool
+	stopped        bool
+	promptEstimate int // observed usage.prompt_tokens + slack, else a heuristic
+	hist           history
+	gen            *metrics
+	labels         []string
+
+	cancel context.CancelFunc // of the schedule loop; nil when not running
+}
+
+// NewManager returns a Manager that registers its metrics with reg (nil: none).
 func NewManager(reg prometheus.Registerer, logger log.Logger) *Manager {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	return &Manager{reg: reg, logger: logger}
+	return &Manager{
+		reg:          reg,
+		logger:       logger,
+		targets:      map[string]*target{},
+		pairs:        map[pairKey]*pair{},
+		historyLimit: DefaultHistoryLimit,
+		now:          time.Now,
+	}
 }
 
-// Apply (re)configures the manager. It is safe before and while Run runs.
+// SetHistoryLimit sets how many recent results (and, on top, recent failures)
+// each pair keeps. It applies to results recorded from now on.
+func (m *Manager) SetHistoryLimit(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n < 1 {
+		n = 1
+	}
+	m.historyLimit = n
+	for _, p := range m.pairs {
+		p.hist.limit = n
+	}
+}
+
+// Apply (re)configures the manager. It is safe before and while Run runs:
+// unchanged pairs keep their schedule and history, removed pairs stop and lose
+// their series, new pairs start. On error nothing changes.
 func (m *Manager) Apply(cfg *config.Config) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+
+	// Build everything that can fail first.
+	clients := map[string]*http.Client{}
+	for i := range cfg.Targets {
+		t := &cfg.Targets[i]
+		if old, ok := m.targets[t.Name]; ok && reflect.DeepEqual(old.cfg.HTTPClientConfig, t.HTTPClientConfig) {
+			continue
+		}
+		c, err := commoncfg.NewClientFromConfig(t.HTTPClientConfig, "vllm_prober")
+		if err != nil {
+			return fmt.Errorf("target %q: building HTTP client: %w", t.Name, err)
+		}
+		clients[t.Name] = c
+	}
+	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), nativeFactor: cfg.Global.NativeHistogramBucketFactor}
+	static := cfg.StaticLabelNames()
+	if m.metrics == nil || !slices.Equal(m.metrics.static, static) || !m.metrics.hist.equal(hist) {
+		mt := newMetrics(static, hist)
+		if m.metrics != nil {
+			m.metrics.unregister(m.reg)
+		}
+		if err := mt.register(m.reg); err != nil {
+			if m.metrics != nil {
+				_ = m.metrics.register(m.reg) // put the old generation back
+			}
+			return err
+		}
+		m.metrics = mt
+	}
 	m.cfg = cfg
+	m.maxInFlight = cfg.Global.MaxConcurrentProbes
+
+	// Targets.
+	keepT := map[string]bool{}
+	for i := range cfg.Targets {
+		tc := cfg.Targets[i]
+		keepT[tc.Name] = true
+		interval := cfg.ProbeInterval(&tc)
+		timeout := min(cfg.ProbeTimeout(&tc, &config.Module{}), interval)
+		t, ok := m.targets[tc.Name]
+		if !ok {
+			t = &target{}
+			m.targets[tc.Name] = t
+		}
+		restart := !ok || t.cfg.URL != tc.URL || t.interval != interval || clients[tc.Name] != nil
+		if c := clients[tc.Name]; c != nil {
+			if t.client != nil {
+				t.client.CloseIdleConnections()
+			}
+			t.client = c
+		}
+		if ok && (t.cfg.Model != tc.Model || t.cfg.URL != tc.URL) {
+			t.model = "" // re-resolve
+		}
+		t.cfg, t.interval, t.timeout = tc, interval, timeout
+		t.secrets = secretsOf(&tc.HTTPClientConfig)
+		if tc.Model != "" {
+			t.model = tc.Model
+		}
+		if restart {
+			m.stopTarget(t)
+			m.startTarget(t)
+		}
+	}
+	for name, t := range m.targets {
+		if !keepT[name] {
+			m.stopTarget(t)
+			if t.gen == m.metrics && t.labels != nil {
+				m.metrics.healthUp.DeleteLabelValues(t.labels...)
+				m.metrics.modelsUp.DeleteLabelValues(t.labels...)
+			}
+			t.client.CloseIdleConnections()
+			delete(m.targets, name)
+		}
+	}
+
+	// Pairs.
+	keepP := map[pairKey]bool{}
+	for i := range cfg.Targets {
+		tc := &cfg.Targets[i]
+		t := m.targets[tc.Name]
+		for _, mod := range tc.Modules {
+			mc := cfg.Modules[mod]
+			key := pairKey{tc.Name, mod}
+			keepP[key] = true
+			interval := cfg.ProbeInterval(tc)
+			p, ok := m.pairs[key]
+			if !ok {
+				p = &pair{key: key, hist: history{limit: m.historyLimit}}
+				m.pairs[key] = p
+			}
+			if ok && !reflect.DeepEqual(p.mod, mc) {
+				p.promptEstimate = 0 // the prompt may have changed
+			}
+			restart := !ok || p.interval != interval
+			p.tgt, p.mod, p.interval = t, mc, interval
+			p.timeout, p.stall = cfg.ProbeTimeout(tc, &mc), cfg.StallTimeout(&mc)
+			if restart {
+				m.stopPair(p)
+				m.startPair(p)
+			}
+		}
+	}
+	for key, p := range m.pairs {
+		if !keepP[key] {
+			m.stopPair(p)
+			p.stopped = true
+			if p.gen == m.metrics && p.labels != nil {
+				m.metrics.deletePair(p.labels)
+			}
+			delete(m.pairs, key)
+		}
+	}
+	for _, t := range m.targets {
+		m.relabelTarget(t)
+	}
+	for _, p := range m.pairs {
+		m.relabelPair(p)
+	}
 	return nil
 }
 
-// Run probes until ctx is done and returns once every goroutine it started exited.
-func (m *Manager) Run(ctx context.Context) {
-	<-ctx.Done()
+// relabelTarget (re)creates the health series of t when its label values or the
+// metric generation changed. m.mu must be held.
+func (m *Manager) relabelTarget(t *target) {
+	lv := append([]string{t.cfg.Name, t.model}, t.cfg.StaticLabelValues(m.metrics.static)...)
+	if t.gen == m.metrics && slices.Equal(lv, t.labels) {
+		return
+	}
+	if t.gen == m.metrics && t.labels != nil {
+		m.metrics.healthUp.DeleteLabelValues(t.labels...)
+		m.metrics.modelsUp.DeleteLabelValues(t.labels...)
+	}
+	t.gen, t.labels = m.metrics, lv
+	if t.checked {
+		m.metrics.healthUp.WithLabelValues(lv...).Set(b2f(t.healthUp))
+		m.metrics.modelsUp.WithLabelValues(lv...).Set(b2f(t.modelsUp))
+	}
 }
 
-// ProbeNow runs one probe of module on target now and returns its metrics in a fresh registry.
-func (m *Manager) ProbeNow(ctx context.Context, target, module string) (*Result, *prometheus.Registry, error) {
-	return nil, nil, errors.New("not implemented")
+// relabelPair (re)creates the series of p when its label values or the metric
+// generation changed. m.mu must be held.
+func (m *Manager) relabelPair(p *pair) {
+	lv := append([]string{p.key.target, p.key.module, p.tgt.model}, p.tgt.cfg.StaticLabelValues(m.metrics.static)...)
+	if p.gen == m.metrics && slices.Equal(lv, p.labels) {
+		return
+	}
+	if p.gen == m.metrics && p.labels != nil {
+		m.metrics.deletePair(p.labels)
+	}
+	p.gen, p.labels = m.metrics, lv
+	m.metrics.initPair(lv)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Run probes until ctx is done and returns once every goroutine it started
+// exited. Cancelling ctx cancels the probes in flight.
+func (m *Manager) Run(ctx context.Context) {
+	m.mu.Lock()
+	m.runCtx = ctx
+	for _, t := range m.targets {
+		m.startTarget(t)
+	}
+	for _, p := range m.pairs {
+		m.startPair(p)
+	}
+	m.mu.Unlock()
+
+	<-ctx.Done()
+
+	m.mu.Lock()
+	m.runCtx = nil
+	for _, t := range m.targets {
+		m.stopTarget(t)
+	}
+	for _, p := range m.pairs {
+		m.stopPair(p)
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+}
+
+// startTarget starts t's check loop if running. m.mu must be held.
+func (m *Manager) startTarget(t *target) {
+	if m.runCtx == nil || t.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(m.runCtx)
+	t.cancel = cancel
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.checkLoop(ctx, t)
+	}()
+}
+
+func (m *Manager) stopTarget(t *target) {
+	if t.cancel != nil {
+		t.cancel()
+		t.cancel = nil
+	}
+}
+
+// startPair starts p's schedule loop if running. m.mu must be held.
+func (m *Manager) startPair(p *pair) {
+	if m.runCtx == nil || p.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(m.runCtx)
+	p.cancel = cancel
+	interval := p.interval
+	offset := scheduleOffset(p.key, interval)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.pairLoop(ctx, p, interval, offset)
+	}()
+}
+
+func (m *Manager) stopPair(p *pair) {
+	if p.cancel != nil {
+		p.cancel()
+		p.cancel = nil
+	}
+}
+
+// scheduleOffset spreads the pairs over the interval, stably across restarts and
+// reloads, so that they do not all fire at once.
+func scheduleOffset(k pairKey, interval time.Duration) time.Duration {
+	h := fnv.New64a()
+	h.Write([]byte(k.target))
+	h.Write([]byte{0})
+	h.Write([]byte(k.module))
+	return time.Duration(h.Sum64() % uint64(interval))
+}
+
+func (m *Manager) pairLoop(ctx context.Context, p *pair, interval, offset time.Duration) {
+	timer := time.NewTimer(offset)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-timer.C:
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		m.tick(ctx, p)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// tick starts one scheduled probe of p unless a limit says skip.
+func (m *Manager) tick(ctx context.Context, p *pair) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p.stopped || ctx.Err() != nil {
+		return
+	}
+	if p.inFlight {
+		m.metrics.skip(p.labels, SkipInFlight)
+		return
+	}
+	cost := p.worstCost()
+	if !m.budgetAllows(p.tgt, cost) {
+		m.metrics.skip(p.labels, SkipBudget)
+		return
+	}
+	if m.inFlight >= m.maxInFlight {
+		m.metrics.skip(p.labels, SkipConcurrency)
+		return
+	}
+	p.inFlight = true
+	m.inFlight++
+	p.tgt.reserved += cost
+	s := m.snapshot(p)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		res := m.probe(ctx, s, func() {
+			m.mu.Lock()
+			if !p.stopped {
+				m.metrics.attempts.WithLabelValues(p.labels...).Inc()
+			}
+			m.mu.Unlock()
+		})
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		p.inFlight = false
+		m.inFlight--
+		m.settle(p.tgt, cost, s, res)
+		if ctx.Err() != nil || p.stopped {
+			return // cancelled by shutdown or reload: not a verdict on the target
+		}
+		m.record(p, res)
+	}()
+}
+
+// budgetAllows reports whether a probe of worst-case cost fits t's rolling-hour
+// budget, counting probes in flight at their worst case. m.mu must be held.
+func (m *Manager) budgetAllows(t *target, cost int) bool {
+	budget := t.cfg.TokenBudgetPerHour
+	if budget <= 0 {
+		return true
+	}
+	cut := m.now().Add(-time.Hour)
+	i := 0
+	for i < len(t.ledger) && t.ledger[i].at.Before(cut) {
+		i++
+	}
+	t.ledger = t.ledger[i:]
+	spent := t.reserved
+	for _, s := range t.ledger {
+		spent += s.tokens
+	}
+	return spent+cost <= budget
+}
+
+// settle releases a probe's reservation and books what it spent. m.mu must be held.
+func (m *Manager) settle(t *target, cost int, s probeSpec, res *Result) {
+	t.reserved -= cost
+	prompt := res.PromptTokens
+	if prompt == 0 && res.StatusCode == http.StatusOK {
+		prompt = s.promptEstimate // the server processed it but sent no usage
+	}
+	if n := prompt + res.OutputTokens; n > 0 {
+		t.ledger = append(t.ledger, spend{at: m.now(), tokens: n})
+	}
+}
+
+// record books a finished scheduled probe. m.mu must be held.
+func (m *Manager) record(p *pair, res *Result) {
+	if res.PromptTokens > 0 {
+		p.promptEstimate = res.PromptTokens + promptSlack
+	}
+	p.hist.add(res)
+	m.metrics.observe(p.labels, res, float64(m.now().UnixNano())/1e9)
+	if !res.Success {
+		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
+			"reason", res.Reason, "err", res.Err)
+	}
+}
+
+// promptSlack covers the variation of the nonce's tokenisation between probes.
+const promptSlack = 8
+
+func (p *pair) worstCost() int {
+	est := p.promptEstimate
+	if est == 0 {
+		est = estimatePromptTokens(&p.mod)
+	}
+	return est + p.mod.MaxTokens
+}
+
+// estimatePromptTokens is a deliberately pessimistic token count for a module's
+// prompt before the server told us the real one: a third of its bytes (English
+// BPE averages about four bytes per token), plus the nonce and chat-template
+// overhead.
+func estimatePromptTokens(mod *config.Module) int {
+	n := len(mod.Prompt)
+	for _, msg := range mod.Messages {
+		n += len(msg.Content) + 3*8 // role markers and separators
+	}
+	return n/3 + 1 + promptSlack
+}
+
+// probeSpec is everything one probe needs, copied under the lock.
+type probeSpec struct {
+	target, module string
+	url            string
+	client         *http.Client
+	mod            config.Module
+	model          string
+	timeout, stall time.Duration
+	secrets        []string
+	promptEstimate int
+	tgt            *target
+}
+
+func (m *Manager) snapshot(p *pair) probeSpec {
+	est := p.promptEstimate
+	if est == 0 {
+		est = estimatePromptTokens(&p.mod)
+	}
+	return probeSpec{
+		target: p.key.target, module: p.key.module,
+		url: p.tgt.cfg.URL, client: p.tgt.client, mod: p.mod, model: p.tgt.model,
+		timeout: p.timeout, stall: p.stall, secrets: p.tgt.secrets, promptEstimate: est, tgt: p.tgt,
+	}
+}
+
+// probe runs one probe: resolves the model if needed, builds the request and
+// streams it. started is called once the probe counts as an attempt (after model
+// resolution, so that the attempt carries the resolved model label).
+func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Result {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if s.model == "" {
+		ids, res := m.fetchModels(ctx, s.client, s.url)
+		if res == nil && len(ids) == 0 {
+			res = &Result{Start: time.Now(), Reason: ReasonModelNotFound, Err: "/v1/models lists no model"}
+		}
+		if res != nil {
+			started()
+			scrubResult(res, s.secrets)
+			return res
+		}
+		s.model = ids[0]
+		m.mu.Lock()
+		m.setModel(s.tgt, ids[0])
+		m.mu.Unlock()
+	}
+	started()
+	nonce := newNonce()
+	res := Stream(ctx, s.client, StreamRequest{
+		BaseURL:      s.url,
+		Kind:         s.mod.Prober,
+		Body:         requestBody(&s.mod, s.model, nonce),
+		Header:       requestHeader(&s.mod, s.target, s.module, nonce),
+		StallTimeout: s.stall,
+	})
+	scrubResult(&res, s.secrets)
+	return &res
+}
+
+// setModel records t's resolved model and relabels its series. m.mu must be held.
+func (m *Manager) setModel(t *target, model string) {
+	if t.cfg.Model != "" || t.model == model {
+		return
+	}
+	t.model = model
+	if m.metrics == nil {
+		return
+	}
+	m.relabelTarget(t)
+	for _, p := range m.pairs {
+		if p.tgt == t {
+			m.relabelPair(p)
+		}
+	}
+}
+
+func newNonce() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// requestBody builds the JSON body of a module's probe. With mod.Nonce the
+// nonce goes at the very front of the prompt (chat: of the first user message) so
+// that prefix caching cannot serve the prompt from cache.
+func requestBody(mod *config.Module, model, nonce string) map[string]any {
+	body := map[string]any{
+		"model":       model,
+		"temperature": mod.Temperature,
+	}
+	if mod.IgnoreEOS {
+		body["ignore_eos"] = true
+	}
+	prefix := ""
+	if mod.Nonce {
+		prefix = nonce + " "
+	}
+	switch mod.Prober {
+	case config.ProberChat:
+		msgs := make([]map[string]any, len(mod.Messages))
+		first := slices.IndexFunc(mod.Messages, func(m config.Message) bool { return m.Role == "user" })
+		if first < 0 {
+			first = 0
+		}
+		for i, msg := range mod.Messages {
+			content := msg.Content
+			if i == first {
+				content = prefix + content
+			}
+			msgs[i] = map[string]any{"role": msg.Role, "content": content}
+		}
+		body["messages"] = msgs
+		body["max_completion_tokens"] = mod.MaxTokens
+		body["max_tokens"] = mod.MaxTokens // servers older than max_completion_tokens
+	default:
+		body["prompt"] = prefix + mod.Prompt
+		body["max_tokens"] = mod.MaxTokens
+	}
+	for k, v := range mod.ExtraBody {
+		body[k] = jsonable(v)
+	}
+	return body
+}
+
+// jsonable converts YAML-decoded values (map[any]any) into JSON-encodable ones.
+func jsonable(v any) any {
+	switch v := v.(type) {
+	case map[any]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[fmt.Sprint(k)] = jsonable(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = jsonable(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = jsonable(e)
+		}
+		return out
+	}
+	return v
+}
+
+func requestHeader(mod *config.Module, target, module, nonce string) http.Header {
+	h := http.Header{}
+	for k, v := range mod.Headers {
+		h.Set(k, v)
+	}
+	h.Set("X-Request-Id", "vllm-prober-"+target+"-"+module+"-"+nonce)
+	return h
+}
+
+// secretsOf lists the inline credentials of an HTTP client config.
+func secretsOf(c *commoncfg.HTTPClientConfig) []string {
+	var s []string
+	add := func(v commoncfg.Secret) {
+		if len(v) >= 4 { // shorter strings would scrub innocent text
+			s = append(s, string(v))
+		}
+	}
+	add(c.BearerToken)
+	if c.BasicAuth != nil {
+		add(c.BasicAuth.Password)
+	}
+	if c.Authorization != nil {
+		add(c.Authorization.Credentials)
+	}
+	if c.OAuth2 != nil {
+		add(c.OAuth2.ClientSecret)
+	}
+	return s
+}
+
+// scrubResult replaces any configured credential in the result's texts. Stream
+// never puts one there itself, but a server may echo a key in its error message.
+func scrubResult(r *Result, secrets []string) {
+	for _, sec := range secrets {
+		r.Err = strings.ReplaceAll(r.Err, sec, "<secret>")
+		for _, h := range []http.Header{r.RequestHeader, r.ResponseHeader} {
+			for k, vs := range h {
+				for i, v := range vs {
+					h[k][i] = strings.ReplaceAll(v, sec, "<secret>")
+				}
+			}
+		}
+	}
+}
+
+// ProbeNow runs one probe of module on target now, outside the schedule, and
+// returns its result and its metrics in a fresh registry (without target,
+// module and model labels: the scraper of /probe sets them). It respects the
+// target's token budget (ErrBudgetExceeded) and books the tokens it spends there,
+// but it is not counted in the long-lived metrics or the history.
+func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*Result, *prometheus.Registry, error) {
+	m.mu.Lock()
+	if m.cfg == nil {
+		m.mu.Unlock()
+		return nil, nil, errors.New("no configuration applied")
+	}
+	t, ok := m.targets[targetName]
+	if !ok {
+		m.mu.Unlock()
+		return nil, nil, fmt.Errorf("unknown target %q", targetName)
+	}
+	mod, ok := m.cfg.Modules[module]
+	if !ok {
+		m.mu.Unlock()
+		return nil, nil, fmt.Errorf("unknown module %q", module)
+	}
+	p := &pair{key: pairKey{targetName, module}, tgt: t, mod: mod,
+		timeout: m.cfg.ProbeTimeout(&t.cfg, &mod), stall: m.cfg.StallTimeout(&mod)}
+	if known, ok := m.pairs[p.key]; ok {
+		p.promptEstimate = known.promptEstimate
+	}
+	cost := p.worstCost()
+	if !m.budgetAllows(t, cost) {
+		m.mu.Unlock()
+		return nil, nil, ErrBudgetExceeded
+	}
+	t.reserved += cost
+	s := m.snapshot(p)
+	hist := m.metrics.hist
+	m.mu.Unlock()
+
+	res := m.probe(ctx, s, func() {})
+
+	m.mu.Lock()
+	m.settle(t, cost, s, res)
+	m.mu.Unlock()
+
+	reg := prometheus.NewRegistry()
+	mt := newMetricsLabels(nil, nil, nil, hist)
+	for _, c := range mt.probeCollectors() {
+		reg.MustRegister(c)
+	}
+	mt.attempts.WithLabelValues().Inc()
+	for _, r := range Reasons() {
+		mt.failures.WithLabelValues(string(r))
+	}
+	mt.observe(nil, res, float64(m.now().UnixNano())/1e9)
+	return res, reg, nil
 }
 
 // Status returns the state of every target, in configuration order.
-func (m *Manager) Status() []TargetStatus { return nil }
+func (m *Manager) Status() []TargetStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cfg == nil {
+		return nil
+	}
+	out := make([]TargetStatus, 0, len(m.cfg.Targets))
+	for i := range m.cfg.Targets {
+		tc := &m.cfg.Targets[i]
+		t := m.targets[tc.Name]
+		ts := TargetStatus{Name: tc.Name, URL: redactURL(tc.URL), Model: t.model,
+			HealthUp: t.healthUp, ModelsUp: t.modelsUp, Checked: t.checked}
+		for _, mod := range tc.Modules {
+			p := m.pairs[pairKey{tc.Name, mod}]
+			ms := ModuleStatus{Module: mod, History: p.hist.list()}
+			if l := p.hist.last(); l != nil {
+				c := *l
+				ms.Last = &c
+			}
+			ts.Modules = append(ts.Modules, ms)
+		}
+		out = append(out, ts)
+	}
+	return out
+}
 
 // Model returns the resolved model of target, "" if unknown.
-func (m *Manager) Model(target string) string { return "" }
+func (m *Manager) Model(targetName string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t, ok := m.targets[targetName]; ok {
+		return t.model
+	}
+	return ""
+}
 
-// MeanTTFT returns the mean TTFT in seconds of the successful probes of target since since.
-func (m *Manager) MeanTTFT(target string, since time.Time) (seconds float64, n int) {
-	_ = since
-	return 0, 0
+// MeanTTFT returns the mean TTFT in seconds of the successful scheduled probes of
+// target (all modules) that started at or after since, and how many there were.
+func (m *Manager) MeanTTFT(targetName string, since time.Time) (seconds float64, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var sum time.Duration
+	for _, p := range m.pairs {
+		if p.key.target != targetName {
+			continue
+		}
+		p.hist.successesSince(since, func(r *Result) {
+			sum += r.TTFT
+			n++
+		})
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum.Seconds() / float64(n), n
 }

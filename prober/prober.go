@@ -1,9 +1,10 @@
 // Package prober sends real streaming completions to vLLM endpoints and measures
-// them exactly like vLLM's benchmark client does.
+// them exactly like vLLM's benchmark client does (shared/docs/bench-formats.md §1.1,
+// §4), and runs those probes continuously and within budget for every configured
+// (target, module) pair.
 package prober
 
 import (
-	"context"
 	"net/http"
 	"time"
 )
@@ -11,23 +12,23 @@ import (
 // Reason is why a probe failed. The set is bounded: it is a label value.
 type Reason string
 
-// Failure reasons.
+// Failure reasons. Every failed probe has exactly one.
 const (
-	ReasonConnection    Reason = "connection"
-	ReasonDNS           Reason = "dns"
-	ReasonTLS           Reason = "tls"
-	ReasonTimeout       Reason = "timeout"
-	ReasonStalled       Reason = "stalled"
-	ReasonUnauthorized  Reason = "unauthorized"
-	ReasonRateLimited   Reason = "rate_limited"
-	ReasonContextLength Reason = "context_length"
-	ReasonModelNotFound Reason = "model_not_found"
-	ReasonHTTP4xx       Reason = "http_4xx"
-	ReasonHTTP5xx       Reason = "http_5xx"
-	ReasonStreamError   Reason = "stream_error"
-	ReasonTruncated     Reason = "truncated"
-	ReasonMalformed     Reason = "malformed"
-	ReasonEmptyOutput   Reason = "empty_output"
+	ReasonConnection    Reason = "connection"      // refused, reset or unreachable before a response
+	ReasonDNS           Reason = "dns"             // the host name did not resolve
+	ReasonTLS           Reason = "tls"             // handshake or certificate verification failed
+	ReasonTimeout       Reason = "timeout"         // the probe deadline passed (incl. a hang before headers)
+	ReasonStalled       Reason = "stalled"         // no new byte for the stall timeout while the stream was open
+	ReasonUnauthorized  Reason = "unauthorized"    // HTTP 401 or 403
+	ReasonRateLimited   Reason = "rate_limited"    // HTTP 429
+	ReasonContextLength Reason = "context_length"  // HTTP 400 "maximum context length"
+	ReasonModelNotFound Reason = "model_not_found" // HTTP 404 NotFoundError / "does not exist"
+	ReasonHTTP4xx       Reason = "http_4xx"        // any other 4xx (and other unexpected statuses)
+	ReasonHTTP5xx       Reason = "http_5xx"        // any 5xx
+	ReasonStreamError   Reason = "stream_error"    // vLLM's mid-stream error event or finish_reason "error"
+	ReasonTruncated     Reason = "truncated"       // the stream ended without data: [DONE]
+	ReasonMalformed     Reason = "malformed"       // bad JSON, an oversize line or event, wrong content type
+	ReasonEmptyOutput   Reason = "empty_output"    // [DONE] arrived but no event carried generated text
 )
 
 // Reasons lists every failure reason, in documentation order.
@@ -40,40 +41,61 @@ func Reasons() []Reason {
 	}
 }
 
+// Skip reasons: why a scheduled probe did not start (label reason of vllm_probe_skipped_total).
+const (
+	SkipBudget      = "budget"      // the target's token budget per hour would be exceeded
+	SkipInFlight    = "in_flight"   // the previous probe of the pair is still running
+	SkipConcurrency = "concurrency" // max_concurrent_probes probes are already running
+)
+
+// SkipReasons lists every skip reason.
+func SkipReasons() []string { return []string{SkipBudget, SkipInFlight, SkipConcurrency} }
+
 // StreamRequest is one streaming completion to send.
 type StreamRequest struct {
 	BaseURL      string         // target root, e.g. http://127.0.0.1:8000
 	Kind         string         // config.ProberCompletions | config.ProberChat
 	Body         map[string]any // full JSON body; Stream forces stream=true and stream_options.include_usage=true
 	Header       http.Header    // extra headers (X-Request-Id etc.)
-	StallTimeout time.Duration
+	StallTimeout time.Duration  // 0 disables stall detection
 }
 
 // Event is one entry of a probe's timeline.
 type Event struct {
-	Offset time.Duration // since the request was sent
-	Kind   string
-	Bytes  int
+	Offset time.Duration // since the request was sent (t0)
+	Kind   string        // see the event kinds in stream.go
+	Bytes  int           // payload size, where it applies
 }
 
 // Result is the outcome of one probe.
 type Result struct {
-	Start                 time.Time
-	Success               bool
-	Reason                Reason
-	Err                   string // redacted, for humans
-	StatusCode            int
-	TTFT, E2E, TPOT       time.Duration
-	ITLs                  []time.Duration
-	PromptTokens          int
-	OutputTokens          int
+	Start      time.Time // t0: just before the request was sent
+	Success    bool
+	Reason     Reason // "" on success
+	Err        string // for humans; redacted, never carries credentials
+	StatusCode int
+
+	// TTFT is t0 → first event carrying generated text; E2E is t0 → last such event;
+	// TPOT is (E2E − TTFT)/(OutputTokens − 1), 0 unless OutputTokens > 1.
+	TTFT, E2E, TPOT time.Duration
+	// ITLs are the gaps between consecutive content events.
+	ITLs []time.Duration
+
+	PromptTokens int
+	OutputTokens int
+	// OutputTokensFromUsage is false when the server sent no usage (or a zero
+	// completion_tokens) and OutputTokens counts content events instead.
 	OutputTokensFromUsage bool
-	Events                []Event     // bounded timeline
-	RequestHeader         http.Header // redacted copy
-	ResponseHeader        http.Header // redacted copy
+
+	Events         []Event     // bounded timeline
+	RequestHeader  http.Header // redacted copy of the headers Stream set
+	ResponseHeader http.Header // redacted copy
 }
 
-// Stream sends one streaming completion and measures it.
-func Stream(ctx context.Context, client *http.Client, req StreamRequest) Result {
-	return Result{Start: time.Now()}
+// OutputTokensPerSecond is OutputTokens / E2E, 0 when undefined.
+func (r *Result) OutputTokensPerSecond() float64 {
+	if r.E2E <= 0 || r.OutputTokens <= 0 {
+		return 0
+	}
+	return float64(r.OutputTokens) / r.E2E.Seconds()
 }

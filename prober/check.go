@@ -1,0 +1,119 @@
+package prober
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-kit/log/level"
+)
+
+// checkLoop checks t's /health and /v1/models now and then every interval.
+func (m *Manager) checkLoop(ctx context.Context, t *target) {
+	m.mu.Lock()
+	interval := t.interval
+	m.mu.Unlock()
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		m.check(ctx, t)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// check runs one /health and /v1/models check of t and records it.
+func (m *Manager) check(ctx context.Context, t *target) {
+	m.mu.Lock()
+	client, base, timeout, name := t.client, t.cfg.URL, t.timeout, t.cfg.Name
+	m.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	healthUp := false
+	if req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil); err == nil {
+		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+			resp.Body.Close()
+			healthUp = resp.StatusCode == http.StatusOK
+		}
+	}
+	ids, fail := m.fetchModels(ctx, client, base)
+	if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
+		return // shutting down or reconfigured
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.targets[name] != t || m.metrics == nil {
+		return
+	}
+	modelsUp := false
+	if fail == nil {
+		if t.cfg.Model != "" {
+			modelsUp = slices.Contains(ids, t.cfg.Model)
+		} else if len(ids) > 0 {
+			modelsUp = true
+			m.setModel(t, ids[0])
+		}
+	} else {
+		level.Debug(m.logger).Log("msg", "Listing models failed", "target", name, "reason", fail.Reason, "err", fail.Err)
+	}
+	t.checked, t.healthUp, t.modelsUp = true, healthUp, modelsUp
+	m.relabelTarget(t)
+	m.metrics.healthUp.WithLabelValues(t.labels...).Set(b2f(healthUp))
+	m.metrics.modelsUp.WithLabelValues(t.labels...).Set(b2f(modelsUp))
+}
+
+// fetchModels lists the served model ids. On failure it returns a failed Result
+// whose reason says why.
+func (m *Manager) fetchModels(ctx context.Context, client *http.Client, base string) ([]string, *Result) {
+	res := &Result{Start: time.Now()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/models", nil)
+	if err != nil {
+		res.Reason, res.Err = ReasonConnection, sanitize("building /v1/models request: "+redactErr(err).Error())
+		return nil, res
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		reason, msg := classifyTransportError(ctx, err)
+		res.Reason, res.Err = reason, sanitize("/v1/models: "+msg)
+		return nil, res
+	}
+	defer resp.Body.Close()
+	res.StatusCode = resp.StatusCode
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		reason, msg := classifyTransportError(ctx, err)
+		res.Reason, res.Err = reason, sanitize("/v1/models: "+msg)
+		return nil, res
+	}
+	if resp.StatusCode != http.StatusOK {
+		reason, msg := classifyHTTPError(resp.StatusCode, body)
+		res.Reason, res.Err = reason, sanitize("/v1/models: "+msg)
+		return nil, res
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		res.Reason, res.Err = ReasonMalformed, sanitize("/v1/models: invalid JSON: "+err.Error())
+		return nil, res
+	}
+	ids := make([]string, 0, len(list.Data))
+	for _, d := range list.Data {
+		if d.ID != "" {
+			ids = append(ids, d.ID)
+		}
+	}
+	return ids, nil
+}

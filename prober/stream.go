@@ -1,0 +1,530 @@
+package prober
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/vllm-prober/vllm_prober/config"
+)
+
+// Event kinds of a Result's timeline.
+const (
+	EventDNSDone      = "dns_done"
+	EventConnected    = "connected"
+	EventTLSDone      = "tls_done"
+	EventRequestSent  = "request_sent"
+	EventHeaders      = "headers"
+	EventRole         = "role"    // chat's role-only first event
+	EventContent      = "content" // an event carrying generated text
+	EventEmpty        = "empty"   // a choices event without generated text
+	EventUsage        = "usage"
+	EventError        = "error" // a mid-stream error event
+	EventDone         = "done"  // data: [DONE]
+	EventFailed       = "failed"
+	EventsTruncated   = "events_truncated" // the timeline hit its bound; later content events are not listed
+	maxTimelineEvents = 128
+	maxErrorBody      = 64 << 10
+	maxErrLen         = 300
+)
+
+// errStalled is the cancellation cause set by the stall detector.
+var errStalled = errors.New("stalled")
+
+// Stream sends one streaming completion and measures it exactly like vLLM's
+// benchmark client (shared/docs/bench-formats.md §1.1 and §4):
+//
+//   - t0 is taken from the monotonic clock just before the request is sent;
+//   - TTFT is t0 → the first event carrying generated text;
+//   - the ITL samples are the gaps between consecutive content events;
+//   - E2E is t0 → the last content event (the trailing usage event and [DONE] are
+//     not content);
+//   - output tokens come from the usage event (stream_options.include_usage is
+//     forced on), else the content events are counted and OutputTokensFromUsage is
+//     false;
+//   - TPOT = (E2E − TTFT)/(out − 1) when out > 1.
+//
+// A content event is one whose choices carry non-empty text: completions
+// choices[].text, chat delta.content, delta.reasoning_content / delta.reasoning or
+// delta.tool_calls. Chat's first event is role-only ({"role":"assistant",
+// "content":""}, vllm-surface.md §2.3) and is emitted as soon as the engine produces
+// its first output; it is deliberately NOT counted as the first token: a probe
+// must measure when the user sees text. The newest vLLM bench client counts any
+// choices event, so our chat TTFT can be later than its by one event at most.
+//
+// The response is read by a size-bounded SSE reader, and a stall detector cancels
+// the request as "stalled" when no byte arrives for req.StallTimeout while the
+// stream is open. ctx bounds the whole probe (its deadline fails as "timeout").
+// Stream never panics on server input and the Result's Err never carries
+// credentials or request headers.
+func Stream(ctx context.Context, client *http.Client, req StreamRequest) Result {
+	s := &streamer{}
+	s.run(ctx, client, req)
+	return s.res
+}
+
+type streamer struct {
+	res Result
+	t0  time.Time
+
+	mu       sync.Mutex // guards events: httptrace hooks may run on other goroutines
+	events   []Event
+	overflow bool
+}
+
+func (s *streamer) event(kind string, n int) {
+	off := time.Since(s.t0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case len(s.events) < maxTimelineEvents-2:
+	case kind == EventContent || kind == EventEmpty:
+		// Keep room for the terminal events; drop intermediate ones.
+		if !s.overflow {
+			s.overflow = true
+			s.events = append(s.events, Event{Offset: off, Kind: EventsTruncated})
+		}
+		return
+	case len(s.events) >= maxTimelineEvents:
+		return
+	}
+	s.events = append(s.events, Event{Offset: off, Kind: kind, Bytes: n})
+}
+
+func (s *streamer) fail(reason Reason, format string, args ...any) {
+	s.res.Success = false
+	s.res.Reason = reason
+	s.res.Err = sanitize(fmt.Sprintf(format, args...))
+	s.event(EventFailed, 0)
+}
+
+func (s *streamer) run(ctx context.Context, client *http.Client, req StreamRequest) {
+	defer func() {
+		s.mu.Lock()
+		s.res.Events = s.events
+		s.mu.Unlock()
+	}()
+	if client == nil {
+		client = http.DefaultClient
+	}
+	path := "/v1/completions"
+	if req.Kind == config.ProberChat {
+		path = "/v1/chat/completions"
+	}
+	endpoint, err := url.Parse(strings.TrimRight(req.BaseURL, "/") + path)
+	if err != nil {
+		s.res.Start = time.Now()
+		s.fail(ReasonConnection, "invalid target URL: %v", redactErr(err))
+		return
+	}
+	body, err := json.Marshal(streamBody(req.Body))
+	if err != nil {
+		s.res.Start = time.Now()
+		s.fail(ReasonMalformed, "encoding request body: %v", err)
+		return
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	trace := &httptrace.ClientTrace{
+		DNSDone:          func(httptrace.DNSDoneInfo) { s.event(EventDNSDone, 0) },
+		ConnectDone:      func(_, _ string, err error) { s.eventIfOK(EventConnected, err) },
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) { s.eventIfOK(EventTLSDone, err) },
+		WroteRequest:     func(i httptrace.WroteRequestInfo) { s.eventIfOK(EventRequestSent, i.Err) },
+	}
+	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, endpoint.String(), bytes.NewReader(body))
+	if err != nil {
+		s.res.Start = time.Now()
+		s.fail(ReasonConnection, "building request: %v", redactErr(err))
+		return
+	}
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			hreq.Header.Add(k, v)
+		}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	s.res.RequestHeader = redactHeader(hreq.Header)
+
+	s.t0 = time.Now() // monotonic; everything is measured from here
+	s.res.Start = s.t0
+	resp, err := client.Do(hreq)
+	if err != nil {
+		reason, msg := classifyTransportError(ctx, err)
+		s.fail(reason, "%s", msg)
+		return
+	}
+	defer resp.Body.Close()
+	s.event(EventHeaders, 0)
+	s.res.StatusCode = resp.StatusCode
+	s.res.ResponseHeader = redactHeader(resp.Header)
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		reason, msg := classifyHTTPError(resp.StatusCode, b)
+		s.fail(reason, "%s", msg)
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "text/event-stream" {
+		s.fail(ReasonMalformed, "HTTP %d with Content-Type %q, want text/event-stream", resp.StatusCode, resp.Header.Get("Content-Type"))
+		return
+	}
+
+	// The stall detector: every read that returns bytes re-arms the timer.
+	var rd io.Reader = resp.Body
+	if req.StallTimeout > 0 {
+		timer := time.AfterFunc(req.StallTimeout, func() { cancel(errStalled) })
+		defer timer.Stop()
+		rd = &stallReader{r: resp.Body, timer: timer, d: req.StallTimeout}
+	}
+	s.readStream(ctx, newSSEReader(rd), req.StallTimeout)
+}
+
+func (s *streamer) eventIfOK(kind string, err error) {
+	if err == nil {
+		s.event(kind, 0)
+	}
+}
+
+// stallReader re-arms the stall timer whenever bytes arrive.
+type stallReader struct {
+	r     io.Reader
+	timer *time.Timer
+	d     time.Duration
+}
+
+func (r *stallReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.timer.Reset(r.d)
+	}
+	return n, err
+}
+
+// chunk is the union of the SSE payloads vLLM sends on both endpoints.
+type chunk struct {
+	Choices []struct {
+		Text  string `json:"text"`
+		Delta *struct {
+			Role             string          `json:"role"`
+			Content          string          `json:"content"`
+			ReasoningContent string          `json:"reasoning_content"`
+			Reasoning        string          `json:"reasoning"`
+			ToolCalls        json.RawMessage `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	// Mid-stream errors: {"error":{...}} (≥ v0.10.1) or flat {"object":"error",...}.
+	Error   json.RawMessage `json:"error"`
+	Object  string          `json:"object"`
+	Message string          `json:"message"`
+}
+
+func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Duration) {
+	var (
+		last          time.Duration
+		contentEvents int
+		usageOut      int
+		haveUsage     bool
+	)
+	finish := func() {
+		s.res.E2E = last
+		s.res.OutputTokens = contentEvents
+		if haveUsage && usageOut > 0 {
+			s.res.OutputTokens = usageOut
+			s.res.OutputTokensFromUsage = true
+		}
+		if s.res.OutputTokens > 1 && contentEvents > 0 {
+			s.res.TPOT = (s.res.E2E - s.res.TTFT) / time.Duration(s.res.OutputTokens-1)
+		}
+	}
+	defer finish()
+	for {
+		data, err := sse.next()
+		now := time.Since(s.t0)
+		if err != nil {
+			switch cause := context.Cause(ctx); {
+			case errors.Is(cause, errStalled):
+				s.fail(ReasonStalled, "stream stalled: no data for %s after %d content events", stall, contentEvents)
+			case ctx.Err() != nil:
+				s.fail(ReasonTimeout, "probe timed out after %s while streaming (%d content events)", now.Round(time.Millisecond), contentEvents)
+			case errors.Is(err, errLineTooLong), errors.Is(err, errEventTooLong):
+				s.fail(ReasonMalformed, "reading stream: %v", err)
+			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+				s.fail(ReasonTruncated, "stream ended without data: [DONE] after %d content events", contentEvents)
+			default:
+				s.fail(ReasonTruncated, "stream broken after %d content events: %v", contentEvents, redactErr(err))
+			}
+			return
+		}
+		if string(bytes.TrimSpace(data)) == "[DONE]" {
+			s.event(EventDone, len(data))
+			if contentEvents == 0 {
+				s.fail(ReasonEmptyOutput, "stream completed without generated text")
+				return
+			}
+			s.res.Success = true
+			return
+		}
+		var c chunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			s.fail(ReasonMalformed, "invalid JSON in SSE event %d: %v", contentEvents+1, err)
+			return
+		}
+		if hasJSON(c.Error) || c.Object == "error" {
+			s.event(EventError, len(data))
+			_, msg := parseErrorBody(data)
+			s.fail(ReasonStreamError, "error event in stream after %d content events: %s", contentEvents, msg)
+			return
+		}
+		content, role, finishErr := false, false, false
+		for _, ch := range c.Choices {
+			if ch.Text != "" {
+				content = true
+			}
+			if d := ch.Delta; d != nil {
+				if d.Content != "" || d.ReasoningContent != "" || d.Reasoning != "" || hasJSONArray(d.ToolCalls) {
+					content = true
+				} else if d.Role != "" {
+					role = true
+				}
+			}
+			if ch.FinishReason != nil && *ch.FinishReason == "error" {
+				finishErr = true
+			}
+		}
+		switch {
+		case content:
+			s.event(EventContent, len(data))
+			if contentEvents == 0 {
+				s.res.TTFT = now
+			} else {
+				s.res.ITLs = append(s.res.ITLs, now-last)
+			}
+			last = now
+			contentEvents++
+		case role:
+			s.event(EventRole, len(data))
+		case len(c.Choices) > 0:
+			s.event(EventEmpty, len(data))
+		}
+		if c.Usage != nil {
+			if len(c.Choices) == 0 {
+				s.event(EventUsage, len(data))
+			}
+			haveUsage = true
+			usageOut = c.Usage.CompletionTokens
+			s.res.PromptTokens = c.Usage.PromptTokens
+		}
+		if finishErr {
+			s.fail(ReasonStreamError, `finish_reason "error" after %d content events`, contentEvents)
+			return
+		}
+	}
+}
+
+func hasJSON(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && string(t) != "null"
+}
+
+func hasJSONArray(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && string(t) != "null" && string(t) != "[]"
+}
+
+// streamBody copies body and forces streaming with usage.
+func streamBody(body map[string]any) map[string]any {
+	out := make(map[string]any, len(body)+2)
+	maps.Copy(out, body)
+	out["stream"] = true
+	opts := map[string]any{}
+	if so, ok := body["stream_options"].(map[string]any); ok {
+		maps.Copy(opts, so)
+	}
+	opts["include_usage"] = true
+	out["stream_options"] = opts
+	return out
+}
+
+// classifyTransportError maps an error of client.Do (no response) to a reason.
+func classifyTransportError(ctx context.Context, err error) (Reason, string) {
+	inner := redactErr(err)
+	if ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), errStalled) {
+			return ReasonStalled, "stalled before response headers"
+		}
+		return ReasonTimeout, "probe timed out before response headers"
+	}
+	var (
+		dnsErr   *net.DNSError
+		unkAuth  x509.UnknownAuthorityError
+		hostErr  x509.HostnameError
+		certErr  x509.CertificateInvalidError
+		verErr   *tls.CertificateVerificationError
+		recErr   tls.RecordHeaderError
+		alertErr tls.AlertError
+		netErr   net.Error
+	)
+	switch {
+	case errors.As(err, &dnsErr):
+		return ReasonDNS, fmt.Sprintf("DNS lookup of %q failed: %s", dnsErr.Name, dnsErr.Err)
+	case errors.As(err, &verErr), errors.As(err, &unkAuth), errors.As(err, &hostErr),
+		errors.As(err, &certErr), errors.As(err, &recErr), errors.As(err, &alertErr),
+		strings.Contains(err.Error(), "tls: "):
+		return ReasonTLS, "TLS: " + inner.Error()
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return ReasonTimeout, "timeout: " + inner.Error()
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ReasonConnection, "connection refused: " + inner.Error()
+	}
+	return ReasonConnection, "connection failed: " + inner.Error()
+}
+
+// classifyHTTPError maps a non-2xx response to a reason and a message.
+func classifyHTTPError(status int, body []byte) (Reason, string) {
+	typ, msg := parseErrorBody(body)
+	text := fmt.Sprintf("HTTP %d", status)
+	if typ != "" {
+		text += " " + typ
+	}
+	if msg != "" {
+		text += ": " + msg
+	}
+	lower := strings.ToLower(msg)
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return ReasonUnauthorized, text
+	case status == http.StatusTooManyRequests:
+		return ReasonRateLimited, text
+	case status == http.StatusBadRequest && strings.Contains(lower, "maximum context length"):
+		return ReasonContextLength, text
+	case status == http.StatusNotFound && (typ == "NotFoundError" || strings.Contains(lower, "does not exist")):
+		return ReasonModelNotFound, text
+	case status >= 500:
+		return ReasonHTTP5xx, text
+	}
+	return ReasonHTTP4xx, text
+}
+
+// parseErrorBody reads vLLM's error bodies in both shapes: nested
+// {"error":{"message","type","param","code"}} (≥ v0.10.1), flat
+// {"object":"error","message","type","code"} (older), and {"error":"text"} (the
+// API-key middleware). code may be an int or a string; it is not needed. Anything
+// else yields the start of the body as the message.
+func parseErrorBody(body []byte) (typ, msg string) {
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Type    string          `json:"type"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if err := json.Unmarshal(body, &v); err == nil {
+		if hasJSON(v.Error) {
+			var inner struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			}
+			var str string
+			switch {
+			case json.Unmarshal(v.Error, &inner) == nil:
+				return inner.Type, inner.Message
+			case json.Unmarshal(v.Error, &str) == nil:
+				return "", str
+			}
+		}
+		if v.Message != "" || v.Type != "" {
+			return v.Type, v.Message
+		}
+		if hasJSON(v.Detail) {
+			var str string
+			if json.Unmarshal(v.Detail, &str) == nil {
+				return "", str
+			}
+			return "", string(v.Detail)
+		}
+	}
+	return "", string(bytes.TrimSpace(body))
+}
+
+// sanitize makes a server- or error-supplied string safe to show: printable,
+// one line, bounded.
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len() >= maxErrLen {
+			b.WriteString("…")
+			break
+		}
+		switch {
+		case r == utf8.RuneError:
+			b.WriteRune('?')
+		case r == '\n' || r == '\r' || r == '\t':
+			b.WriteByte(' ')
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// redactErr drops the URL from *url.Error (it could carry userinfo) and keeps the cause.
+func redactErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s %s: %w", ue.Op, redactURL(ue.URL), ue.Err)
+	}
+	return err
+}
+
+// redactURL removes userinfo and the query from a URL string.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<invalid URL>"
+	}
+	u.User = nil
+	u.RawQuery = ""
+	u.Fragment = ""
+	return u.String()
+}
+
+var secretHeaders = map[string]bool{
+	"Authorization": true, "Proxy-Authorization": true, "Cookie": true, "Set-Cookie": true,
+	"X-Api-Key": true, "Api-Key": true,
+}
+
+// redactHeader copies h with the values of credential-carrying headers replaced.
+func redactHeader(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		if secretHeaders[http.CanonicalHeaderKey(k)] {
+			out[k] = []string{"<redacted>"}
+			continue
+		}
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
