@@ -1,0 +1,454 @@
+package baseline
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// ---- guidellm (bench-formats.md §3.1) ----
+
+// guidellmPercentiles maps guidellm percentile keys to quantiles.
+var guidellmPercentiles = map[string]float64{"p001": 0.1, "p01": 1, "p05": 5, "p10": 10, "p25": 25, "p50": 50,
+	"p75": 75, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9}
+
+func importGuideLLM(im *Import, v any) error {
+	top := &jreader{obj: v.(map[string]any)}
+	benches, ok := top.obj["benchmarks"].([]any)
+	if !ok {
+		return fmt.Errorf("\"benchmarks\" is a %s, not an array", jsonKind(top.obj["benchmarks"]))
+	}
+	if len(benches) == 0 {
+		return fmt.Errorf("\"benchmarks\" is empty")
+	}
+	var model string
+	for _, k := range []string{"config", "args"} {
+		if o, ok := top.obj[k].(map[string]any); ok {
+			model = firstNonEmpty(model, stringAt(o, "model"))
+		}
+	}
+	date := ""
+	if md, ok := top.obj["metadata"].(map[string]any); ok {
+		date = stringAt(md, "created_at")
+	}
+	for i, bv := range benches {
+		bo, ok := bv.(map[string]any)
+		if !ok {
+			return fmt.Errorf("benchmarks[%d]: a %s, not an object", i, jsonKind(bv))
+		}
+		p, err := guidellmPoint(bo)
+		if err != nil {
+			return fmt.Errorf("benchmarks[%d]: %w", i, err)
+		}
+		p.Ref = fmt.Sprintf("%s benchmarks[%d]", filepathBase(im.File), i)
+		bm := model
+		for _, k := range []string{"config", "args"} {
+			if o, ok := bo[k].(map[string]any); ok {
+				bm = firstNonEmpty(stringAt(o, "model"), bm)
+			}
+		}
+		im.Baselines = append(im.Baselines, &Baseline{Model: bm, Source: Source{Tool: ToolGuideLLM, Date: date}, Points: []Point{p}})
+	}
+	return nil
+}
+
+func stringAt(o map[string]any, key string) string {
+	s, _ := o[key].(string)
+	return s
+}
+
+func guidellmPoint(bo map[string]any) (Point, error) {
+	var p Point
+	var strategy map[string]any
+	for _, k := range []string{"config", "args"} {
+		if o, ok := bo[k].(map[string]any); ok {
+			if s, ok := o["strategy"].(map[string]any); ok {
+				strategy = s
+			}
+		}
+	}
+	if strategy == nil {
+		return p, fmt.Errorf("missing \"config.strategy\" (or \"args.strategy\" before v0.4): cannot tell the load level")
+	}
+	sr := &jreader{obj: strategy}
+	typ := sr.s("type_")
+	p.Label = typ
+	switch typ {
+	case "synchronous":
+		p.Concurrency = lp(1)
+	case "concurrent":
+		p.Concurrency = sr.load("streams")
+		if p.Concurrency == nil {
+			p.Concurrency = sr.load("max_concurrency")
+		}
+		if p.Concurrency == nil {
+			return p, fmt.Errorf("concurrent strategy without \"streams\"")
+		}
+	case "constant", "poisson":
+		p.RequestRate = sr.load("rate")
+		if p.RequestRate == nil {
+			return p, fmt.Errorf("%s strategy without \"rate\"", typ)
+		}
+	case "throughput":
+		p.RequestRate = lp(math.Inf(1))
+		if c := sr.load("max_concurrency"); c != nil {
+			p.Concurrency = c
+		}
+	default:
+		return p, fmt.Errorf("unknown strategy type %q", typ)
+	}
+	if sr.err != nil {
+		return p, sr.err
+	}
+	metrics, ok := bo["metrics"].(map[string]any)
+	if !ok {
+		return p, fmt.Errorf("missing \"metrics\"")
+	}
+	var err error
+	get := func(name string, scale float64) *Stats {
+		if err != nil {
+			return nil
+		}
+		var s *Stats
+		s, err = guidellmStats(metrics, name, scale)
+		return s
+	}
+	p.TTFT = get("time_to_first_token_ms", 1e-3)
+	p.TPOT = get("inter_token_latency_ms", 1e-3)           // guidellm ITL = vLLM TPOT (§3.5)
+	p.TPOTInclTTFT = get("time_per_output_token_ms", 1e-3) // includes TTFT: not vLLM TPOT
+	p.E2E = get("request_latency", 1)                      // already seconds
+	if err != nil {
+		return p, err
+	}
+	mean := func(name string) *float64 {
+		if err != nil {
+			return nil
+		}
+		var s *Stats
+		s, err = guidellmStats(metrics, name, 1)
+		if s == nil {
+			return nil
+		}
+		return s.Mean
+	}
+	p.OutputThroughput = mean("output_tokens_per_second")
+	p.RequestThroughput = mean("requests_per_second")
+	p.TotalTokenThroughput = mean("tokens_per_second")
+	if err != nil {
+		return p, err
+	}
+	if p.TTFT == nil && p.OutputThroughput == nil && p.E2E == nil {
+		return p, fmt.Errorf("metrics has none of time_to_first_token_ms, request_latency, output_tokens_per_second")
+	}
+	// Request counts: metrics.request_totals (v0.4+) or request_totals (v0.3).
+	totals, _ := metrics["request_totals"].(map[string]any)
+	if totals == nil {
+		totals, _ = bo["request_totals"].(map[string]any)
+	}
+	if totals != nil {
+		tr := &jreader{obj: totals}
+		p.Completed, p.Failed = tr.i("successful"), tr.i("errored")
+		if tr.err != nil {
+			return p, fmt.Errorf("request_totals: %w", tr.err)
+		}
+	}
+	br := &jreader{obj: bo}
+	p.DurationSeconds = br.f("duration")
+	if br.err != nil {
+		return p, br.err
+	}
+	if p.Completed != nil && *p.Completed == 0 {
+		p.AllFailed = true
+	}
+	return p, nil
+}
+
+// guidellmStats reads metrics[name].successful (a DistributionSummary) scaled to base units.
+func guidellmStats(metrics map[string]any, name string, scale float64) (*Stats, error) {
+	m, ok := metrics[name].(map[string]any)
+	if !ok {
+		return nil, nil
+	}
+	succ, ok := m["successful"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("metrics.%s: missing \"successful\" distribution", name)
+	}
+	r := &jreader{obj: succ}
+	s := &Stats{Mean: scaled(r.f("mean"), scale), Median: scaled(r.f("median"), scale), Std: scaled(r.f("std_dev"), scale),
+		Min: scaled(r.f("min"), scale), Max: scaled(r.f("max"), scale)}
+	if pm, ok := succ["percentiles"].(map[string]any); ok {
+		pr := &jreader{obj: pm}
+		for k, q := range guidellmPercentiles {
+			if v := pr.f(k); v != nil {
+				if s.Percentiles == nil {
+					s.Percentiles = Percentiles{}
+				}
+				s.Percentiles[percentileKey(q)] = *v * scale
+			}
+		}
+		if pr.err != nil {
+			return nil, fmt.Errorf("metrics.%s.successful.percentiles: %w", name, pr.err)
+		}
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("metrics.%s.successful: %w", name, r.err)
+	}
+	if c := (&jreader{obj: succ}).f("count"); c != nil && *c == 0 {
+		return nil, nil // no successful requests: the zeros are not measurements
+	}
+	if s.empty() {
+		return nil, nil
+	}
+	return s, nil
+}
+
+// ---- aiperf and genai-perf (bench-formats.md §3.2, §3.3) ----
+
+var reAIPerfPercentile = regexp.MustCompile(`^p(\d+(?:\.\d+)?)$`)
+
+func importAIPerf(im *Import, v any) error {
+	top := v.(map[string]any)
+	tool := ToolGenAIPerf
+	if im.Format == FormatAIPerf {
+		tool = ToolAIPerf
+	}
+	var p Point
+	var err error
+	get := func(name string) *Stats {
+		if err != nil {
+			return nil
+		}
+		var s *Stats
+		s, err = aiperfStats(top, name, true)
+		return s
+	}
+	p.TTFT = get("time_to_first_token")
+	p.TPOT = get("inter_token_latency") // (latency - TTFT)/(OSL - 1) = vLLM TPOT (§3.5)
+	p.ITL = get("inter_chunk_latency")  // aiperf only
+	p.E2E = get("request_latency")
+	if err != nil {
+		return err
+	}
+	avg := func(name string) *float64 {
+		if err != nil {
+			return nil
+		}
+		var s *Stats
+		s, err = aiperfStats(top, name, false)
+		if s == nil {
+			return nil
+		}
+		return s.Mean
+	}
+	p.OutputThroughput = avg("output_token_throughput")
+	p.RequestThroughput = avg("request_throughput")
+	p.RequestGoodput = avg("request_goodput")
+	if p.RequestGoodput == nil {
+		p.RequestGoodput = avg("goodput")
+	}
+	if err != nil {
+		return err
+	}
+	perReq := "output_token_throughput_per_request"
+	if tool == ToolAIPerf {
+		perReq = "output_token_throughput_per_user"
+	}
+	if p.OutputThroughputPerRequest, err = aiperfStats(top, perReq, false); err != nil {
+		return err
+	}
+	count := func(name string) *int64 {
+		if err != nil {
+			return nil
+		}
+		f := avg(name)
+		if f == nil {
+			return nil
+		}
+		return ip(int64(math.Round(*f)))
+	}
+	p.Completed = count("request_count")
+	p.Failed = count("error_request_count")
+	if err != nil {
+		return err
+	}
+	if p.TTFT == nil && p.E2E == nil && p.OutputThroughput == nil {
+		return fmt.Errorf("none of \"time_to_first_token\", \"request_latency\", \"output_token_throughput\" is present")
+	}
+	cfg, _ := top["input_config"].(map[string]any)
+	if cfg == nil {
+		return fmt.Errorf("missing \"input_config\": cannot tell the load level (concurrency or request_rate)")
+	}
+	model := ""
+	if c := findKey(cfg, "concurrency"); c != nil {
+		cr := &jreader{obj: map[string]any{"concurrency": c}}
+		p.Concurrency = cr.load("concurrency")
+		if cr.err != nil {
+			return fmt.Errorf("input_config: %w", cr.err)
+		}
+	}
+	if r := findKey(cfg, "request_rate"); r != nil {
+		rr := &jreader{obj: map[string]any{"request_rate": r}}
+		p.RequestRate = rr.load("request_rate")
+		if rr.err != nil {
+			return fmt.Errorf("input_config: %w", rr.err)
+		}
+	}
+	if p.Concurrency == nil && p.RequestRate == nil {
+		return fmt.Errorf("input_config has neither \"concurrency\" nor \"request_rate\"")
+	}
+	switch m := findKey(cfg, "model_names").(type) {
+	case []any:
+		if len(m) > 0 {
+			model, _ = m[0].(string)
+		}
+	}
+	if model == "" {
+		switch m := findKey(cfg, "model").(type) {
+		case string:
+			model = m
+		case []any:
+			if len(m) > 0 {
+				model, _ = m[0].(string)
+			}
+		}
+	}
+	if p.Completed != nil && *p.Completed == 0 {
+		p.AllFailed = true
+	}
+	p.Ref = filepathBase(im.File)
+	im.Baselines = append(im.Baselines, &Baseline{Model: model, Source: Source{Tool: tool}, Points: []Point{p}})
+	return nil
+}
+
+// findKey searches a nested object breadth-first for key and returns its first non-null value.
+func findKey(o map[string]any, key string) any {
+	queue := []map[string]any{o}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if v, ok := cur[key]; ok && v != nil {
+			return v
+		}
+		for _, k := range sortedKeys(cur) {
+			if child, ok := cur[k].(map[string]any); ok {
+				queue = append(queue, child)
+			}
+		}
+	}
+	return nil
+}
+
+// aiperfStats reads a metric {unit, avg, p1..p99, min, max, std}; latency metrics are converted
+// to seconds from their unit, which must be present.
+func aiperfStats(top map[string]any, name string, latency bool) (*Stats, error) {
+	raw, present := top[name]
+	if !present || raw == nil {
+		return nil, nil
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%q: a %s, not a metric object", name, jsonKind(raw))
+	}
+	scale := 1.0
+	unit, _ := m["unit"].(string)
+	if latency {
+		switch strings.ToLower(unit) {
+		case "ms":
+			scale = 1e-3
+		case "s", "sec", "seconds":
+			scale = 1
+		case "us", "µs":
+			scale = 1e-6
+		case "ns":
+			scale = 1e-9
+		case "":
+			return nil, fmt.Errorf("%q: missing \"unit\" (cannot convert to seconds)", name)
+		default:
+			return nil, fmt.Errorf("%q: unknown time unit %q", name, unit)
+		}
+	}
+	r := &jreader{obj: m}
+	s := &Stats{Mean: scaled(r.f("avg"), scale), Std: scaled(r.f("std"), scale), Min: scaled(r.f("min"), scale), Max: scaled(r.f("max"), scale)}
+	for _, k := range sortedKeys(m) {
+		if pm := reAIPerfPercentile.FindStringSubmatch(k); pm != nil {
+			q, _ := strconv.ParseFloat(pm[1], 64)
+			if v := r.f(k); v != nil && q > 0 && q <= 100 {
+				if s.Percentiles == nil {
+					s.Percentiles = Percentiles{}
+				}
+				s.Percentiles[percentileKey(q)] = *v * scale
+			}
+		}
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("%q: %w", name, r.err)
+	}
+	if v, ok := s.Percentiles["p50"]; ok {
+		s.Median = fp(v)
+	}
+	if s.empty() {
+		return nil, nil
+	}
+	return s, nil
+}
+
+// ---- llmperf (bench-formats.md §3.4) ----
+
+var llmperfQuantiles = []string{"p25", "p50", "p75", "p90", "p95", "p99"}
+
+func importLLMPerf(im *Import, v any) error {
+	r := &jreader{obj: v.(map[string]any)}
+	if _, ok := r.obj["num_concurrent_requests"]; !ok {
+		return fmt.Errorf("missing \"num_concurrent_requests\": cannot tell the load level")
+	}
+	stats := func(base string) *Stats {
+		s := &Stats{Mean: r.f(base + "_mean"), Std: r.f(base + "_stddev"), Min: r.f(base + "_min"), Max: r.f(base + "_max")}
+		for _, q := range llmperfQuantiles {
+			if v := r.f(base + "_quantiles_" + q); v != nil {
+				if s.Percentiles == nil {
+					s.Percentiles = Percentiles{}
+				}
+				s.Percentiles[q] = *v
+			}
+		}
+		if v, ok := s.Percentiles["p50"]; ok {
+			s.Median = fp(v)
+		}
+		if s.empty() {
+			return nil
+		}
+		return s
+	}
+	p := Point{
+		Concurrency:                r.load("num_concurrent_requests"),
+		TTFT:                       stats("results_ttft_s"),
+		TPOTInclTTFT:               stats("results_inter_token_latency_s"), // includes TTFT (§3.4)
+		E2E:                        stats("results_end_to_end_latency_s"),
+		OutputThroughputPerRequest: stats("results_request_output_throughput_token_per_s"),
+		OutputThroughput:           r.f("results_mean_output_throughput_token_per_s"),
+		Completed:                  r.i("results_num_completed_requests"),
+		Failed:                     r.i("results_number_errors"),
+		NumPrompts:                 r.i("results_num_requests_started"),
+		Date:                       r.s("timestamp"),
+	}
+	if rpm := r.f("results_num_completed_requests_per_min"); rpm != nil {
+		p.RequestThroughput = fp(*rpm / 60)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if p.Concurrency == nil {
+		return fmt.Errorf("\"num_concurrent_requests\" is null")
+	}
+	if p.TTFT == nil && p.E2E == nil && p.OutputThroughput == nil {
+		return fmt.Errorf("none of results_ttft_s_*, results_end_to_end_latency_s_*, results_mean_output_throughput_token_per_s is present")
+	}
+	if p.Completed != nil && *p.Completed == 0 {
+		p.AllFailed = true
+	}
+	p.Ref = filepathBase(im.File)
+	im.Baselines = append(im.Baselines, &Baseline{Model: r.s("model"), Source: Source{Tool: ToolLLMPerf}, Points: []Point{p}})
+	return nil
+}

@@ -1,0 +1,355 @@
+package baseline
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// vllmResultKeys are the keys of a vllm bench serve result that are not user metadata or swept
+// parameters (bench-formats.md §1.3).
+var vllmResultKeys = map[string]bool{
+	"date": true, "endpoint_type": true, "backend": true, "label": true, "model_id": true, "tokenizer_id": true,
+	"num_prompts": true, "request_rate": true, "burstiness": true, "max_concurrency": true,
+	"ramp_up_strategy": true, "ramp_up_start_rps": true, "ramp_up_end_rps": true, "duration": true,
+	"completed": true, "failed": true, "total_input_tokens": true, "total_output_tokens": true,
+	"request_throughput": true, "request_goodput": true, "request_goodput:": true, "output_throughput": true,
+	"total_token_throughput": true, "input_throughput": true, "max_output_tokens_per_s": true,
+	"max_concurrent_requests": true, "rtfx": true, "input_lens": true, "output_lens": true, "ttfts": true,
+	"itls": true, "generated_texts": true, "errors": true, "start_times": true, "latencies": true,
+	"queue_times": true, "best_of": true, "use_beam_search": true, "run_number": true, "rps_change_events": true,
+	// metadata we read into baseline fields
+	"gpu": true, "gpu_type": true, "hardware": true, "model": true, "tensor_parallel_size": true,
+	"pipeline_parallel_size": true, "data_parallel_size": true, "max_model_len": true,
+}
+
+var reVLLMStatKey = regexp.MustCompile(`^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$`)
+
+func importVLLMServeJSON(im *Import, values []any) error {
+	var records []map[string]any
+	var refs []string
+	switch im.Format {
+	case FormatVLLMSweepSummary:
+		arr := values[0].([]any)
+		for i, v := range arr {
+			o, ok := v.(map[string]any)
+			if !ok {
+				return fmt.Errorf("summary entry %d: a %s, not a result object", i+1, jsonKind(v))
+			}
+			records = append(records, o)
+			refs = append(refs, fmt.Sprintf("entry %d", i+1))
+		}
+	default:
+		for i, v := range values {
+			records = append(records, v.(map[string]any))
+			if len(values) > 1 {
+				refs = append(refs, fmt.Sprintf("record %d", i+1))
+			} else {
+				refs = append(refs, "")
+			}
+		}
+	}
+	for i, rec := range records {
+		b, err := vllmServeBaseline(rec)
+		if err != nil {
+			if refs[i] != "" {
+				return fmt.Errorf("%s: %w", refs[i], err)
+			}
+			return err
+		}
+		if im.Format == FormatVLLMSweepSummary {
+			b.series = sweepParams(rec)
+		}
+		ref := refs[i]
+		if ref == "" {
+			ref = filepathBase(im.File)
+		} else {
+			ref = filepathBase(im.File) + " " + ref
+		}
+		b.Points[0].Ref = ref
+		im.Baselines = append(im.Baselines, b)
+	}
+	return nil
+}
+
+// sweepParams describes the swept server/bench parameters of a sweep run (non-result scalar keys).
+func sweepParams(rec map[string]any) string {
+	var parts []string
+	for _, k := range sortedKeys(rec) {
+		if vllmResultKeys[k] || reVLLMStatKey.MatchString(k) || strings.HasPrefix(k, "spec_decode_") ||
+			strings.HasPrefix(k, "diffusion_") || strings.HasPrefix(k, "probe_") {
+			continue
+		}
+		switch v := rec[k].(type) {
+		case string:
+			parts = append(parts, k+"="+v)
+		case fmt.Stringer:
+			parts = append(parts, k+"="+v.String())
+		case bool:
+			parts = append(parts, k+"="+strconv.FormatBool(v))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// vllmServeBaseline turns one vllm bench serve result object into a one-point baseline.
+func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
+	r := &jreader{obj: rec}
+	for _, k := range []string{"completed", "request_throughput"} {
+		if _, ok := rec[k]; !ok {
+			return nil, fmt.Errorf("missing %q: not a vllm bench serve result", k)
+		}
+	}
+	p := Point{
+		Concurrency:          r.load("max_concurrency"),
+		RequestRate:          r.load("request_rate"),
+		NumPrompts:           r.i("num_prompts"),
+		Label:                r.s("label"),
+		Date:                 r.s("date"),
+		DurationSeconds:      r.f("duration"),
+		Completed:            r.i("completed"),
+		Failed:               r.i("failed"),
+		TotalInputTokens:     r.i("total_input_tokens"),
+		TotalOutputTokens:    r.i("total_output_tokens"),
+		RequestThroughput:    r.f("request_throughput"),
+		RequestGoodput:       r.f("request_goodput"),
+		OutputThroughput:     r.f("output_throughput"),
+		InputThroughput:      r.f("input_throughput"),
+		TotalTokenThroughput: r.f("total_token_throughput"),
+		PeakOutputThroughput: r.f("max_output_tokens_per_s"),
+	}
+	if p.RequestGoodput == nil {
+		p.RequestGoodput = r.f("request_goodput:") // benchmark_serving.py's typo (bench-formats.md §1.3)
+	}
+	stats := map[string]*Stats{}
+	for _, k := range sortedKeys(rec) {
+		m := reVLLMStatKey.FindStringSubmatch(k)
+		if m == nil {
+			continue
+		}
+		v := r.f(k)
+		if v == nil {
+			continue
+		}
+		s := stats[m[2]]
+		if s == nil {
+			s = &Stats{}
+			stats[m[2]] = s
+		}
+		sec := scale10(*v, 1e-3) // ms -> s
+		switch m[1] {
+		case "mean":
+			s.Mean = &sec
+		case "median":
+			s.Median = &sec
+		case "std":
+			s.Std = &sec
+		default:
+			q, err := strconv.ParseFloat(m[1][1:], 64)
+			if err != nil || !(q > 0 && q <= 100) {
+				return nil, fmt.Errorf("field %q: percentile out of range", k)
+			}
+			if s.Percentiles == nil {
+				s.Percentiles = Percentiles{}
+			}
+			s.Percentiles[percentileKey(q)] = sec
+		}
+	}
+	p.TTFT, p.TPOT, p.ITL, p.E2E = stats["ttft"], stats["tpot"], stats["itl"], stats["e2el"]
+	b := &Baseline{
+		Model:    r.s("model_id"),
+		Hardware: firstNonEmpty(r.s("gpu"), r.s("gpu_type"), r.s("hardware")),
+		Source:   Source{Tool: ToolVLLMServe, Date: r.s("date")},
+	}
+	if b.Model == "" {
+		b.Model = r.s("model")
+	}
+	par := Parallelism{}
+	for key, dst := range map[string]*int64{"tensor_parallel_size": &par.TP, "pipeline_parallel_size": &par.PP, "data_parallel_size": &par.DP} {
+		if v := r.i(key); v != nil {
+			*dst = *v
+		}
+	}
+	if par != (Parallelism{}) {
+		b.Parallelism = &par
+	}
+	if v := r.i("max_model_len"); v != nil {
+		b.MaxModelLen = *v
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if p.Concurrency == nil && p.RequestRate == nil {
+		return nil, fmt.Errorf("missing load level: neither \"max_concurrency\" nor \"request_rate\" is set")
+	}
+	if p.Completed != nil && *p.Completed == 0 {
+		p.AllFailed = true
+	}
+	b.Points = []Point{p}
+	return b, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+func filepathBase(name string) string {
+	i := strings.LastIndexAny(name, `/\`)
+	return name[i+1:]
+}
+
+// printedKeys maps the labels of the printed summary block (bench-formats.md §1.4) to the JSON keys
+// of --save-result, so that both go through vllmServeBaseline.
+var printedKeys = map[string]string{
+	"successful requests":                  "completed",
+	"failed requests":                      "failed",
+	"maximum request concurrency":          "max_concurrency",
+	"request rate configured (rps)":        "request_rate",
+	"benchmark duration (s)":               "duration",
+	"total input tokens":                   "total_input_tokens",
+	"total generated tokens":               "total_output_tokens",
+	"request throughput (req/s)":           "request_throughput",
+	"request goodput (req/s)":              "request_goodput",
+	"output token throughput (tok/s)":      "output_throughput",
+	"peak output token throughput (tok/s)": "max_output_tokens_per_s",
+	"peak concurrent requests":             "max_concurrent_requests",
+	"rtfx (inverse real-time factor)":      "rtfx",
+	"total token throughput (tok/s)":       "total_token_throughput",
+	"input token throughput (tok/s)":       "input_throughput",
+}
+
+var (
+	rePrintedStat = regexp.MustCompile(`^(Mean|Median|Std|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL) \(ms\)$`)
+	rePrintedLine = regexp.MustCompile(`^\s*([^:]+?)\s*:\s+(\S+)\s*$`)
+	reContextTP   = regexp.MustCompile(`(?:^|\s)(?:-tp|--tensor-parallel-size)[= ](\d+)\b`)
+	reContextPP   = regexp.MustCompile(`(?:^|\s)(?:-pp|--pipeline-parallel-size)[= ](\d+)\b`)
+	reContextLen  = regexp.MustCompile(`--max-model-len[= ]"?(\d+)`)
+	reServeModel  = regexp.MustCompile(`vllm serve\s+(?:-\S+\s+\S+\s+)*?([\w.-]+/[\w.-]+)`)
+	reClientModel = regexp.MustCompile(`--model[= ]([\w.-]+/[\w.-]+)`)
+	reTrafficRate = regexp.MustCompile(`Traffic request rate:\s*(\S+)`)
+)
+
+// importVLLMServeText reads printed "Serving Benchmark Result" blocks. Several blocks per file are
+// allowed; the progress bar may precede the header on the same line and \r redraws are lines.
+// Server set-up (model, -tp, --max-model-len) is taken from command lines before a block; a
+// "vllm serve" or -tp line starts a new series (a distinct set-up).
+func importVLLMServeText(im *Import, text string) error {
+	lines := strings.Split(strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n"), "\n")
+	var (
+		model             string
+		tp, pp, ctxLen    int64
+		series            int
+		pendingConc, rate string
+	)
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		idx := strings.Index(line, "Serving Benchmark Result")
+		if idx < 0 {
+			if strings.Contains(line, "vllm serve") {
+				series++
+				tp, pp, ctxLen = 0, 0, 0
+				if m := reServeModel.FindStringSubmatch(line); m != nil {
+					model = m[1]
+				}
+			} else if reContextTP.MatchString(line) {
+				series++
+			}
+			if m := reContextTP.FindStringSubmatch(line); m != nil {
+				tp, _ = strconv.ParseInt(m[1], 10, 64)
+			}
+			if m := reContextPP.FindStringSubmatch(line); m != nil {
+				pp, _ = strconv.ParseInt(m[1], 10, 64)
+			}
+			if m := reContextLen.FindStringSubmatch(line); m != nil {
+				ctxLen, _ = strconv.ParseInt(m[1], 10, 64)
+			}
+			if m := reClientModel.FindStringSubmatch(line); m != nil {
+				model = m[1]
+			}
+			if m := rePrintedLine.FindStringSubmatch(line); m != nil && strings.EqualFold(m[1], "Maximum request concurrency") {
+				pendingConc = m[2]
+			}
+			if m := reTrafficRate.FindStringSubmatch(line); m != nil {
+				rate = m[1]
+			}
+			continue
+		}
+		start := i + 1
+		rec := map[string]any{}
+		if pendingConc != "" {
+			rec["max_concurrency"] = pendingConc
+		}
+		if rate != "" {
+			rec["request_rate"] = rate
+		}
+		closed := false
+		for i++; i < len(lines); i++ {
+			l := strings.TrimSpace(lines[i])
+			if l == "" || (strings.HasPrefix(l, "-") && strings.HasSuffix(l, "-")) {
+				continue // section rule
+			}
+			if strings.HasPrefix(l, "=====") {
+				closed = true
+				break
+			}
+			m := rePrintedLine.FindStringSubmatch(l)
+			if m == nil {
+				return fmt.Errorf("line %d: unexpected line in the result block started at line %d: %q", i+1, start, l)
+			}
+			label, val := m[1], m[2]
+			if key, ok := printedKeys[strings.ToLower(label)]; ok {
+				rec[key] = val
+			} else if sm := rePrintedStat.FindStringSubmatch(label); sm != nil {
+				stat := strings.ToLower(sm[1])
+				rec[stat+"_"+strings.ToLower(sm[3])+"_ms"] = val
+			} else {
+				im.Notes = append(im.Notes, fmt.Sprintf("line %d: %q is not a baseline metric; not imported", i+1, label))
+			}
+		}
+		if !closed {
+			return fmt.Errorf("line %d: result block is not closed by a line of \"=\"", start)
+		}
+		if _, ok := rec["max_concurrency"]; !ok {
+			if _, ok := rec["request_rate"]; !ok {
+				return fmt.Errorf("result block at line %d: no load level: expected a \"Maximum request concurrency\", \"Request rate configured (RPS)\" or \"Traffic request rate\" line", start)
+			}
+		}
+		if model != "" {
+			rec["model_id"] = model
+		}
+		b, err := vllmServeBaseline(rec)
+		if err != nil {
+			return fmt.Errorf("result block at line %d: %w", start, err)
+		}
+		var par Parallelism
+		par.TP, par.PP = tp, pp
+		if par != (Parallelism{}) {
+			b.Parallelism = &par
+		}
+		b.MaxModelLen = ctxLen
+		b.series = "run" + strconv.Itoa(series)
+		b.Points[0].Ref = fmt.Sprintf("%s:%d", filepathBase(im.File), start)
+		im.Baselines = append(im.Baselines, b)
+		pendingConc, rate = "", ""
+	}
+	if len(im.Baselines) == 0 {
+		return fmt.Errorf("no complete \"Serving Benchmark Result\" block")
+	}
+	// Series numbers are only meaningful relative to each other; drop them when there is one.
+	seen := map[string]bool{}
+	for _, b := range im.Baselines {
+		seen[b.series] = true
+	}
+	if len(seen) == 1 {
+		for _, b := range im.Baselines {
+			b.series = ""
+		}
+	}
+	return nil
+}

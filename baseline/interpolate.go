@@ -1,0 +1,203 @@
+package baseline
+
+import (
+	"math"
+	"sort"
+)
+
+// Metric names a compared quantity, as used in the regression-ratio series' metric label.
+type Metric string
+
+// The metrics Expected interpolates and RegressionRatio compares.
+const (
+	MetricTTFT             Metric = "ttft"
+	MetricTPOT             Metric = "tpot"
+	MetricITL              Metric = "itl"
+	MetricE2E              Metric = "e2e"
+	MetricOutputThroughput Metric = "output_throughput"
+)
+
+// Metrics lists every Metric in a fixed order.
+var Metrics = []Metric{MetricTTFT, MetricTPOT, MetricITL, MetricE2E, MetricOutputThroughput}
+
+// HigherIsWorse reports whether a larger value of m is a regression (true for latencies).
+func (m Metric) HigherIsWorse() bool { return m != MetricOutputThroughput }
+
+// Expectation holds the values expected at one concurrency. Latencies are in seconds,
+// OutputThroughput in tokens/s. A value the baseline has no data for is NaN.
+type Expectation struct {
+	// Concurrency is the load the expectation was computed for.
+	Concurrency float64
+
+	TTFTMean, TTFTP99 float64
+	TPOTMean, TPOTP99 float64
+	ITLMean, ITLP99   float64
+	E2EMean, E2EP99   float64
+	OutputThroughput  float64
+}
+
+// Mean returns the expected mean of a latency metric, or the output throughput for
+// MetricOutputThroughput; NaN when unknown.
+func (e Expectation) Mean(m Metric) float64 {
+	switch m {
+	case MetricTTFT:
+		return e.TTFTMean
+	case MetricTPOT:
+		return e.TPOTMean
+	case MetricITL:
+		return e.ITLMean
+	case MetricE2E:
+		return e.E2EMean
+	case MetricOutputThroughput:
+		return e.OutputThroughput
+	}
+	return math.NaN()
+}
+
+// curvePoint is a point placed on the concurrency axis.
+type curvePoint struct {
+	c float64
+	p *Point
+}
+
+// effectiveConcurrency returns the concurrency a point represents: its concurrency key, or for a
+// request-rate-keyed point Little's law L = λ·W with λ = request_throughput and W = mean E2E
+// latency (W estimated as TTFT + TPOT·(tokens per request − 1) when the tool did not report E2E).
+func (p *Point) effectiveConcurrency() (float64, bool) {
+	if p.Concurrency != nil {
+		c := float64(*p.Concurrency)
+		return c, !math.IsInf(c, 0)
+	}
+	if p.RequestThroughput == nil || *p.RequestThroughput <= 0 {
+		return 0, false
+	}
+	w, ok := p.meanE2E()
+	if !ok || w <= 0 {
+		return 0, false
+	}
+	return *p.RequestThroughput * w, true
+}
+
+// meanE2E returns the mean E2E latency, reported or estimated from TTFT, TPOT and tokens per request.
+func (p *Point) meanE2E() (float64, bool) {
+	if w, ok := p.E2E.MeanValue(); ok {
+		return w, true
+	}
+	ttft, ok1 := p.TTFT.MeanValue()
+	tpot, ok2 := p.TPOT.MeanValue()
+	if !ok1 || !ok2 || p.OutputThroughput == nil || p.RequestThroughput == nil || *p.RequestThroughput <= 0 {
+		return 0, false
+	}
+	n := *p.OutputThroughput / *p.RequestThroughput
+	if n < 1 {
+		return ttft, true
+	}
+	return ttft + tpot*(n-1), true
+}
+
+// curve returns the usable points sorted by concurrency: all-failed points and points that cannot
+// be placed on the concurrency axis are left out.
+func (b *Baseline) curve() []curvePoint {
+	var cps []curvePoint
+	for i := range b.Points {
+		p := &b.Points[i]
+		if p.AllFailed {
+			continue
+		}
+		if c, ok := p.effectiveConcurrency(); ok && c > 0 {
+			cps = append(cps, curvePoint{c: c, p: p})
+		}
+	}
+	sort.SliceStable(cps, func(i, j int) bool { return cps[i].c < cps[j].c })
+	return cps
+}
+
+// Expected interpolates the baseline at the given concurrency. For each value it takes the points
+// that report it, sorted by concurrency, and interpolates linearly between the two neighbours of
+// load; below the first or above the last point it returns that end point's value (clamping).
+// Points at equal concurrency are averaged. It returns false when no point can be placed on the
+// concurrency axis (see effectiveConcurrency) or load is not a positive finite number.
+func (b *Baseline) Expected(load float64) (Expectation, bool) {
+	nan := math.NaN()
+	e := Expectation{Concurrency: load, TTFTMean: nan, TTFTP99: nan, TPOTMean: nan, TPOTP99: nan,
+		ITLMean: nan, ITLP99: nan, E2EMean: nan, E2EP99: nan, OutputThroughput: nan}
+	if !(load > 0) || math.IsInf(load, 0) {
+		return e, false
+	}
+	cps := b.curve()
+	if len(cps) == 0 {
+		return e, false
+	}
+	stat := func(get func(*Point) *Stats, p99 bool) func(*Point) (float64, bool) {
+		return func(p *Point) (float64, bool) {
+			if p99 {
+				return get(p).P99()
+			}
+			return get(p).MeanValue()
+		}
+	}
+	ttft := func(p *Point) *Stats { return p.TTFT }
+	tpot := func(p *Point) *Stats { return p.TPOT }
+	itl := func(p *Point) *Stats { return p.ITL }
+	e2e := func(p *Point) *Stats { return p.E2E }
+	e.TTFTMean = interpolate(cps, load, stat(ttft, false))
+	e.TTFTP99 = interpolate(cps, load, stat(ttft, true))
+	e.TPOTMean = interpolate(cps, load, stat(tpot, false))
+	e.TPOTP99 = interpolate(cps, load, stat(tpot, true))
+	e.ITLMean = interpolate(cps, load, stat(itl, false))
+	e.ITLP99 = interpolate(cps, load, stat(itl, true))
+	e.E2EMean = interpolate(cps, load, stat(e2e, false))
+	e.E2EP99 = interpolate(cps, load, stat(e2e, true))
+	e.OutputThroughput = interpolate(cps, load, func(p *Point) (float64, bool) {
+		if p.OutputThroughput == nil {
+			return 0, false
+		}
+		return *p.OutputThroughput, true
+	})
+	return e, true
+}
+
+// interpolate is piecewise-linear interpolation with clamping over the points that have a value.
+func interpolate(cps []curvePoint, x float64, get func(*Point) (float64, bool)) float64 {
+	type xy struct{ x, y float64 }
+	var pts []xy
+	n := 0 // points merged into the last element (for averaging ties)
+	for _, cp := range cps {
+		y, ok := get(cp.p)
+		if !ok || math.IsNaN(y) {
+			continue
+		}
+		if len(pts) > 0 && pts[len(pts)-1].x == cp.c {
+			last := &pts[len(pts)-1]
+			last.y = (last.y*float64(n) + y) / float64(n+1)
+			n++
+			continue
+		}
+		pts = append(pts, xy{cp.c, y})
+		n = 1
+	}
+	switch {
+	case len(pts) == 0:
+		return math.NaN()
+	case x <= pts[0].x:
+		return pts[0].y
+	case x >= pts[len(pts)-1].x:
+		return pts[len(pts)-1].y
+	}
+	i := sort.Search(len(pts), func(i int) bool { return pts[i].x >= x })
+	lo, hi := pts[i-1], pts[i]
+	return lo.y + (x-lo.x)/(hi.x-lo.x)*(hi.y-lo.y)
+}
+
+// RegressionRatio compares a live value with the expected one so that a result above 1 is worse
+// than the baseline: live/expected for latencies, expected/live for throughput. It returns NaN
+// when either value is not a positive finite number (no data, or no traffic to compare).
+func RegressionRatio(m Metric, live, expected float64) float64 {
+	if !(live > 0) || !(expected > 0) || math.IsInf(live, 0) || math.IsInf(expected, 0) {
+		return math.NaN()
+	}
+	if m.HigherIsWorse() {
+		return live / expected
+	}
+	return expected / live
+}
