@@ -1,0 +1,188 @@
+# Makefile for vllm_prober. Target names follow the Prometheus Makefile.common
+# habits (build, test, lint, ...) without promu: plain `go build` with the same
+# version ldflags.
+#
+#   make build    both binaries into bin/
+#   make test     lint + go test -race + promtool rules checks + chart tests
+#   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
+#
+# Every tool `make test` needs is installed when missing: staticcheck (and helm,
+# best effort) with `go install`, promtool with apt-get when running as root.
+
+GO       ?= go
+GOOS     ?= $(shell $(GO) env GOOS)
+GOARCH   ?= $(shell $(GO) env GOARCH)
+GOBIN    := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
+export PATH := $(GOBIN):$(PATH)
+
+BIN_DIR  ?= bin
+BINARIES := vllm_prober vllm_sim
+
+STATICCHECK_VERSION ?= v0.7.0
+STATICCHECK         ?= $(GOBIN)/staticcheck
+HELM_VERSION        ?= v3.17.3
+PROMTOOL            ?= promtool
+
+GO_TEST_TIMEOUT ?= 15m
+GO_TEST_FLAGS   ?= -race -count=1 -timeout $(GO_TEST_TIMEOUT)
+FUZZTIME        ?= 5s
+BENCH_COUNT     ?= 1
+BENCH_PKGS      ?= ./...
+# Figure-printing programs run by `make bench`: every main package under ./bench/.
+BENCH_PROGRAMS  ?= $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./bench/... 2>/dev/null)
+
+# Rule files are the files of alerts/ with a top-level `groups:` key
+# (alerts/slo.yml is the generator's input, not a rule file).
+RULE_FILES       := $(shell grep -l '^groups:' alerts/*.yml 2>/dev/null)
+RULE_TEST_FILES  := $(wildcard alerts/tests/*.yml)
+DASHBOARD_FILES  := $(wildcard dashboards/*.json)
+CHART_DIR        := deploy/helm/vllm-prober
+CHART_FILES_DIR  := $(CHART_DIR)/files
+
+# Version information, through github.com/prometheus/common/version.
+# Each is evaluated once; any of them may be given on the command line or in
+# the environment (the Dockerfile passes them as build args).
+VERSION    ?= $(shell cat VERSION 2>/dev/null || git describe --tags --always --dirty 2>/dev/null || echo unknown)
+REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH     ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+BUILD_USER ?= $(shell id -un 2>/dev/null || echo unknown)@$(shell hostname 2>/dev/null || echo unknown)
+BUILD_DATE ?= $(shell date -u +%Y%m%d-%H:%M:%S)
+VERSION    := $(VERSION)
+REVISION   := $(REVISION)
+BRANCH     := $(BRANCH)
+BUILD_USER := $(BUILD_USER)
+BUILD_DATE := $(BUILD_DATE)
+
+VERSION_PKG := github.com/prometheus/common/version
+LDFLAGS := -s -w \
+	-X $(VERSION_PKG).Version=$(VERSION) \
+	-X $(VERSION_PKG).Revision=$(REVISION) \
+	-X $(VERSION_PKG).Branch=$(BRANCH) \
+	-X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
+	-X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
+
+DOCKER_IMAGE_NAME ?= vllm_prober
+DOCKER_IMAGE_TAG  ?= $(subst /,-,$(VERSION))
+
+.PHONY: all
+all: lint build test
+
+.PHONY: build
+build: $(addprefix $(BIN_DIR)/,$(BINARIES))
+
+# Always rebuilt: go's build cache makes this cheap and keeps the ldflags fresh.
+.PHONY: $(addprefix $(BIN_DIR)/,$(BINARIES))
+$(addprefix $(BIN_DIR)/,$(BINARIES)): $(BIN_DIR)/%:
+	@mkdir -p $(BIN_DIR)
+	CGO_ENABLED=0 GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*
+
+.PHONY: print-ldflags
+print-ldflags:
+	@echo '$(LDFLAGS)'
+
+.PHONY: test
+test: lint test-go test-rules
+
+.PHONY: test-go
+test-go: tools-test
+	$(GO) test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-rules
+test-rules: promtool
+ifneq ($(RULE_FILES),)
+	$(PROMTOOL) check rules $(RULE_FILES)
+else
+	@echo ">> no rule files in alerts/ yet"
+endif
+ifneq ($(RULE_TEST_FILES),)
+	$(PROMTOOL) test rules $(RULE_TEST_FILES)
+else
+	@echo ">> no rule tests in alerts/tests/ yet"
+endif
+
+# The chart tests are the Go package ./deploy, part of `go test ./...`; this
+# target runs them alone, verbosely.
+.PHONY: test-chart
+test-chart: tools-test
+	$(GO) test -count=1 -v ./deploy/...
+
+# Short runs of every Go fuzz target (func FuzzXxx) in the module.
+.PHONY: fuzz
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+
+.PHONY: lint
+lint: staticcheck
+	@echo ">> checking gofmt"
+	@out="$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*' -not -path './.build/*'))"; \
+	if [ -n "$$out" ]; then echo "gofmt needs to be run on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+# Tools. Each is installed only when missing.
+.PHONY: staticcheck
+staticcheck:
+	@if [ ! -x "$(STATICCHECK)" ]; then \
+		echo ">> installing staticcheck $(STATICCHECK_VERSION)"; \
+		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+	fi
+
+.PHONY: promtool
+promtool:
+	@if ! command -v $(PROMTOOL) >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo ">> installing promtool (Debian package prometheus)"; \
+			DEBIAN_FRONTEND=noninteractive scripts/apt-install.sh prometheus; \
+		else \
+			echo "promtool is missing: install the Prometheus package (Debian: apt-get install prometheus)" >&2; exit 1; \
+		fi; \
+	fi
+
+# helm is optional: the chart tests render the chart with helm when it is on
+# PATH and otherwise with their own renderer of the chart's template subset.
+.PHONY: helm
+helm:
+	@if ! command -v helm >/dev/null 2>&1; then \
+		echo ">> installing helm $(HELM_VERSION) with go install (takes a few minutes once)"; \
+		$(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) || \
+			echo "!! helm could not be installed: chart tests use the built-in renderer" >&2; \
+	fi
+
+.PHONY: tools-test
+tools-test: promtool helm
+
+# Copy the rule files and dashboards into the chart, where .Files.Get can see
+# them. deploy/chart_test.go fails when the copies are stale.
+.PHONY: chart-sync
+chart-sync:
+	scripts/chart-sync.sh $(CHART_FILES_DIR)
+
+# Regenerate alerts/ from alerts/slo.yml, then the chart's copies.
+.PHONY: rules
+rules:
+	$(GO) run ./cmd/vllm_prober rules generate --slo.file alerts/slo.yml --out alerts/
+	$(MAKE) chart-sync
+
+.PHONY: demo
+demo: build
+	scripts/demo.sh
+
+.PHONY: bench
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=$(BENCH_COUNT) $(BENCH_PKGS)
+	@set -e; for p in $(BENCH_PROGRAMS); do echo ">> $$p"; $(GO) run $$p; done
+
+.PHONY: soak
+soak: build
+	@if [ -x scripts/soak.sh ]; then scripts/soak.sh; \
+	else echo "soak: not yet implemented (scripts/soak.sh does not exist)" >&2; exit 1; fi
+
+.PHONY: docker
+docker:
+	docker build -t "$(DOCKER_IMAGE_NAME):$(DOCKER_IMAGE_TAG)" \
+		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
+		--build-arg BRANCH=$(BRANCH) .
+
+.PHONY: clean
+clean:
+	rm -rf $(BIN_DIR) .build

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# chart-sync.sh DIR copies the Prometheus rule files of alerts/ (files with a
+# top-level `groups:` key) and the Grafana dashboards of dashboards/ into
+# DIR/alerts and DIR/dashboards of the Helm chart, removing stale copies, so
+# that the chart's templates can read them with .Files.Get.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dest=${1:?usage: chart-sync.sh CHART_FILES_DIR}
+rm -rf "$dest/alerts" "$dest/dashboards"
+mkdir -p "$dest/alerts" "$dest/dashboards"
+
+shopt -s nullglob
+for f in alerts/*.yml; do
+	if grep -q '^groups:' "$f"; then
+		cp "$f" "$dest/alerts/"
+	fi
+done
+for f in dashboards/*.json; do
+	cp "$f" "$dest/dashboards/"
+done
+echo ">> synced $(ls "$dest/alerts" | wc -l) rule files and $(ls "$dest/dashboards" | wc -l) dashboards into $dest"
