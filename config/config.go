@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -172,11 +173,70 @@ func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
+//
+// The sections are decoded one by one so that an error raised while decoding (an
+// unknown key, a bad duration, an invalid http_client_config) names the section,
+// module or target it comes from.
 func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	*c = Config{Global: DefaultGlobal}
 	c.Global.Buckets = append([]float64(nil), DefaultGlobal.Buckets...)
-	type plain Config
-	return unmarshal((*plain)(c))
+	type plain struct {
+		Global    *deferred            `yaml:"global"`
+		Modules   map[string]*deferred `yaml:"modules"`
+		Targets   []*deferred          `yaml:"targets"`
+		Baselines []BaselineRef        `yaml:"baselines,omitempty"`
+	}
+	var raw plain
+	if err := unmarshal(&raw); err != nil {
+		return err
+	}
+	if raw.Global != nil {
+		if err := raw.Global.decode(&c.Global); err != nil {
+			return fmt.Errorf("global: %w", err)
+		}
+	}
+	if raw.Modules != nil {
+		c.Modules = make(map[string]Module, len(raw.Modules))
+		for _, name := range sortedKeys(raw.Modules) {
+			m := DefaultModule
+			if err := raw.Modules[name].decode(&m); err != nil {
+				return fmt.Errorf("module %q: %w", name, err)
+			}
+			c.Modules[name] = m
+		}
+	}
+	for i, n := range raw.Targets {
+		t := DefaultTarget
+		if err := n.decode(&t); err != nil {
+			if t.Name != "" {
+				return fmt.Errorf("target %q: %w", t.Name, err)
+			}
+			return fmt.Errorf("targets[%d]: %w", i, err)
+		}
+		c.Targets = append(c.Targets, t)
+	}
+	c.Baselines = raw.Baselines
+	return nil
+}
+
+// deferred captures a YAML node so that it can be decoded later, inside the
+// UnmarshalYAML call that received it, with error context added.
+type deferred struct {
+	unmarshal func(any) error
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *deferred) UnmarshalYAML(unmarshal func(any) error) error {
+	d.unmarshal = unmarshal
+	return nil
+}
+
+// decode decodes the captured node into v; a YAML null leaves v as it is.
+func (d *deferred) decode(v any) error {
+	if d == nil || d.unmarshal == nil {
+		return nil
+	}
+	return d.unmarshal(v)
 }
 
 // Load parses and validates a configuration from YAML bytes. dir is the directory
@@ -198,20 +258,14 @@ func LoadFile(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error reading config file: %w", err)
 	}
-	dir, err := filepath.Abs(filepath.Dir(path))
-	if err != nil {
-		return nil, fmt.Errorf("error reading config file: %w", err)
-	}
-	cfg, err := Load(data, dir)
-	if err != nil {
-		return nil, fmt.Errorf("error parsing config file %q: %w", path, err)
-	}
-	return cfg, nil
+	return loadBytes(data, path)
 }
 
 var (
 	targetNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
 	labelNameRE  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+	// headerNameRE is RFC 9110's token.
+	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 
 // ReservedLabels are label names the exporter sets itself; static target labels may not use them.
@@ -222,13 +276,17 @@ var ReservedLabels = []string{
 
 func (c *Config) validate(dir string) error {
 	g := &c.Global
-	for name, d := range map[string]model.Duration{
-		"probe_interval": g.ProbeInterval, "probe_timeout": g.ProbeTimeout,
-		"scrape_interval": g.ScrapeInterval, "scrape_timeout": g.ScrapeTimeout,
-		"rate_window": g.RateWindow, "stall_timeout": g.StallTimeout,
+	// A slice, not a map, so that the first bad key is reported deterministically.
+	for _, d := range []struct {
+		name string
+		d    model.Duration
+	}{
+		{"probe_interval", g.ProbeInterval}, {"probe_timeout", g.ProbeTimeout},
+		{"scrape_interval", g.ScrapeInterval}, {"scrape_timeout", g.ScrapeTimeout},
+		{"rate_window", g.RateWindow}, {"stall_timeout", g.StallTimeout},
 	} {
-		if d <= 0 {
-			return fmt.Errorf("global: %s must be greater than 0", name)
+		if d.d <= 0 {
+			return fmt.Errorf("global: %s must be greater than 0", d.name)
 		}
 	}
 	if g.ScrapeTimeout > g.ScrapeInterval {
@@ -244,7 +302,7 @@ func (c *Config) validate(dir string) error {
 		return errors.New("global: buckets must not be empty")
 	}
 	for i, b := range g.Buckets {
-		if b <= 0 || (i > 0 && b <= g.Buckets[i-1]) {
+		if !(b > 0) || math.IsInf(b, 1) || (i > 0 && b <= g.Buckets[i-1]) {
 			return errors.New("global: buckets must be positive and strictly increasing")
 		}
 	}
@@ -322,6 +380,9 @@ func (m *Module) validate() error {
 			default:
 				return fmt.Errorf("messages[%d]: role %q is not one of system, user, assistant, developer", i, msg.Role)
 			}
+			if msg.Content == "" {
+				return fmt.Errorf("messages[%d]: content is required", i)
+			}
 		}
 	case "":
 		return errors.New("prober is required (completions or chat)")
@@ -331,7 +392,7 @@ func (m *Module) validate() error {
 	if m.MaxTokens < 1 {
 		return fmt.Errorf("max_tokens must be at least 1, got %d", m.MaxTokens)
 	}
-	if m.Temperature < 0 {
+	if m.Temperature < 0 || math.IsNaN(m.Temperature) || math.IsInf(m.Temperature, 0) {
 		return fmt.Errorf("temperature must not be negative, got %g", m.Temperature)
 	}
 	if m.Timeout < 0 || m.StallTimeout < 0 {
@@ -342,7 +403,22 @@ func (m *Module) validate() error {
 			return fmt.Errorf("extra_body may not set %q", k)
 		}
 	}
-	for k := range m.Headers {
+	// These have module keys of their own; two places for one value would be ambiguous.
+	for _, k := range []string{"max_tokens", "temperature", "ignore_eos"} {
+		if _, ok := m.ExtraBody[k]; ok {
+			return fmt.Errorf("extra_body may not set %q: use the module key %s", k, k)
+		}
+	}
+	// More than one choice per request would interleave streams and break TTFT and ITL.
+	for _, k := range []string{"n", "best_of"} {
+		if _, ok := m.ExtraBody[k]; ok {
+			return fmt.Errorf("extra_body may not set %q: a probe measures exactly one completion", k)
+		}
+	}
+	for _, k := range sortedKeys(m.Headers) {
+		if !headerNameRE.MatchString(k) {
+			return fmt.Errorf("header name %q is not valid", k)
+		}
 		switch strings.ToLower(k) {
 		case "authorization", "proxy-authorization", "x-api-key", "api-key", "cookie":
 			return fmt.Errorf("header %q carries a secret: set it in the target's http_client_config", k)
@@ -379,7 +455,7 @@ func (t *Target) validate(c *Config, baselines map[string]bool, dir string) erro
 		return errors.New("url must be the server root, without /v1")
 	}
 
-	for k := range t.Labels {
+	for _, k := range sortedKeys(t.Labels) {
 		if !labelNameRE.MatchString(k) || strings.HasPrefix(k, "__") {
 			return fmt.Errorf("label name %q is not valid", k)
 		}
@@ -407,6 +483,14 @@ func (t *Target) validate(c *Config, baselines map[string]bool, dir string) erro
 	}
 	if t.TokenBudgetPerHour < 0 {
 		return fmt.Errorf("token_budget_per_hour must not be negative, got %d", t.TokenBudgetPerHour)
+	}
+	if t.TokenBudgetPerHour > 0 {
+		// A budget below one probe's output would skip every probe forever.
+		for _, name := range t.Modules {
+			if mt := c.Modules[name].MaxTokens; t.TokenBudgetPerHour < mt {
+				return fmt.Errorf("token_budget_per_hour %d is smaller than max_tokens %d of module %q: every probe would be skipped", t.TokenBudgetPerHour, mt, name)
+			}
+		}
 	}
 	if t.Baseline != "" && !baselines[t.Baseline] {
 		return fmt.Errorf("unknown baseline %q", t.Baseline)

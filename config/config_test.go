@@ -1,0 +1,350 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	commoncfg "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
+	yaml "go.yaml.in/yaml/v2"
+)
+
+// Every rule of the configuration file has one invalid file and the exact error it
+// must produce, in the manner of blackbox_exporter's config tests.
+func TestLoadFileInvalid(t *testing.T) {
+	tests := []struct {
+		file string
+		want string // after `error parsing config file "<path>": `
+	}{
+		{"invalid-bad-duration.yml", "global: not a valid duration string: \"30\""},
+		{"invalid-baseline-no-file.yml", "baseline \"h100\": file is required"},
+		{"invalid-baseline-no-name.yml", "baselines[0]: name is required"},
+		{"invalid-buckets-empty.yml", "global: buckets must not be empty"},
+		{"invalid-buckets-order.yml", "global: buckets must be positive and strictly increasing"},
+		{"invalid-chat-empty-content.yml", "module \"short_chat\": messages[0]: content is required"},
+		{"invalid-chat-no-messages.yml", "module \"short_chat\": prober chat needs messages"},
+		{"invalid-chat-prompt.yml", "module \"short_chat\": prober chat takes messages, not a prompt"},
+		{"invalid-chat-role.yml", "module \"short_chat\": messages[1]: role \"robot\" is not one of system, user, assistant, developer"},
+		{"invalid-completions-messages.yml", "module \"short_completion\": prober completions takes a prompt, not messages"},
+		{"invalid-completions-no-prompt.yml", "module \"short_completion\": prober completions needs a prompt"},
+		{"invalid-duplicate-baseline.yml", "baselines: duplicate name \"h100\""},
+		{"invalid-duplicate-module.yml", "yaml: unmarshal errors:\n  line 6: key \"short_completion\" already set in map"},
+		{"invalid-duplicate-target.yml", "duplicate target name \"sim\""},
+		{"invalid-extra-body-max-tokens.yml", "module \"short_completion\": extra_body may not set \"max_tokens\": use the module key max_tokens"},
+		{"invalid-extra-body-n.yml", "module \"short_completion\": extra_body may not set \"n\": a probe measures exactly one completion"},
+		{"invalid-extra-body-stream.yml", "module \"short_completion\": extra_body may not set \"stream\""},
+		{"invalid-header-name.yml", "module \"short_completion\": header name \"X Probe\" is not valid"},
+		{"invalid-header-secret.yml", "module \"short_completion\": header \"Authorization\" carries a secret: set it in the target's http_client_config"},
+		{"invalid-http-client-basic-and-auth.yml", "target \"sim\": at most one of basic_auth, oauth2 & authorization must be configured"},
+		{"invalid-http-client-two-auth.yml", "target \"sim\": authorization is not compatible with bearer_token & bearer_token_file"},
+		{"invalid-label-name.yml", "target \"sim\": label name \"gpu-type\" is not valid"},
+		{"invalid-label-reserved.yml", "target \"sim\": label name \"model\" is reserved"},
+		{"invalid-max-concurrent.yml", "global: max_concurrent_probes must be at least 1, got 0"},
+		{"invalid-max-num-seqs.yml", "target \"sim\": max_num_seqs must not be negative, got -1"},
+		{"invalid-max-tokens.yml", "module \"short_completion\": max_tokens must be at least 1, got 0"},
+		{"invalid-metrics-path.yml", "target \"sim\": metrics_path \"metrics\" must start with /"},
+		{"invalid-module-timeout.yml", "module \"short_completion\": not a valid duration string: \"-1s\""},
+		{"invalid-module-twice.yml", "target \"sim\": module \"short_completion\" listed twice"},
+		{"invalid-native-factor.yml", "global: native_histogram_bucket_factor must be greater than 1, got 1"},
+		{"invalid-no-modules.yml", "no modules defined"},
+		{"invalid-no-targets.yml", "no targets defined"},
+		{"invalid-prober-missing.yml", "module \"nameless\": prober is required (completions or chat)"},
+		{"invalid-prober.yml", "module \"grpc_probe\": prober \"grpc\" is not valid (completions or chat)"},
+		{"invalid-rate-window.yml", "global: rate_window 1m must be at least twice scrape_interval 40s"},
+		{"invalid-scrape-timeout.yml", "global: scrape_timeout 10s is greater than scrape_interval 5s"},
+		{"invalid-target-interval.yml", "target \"sim\": not a valid duration string: \"-5s\""},
+		{"invalid-target-name.yml", "target \"llama 8b\": name must match ^[A-Za-z0-9][A-Za-z0-9_.:-]*$"},
+		{"invalid-target-no-name.yml", "targets[0]: name is required"},
+		{"invalid-temperature.yml", "module \"short_completion\": temperature must not be negative, got -0.5"},
+		{"invalid-token-budget-negative.yml", "target \"sim\": token_budget_per_hour must not be negative, got -1"},
+		{"invalid-token-budget.yml", "target \"sim\": token_budget_per_hour 10 is smaller than max_tokens 64 of module \"short_completion\": every probe would be skipped"},
+		{"invalid-unknown-baseline.yml", "target \"sim\": unknown baseline \"h100-sharegpt\""},
+		{"invalid-unknown-field.yml", "global: yaml: unmarshal errors:\n  line 2: field probe_intervall not found in type config.plain"},
+		{"invalid-unknown-module.yml", "target \"sim\": unknown module \"short_chat\""},
+		{"invalid-unknown-target-field.yml", "target \"sim\": yaml: unmarshal errors:\n  line 8: field modul not found in type config.plain"},
+		{"invalid-unknown-top-level.yml", "yaml: unmarshal errors:\n  line 5: field target not found in type config.plain"},
+		{"invalid-url-credentials.yml", "target \"sim\": url must not carry credentials: use http_client_config"},
+		{"invalid-url-missing.yml", "target \"sim\": url is required"},
+		{"invalid-url-no-host.yml", "target \"sim\": url has no host"},
+		{"invalid-url-query.yml", "target \"sim\": url must not have a query or fragment"},
+		{"invalid-url-scheme.yml", "target \"sim\": url scheme \"ftp\" is not http or https"},
+		{"invalid-url-v1.yml", "target \"sim\": url must be the server root, without /v1"},
+		{"invalid-yaml-syntax.yml", "yaml: line 2: did not find expected ',' or ']'"},
+		{"invalid-zero-interval.yml", "global: probe_interval must be greater than 0"},
+	}
+	files, err := filepath.Glob("testdata/invalid-*.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(tests) {
+		t.Errorf("%d testdata/invalid-*.yml files but %d test cases: every file needs its expected error", len(files), len(tests))
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("testdata", tc.file)
+			cfg, err := LoadFile(path)
+			if err == nil {
+				t.Fatalf("LoadFile(%s) succeeded, want error %q", path, tc.want)
+			}
+			if cfg != nil {
+				t.Errorf("LoadFile(%s) returned a config with its error", path)
+			}
+			want := `error parsing config file "` + path + `": ` + tc.want
+			if err.Error() != want {
+				t.Errorf("LoadFile(%s) error:\n got: %s\nwant: %s", path, err, want)
+			}
+		})
+	}
+}
+
+// Secrets written in a wrong place must not be echoed back by the error that
+// rejects them.
+func TestLoadFileInvalidDoesNotLeakSecrets(t *testing.T) {
+	files, err := filepath.Glob("testdata/invalid-*.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{"sk-header-secret-1234", "sk-url-secret-5678", "sk-bearer-secret-9999", "sk-auth-secret-0000", "sk-basic-secret-4321"}
+	seen := map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, lerr := LoadFile(f)
+		for _, s := range secrets {
+			if strings.Contains(string(data), s) {
+				seen[s] = true
+				if lerr != nil && strings.Contains(lerr.Error(), s) {
+					t.Errorf("%s: error %q leaks the secret %q", f, lerr, s)
+				}
+			}
+		}
+	}
+	for _, s := range secrets {
+		if !seen[s] {
+			t.Errorf("no invalid testdata file carries %q: the test checks nothing for it", s)
+		}
+	}
+}
+
+func TestLoadFileMissing(t *testing.T) {
+	_, err := LoadFile("testdata/does-not-exist.yml")
+	want := "error reading config file: open testdata/does-not-exist.yml: no such file or directory"
+	if err == nil || err.Error() != want {
+		t.Errorf("LoadFile(missing) = %v, want %q", err, want)
+	}
+}
+
+func TestLoadFileDefaults(t *testing.T) {
+	cfg, err := LoadFile("testdata/minimal.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg.Global, DefaultGlobal) {
+		t.Errorf("global = %+v, want the defaults %+v", cfg.Global, DefaultGlobal)
+	}
+	m := cfg.Modules["short_chat"]
+	if m.MaxTokens != 64 || m.Temperature != 0 || !m.IgnoreEOS || !m.Nonce || m.Timeout != 0 || m.StallTimeout != 0 {
+		t.Errorf("module defaults not applied: %+v", m)
+	}
+	tg := cfg.Targets[0]
+	if tg.MetricsPath != "/metrics" || !tg.ScrapeMetrics || tg.Model != "" || tg.TokenBudgetPerHour != 0 {
+		t.Errorf("target defaults not applied: %+v", tg)
+	}
+	if !tg.HTTPClientConfig.FollowRedirects || !tg.HTTPClientConfig.EnableHTTP2 {
+		t.Errorf("http_client_config defaults not applied: %+v", tg.HTTPClientConfig)
+	}
+	if want := []string{"short_chat"}; !reflect.DeepEqual(tg.Modules, want) {
+		t.Errorf("target modules = %v, want every module %v", tg.Modules, want)
+	}
+	if got := cfg.ProbeInterval(&tg); got != 30*time.Second {
+		t.Errorf("ProbeInterval = %s, want 30s", got)
+	}
+	if got := cfg.ProbeTimeout(&tg, &m); got != 60*time.Second {
+		t.Errorf("ProbeTimeout = %s, want 60s", got)
+	}
+	if got := cfg.StallTimeout(&m); got != 15*time.Second {
+		t.Errorf("StallTimeout = %s, want 15s", got)
+	}
+	if got := cfg.ScrapeInterval(&tg); got != 15*time.Second {
+		t.Errorf("ScrapeInterval = %s, want 15s", got)
+	}
+	if got := cfg.StaticLabelNames(); len(got) != 0 {
+		t.Errorf("StaticLabelNames = %v, want none", got)
+	}
+	// Defaults are package variables: loading must not have changed them.
+	if DefaultGlobal.Buckets[0] != 0.005 || len(DefaultGlobal.Buckets) != 23 || DefaultTarget.Modules != nil {
+		t.Errorf("loading mutated the defaults: %+v %+v", DefaultGlobal, DefaultTarget)
+	}
+}
+
+func TestLoadFileGood(t *testing.T) {
+	cfg, err := LoadFile("testdata/good.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Global
+	if g.ProbeInterval != model.Duration(20*time.Second) || g.MaxConcurrentProbes != 4 ||
+		!reflect.DeepEqual(g.Buckets, []float64{0.01, 0.1, 1, 10}) || g.NativeHistogramBucketFactor != 1.1 {
+		t.Errorf("global = %+v", g)
+	}
+	sc := cfg.Modules["short_completion"]
+	if sc.MaxTokens != 32 || sc.Temperature != 0.5 || sc.IgnoreEOS || sc.Nonce ||
+		sc.ExtraBody["seed"] != 42 || sc.Headers["X-Probe-Source"] != "vllm_prober" {
+		t.Errorf("short_completion = %+v", sc)
+	}
+	if got := cfg.Modules["short_chat"].Messages; len(got) != 2 || got[1] != (Message{Role: "user", Content: "Name three prime numbers."}) {
+		t.Errorf("short_chat messages = %+v", got)
+	}
+	if want := filepath.Join(dir, "baselines/h100.json"); cfg.Baselines[0].File != want {
+		t.Errorf("baseline file = %q, want it resolved against the config directory: %q", cfg.Baselines[0].File, want)
+	}
+
+	llama, ok := cfg.Target("llama8b-h100")
+	if !ok {
+		t.Fatal(`Target("llama8b-h100") not found`)
+	}
+	if llama.URL != "http://127.0.0.1:8000" {
+		t.Errorf("url = %q, want the trailing slash trimmed", llama.URL)
+	}
+	if llama.HTTPClientConfig.Authorization == nil || llama.HTTPClientConfig.Authorization.Credentials != "sk-good-secret-abcdef" {
+		t.Errorf("authorization = %+v", llama.HTTPClientConfig.Authorization)
+	}
+	m := cfg.Modules["short_completion"]
+	for _, c := range []struct {
+		name      string
+		got, want time.Duration
+	}{
+		{"ProbeInterval", cfg.ProbeInterval(llama), 10 * time.Second},
+		{"ProbeTimeout with a module timeout", cfg.ProbeTimeout(llama, &m), 30 * time.Second},
+		{"ProbeTimeout without one", cfg.ProbeTimeout(llama, &Module{}), 20 * time.Second},
+		{"StallTimeout", cfg.StallTimeout(&m), 5 * time.Second},
+		{"StallTimeout global", cfg.StallTimeout(&Module{}), 10 * time.Second},
+		{"ScrapeInterval", cfg.ScrapeInterval(llama), 5 * time.Second},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %s, want %s", c.name, c.got, c.want)
+		}
+	}
+
+	qwen, _ := cfg.Target("qwen-a100")
+	if want := []string{"short_chat", "short_completion"}; !reflect.DeepEqual(qwen.Modules, want) {
+		t.Errorf("qwen modules = %v, want all modules sorted %v", qwen.Modules, want)
+	}
+	if want := filepath.Join(dir, "secrets/qwen.key"); qwen.HTTPClientConfig.Authorization.CredentialsFile != want {
+		t.Errorf("credentials_file = %q, want %q", qwen.HTTPClientConfig.Authorization.CredentialsFile, want)
+	}
+	if qwen.ScrapeMetrics {
+		t.Error("scrape_metrics: false was not honoured")
+	}
+	if got, want := cfg.StaticLabelNames(), []string{"preset", "region"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("StaticLabelNames = %v, want %v", got, want)
+	}
+	if got, want := qwen.StaticLabelValues(cfg.StaticLabelNames()), []string{"", ""}; !reflect.DeepEqual(got, want) {
+		t.Errorf("qwen StaticLabelValues = %q, want %q", got, want)
+	}
+	if got, want := llama.StaticLabelValues([]string{"region", "preset"}), []string{"eu", "H100X1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("llama StaticLabelValues = %q, want %q", got, want)
+	}
+	if _, ok := cfg.Target("nope"); ok {
+		t.Error(`Target("nope") found`)
+	}
+}
+
+// What /config shows must load back to the same configuration (secrets aside,
+// which render as <secret>), and rendering is a fixed point.
+func TestRoundTrip(t *testing.T) {
+	for _, f := range []string{"testdata/good.yml", "testdata/minimal.yml", "../examples/demo.yml"} {
+		t.Run(f, func(t *testing.T) {
+			cfg, err := LoadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := cfg.String()
+			again, err := Load([]byte(out), filepath.Dir(f))
+			if err != nil {
+				t.Fatalf("rendered config does not load: %v\n%s", err, out)
+			}
+			for i := range cfg.Targets {
+				if a := cfg.Targets[i].HTTPClientConfig.Authorization; a != nil && a.Credentials != "" {
+					if got := again.Targets[i].HTTPClientConfig.Authorization.Credentials; got != "<secret>" {
+						t.Errorf("credentials rendered as %q, want <secret>", got)
+					}
+					again.Targets[i].HTTPClientConfig.Authorization.Credentials = a.Credentials
+				}
+			}
+			if !reflect.DeepEqual(cfg, again) {
+				t.Errorf("round trip changed the config:\nbefore: %+v\nafter:  %+v", cfg, again)
+			}
+			if out2 := again.String(); out2 != out {
+				t.Errorf("rendering is not a fixed point:\n%s\n---\n%s", out, out2)
+			}
+		})
+	}
+}
+
+// Every kind of secret prometheus/common knows renders as <secret> on /config.
+func TestStringRedactsSecrets(t *testing.T) {
+	const secretConfig = `
+modules:
+  m: {prober: completions, prompt: hi}
+targets:
+  - name: bearer
+    url: http://127.0.0.1:8000
+    http_client_config:
+      bearer_token: sk-bearer-AAAA
+      proxy_url: http://proxyuser:sk-proxy-BBBB@127.0.0.1:3128
+  - name: authorization
+    url: http://127.0.0.1:8001
+    http_client_config:
+      authorization: {type: Bearer, credentials: sk-auth-CCCC}
+      http_headers:
+        X-Api-Token: {secrets: [sk-header-DDDD]}
+  - name: basic
+    url: http://127.0.0.1:8002
+    http_client_config:
+      basic_auth: {username: probe, password: sk-basic-EEEE}
+      tls_config: {key: sk-tls-key-FFFF, cert: not-secret-cert}
+  - name: oauth
+    url: http://127.0.0.1:8003
+    http_client_config:
+      oauth2: {client_id: probe, client_secret: sk-oauth-GGGG, token_url: http://127.0.0.1:9/token}
+`
+	cfg, err := Load([]byte(secretConfig), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := cfg.String()
+	for _, s := range []string{"sk-bearer-AAAA", "sk-proxy-BBBB", "sk-auth-CCCC", "sk-header-DDDD", "sk-basic-EEEE", "sk-tls-key-FFFF", "sk-oauth-GGGG"} {
+		if strings.Contains(out, s) {
+			t.Errorf("String() leaks %q:\n%s", s, out)
+		}
+	}
+	if n := strings.Count(out, "<secret>"); n != 6 {
+		t.Errorf("String() has %d <secret> placeholders, want 6:\n%s", n, out)
+	}
+	if !strings.Contains(out, "not-secret-cert") || !strings.Contains(out, "username: probe") {
+		t.Errorf("String() dropped non-secret values:\n%s", out)
+	}
+	if commoncfg.MarshalSecretValue {
+		t.Error("commoncfg.MarshalSecretValue is set: secrets would be marshaled in clear")
+	}
+	// The in-memory values are intact: only rendering redacts them.
+	// (prometheus/common turns bearer_token into authorization credentials.)
+	if a := cfg.Targets[0].HTTPClientConfig.Authorization; a == nil || a.Credentials != "sk-bearer-AAAA" {
+		t.Error("loading lost the bearer token")
+	}
+	var back Config
+	if err := yaml.Unmarshal([]byte(out), &back); err != nil {
+		t.Errorf("rendered config is not YAML: %v", err)
+	}
+}
