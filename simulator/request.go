@@ -269,8 +269,4 @@ func messageText(raw json.RawMessage) (string, error) {
 	return sb.String(), nil
 }
 
-func quoteJSON(s string) []byte {
-	b, _ := json.Marshal(s)
-	return b
-}
-
+func quoteJSON(s string) []byte { return marshalNoEscape(s) }
