@@ -99,6 +99,8 @@ type Point struct {
 	InputThroughput      *float64 `yaml:"input_throughput,omitempty"`
 	TotalTokenThroughput *float64 `yaml:"total_token_throughput,omitempty"`
 	PeakOutputThroughput *float64 `yaml:"peak_output_throughput,omitempty"`
+	// PeakConcurrency is the largest number of requests in flight the client observed.
+	PeakConcurrency *float64 `yaml:"peak_concurrent_requests,omitempty"`
 
 	OutputThroughputPerRequest *Stats `yaml:"output_throughput_per_request,omitempty"`
 	InputThroughputPerRequest  *Stats `yaml:"input_throughput_per_request,omitempty"`
@@ -415,7 +417,8 @@ func (p *Point) validate() error {
 	}
 	for name, v := range map[string]*float64{"duration_seconds": p.DurationSeconds, "request_throughput": p.RequestThroughput,
 		"request_goodput": p.RequestGoodput, "output_throughput": p.OutputThroughput, "input_throughput": p.InputThroughput,
-		"total_token_throughput": p.TotalTokenThroughput, "peak_output_throughput": p.PeakOutputThroughput} {
+		"total_token_throughput": p.TotalTokenThroughput, "peak_output_throughput": p.PeakOutputThroughput,
+		"peak_concurrent_requests": p.PeakConcurrency} {
 		if v != nil && !(*v >= 0 && !math.IsInf(*v, 0)) {
 			return fmt.Errorf("%s %v is not a finite non-negative number", name, *v)
 		}

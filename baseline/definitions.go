@@ -14,18 +14,19 @@ const (
 // vllmDefinitions are the definitions of vLLM's benchmark_serving.py / vllm bench serve
 // (shared/docs/bench-formats.md §1.1-1.2), which vLLM's CI reuses.
 var vllmDefinitions = map[string]string{
-	"ttft_seconds":           "client: first SSE chunk with non-empty choices minus the time just before the POST (vLLM *_ttft_ms / 1000)",
-	"tpot_seconds":           "client, per request (E2E - TTFT)/(output_tokens - 1) for requests with more than one output token, then averaged over requests (vLLM *_tpot_ms / 1000)",
-	"itl_seconds":            "client: gaps between successive choices-bearing SSE chunks, pooled over all requests, chunk-weighted (vLLM *_itl_ms / 1000)",
-	"e2e_seconds":            "client: last choices-bearing SSE chunk minus the time just before the POST (vLLM *_e2el_ms / 1000; only when --percentile-metrics included e2el)",
-	"output_throughput":      "sum of output tokens (server usage) / benchmark duration, tokens/s",
-	"total_token_throughput": "(input + output tokens) / benchmark duration, tokens/s",
-	"input_throughput":       "input tokens / benchmark duration, tokens/s (v0.5-era files only)",
-	"request_throughput":     "completed requests / benchmark duration, requests/s",
-	"request_goodput":        "requests meeting every --goodput SLO / benchmark duration, requests/s (key \"request_goodput:\" in benchmark_serving.py files)",
-	"peak_output_throughput": "largest 1-second bucket of streamed chunks (max_output_tokens_per_s)",
-	"completed":              "successful requests",
-	"failed":                 "failed requests",
+	"ttft_seconds":             "client: first SSE chunk with non-empty choices minus the time just before the POST (vLLM *_ttft_ms / 1000)",
+	"tpot_seconds":             "client, per request (E2E - TTFT)/(output_tokens - 1) for requests with more than one output token, then averaged over requests (vLLM *_tpot_ms / 1000)",
+	"itl_seconds":              "client: gaps between successive choices-bearing SSE chunks, pooled over all requests, chunk-weighted (vLLM *_itl_ms / 1000)",
+	"e2e_seconds":              "client: last choices-bearing SSE chunk minus the time just before the POST (vLLM *_e2el_ms / 1000; only when --percentile-metrics included e2el)",
+	"output_throughput":        "sum of output tokens (server usage) / benchmark duration, tokens/s",
+	"total_token_throughput":   "(input + output tokens) / benchmark duration, tokens/s",
+	"input_throughput":         "input tokens / benchmark duration, tokens/s (v0.5-era files only)",
+	"request_throughput":       "completed requests / benchmark duration, requests/s",
+	"request_goodput":          "requests meeting every --goodput SLO / benchmark duration, requests/s (key \"request_goodput:\" in benchmark_serving.py files)",
+	"peak_output_throughput":   "largest 1-second bucket of streamed chunks (max_output_tokens_per_s)",
+	"peak_concurrent_requests": "sweep-line peak of requests in flight (max_concurrent_requests)",
+	"completed":                "successful requests",
+	"failed":                   "failed requests",
 }
 
 var toolDefinitions = map[string]map[string]string{

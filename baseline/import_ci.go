@@ -230,7 +230,7 @@ type mdTable struct {
 	start  int   // line of the header
 }
 
-var reMDSeparator = regexp.MustCompile(`^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$`)
+var reMDSeparator = regexp.MustCompile(`^\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$`)
 
 // markdownTables finds every pipe table (header, separator, rows) in text.
 func markdownTables(text string) []mdTable {

@@ -118,6 +118,7 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 		InputThroughput:      r.f("input_throughput"),
 		TotalTokenThroughput: r.f("total_token_throughput"),
 		PeakOutputThroughput: r.f("max_output_tokens_per_s"),
+		PeakConcurrency:      r.f("max_concurrent_requests"),
 	}
 	if p.RequestGoodput == nil {
 		p.RequestGoodput = r.f("request_goodput:") // benchmark_serving.py's typo (bench-formats.md §1.3)
@@ -219,7 +220,6 @@ var printedKeys = map[string]string{
 	"output token throughput (tok/s)":      "output_throughput",
 	"peak output token throughput (tok/s)": "max_output_tokens_per_s",
 	"peak concurrent requests":             "max_concurrent_requests",
-	"rtfx (inverse real-time factor)":      "rtfx",
 	"total token throughput (tok/s)":       "total_token_throughput",
 	"input token throughput (tok/s)":       "input_throughput",
 }
@@ -240,7 +240,15 @@ var (
 // Server set-up (model, -tp, --max-model-len) is taken from command lines before a block; a
 // "vllm serve" or -tp line starts a new series (a distinct set-up).
 func importVLLMServeText(im *Import, text string) error {
-	lines := strings.Split(strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n"), "\n")
+	// Progress bars redraw with \r: each redraw is its own line, numbered as the file line holding it.
+	var lines []string
+	var lineNo []int
+	for n, l := range strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n") {
+		for _, seg := range strings.Split(l, "\r") {
+			lines = append(lines, seg)
+			lineNo = append(lineNo, n+1)
+		}
+	}
 	var (
 		model             string
 		tp, pp, ctxLen    int64
@@ -280,7 +288,7 @@ func importVLLMServeText(im *Import, text string) error {
 			}
 			continue
 		}
-		start := i + 1
+		start := lineNo[i]
 		rec := map[string]any{}
 		if pendingConc != "" {
 			rec["max_concurrency"] = pendingConc
@@ -300,7 +308,7 @@ func importVLLMServeText(im *Import, text string) error {
 			}
 			m := rePrintedLine.FindStringSubmatch(l)
 			if m == nil {
-				return fmt.Errorf("line %d: unexpected line in the result block started at line %d: %q", i+1, start, l)
+				return fmt.Errorf("line %d: unexpected line in the result block started at line %d: %q", lineNo[i], start, l)
 			}
 			label, val := m[1], m[2]
 			if key, ok := printedKeys[strings.ToLower(label)]; ok {
@@ -309,7 +317,7 @@ func importVLLMServeText(im *Import, text string) error {
 				stat := strings.ToLower(sm[1])
 				rec[stat+"_"+strings.ToLower(sm[3])+"_ms"] = val
 			} else {
-				im.Notes = append(im.Notes, fmt.Sprintf("line %d: %q is not a baseline metric; not imported", i+1, label))
+				im.Notes = append(im.Notes, fmt.Sprintf("line %d: %q is not a baseline metric; not imported", lineNo[i], label))
 			}
 		}
 		if !closed {

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vllm-prober/vllm_prober/baseline"
+)
+
+// registerBaselineCommands adds `baseline import --out FILE [--name N] INPUT...` to app and returns the
+// command clause plus a run function executed when that command is selected.
+func registerBaselineCommands(app *kingpin.Application) (importCmd *kingpin.CmdClause, runImport func(ctx context.Context, logger log.Logger) int) {
+	return registerBaselineCommandsTo(app, os.Stdout, os.Stderr)
+}
+
+// registerBaselineCommandsTo is registerBaselineCommands with the output streams injectable for tests.
+func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writer) (*kingpin.CmdClause, func(context.Context, log.Logger) int) {
+	cmd := app.Command("baseline", "Work with benchmark baseline files (docs/baselines.md).")
+	importCmd := cmd.Command("import", "Import benchmark results (vllm bench serve JSON or printed output, vLLM CI results, vllm bench sweep, guidellm, aiperf, genai-perf, llmperf, report tables) into a baseline file.")
+	out := importCmd.Flag("out", "Baseline file to write; \"-\" writes to stdout.").Required().String()
+	name := importCmd.Flag("name", "Baseline name (default: the first input's file name without extension). Several baselines from the inputs get name/<what differs>.").String()
+	inputs := importCmd.Arg("input", "Benchmark result files; the format is detected from the content.").Required().ExistingFiles()
+
+	run := func(ctx context.Context, logger log.Logger) int {
+		var imports []*baseline.Import
+		for _, in := range *inputs {
+			im, err := baseline.ImportFile(ctx, in)
+			if err != nil {
+				level.Error(logger).Log("msg", "cannot import benchmark results", "err", err)
+				return 1
+			}
+			fmt.Fprintf(stderr, "%s: %s, %d points\n", in, im.Format, im.NumPoints())
+			for _, n := range im.Notes {
+				fmt.Fprintf(stderr, "%s: note: %s\n", in, n)
+			}
+			imports = append(imports, im)
+		}
+		f, notes, err := baseline.Build(*name, imports)
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "note: %s\n", n)
+		}
+		if err != nil {
+			level.Error(logger).Log("msg", "cannot build the baseline file", "err", err)
+			return 1
+		}
+		data, err := f.Marshal()
+		if err != nil {
+			level.Error(logger).Log("msg", "cannot encode the baseline file", "err", err)
+			return 1
+		}
+		for _, b := range f.Baselines {
+			fmt.Fprintf(stderr, "baseline %q: %d points, saturation output throughput %.2f tok/s\n", b.Name, len(b.Points), b.SaturationOutputThroughput())
+		}
+		if *out == "-" {
+			if _, err := stdout.Write(data); err != nil {
+				level.Error(logger).Log("msg", "cannot write the baseline file", "err", err)
+				return 1
+			}
+			return 0
+		}
+		if err := writeFileAtomic(*out, data); err != nil {
+			level.Error(logger).Log("msg", "cannot write the baseline file", "err", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", *out)
+		return 0
+	}
+	return importCmd, run
+}
+
+// writeFileAtomic writes data to a temporary file next to path and renames it into place.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

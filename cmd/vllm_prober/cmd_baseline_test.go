@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+
+	"github.com/vllm-prober/vllm_prober/baseline"
+)
+
+func runBaselineCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	app := kingpin.New("vllm_prober", "test")
+	app.Terminate(nil)
+	var out, errb bytes.Buffer
+	app.UsageWriter(&errb)
+	app.ErrorWriter(&errb)
+	cmd, run := registerBaselineCommandsTo(app, &out, &errb)
+	selected, err := app.Parse(args)
+	if err != nil {
+		return -1, out.String(), err.Error()
+	}
+	if selected != cmd.FullCommand() {
+		t.Fatalf("selected %q, want %q", selected, cmd.FullCommand())
+	}
+	code = run(context.Background(), log.NewLogfmtLogger(&errb))
+	return code, out.String(), errb.String()
+}
+
+func TestBaselineImportWritesFile(t *testing.T) {
+	dir := t.TempDir()
+	outPath := filepath.Join(dir, "b.yaml")
+	in := "../../baseline/testdata/vllm_serve_new.json"
+	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", outPath, "--name", "llama", in)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{in + ": vllm-serve-json, 1 points\n", `baseline "llama": 1 points`, "wrote " + outPath} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	f, err := baseline.ReadFile(context.Background(), outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok := f.Lookup("llama")
+	if !ok {
+		t.Fatalf("no baseline llama in %+v", f.Baselines)
+	}
+	if got := *b.Points[0].OutputThroughput; got != 254.22 {
+		t.Errorf("output_throughput = %v, want 254.22", got)
+	}
+}
+
+func TestBaselineImportStdout(t *testing.T) {
+	code, stdout, stderr := runBaselineCLI(t, "baseline", "import", "--out", "-", "../../baseline/testdata/llmperf_summary.json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	f, err := baseline.Parse([]byte(stdout))
+	if err != nil {
+		t.Fatalf("stdout is not a baseline file: %v\n%s", err, stdout)
+	}
+	if f.Baselines[0].Name != "llmperf_summary" {
+		t.Errorf("default name = %q, want the input's file stem", f.Baselines[0].Name)
+	}
+}
+
+func TestBaselineImportBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(bad, []byte("just some notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outPath := filepath.Join(dir, "b.yaml")
+	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", outPath, bad)
+	if code == 0 {
+		t.Fatal("exit 0 for an unrecognized input")
+	}
+	if !strings.Contains(stderr, bad+": unrecognized format") {
+		t.Errorf("stderr does not name the file and the problem:\n%s", stderr)
+	}
+	if _, err := os.Stat(outPath); !os.IsNotExist(err) {
+		t.Errorf("output written despite the error (stat: %v)", err)
+	}
+}
+
+func TestBaselineImportMissingArgs(t *testing.T) {
+	if code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", "x.yaml"); code != -1 || !strings.Contains(stderr, "required argument 'input' not provided") {
+		t.Errorf("code %d, stderr %q: want a parse error about the missing input", code, stderr)
+	}
+}
