@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	yaml "go.yaml.in/yaml/v2"
 
@@ -316,7 +315,7 @@ func metricNames(e parser.Expr) []string {
 			return nil
 		}
 		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName {
+			if m.Name == model.MetricNameLabel {
 				names = append(names, m.Value)
 			}
 		}
@@ -373,9 +372,9 @@ func TestExpressionsParseAndUseKnownNames(t *testing.T) {
 func TestNameCheckCatchesUnknownNames(t *testing.T) {
 	known := knownNames(t)
 	for _, q := range []string{
-		`rate(vllm:num_preemptions[5m])`,    // the bug in vLLM's example rules
-		`vllm:gpu_cache_usage_perc > 0.95`,  // removed name
-		`vllm_probe_sucess{job="x"} == 0`,   // typo
+		`rate(vllm:num_preemptions[5m])`,     // the bug in vLLM's example rules
+		`vllm:gpu_cache_usage_perc > 0.95`,   // removed name
+		`vllm_probe_sucess{job="x"} == 0`,    // typo
 		`{__name__="vllm_probe_ttft_total"}`, // not exported
 	} {
 		e, err := parser.ParseExpr(q)
@@ -671,7 +670,7 @@ func TestScaledRulesAreValid(t *testing.T) {
 	}
 	for _, want := range []string{
 		"with --for-scale 0.01 (for testing only)",
-		"[6s]) > 0)\n          ) >= 0.5", // engine_hung window 10m → 6s
+		"[6s]) > 0)\n          ) >= 0.5",                               // engine_hung window 10m → 6s
 		"      - alert: VLLMLatencyRegression\n", "        for: 18s\n", // 30m → 18s
 	} {
 		if !bytes.Contains(b, []byte(want)) {
