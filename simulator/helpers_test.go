@@ -280,3 +280,26 @@ func waitMetric(t testing.TB, base string, timeout time.Duration, cond func(map[
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// quantile is histogram_quantile over a parsed histogram.
+func quantile(h *dto.Histogram, q float64) float64 {
+	total := float64(h.GetSampleCount())
+	if total == 0 {
+		return 0
+	}
+	rank := q * total
+	prevCount, prevBound := 0.0, 0.0
+	for _, bk := range h.GetBucket() {
+		c := float64(bk.GetCumulativeCount())
+		if c >= rank {
+			if bk.GetUpperBound() > 1e300 {
+				return prevBound
+			}
+			return prevBound + (bk.GetUpperBound()-prevBound)*(rank-prevCount)/(c-prevCount)
+		}
+		prevCount, prevBound = c, bk.GetUpperBound()
+	}
+	return prevBound
+}
