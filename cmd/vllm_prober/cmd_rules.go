@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vllm-prober/vllm_prober/mixin"
+)
+
+// registerRulesCommands adds `rules generate [--slo.file alerts/slo.yml] [--out DIR] [--for-scale F]` and returns
+// the clause and its run function.
+//
+// `rules generate` renders the recording rules and alerts of the monitoring mixin from the SLO file. With the
+// defaults, run from the repository root, it reproduces alerts/vllm_prober.rules.yml and
+// alerts/vllm_prober.alerts.yml byte for byte. --for-scale multiplies every `for` duration and evaluation
+// window (for end-to-end tests on a real Prometheus; docs/runbook.md "Testing the rules end to end").
+func registerRulesCommands(app *kingpin.Application) (generateCmd *kingpin.CmdClause, runGenerate func(ctx context.Context, logger log.Logger) int) {
+	rules := app.Command("rules", "Prometheus rules of the vLLM monitoring mixin.")
+	generateCmd = rules.Command("generate", "Render recording rules and alerts from the SLO file.")
+	opts := mixin.Options{}
+	generateCmd.Flag("slo.file", "SLO file with the objectives and thresholds.").Default("alerts/slo.yml").StringVar(&opts.SLOFile)
+	generateCmd.Flag("out", "Directory to write "+mixin.RulesFile+" and "+mixin.AlertsFile+" to.").Default("alerts").StringVar(&opts.OutDir)
+	generateCmd.Flag("for-scale", "Multiply every `for` duration and evaluation window by this factor (testing only).").Default("1").Float64Var(&opts.ForScale)
+
+	runGenerate = func(ctx context.Context, logger log.Logger) int {
+		if err := ctx.Err(); err != nil {
+			level.Error(logger).Log("msg", "Not generating rules", "err", err)
+			return 1
+		}
+		written, err := mixin.Generate(opts)
+		if err != nil {
+			level.Error(logger).Log("msg", "Generating rules failed", "err", err)
+			return 1
+		}
+		for _, p := range written {
+			level.Info(logger).Log("msg", "Wrote rule file", "path", p)
+		}
+		return 0
+	}
+	return generateCmd, runGenerate
+}
