@@ -58,7 +58,8 @@ func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writ
 		for _, b := range f.Baselines {
 			fmt.Fprintf(stderr, "baseline %q: %d points, saturation output throughput %.2f tok/s\n", b.Name, len(b.Points), b.SaturationOutputThroughput())
 		}
-		if *out == "-" {
+		// kingpin v2 hands a lone "-" to a flag as the empty string, so both mean stdout.
+		if *out == "-" || *out == "" {
 			if _, err := stdout.Write(data); err != nil {
 				level.Error(logger).Log("msg", "cannot write the baseline file", "err", err)
 				return 1

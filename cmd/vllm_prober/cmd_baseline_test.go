@@ -60,7 +60,15 @@ func TestBaselineImportWritesFile(t *testing.T) {
 }
 
 func TestBaselineImportStdout(t *testing.T) {
-	code, stdout, stderr := runBaselineCLI(t, "baseline", "import", "--out", "-", "../../baseline/testdata/llmperf_summary.json")
+	for _, outFlag := range [][]string{{"--out", "-"}, {"--out=-"}} {
+		args := append(append([]string{"baseline", "import"}, outFlag...), "../../baseline/testdata/llmperf_summary.json")
+		testImportStdout(t, args)
+	}
+}
+
+func testImportStdout(t *testing.T, args []string) {
+	t.Helper()
+	code, stdout, stderr := runBaselineCLI(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
@@ -95,5 +103,16 @@ func TestBaselineImportBadInput(t *testing.T) {
 func TestBaselineImportMissingArgs(t *testing.T) {
 	if code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", "x.yaml"); code != -1 || !strings.Contains(stderr, "required argument 'input' not provided") {
 		t.Errorf("code %d, stderr %q: want a parse error about the missing input", code, stderr)
+	}
+}
+
+func TestRegisterBaselineCommands(t *testing.T) {
+	app := kingpin.New("vllm_prober", "test")
+	cmd, run := registerBaselineCommands(app)
+	if cmd.FullCommand() != "baseline import" || run == nil {
+		t.Fatalf("command %q", cmd.FullCommand())
+	}
+	if _, err := app.Parse([]string{"baseline", "import", "--out", "x.yaml", "../../baseline/testdata/vllm_serve_new.json"}); err != nil {
+		t.Fatal(err)
 	}
 }
