@@ -9,9 +9,18 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // BenchmarkConcurrentStreams drives the simulator over real HTTP with
 // 2,000 concurrent streaming completions of 200 tokens at itl 40ms, i.e.
@@ -35,6 +44,7 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 	client := &http.Client{Transport: tr}
 	body := fmt.Sprintf(`{"prompt":"benchmark prompt","max_tokens":%d,"ignore_eos":true,"stream":true}`, tokens)
 
+	cpu0 := cpuTime(b)
 	b.ResetTimer()
 	var total atomic.Int64
 	var peak atomic.Int64
@@ -77,7 +87,11 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	cpu := cpuTime(b) - cpu0
 	b.ReportMetric(float64(total.Load())/elapsed.Seconds(), "tokens/s")
+	// CPU per token (simulator and client together, user+system) does not
+	// depend on what else runs on the machine; 2 cores / this = capacity.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(total.Load()), "cpu-us/token")
 	b.ReportMetric(float64(peak.Load()), "peak-streams")
 	mfs, _ := scrape(b, ts.URL)
 	if got := value(b, mfs, "vllm:generation_tokens_total", nil); int64(got) != total.Load() {
