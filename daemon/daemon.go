@@ -1,0 +1,306 @@
+// Package daemon wires vllm_prober together: the configuration and its reloads,
+// the prober and collector managers, the Prometheus registry and the HTTP
+// endpoints (landing page, /metrics, /probe, /config, /-/reload, /-/healthy,
+// /-/ready). cmd/vllm_prober only parses flags and calls New and Run.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	slogkit "github.com/tjhop/slog-gokit"
+
+	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/prober"
+)
+
+// Defaults of Options.
+const (
+	DefaultTelemetryPath   = "/metrics"
+	DefaultHistoryLimit    = 20
+	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultListenAddress is our port: the Prometheus 9100-9999 default port
+	// allocation range is full.
+	DefaultListenAddress = ":10040"
+)
+
+// Options configure a Daemon.
+type Options struct {
+	// ConfigFile is the configuration file; Reload re-reads it.
+	ConfigFile string
+	// WebFlags are exporter-toolkit's listener, TLS and basic-auth settings. When
+	// nil, Run serves no HTTP (tests serve Handler themselves).
+	WebFlags *web.FlagConfig
+	// TelemetryPath is where /metrics is served (default DefaultTelemetryPath).
+	TelemetryPath string
+	// HistoryLimit is how many recent probes per (target, module) the landing page
+	// shows (default DefaultHistoryLimit).
+	HistoryLimit int
+	// ShutdownTimeout bounds how long Run waits for HTTP requests in flight when
+	// its context is cancelled (default DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
+	// Registry receives every metric; a fresh one when nil.
+	Registry *prometheus.Registry
+	// WebLogger is exporter-toolkit's logger (see NewWebLogger); when nil, one is
+	// bridged from the daemon's logger.
+	WebLogger *slog.Logger
+}
+
+// Daemon is one running vllm_prober.
+type Daemon struct {
+	opts   Options
+	logger log.Logger
+	reg    *prometheus.Registry
+	sc     *config.SafeConfig
+	probes *prober.Manager
+	coll   *collector.Manager
+
+	// scrubber removes the current configuration's secrets from text shown to
+	// users; swapped on every applied configuration.
+	scrubber atomic.Pointer[scrubber]
+
+	ready   atomic.Bool
+	running atomic.Bool
+	handler http.Handler
+}
+
+// New loads the configuration file, builds the registry and the managers and
+// returns a Daemon ready to Run. An invalid configuration file is an error.
+func New(opts Options, logger log.Logger) (*Daemon, error) {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	if opts.ConfigFile == "" {
+		return nil, errors.New("no configuration file given")
+	}
+	if opts.TelemetryPath == "" {
+		opts.TelemetryPath = DefaultTelemetryPath
+	}
+	if err := checkTelemetryPath(opts.TelemetryPath); err != nil {
+		return nil, err
+	}
+	if opts.HistoryLimit <= 0 {
+		opts.HistoryLimit = DefaultHistoryLimit
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	d := &Daemon{opts: opts, logger: logger, reg: reg}
+	d.scrubber.Store(newScrubber(nil))
+
+	if err := reg.Register(versioncollector.NewCollector("vllm_prober")); err != nil {
+		return nil, fmt.Errorf("registering the build info collector: %w", err)
+	}
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("registering the Go collector: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("registering the process collector: %w", err)
+	}
+
+	d.probes = prober.NewManager(reg, log.With(logger, "component", "prober"))
+	d.probes.SetHistoryLimit(opts.HistoryLimit)
+	// The collector compares server-side TTFT with the probes' own; baselines are
+	// wired in later (nil: no throughput headroom from a baseline).
+	d.coll = collector.NewManager(reg, log.With(logger, "component", "collector"), d.probes, nil)
+	d.sc = config.NewSafeConfig(reg, d.apply)
+
+	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {
+		return nil, err
+	}
+	level.Info(logger).Log("msg", "Loaded config file", "file", opts.ConfigFile, "targets", len(d.sc.Config().Targets))
+	d.handler = d.newHandler()
+	return d, nil
+}
+
+func checkTelemetryPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("telemetry path %q must start with /", p)
+	}
+	switch p {
+	case "/", "/probe", "/config", "/-/reload", "/-/healthy", "/-/ready":
+		return fmt.Errorf("telemetry path %q collides with another endpoint", p)
+	}
+	return nil
+}
+
+// apply hands a new valid configuration to the managers. If the collector
+// refuses it, the prober goes back to the previous configuration so that both
+// always run the same one.
+func (d *Daemon) apply(cfg *config.Config) error {
+	if err := d.probes.Apply(cfg); err != nil {
+		return fmt.Errorf("prober: %w", err)
+	}
+	if err := d.coll.Apply(cfg); err != nil {
+		if old := d.sc.Config(); old != nil {
+			if rerr := d.probes.Apply(old); rerr != nil {
+				level.Error(d.logger).Log("msg", "Cannot restore the previous config in the prober", "err", d.scrub(rerr.Error()))
+			}
+		}
+		return fmt.Errorf("collector: %w", err)
+	}
+	d.scrubber.Store(newScrubber(cfg))
+	return nil
+}
+
+// Config returns the running configuration (read-only).
+func (d *Daemon) Config() *config.Config { return d.sc.Config() }
+
+// Registry returns the registry /metrics serves.
+func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
+
+// Handler serves /, the telemetry path, /probe, /config, /-/reload, /-/healthy
+// and /-/ready.
+func (d *Daemon) Handler() http.Handler { return d.handler }
+
+// Reload re-reads the configuration file. On any error the running configuration
+// stays in place and the error is returned; an unchanged file is a no-op.
+func (d *Daemon) Reload() error {
+	changed, err := d.sc.ReloadConfig(d.opts.ConfigFile)
+	switch {
+	case err != nil:
+		err = errors.New(d.scrub(err.Error()))
+		level.Error(d.logger).Log("msg", "Error reloading config", "file", d.opts.ConfigFile, "err", err)
+		return err
+	case !changed:
+		level.Debug(d.logger).Log("msg", "Config file unchanged, reload skipped", "file", d.opts.ConfigFile)
+	default:
+		level.Info(d.logger).Log("msg", "Reloaded config file", "file", d.opts.ConfigFile, "targets", len(d.sc.Config().Targets))
+	}
+	return nil
+}
+
+// Run runs the probes and the collector, reloads on SIGHUP and, when WebFlags is
+// set, serves Handler. It returns when ctx is cancelled (nil) or the HTTP server
+// fails, after cancelling probes in flight and waiting for every goroutine it
+// started. A Daemon runs at most once.
+func (d *Daemon) Run(ctx context.Context) error {
+	if !d.running.CompareAndSwap(false, true) {
+		return errors.New("daemon is already running")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	wg.Go(func() { d.probes.Run(ctx) })
+	wg.Go(func() { d.coll.Run(ctx) })
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				level.Info(d.logger).Log("msg", "Received SIGHUP, reloading config")
+				_ = d.Reload() // logged by Reload
+			}
+		}
+	})
+
+	var (
+		srv     *http.Server
+		srvDone = make(chan error, 1)
+	)
+	if d.opts.WebFlags != nil {
+		webLogger := d.opts.WebLogger
+		if webLogger == nil {
+			webLogger = NewWebLogger(d.logger)
+		}
+		srv = &http.Server{
+			Handler:           d.handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			// Requests in flight (a /probe) see their context cancelled on shutdown.
+			BaseContext: func(net.Listener) context.Context { return ctx },
+			ErrorLog:    slog.NewLogLogger(webLogger.Handler(), slog.LevelError),
+		}
+		wg.Go(func() {
+			srvDone <- web.ListenAndServe(srv, d.opts.WebFlags, webLogger)
+		})
+	}
+	d.ready.Store(true)
+	level.Info(d.logger).Log("msg", "vllm_prober is ready")
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-srvDone:
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		if err != nil {
+			err = fmt.Errorf("http server: %w", err)
+		}
+	}
+	d.ready.Store(false)
+	level.Info(d.logger).Log("msg", "Shutting down")
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), d.opts.ShutdownTimeout)
+		defer scancel()
+		cancel() // probes and /probe requests in flight stop now
+		if serr := srv.Shutdown(sctx); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+			level.Warn(d.logger).Log("msg", "HTTP server did not shut down cleanly", "err", serr)
+		}
+		if err == nil {
+			// ListenAndServe returns once its listeners closed.
+			if serr := <-srvDone; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+				err = fmt.Errorf("http server: %w", serr)
+			}
+		}
+	}
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// NewWebLogger bridges exporter-toolkit's *slog.Logger to a go-kit logger, which
+// does the level filtering. The bridge adds the caller itself and leaves the
+// timestamp to logger, so logger should carry a timestamp but no caller.
+func NewWebLogger(logger log.Logger) *slog.Logger {
+	lvl := new(slog.LevelVar)
+	lvl.Set(slog.LevelDebug)
+	return slog.New(noTimeHandler{slogkit.NewGoKitHandler(log.With(logger, "component", "web"), lvl)})
+}
+
+// noTimeHandler drops slog's record time: the go-kit logger stamps its own "ts".
+type noTimeHandler struct{ slog.Handler }
+
+func (h noTimeHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Time = time.Time{}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h noTimeHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return noTimeHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h noTimeHandler) WithGroup(name string) slog.Handler {
+	return noTimeHandler{h.Handler.WithGroup(name)}
+}
+
+// scrub removes the running configuration's secrets from s.
+func (d *Daemon) scrub(s string) string { return d.scrubber.Load().scrub(s) }
