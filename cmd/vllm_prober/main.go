@@ -1,0 +1,143 @@
+// Command vllm_prober continuously probes vLLM endpoints with real streaming
+// completions, scrapes their /metrics and exports what users feel to Prometheus.
+// See CONFIGURATION.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/daemon"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runArgs(ctx, os.Args[1:], os.Stdout, os.Stderr)
+}
+
+// runArgs is the whole program behind main: flags → logger → command. Exit codes:
+// 0 success, 1 failure (bad configuration, server error), 2 bad command line.
+func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := kingpin.New("vllm_prober", "Probes vLLM endpoints with real streaming completions and exports the results to Prometheus.")
+	app.UsageWriter(stdout)
+	app.ErrorWriter(stderr)
+	app.Version(version.Print("vllm_prober"))
+	app.HelpFlag.Short('h')
+	terminated, exitCode := false, 0
+	app.Terminate(func(code int) { terminated, exitCode = true, code })
+
+	logLevel := app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").
+		Default("info").Enum("debug", "info", "warn", "error")
+	logFormat := app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").
+		Default("logfmt").Enum("logfmt", "json")
+
+	// The daemon's flags belong to the application, not to the run command, so that
+	// `vllm_prober --help` lists them as every Prometheus exporter does.
+	configFile := app.Flag("config.file", "vllm_prober configuration file.").Default("vllm_prober.yml").String()
+	configCheck := app.Flag("config.check", "If true, validate the configuration file (and --web.config.file, if set) and exit.").Default("false").Bool()
+	telemetryPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(daemon.DefaultTelemetryPath).String()
+	historyLimit := app.Flag("history.limit", "The maximum number of recent probes per target and module kept for the landing page.").
+		Default(fmt.Sprint(daemon.DefaultHistoryLimit)).Int()
+	toolkitFlags := kingpinflag.AddFlags(app, daemon.DefaultListenAddress)
+	runCmd := app.Command("run", "Run the prober daemon (the default command).").Default()
+
+	type subcommand struct {
+		clause *kingpin.CmdClause
+		run    func(ctx context.Context, logger log.Logger) int
+	}
+	var subs []subcommand
+	for _, register := range []func(*kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int){
+		registerBaselineCommands,
+		registerRulesCommands,
+	} {
+		clause, fn := register(app)
+		subs = append(subs, subcommand{clause, fn})
+	}
+
+	cmd, err := app.Parse(args)
+	if terminated { // --help, --version
+		return exitCode
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "vllm_prober: error: %s, try --help\n", err)
+		return 2
+	}
+	base := newLogger(stderr, *logLevel, *logFormat)
+	logger := log.With(base, "caller", log.DefaultCaller)
+
+	for _, s := range subs {
+		if cmd == s.clause.FullCommand() {
+			return s.run(ctx, logger)
+		}
+	}
+	if cmd != runCmd.FullCommand() {
+		fmt.Fprintf(stderr, "vllm_prober: error: command %q has no implementation\n", cmd)
+		return 2
+	}
+
+	if *configCheck {
+		if _, err := config.LoadFile(*configFile); err != nil {
+			level.Error(logger).Log("msg", "Error loading config", "err", err)
+			return 1
+		}
+		if *toolkitFlags.WebConfigFile != "" {
+			if err := web.Validate(*toolkitFlags.WebConfigFile); err != nil {
+				level.Error(logger).Log("msg", "Error loading web config", "file", *toolkitFlags.WebConfigFile, "err", err)
+				return 1
+			}
+		}
+		level.Info(logger).Log("msg", "Config file is ok, exiting", "file", *configFile)
+		return 0
+	}
+
+	level.Info(logger).Log("msg", "Starting vllm_prober", "version", version.Info())
+	level.Info(logger).Log("msg", "Build context", "build_context", version.BuildContext())
+	d, err := daemon.New(daemon.Options{
+		ConfigFile:    *configFile,
+		WebFlags:      toolkitFlags,
+		TelemetryPath: *telemetryPath,
+		HistoryLimit:  *historyLimit,
+		WebLogger:     daemon.NewWebLogger(base),
+	}, logger)
+	if err != nil {
+		level.Error(logger).Log("msg", "Error loading config", "err", err)
+		return 1
+	}
+	if err := d.Run(ctx); err != nil {
+		level.Error(logger).Log("msg", "vllm_prober stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// newLogger returns a go-kit logger writing to w in format ("logfmt" or "json")
+// that drops messages below lvl ("debug", "info", "warn" or "error"). It stamps
+// "ts" but no caller: callers add log.DefaultCaller, the slog bridge its own.
+func newLogger(w io.Writer, lvl, format string) log.Logger {
+	w = log.NewSyncWriter(w)
+	var logger log.Logger
+	if format == "json" {
+		logger = log.NewJSONLogger(w)
+	} else {
+		logger = log.NewLogfmtLogger(w)
+	}
+	logger = level.NewFilter(logger, level.Allow(level.ParseDefault(lvl, level.InfoValue())))
+	return log.With(logger, "ts", log.DefaultTimestampUTC)
+}
