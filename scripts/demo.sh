@@ -3,13 +3,15 @@
 # 127.0.0.1:10040 probing it (examples/demo.yml), prints where to look and stops
 # both on Ctrl-C. `make demo` builds the binaries first.
 #
-# Environment: PROBER_ADDR (default 127.0.0.1:10040), CONFIG (default
-# examples/demo.yml), SIM_ARGS and PROBER_ARGS (extra flags), DEMO_DURATION
-# (stop by itself after that many seconds; default: run until interrupted).
+# Environment: SIM_ADDR (default 127.0.0.1:8000, where examples/demo.yml points;
+# another address needs a CONFIG pointing there), PROBER_ADDR (default
+# 127.0.0.1:10040), CONFIG (default examples/demo.yml), SIM_ARGS and PROBER_ARGS
+# (extra flags), DEMO_DURATION (stop by itself after that many seconds; default:
+# run until interrupted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SIM_ADDR=127.0.0.1:8000 # where examples/demo.yml points; vllm_sim's default
+SIM_ADDR=${SIM_ADDR:-127.0.0.1:8000}
 PROBER_ADDR=${PROBER_ADDR:-127.0.0.1:10040}
 CONFIG=${CONFIG:-examples/demo.yml}
 DEMO_DURATION=${DEMO_DURATION:-}
@@ -60,7 +62,7 @@ for addr in "$SIM_ADDR" "$PROBER_ADDR"; do
 done
 
 # shellcheck disable=SC2086 # SIM_ARGS and PROBER_ARGS are word lists on purpose
-bin/vllm_sim ${SIM_ARGS:-} &
+bin/vllm_sim --web.listen-address="$SIM_ADDR" ${SIM_ARGS:-} &
 pids+=($!)
 wait_for vllm_sim "$SIM_ADDR" "${pids[0]}"
 
