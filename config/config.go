@@ -404,9 +404,12 @@ func (m *Module) validate() error {
 		}
 	}
 	// These have module keys of their own; two places for one value would be ambiguous.
-	for _, k := range []string{"max_tokens", "temperature", "ignore_eos"} {
-		if _, ok := m.ExtraBody[k]; ok {
-			return fmt.Errorf("extra_body may not set %q: use the module key %s", k, k)
+	for _, k := range []struct{ body, key string }{
+		{"max_tokens", "max_tokens"}, {"max_completion_tokens", "max_tokens"},
+		{"temperature", "temperature"}, {"ignore_eos", "ignore_eos"},
+	} {
+		if _, ok := m.ExtraBody[k.body]; ok {
+			return fmt.Errorf("extra_body may not set %q: use the module key %s", k.body, k.key)
 		}
 	}
 	// More than one choice per request would interleave streams and break TTFT and ITL.

@@ -35,6 +35,7 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-duplicate-module.yml", "yaml: unmarshal errors:\n  line 6: key \"short_completion\" already set in map"},
 		{"invalid-duplicate-target.yml", "duplicate target name \"sim\""},
 		{"invalid-extra-body-max-tokens.yml", "module \"short_completion\": extra_body may not set \"max_tokens\": use the module key max_tokens"},
+		{"invalid-extra-body-max-completion-tokens.yml", "module \"short_chat\": extra_body may not set \"max_completion_tokens\": use the module key max_tokens"},
 		{"invalid-extra-body-n.yml", "module \"short_completion\": extra_body may not set \"n\": a probe measures exactly one completion"},
 		{"invalid-extra-body-stream.yml", "module \"short_completion\": extra_body may not set \"stream\""},
 		{"invalid-header-name.yml", "module \"short_completion\": header name \"X Probe\" is not valid"},
