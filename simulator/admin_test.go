@@ -185,3 +185,28 @@ func make40() []byte {
 	}
 	return b
 }
+
+// TestJitter: with jitter j every gap lies in [itl(1-j), itl(1+j)] (plus
+// wake-up lateness) and the gaps are not all equal.
+func TestJitter(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "trace.jsonl")
+	const itl = 10 * time.Millisecond
+	_, ts := startSim(t, func(c *Config) { c.TraceFile = trace; c.ITL = itl; c.Jitter = 0.5; c.TTFT = time.Millisecond })
+	const T = 15
+	streamCompletion(t, ts.URL, `{"prompt":"j","max_tokens":15,"ignore_eos":true,"stream":true}`)
+	lines := readTrace(t, trace)
+	if len(lines) != T {
+		t.Fatalf("%d trace lines", len(lines))
+	}
+	span := time.Duration(lines[T-1].TimeUnixNano - lines[0].TimeUnixNano)
+	if span < (T-1)*itl/2 || span > (T-1)*itl*3/2+20*time.Millisecond {
+		t.Errorf("span of %d gaps = %s outside the jitter range", T-1, span)
+	}
+	distinct := map[time.Duration]bool{}
+	for i := 1; i < T; i++ {
+		distinct[time.Duration(lines[i].TimeUnixNano-lines[i-1].TimeUnixNano)/time.Millisecond] = true
+	}
+	if len(distinct) < 3 {
+		t.Errorf("jittered gaps look constant: %v", distinct)
+	}
+}

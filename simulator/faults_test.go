@@ -99,7 +99,7 @@ func readEvents(t *testing.T, r *bufio.Reader, n int) []string {
 }
 
 func TestFaultStall(t *testing.T) {
-	sim, ts := startSim(t, nil)
+	_, ts := startSim(t, nil)
 	setFault(t, ts.URL, `{"fault":"stall","fault_after":2}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -141,7 +141,6 @@ func TestFaultStall(t *testing.T) {
 	if v := value(t, mfs, "vllm:num_requests_running", nil); v != 0 {
 		t.Errorf("running = %v after the client left", v)
 	}
-	_ = sim
 }
 
 func TestCloseEndsStalledStream(t *testing.T) {

@@ -88,7 +88,7 @@ func (s *Simulator) serveGeneration(w http.ResponseWriter, r *http.Request, g *g
 
 	ru := &run{s: s, g: g, k: k, fault: fault}
 	if k.Jitter > 0 {
-		ru.rng = rand.New(rand.NewPCG(s.cfg.Seed, s.reqSeq.Load()))
+		ru.rng = rand.New(rand.NewPCG(s.cfg.Seed, g.seq))
 	}
 	if g.stream {
 		ru.out = s.newStreamSink(w, g)

@@ -113,14 +113,9 @@ func expectedFamilies(names string) map[string]famSpec {
 			f[strings.TrimSuffix(name, "_total")+"_created"] = famSpec{tGauge, s.labels}
 		}
 	}
-	if names == MetricsV1 || names == MetricsV010 {
-		// iteration_tokens_total is a histogram: its created gauge keeps the suffix.
-		delete(f, "vllm:iteration_tokens_created")
-		f["vllm:iteration_tokens_total_created"] = famSpec{tGauge, el}
-	} else {
-		delete(f, "vllm:iteration_tokens_created")
-		f["vllm:iteration_tokens_total_created"] = famSpec{tGauge, el}
-	}
+	// iteration_tokens_total is a histogram: its created gauge keeps the suffix.
+	delete(f, "vllm:iteration_tokens_created")
+	f["vllm:iteration_tokens_total_created"] = famSpec{tGauge, el}
 	return f
 }
 
@@ -410,13 +405,13 @@ func TestPreemption(t *testing.T) {
 }
 
 func TestDataParallel(t *testing.T) {
-	_, ts := startSim(t, func(c *Config) { c.DataParallelSize = 3; c.MaxNumSeqs = 1; c.ITL = 20 * time.Millisecond })
+	_, ts := startSim(t, func(c *Config) { c.DataParallelSize = 3; c.MaxNumSeqs = 1; c.ITL = 50 * time.Millisecond })
 	var wg sync.WaitGroup
 	for i := 0; i < 6; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			streamCompletion(t, ts.URL, `{"prompt":"dp","max_tokens":10,"ignore_eos":true,"stream":true}`)
+			streamCompletion(t, ts.URL, `{"prompt":"dp","max_tokens":20,"ignore_eos":true,"stream":true}`)
 		}()
 	}
 	waitMetric(t, ts.URL, 5*time.Second, func(m map[string]*dto.MetricFamily) bool {

@@ -46,6 +46,7 @@ type chatRequest struct {
 // genRequest is a validated completion or chat request.
 type genRequest struct {
 	chat            bool
+	seq             uint64 // arrival order, seeds jitter
 	requestID       string // X-Request-Id when given, else generated
 	id              string // "cmpl-…" or "chatcmpl-…"
 	created         int64
@@ -164,7 +165,7 @@ func (s *Simulator) newGenRequest(r *http.Request, arrival time.Time, chat bool,
 	if rid == "" {
 		rid = fmt.Sprintf("%016x%08x", uint64(s.start.UnixNano()), seq)
 	}
-	g := &genRequest{chat: chat, requestID: rid, created: arrival.Unix(), arrival: arrival, stream: stream}
+	g := &genRequest{chat: chat, seq: seq, requestID: rid, created: arrival.Unix(), arrival: arrival, stream: stream}
 	if chat {
 		g.id = "chatcmpl-" + rid
 	} else {

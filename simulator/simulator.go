@@ -148,6 +148,12 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("GET /admin/config", s.handleAdminGet)
 	mux.HandleFunc("POST /admin/config", s.handleAdminPost)
+	methodNotAllowed := func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+	}
+	for _, p := range []string{"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/ping", "/version", "/load", "/metrics", "/admin/config"} {
+		mux.HandleFunc(p, methodNotAllowed)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// FastAPI's body for unknown routes.
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})

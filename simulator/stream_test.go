@@ -261,6 +261,8 @@ func TestInfoEndpoints(t *testing.T) {
 		{"GET", "/version", 200, `{"version":"0.32.0"}`},
 		{"GET", "/load", 200, `{"server_load":0}`},
 		{"GET", "/nope", 404, `{"detail":"Not Found"}`},
+		{"GET", "/v1/completions", 405, `{"detail":"Method Not Allowed"}`},
+		{"DELETE", "/metrics", 405, `{"detail":"Method Not Allowed"}`},
 	} {
 		req, _ := http.NewRequest(tc.method, ts.URL+tc.path, nil)
 		resp, err := http.DefaultClient.Do(req)
