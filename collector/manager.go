@@ -87,7 +87,7 @@ type scraper struct {
 	interval   time.Duration
 	timeout    time.Duration
 	logger     log.Logger
-	now        func() time.Time // snapshot timestamps; a fake clock in tests
+	now        func() time.Time // when set (tests), overrides snapshot timestamps
 
 	cancel context.CancelFunc // nil while not running
 	done   chan struct{}
@@ -163,7 +163,6 @@ func (m *Manager) Apply(cfg *config.Config) error {
 				timeout:    timeout,
 				logger:     log.With(m.logger, "target", name),
 				needInfo:   true,
-				now:        time.Now,
 			}
 			m.targets[name] = s
 			if m.runCtx != nil && m.runCtx.Err() == nil {
@@ -246,11 +245,11 @@ func (s *scraper) loop(ctx context.Context) {
 func (s *scraper) scrapeOnce(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	at, start := s.now(), time.Now()
+	start := time.Now()
 	snap, err := Scrape(sctx, s.client, s.metricsURL)
 	dur := time.Since(start).Seconds()
-	if snap != nil {
-		snap.Time = at
+	if snap != nil && s.now != nil {
+		snap.Time = s.now()
 	}
 	if ctx.Err() != nil {
 		return // shutting down or reconfigured: not a failure of the server

@@ -142,22 +142,28 @@ func testConfig(t *testing.T, yaml string) *config.Config {
 }
 
 func configFor(t *testing.T, url, window string, maxNumSeqs int) *config.Config {
+	// Tests that call scrapeOnce themselves want a timeout that a loaded
+	// machine cannot miss; the interval does not matter to them.
+	return configForInterval(t, url, "1s", window, maxNumSeqs)
+}
+
+func configForInterval(t *testing.T, url, interval, window string, maxNumSeqs int) *config.Config {
 	return testConfig(t, fmt.Sprintf(`
 global:
-  scrape_interval: 100ms
-  scrape_timeout: 100ms
-  rate_window: %s
+  scrape_interval: %[1]s
+  scrape_timeout: %[1]s
+  rate_window: %[2]s
 modules:
   short: {prober: completions, prompt: "hi"}
 targets:
   - name: a
-    url: %s
-    max_num_seqs: %d
+    url: %[3]s
+    max_num_seqs: %[4]d
     labels: {preset: small}
   - name: b
     url: http://127.0.0.1:1
     scrape_metrics: false
-`, window, url, maxNumSeqs))
+`, interval, window, url, maxNumSeqs))
 }
 
 // fakeClock advances by step at every call.
@@ -389,7 +395,7 @@ func TestManagerRunApply(t *testing.T) {
 	srv.set(state{Running: 2, Gen: 10})
 	reg := prometheus.NewPedanticRegistry()
 	m := NewManager(reg, nil, nil, nil)
-	if err := m.Apply(configFor(t, srv.URL, "1s", 4)); err != nil {
+	if err := m.Apply(configForInterval(t, srv.URL, "250ms", "1s", 4)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -399,16 +405,14 @@ func TestManagerRunApply(t *testing.T) {
 		m.Run(ctx)
 	}()
 	waitFor(t, "three scrapes", func() bool { return srv.metrics.Load() >= 3 })
-	if _, _, ok := m.Load("a"); !ok {
-		t.Fatal("Load not ok while the server answers")
-	}
+	waitFor(t, "Load ok while the server answers", func() bool { _, _, ok := m.Load("a"); return ok })
 
 	// Changing only labels and max_num_seqs keeps the loop and the history.
 	before := m.target("a")
 	before.mu.Lock()
 	ringBefore := len(before.ring)
 	before.mu.Unlock()
-	cfg := configFor(t, srv.URL, "1s", 8)
+	cfg := configForInterval(t, srv.URL, "250ms", "1s", 8)
 	cfg.Targets[0].Labels = map[string]string{"preset": "large"}
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
@@ -421,24 +425,20 @@ func TestManagerRunApply(t *testing.T) {
 		t.Errorf("history %d → %d, max_num_seqs %d", ringBefore, len(before.ring), before.maxNumSeqs)
 	}
 	before.mu.Unlock()
-	want := `
-# HELP vllm_server_up 1 if the last scrape of the target's vLLM /metrics succeeded, 0 otherwise.
-# TYPE vllm_server_up gauge
-vllm_server_up{preset="large",target="a"} 1
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "vllm_server_up"); err != nil {
-		t.Error(err)
-	}
+	waitFor(t, "vllm_server_up with the new label value", func() bool {
+		up, ok := gathered(t, reg, "vllm_server_up", map[string]string{"target": "a", "preset": "large"})
+		return ok && up == 1
+	})
 
 	// A new URL replaces the target; its old loop stops.
 	other := newFakeVLLM(t)
 	other.set(state{Running: 1})
-	if err := m.Apply(configFor(t, other.URL, "1s", 8)); err != nil {
+	if err := m.Apply(configForInterval(t, other.URL, "250ms", "1s", 8)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "scrapes of the new URL", func() bool { return other.metrics.Load() >= 2 })
 	settled := srv.metrics.Load()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(600 * time.Millisecond)
 	if n := srv.metrics.Load(); n != settled {
 		t.Errorf("old URL still scraped after Apply: %d → %d", settled, n)
 	}
@@ -450,7 +450,7 @@ vllm_server_up{preset="large",target="a"} 1
 		t.Fatal("Run did not return after cancel")
 	}
 	stopped := other.metrics.Load()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(600 * time.Millisecond)
 	if n := other.metrics.Load(); n != stopped {
 		t.Errorf("scrapes after Run returned: %d → %d", stopped, n)
 	}
@@ -458,7 +458,7 @@ vllm_server_up{preset="large",target="a"} 1
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -32,34 +32,37 @@ var errBodyTooLarge = fmt.Errorf("response body larger than %d bytes", maxBodyBy
 // Scrape fetches url (the full metrics URL, e.g. http://127.0.0.1:8000/metrics)
 // once with client and normalises it. The deadline comes from ctx. Any HTTP
 // status other than 200, an undecodable body or a body larger than 32 MiB is
-// an error.
+// an error. The snapshot's Time is the midpoint between sending the request
+// and receiving the response headers: the server read its values somewhere
+// in between, and the midpoint is off by at most half the round trip.
 func Scrape(ctx context.Context, client *http.Client, url string) (*Snapshot, error) {
-	start := time.Now()
-	fs, err := fetchFamilies(ctx, client, url)
+	fs, at, err := fetchFamilies(ctx, client, url)
 	if err != nil {
 		return nil, err
 	}
-	return normalise(fs, start), nil
+	return normalise(fs, at), nil
 }
 
-func fetchFamilies(ctx context.Context, client *http.Client, url string) (families, error) {
+func fetchFamilies(ctx context.Context, client *http.Client, url string) (families, time.Time, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("creating scrape request: %w", err)
+		return nil, time.Time{}, fmt.Errorf("creating scrape request: %w", err)
 	}
 	req.Header.Set("Accept", AcceptHeader)
 	req.Header.Set("User-Agent", "vllm_prober")
 	if dl, ok := ctx.Deadline(); ok {
 		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(time.Until(dl).Seconds(), 'f', 3, 64))
 	}
+	sent := time.Now()
 	resp, err := client.Do(req)
+	at := sent.Add(time.Since(sent) / 2)
 	if err != nil {
-		return nil, fmt.Errorf("scraping metrics: %w", err)
+		return nil, time.Time{}, fmt.Errorf("scraping metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return nil, fmt.Errorf("scraping metrics: server returned HTTP status %s", resp.Status)
+		return nil, time.Time{}, fmt.Errorf("scraping metrics: server returned HTTP status %s", resp.Status)
 	}
 	dec := expfmt.NewDecoder(&limitedReader{r: resp.Body, n: maxBodyBytes}, decodeFormat(resp.Header))
 	fs := families{}
@@ -70,7 +73,7 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("decoding metrics: %w", err)
+			return nil, time.Time{}, fmt.Errorf("decoding metrics: %w", err)
 		}
 		if prev, ok := fs[mf.GetName()]; ok {
 			prev.Metric = append(prev.Metric, mf.Metric...)
@@ -78,7 +81,7 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 		}
 		fs[mf.GetName()] = mf
 	}
-	return fs, nil
+	return fs, at, nil
 }
 
 // decodeFormat picks the decoder format from the response's Content-Type.

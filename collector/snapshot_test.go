@@ -284,7 +284,7 @@ func TestScrapeFormats(t *testing.T) {
 			name: "protobuf",
 			offer: func(r *http.Request) (expfmt.Format, error) {
 				// A Go server (client_golang) negotiates like this: protobuf must win.
-				return expfmt.NegotiateIncludingOpenMetrics(r.Header), nil
+				return expfmt.NegotiateAccept(r.Header, expfmt.DefaultOpenMetricsAcceptedFormats()...), nil
 			},
 			wantCT: "application/vnd.google.protobuf",
 		},
