@@ -83,7 +83,7 @@ func TestAdminChangesLatency(t *testing.T) {
 	streamCompletion(t, ts.URL, `{"prompt":"x","max_tokens":5,"ignore_eos":true,"stream":true}`, "X-Request-Id", "slow")
 	lines := readTrace(t, trace)
 	first, last := lines[0].TimeUnixNano, lines[len(lines)-1].TimeUnixNano
-	if gap := time.Duration(last - first); gap < 4*15*time.Millisecond {
+	if gap := time.Duration(last - first); gap < 4*15*time.Millisecond-10*time.Millisecond {
 		t.Errorf("4 gaps took %s with itl 15ms", gap)
 	}
 }
@@ -163,9 +163,9 @@ func TestTraceAndTiming(t *testing.T) {
 		t.Errorf("TTFT = %s, want %s (+ scheduling noise)", gotTTFT, wantTTFT)
 	}
 	// Deadline scheduling: the span of T-1 gaps is exactly (T-1)*itl
-	// plus the lateness of the last token alone.
+	// plus the lateness of the last token minus that of the first.
 	span := time.Duration(lines[T].TimeUnixNano - lines[1].TimeUnixNano)
-	if want := (T - 1) * itl; span < want-time.Millisecond || span > want+15*time.Millisecond {
+	if want := (T - 1) * itl; span < want-10*time.Millisecond || span > want+20*time.Millisecond {
 		t.Errorf("ITL span = %s, want %s", span, want)
 	}
 	var gaps []time.Duration
@@ -173,7 +173,7 @@ func TestTraceAndTiming(t *testing.T) {
 		gaps = append(gaps, time.Duration(lines[i].TimeUnixNano-lines[i-1].TimeUnixNano))
 	}
 	sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
-	if med := gaps[len(gaps)/2]; med < itl-2*time.Millisecond || med > itl+2*time.Millisecond {
+	if med := gaps[len(gaps)/2]; med < itl-3*time.Millisecond || med > itl+3*time.Millisecond {
 		t.Errorf("median ITL = %s, want %s", med, itl)
 	}
 }

@@ -76,10 +76,10 @@ func (e *engine) load() int {
 }
 
 // snapshot returns the live scheduler state for gauges.
-func (e *engine) snapshot() (running, waiting int, kvUsage float64) {
+func (e *engine) snapshot() (running, waiting, usedBlocks int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.running), len(e.waiting), float64(e.usedBlocks) / float64(e.totalBlocks)
+	return len(e.running), len(e.waiting), e.usedBlocks
 }
 
 func (e *engine) setMaxNumSeqs(n int, now time.Time) {

@@ -180,10 +180,8 @@ func (s *Simulator) groups() []*group {
 	}
 	for _, g := range gs {
 		for _, e := range g.engines {
-			r, w, _ := e.snapshot()
-			e.mu.Lock()
-			g.used += e.usedBlocks
-			e.mu.Unlock()
+			r, w, used := e.snapshot()
+			g.used += used
 			g.running += r
 			g.waiting += w
 			g.total += e.totalBlocks
