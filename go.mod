@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/alecthomas/kingpin/v2 v2.4.0
+	github.com/fsnotify/fsnotify v1.9.0
 	github.com/go-kit/log v0.2.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.1
