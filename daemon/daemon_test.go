@@ -736,3 +736,57 @@ func TestRunListenError(t *testing.T) {
 	}
 	checkNoGoroutines(t)
 }
+
+// /probe honours Prometheus' scrape timeout: a probe of a target that never
+// answers ends as a timeout shortly after X-Prometheus-Scrape-Timeout-Seconds
+// minus the offset, not after the module's 60s.
+func TestProbeScrapeTimeout(t *testing.T) {
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	defer hang.Close()
+	path := filepath.Join(t.TempDir(), "c.yml")
+	writeConfig(t, path, fmt.Sprintf(`
+global: {probe_timeout: 60s, stall_timeout: 60s}
+modules:
+  m: {prober: completions, prompt: hi, max_tokens: 2}
+targets:
+  - {name: hang, url: %q, model: m, scrape_metrics: false}
+`, hang.URL))
+	d, err := New(Options{ConfigFile: path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+
+	probe := func(timeout string) (int, string, time.Duration) {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/probe?target=hang", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", timeout)
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), time.Since(start)
+	}
+	code, body, took := probe("1.5")
+	if code != http.StatusOK || !strings.Contains(body, "vllm_probe_success 0\n") ||
+		!strings.Contains(body, `vllm_probe_failures_total{reason="timeout"} 1`) {
+		t.Errorf("/probe of a hanging target = %d:\n%s", code, body)
+	}
+	// 1s of budget; generous for a loaded machine, far below the 60s probe timeout.
+	if took < time.Second || took > 20*time.Second {
+		t.Errorf("/probe took %s, want about 1s", took)
+	}
+	code, body, _ = probe("soon")
+	if want := "X-Prometheus-Scrape-Timeout-Seconds \"soon\" is not a positive number\n"; code != http.StatusBadRequest || body != want {
+		t.Errorf("/probe with a bad scrape timeout = %d %q, want 400 %q", code, body, want)
+	}
+}
