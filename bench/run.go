@@ -1,0 +1,571 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/prober"
+)
+
+// Run benchmarks the server at every level of opts. It returns the levels that
+// finished; when ctx is cancelled (Ctrl-C) the level in flight is abandoned,
+// every request and poll it started has returned, and the error wraps ctx's.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, fmt.Errorf("invalid benchmark options: %w", err)
+	}
+	client := opts.Client
+	if client == nil {
+		maxc := 1
+		for _, c := range opts.Concurrencies {
+			maxc = max(maxc, c)
+		}
+		if len(opts.RequestRates) > 0 {
+			maxc = max(maxc, opts.Requests)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = maxc + 2
+		tr.MaxIdleConns = maxc + 2
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr}
+	}
+	models, err := waitReady(ctx, client, &opts)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{
+		Name: opts.Name, Model: opts.Model, Endpoint: opts.Endpoint, Date: opts.now(),
+		Requests: opts.Requests, MaxTokens: opts.MaxTokens, Temperature: opts.Temperature,
+		IgnoreEOS: opts.IgnoreEOS, Prompt: opts.Prompt, InputLen: opts.RandomInputLen,
+		Seed: opts.Seed, Percentiles: opts.Percentiles,
+	}
+	if rep.Model == "" {
+		if len(models) == 0 {
+			return nil, errors.New("no --model given and /v1/models lists no model")
+		}
+		rep.Model = models[0].ID
+	}
+	found := false
+	for _, m := range models {
+		if m.ID == rep.Model {
+			found = true
+			rep.MaxModelLen = m.MaxModelLen
+		}
+	}
+	if !found {
+		level.Warn(opts.Logger).Log("msg", "model not listed by /v1/models; sending it anyway", "model", rep.Model)
+	}
+	for _, lv := range opts.Levels() {
+		lr, err := runLevel(ctx, client, &opts, rep.Model, lv)
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", lv, err)
+		}
+		rep.Levels = append(rep.Levels, lr)
+		if opts.Summary != nil {
+			if err := WriteSummary(opts.Summary, lr, opts.Percentiles); err != nil {
+				return rep, err
+			}
+		}
+	}
+	return rep, nil
+}
+
+type modelCard struct {
+	ID          string `json:"id"`
+	MaxModelLen int    `json:"max_model_len"`
+}
+
+// waitReady polls /v1/models until it answers 200 with a model list, or
+// ReadyTimeout passes (seed 000's step 2).
+func waitReady(ctx context.Context, client *http.Client, o *Options) ([]modelCard, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
+	defer cancel()
+	tick := time.NewTicker(min(time.Second, o.ReadyTimeout))
+	defer tick.Stop()
+	var lastErr error
+	for {
+		models, err := fetchModels(ctx, client, o)
+		if err == nil {
+			return models, nil
+		}
+		lastErr = err
+		level.Debug(o.Logger).Log("msg", "server not ready", "err", err)
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, fmt.Errorf("server not ready: /v1/models did not answer within %s: %w", o.ReadyTimeout, lastErr)
+			}
+			return nil, fmt.Errorf("waiting for /v1/models: %w", context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+func fetchModels(ctx context.Context, client *http.Client, o *Options) ([]modelCard, error) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, o.URL+"/v1/models", nil)
+	if err != nil {
+		return nil, fmt.Errorf("building /v1/models request: %w", err)
+	}
+	for k, vs := range o.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // drop the URL: it may carry userinfo
+		}
+		return nil, fmt.Errorf("GET /v1/models: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /v1/models: HTTP %d", resp.StatusCode)
+	}
+	var list struct {
+		Data []modelCard `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("GET /v1/models: decoding answer: %w", err)
+	}
+	return list.Data, nil
+}
+
+// requestBody is the JSON body of request i: vLLM's benchmark client's body
+// (shared/docs/bench-formats.md §1.1) with our prompt.
+func requestBody(o *Options, model, prompt string) map[string]any {
+	body := map[string]any{"model": model, "temperature": o.Temperature}
+	if o.IgnoreEOS {
+		body["ignore_eos"] = true
+	}
+	if o.Endpoint == config.ProberChat {
+		body["messages"] = []map[string]string{{"role": "user", "content": prompt}}
+		body["max_completion_tokens"] = o.MaxTokens
+	} else {
+		body["prompt"] = prompt
+		body["max_tokens"] = o.MaxTokens
+		body["repetition_penalty"] = 1.0
+	}
+	return body
+}
+
+// promptWords feed random prompts; each is one token in common BPE vocabularies.
+var promptWords = strings.Fields(`the of and to in is for on that with as it at by from this be are was or
+an which one all we can has more but not what about when your their will there if so out up use time new
+how any these may other than its only into over such some most data model system each user after first
+well also between where both under while load cache token stream batch server queue memory latency`)
+
+// prompts returns the prompt of every request of a level.
+func prompts(o *Options, lv Level, n int) []string {
+	out := make([]string, n)
+	if o.RandomInputLen == 0 {
+		for i := range out {
+			out[i] = o.Prompt
+		}
+		return out
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, levelSeed(lv)))
+	for i := range out {
+		var b strings.Builder
+		for j := 0; j < o.RandomInputLen; j++ {
+			if j > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(promptWords[rng.IntN(len(promptWords))])
+		}
+		out[i] = b.String()
+	}
+	return out
+}
+
+func levelSeed(lv Level) uint64 {
+	v := math.Float64bits(lv.Value)
+	if lv.Type == LoadRequestRate {
+		v ^= 0x9e3779b97f4a7c15
+	}
+	return v
+}
+
+// arrivals returns the send offsets of n requests at a Poisson rate (vLLM's
+// burstiness 1: exponential gaps of mean 1/rate, the first at 0); +Inf sends
+// everything at 0.
+func arrivals(rate float64, n int, seed uint64) []time.Duration {
+	out := make([]time.Duration, n)
+	if math.IsInf(rate, 1) {
+		return out
+	}
+	rng := rand.New(rand.NewPCG(seed, math.Float64bits(rate)))
+	t := 0.0
+	for i := 1; i < n; i++ {
+		t += rng.ExpFloat64() / rate
+		out[i] = time.Duration(t * float64(time.Second))
+	}
+	return out
+}
+
+// runLevel runs one level: the requests, the /metrics poller and the progress bar.
+func runLevel(ctx context.Context, client *http.Client, o *Options, model string, lv Level) (*LevelResult, error) {
+	lr := &LevelResult{Level: lv}
+	n := o.Requests
+	ps := prompts(o, lv, n)
+	results := make([]prober.Result, n)
+	bar := newProgress(o.Progress, lv.String(), n)
+
+	lctx, stopPoll := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	poller := &poller{client: client, url: o.URL + o.MetricsPath, interval: o.PollInterval, header: o.Header}
+	lr.Start = time.Now()
+	poller.start = lr.Start
+	wg.Go(func() { poller.run(lctx) })
+
+	one := func(i int) {
+		rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+		defer cancel()
+		h := o.Header.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set("X-Request-Id", fmt.Sprintf("%s-%s-%d", o.Name, lv.Slug(), i))
+		res := prober.Stream(rctx, client, prober.StreamRequest{
+			BaseURL: o.URL, Kind: o.Endpoint, Body: requestBody(o, model, ps[i]), Header: h, StallTimeout: o.StallTimeout,
+		})
+		res.Events, res.RequestHeader, res.ResponseHeader = nil, nil, nil
+		results[i] = res
+		bar.add(!res.Success)
+	}
+
+	start := time.Now()
+	var reqs sync.WaitGroup
+	switch lv.Type {
+	case LoadConcurrency:
+		var next atomic.Int64
+		for w := 0; w < int(lv.Value) && w < n; w++ {
+			reqs.Go(func() {
+				for ctx.Err() == nil {
+					i := int(next.Add(1)) - 1
+					if i >= n {
+						return
+					}
+					one(i)
+				}
+			})
+		}
+	default:
+		offs := arrivals(lv.Value, n, o.Seed)
+		timer := time.NewTimer(0)
+		<-timer.C
+	dispatch:
+		for i := 0; i < n; i++ {
+			if d := time.Until(start.Add(offs[i])); d > 0 {
+				timer.Reset(d)
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+					break dispatch
+				case <-timer.C:
+				}
+			}
+			reqs.Go(func() { one(i) })
+		}
+	}
+	reqs.Wait()
+	duration := time.Since(start)
+	bar.finish()
+	stopPoll()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
+	// Seed 000 keeps polling until nothing is running, waiting or swapped: the
+	// server may finish its bookkeeping just after the client saw [DONE].
+	drainCtx, cancel := context.WithTimeout(ctx, drainTimeout)
+	poller.drain(drainCtx, 50*time.Millisecond)
+	cancel()
+	lr.Results = results
+	lr.Metrics = Calculate(results, duration, o.Percentiles)
+	lr.Server = poller.stats()
+	return lr, nil
+}
+
+// poller scrapes /metrics every interval with collector.Scrape.
+type poller struct {
+	client   *http.Client
+	url      string
+	header   http.Header
+	interval time.Duration
+	start    time.Time
+
+	mu      sync.Mutex
+	samples []ServerSample
+	errors  int
+}
+
+func (p *poller) run(ctx context.Context) {
+	t := time.NewTicker(p.interval)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, p.interval)
+		p.poll(sctx)
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// drainTimeout bounds the polls after the last request of a level.
+const drainTimeout = 5 * time.Second
+
+// drain polls until the server reports no running, waiting or swapped request,
+// a poll fails, or ctx ends.
+func (p *poller) drain(ctx context.Context, every time.Duration) {
+	for {
+		if !p.poll(ctx) {
+			return
+		}
+		p.mu.Lock()
+		s := p.samples[len(p.samples)-1]
+		p.mu.Unlock()
+		if !(s.Running > 0 || s.Waiting > 0 || s.Swapped > 0) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// poll scrapes once and records a sample; false when the scrape failed.
+func (p *poller) poll(ctx context.Context) bool {
+	client := p.client
+	if len(p.header) > 0 {
+		client = &http.Client{Transport: headerTransport{base: transportOf(p.client), header: p.header}}
+	}
+	snap, err := collector.Scrape(ctx, client, p.url)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil {
+			p.errors++
+		}
+		return false
+	}
+	s := ServerSample{
+		Offset:           snap.Time.Sub(p.start),
+		PromptTokens:     sumModels(snap, func(m *collector.Model) float64 { return m.PromptTokens }),
+		GenerationTokens: sumModels(snap, func(m *collector.Model) float64 { return m.GenerationTokens }),
+		Running:          snap.Running(),
+		Waiting:          snap.Waiting(),
+		Swapped:          sumModels(snap, func(m *collector.Model) float64 { return m.Swapped }),
+		KVUsage:          maxModels(snap, func(m *collector.Model) float64 { return m.KVUsage }),
+		CPUKVUsage:       maxModels(snap, func(m *collector.Model) float64 { return m.CPUKVUsage }),
+		PromptTPS:        math.NaN(),
+		GenerationTPS:    math.NaN(),
+	}
+	if k := len(p.samples); k > 0 {
+		prev := p.samples[k-1]
+		if dt := (s.Offset - prev.Offset).Seconds(); dt > 0 {
+			s.PromptTPS = counterIncrease(prev.PromptTokens, s.PromptTokens) / dt
+			s.GenerationTPS = counterIncrease(prev.GenerationTokens, s.GenerationTokens) / dt
+		}
+	}
+	p.samples = append(p.samples, s)
+	return true
+}
+
+// counterIncrease is cur-prev, or cur when the counter was reset.
+func counterIncrease(prev, cur float64) float64 {
+	switch {
+	case math.IsNaN(prev) || math.IsNaN(cur):
+		return math.NaN()
+	case cur < prev:
+		return cur
+	}
+	return cur - prev
+}
+
+func (p *poller) stats() ServerStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := ServerStats{Samples: p.samples, ScrapeErrors: p.errors, PromptTPS: math.NaN(), GenerationTPS: math.NaN()}
+	if n := len(p.samples); n >= 2 {
+		var pt, gt float64
+		for i := 1; i < n; i++ {
+			pt += counterIncrease(p.samples[i-1].PromptTokens, p.samples[i].PromptTokens)
+			gt += counterIncrease(p.samples[i-1].GenerationTokens, p.samples[i].GenerationTokens)
+		}
+		if span := (p.samples[n-1].Offset - p.samples[0].Offset).Seconds(); span > 0 {
+			st.PromptTPS, st.GenerationTPS = pt/span, gt/span
+		}
+	}
+	mean := func(get func(ServerSample) float64) float64 {
+		sum, k := 0.0, 0
+		for _, s := range p.samples {
+			if v := get(s); !math.IsNaN(v) {
+				sum += v
+				k++
+			}
+		}
+		if k == 0 {
+			return math.NaN()
+		}
+		return sum / float64(k)
+	}
+	maxOf := func(get func(ServerSample) float64) float64 {
+		m := math.NaN()
+		for _, s := range p.samples {
+			if v := get(s); !math.IsNaN(v) && (math.IsNaN(m) || v > m) {
+				m = v
+			}
+		}
+		return m
+	}
+	st.MeanRunning = mean(func(s ServerSample) float64 { return s.Running })
+	st.MeanWaiting = mean(func(s ServerSample) float64 { return s.Waiting })
+	st.MeanSwapped = mean(func(s ServerSample) float64 { return s.Swapped })
+	st.MeanKVUsage = mean(func(s ServerSample) float64 { return s.KVUsage })
+	st.MaxKVUsage = maxOf(func(s ServerSample) float64 { return s.KVUsage })
+	st.MaxCPUKVUsage = maxOf(func(s ServerSample) float64 { return s.CPUKVUsage })
+	return st
+}
+
+func sumModels(s *collector.Snapshot, f func(*collector.Model) float64) float64 {
+	total, ok := 0.0, false
+	for _, m := range s.Models {
+		if v := f(m); !math.IsNaN(v) {
+			total += v
+			ok = true
+		}
+	}
+	if !ok {
+		return math.NaN()
+	}
+	return total
+}
+
+func maxModels(s *collector.Snapshot, f func(*collector.Model) float64) float64 {
+	out := math.NaN()
+	for _, m := range s.Models {
+		if v := f(m); !math.IsNaN(v) && (math.IsNaN(out) || v > out) {
+			out = v
+		}
+	}
+	return out
+}
+
+func transportOf(c *http.Client) http.RoundTripper {
+	if c.Transport != nil {
+		return c.Transport
+	}
+	return http.DefaultTransport
+}
+
+// headerTransport adds headers (credentials) to the /metrics polls.
+type headerTransport struct {
+	base   http.RoundTripper
+	header http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, vs := range t.header {
+		if r.Header.Get(k) == "" {
+			r.Header[k] = vs
+		}
+	}
+	return t.base.RoundTrip(r)
+}
+
+// progress draws a one-line progress bar, redrawn with a carriage return.
+type progress struct {
+	w     io.Writer
+	label string
+	total int
+	start time.Time
+
+	mu         sync.Mutex
+	done, fail int
+}
+
+func newProgress(w io.Writer, label string, total int) *progress {
+	p := &progress{w: w, label: label, total: total, start: time.Now()}
+	p.draw()
+	return p
+}
+
+func (p *progress) add(failed bool) {
+	if p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done++
+	if failed {
+		p.fail++
+	}
+	p.drawLocked()
+}
+
+func (p *progress) draw() {
+	if p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drawLocked()
+}
+
+func (p *progress) drawLocked() {
+	const width = 30
+	filled := 0
+	if p.total > 0 {
+		filled = p.done * width / p.total
+	}
+	el := time.Since(p.start).Seconds()
+	rate := 0.0
+	if el > 0 {
+		rate = float64(p.done) / el
+	}
+	line := fmt.Sprintf("\r%s |%s%s| %d/%d [%s, %.2f req/s", p.label, strings.Repeat("#", filled),
+		strings.Repeat(" ", width-filled), p.done, p.total, formatElapsed(el), rate)
+	if p.fail > 0 {
+		line += ", " + strconv.Itoa(p.fail) + " failed"
+	}
+	_, _ = io.WriteString(p.w, line+"]")
+}
+
+func (p *progress) finish() {
+	if p.w == nil {
+		return
+	}
+	_, _ = io.WriteString(p.w, "\n")
+}
+
+func formatElapsed(s float64) string {
+	d := time.Duration(s * float64(time.Second)).Round(time.Second)
+	return fmt.Sprintf("%02d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}

@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/vllm-prober/vllm_prober/prober"
+)
+
+// Percentile returns the p-th percentile (0 <= p <= 100) of sorted, ascending
+// values with numpy's default "linear" method (Hyndman-Fan type 7):
+// h = (n-1)·p/100, v = x[⌊h⌋] + (h-⌊h⌋)·(x[⌊h⌋+1] - x[⌊h⌋]). An empty slice
+// yields 0, like vLLM's np.percentile(x or 0, p).
+func Percentile(sorted []float64, p float64) float64 {
+	n := len(sorted)
+	switch {
+	case n == 0:
+		return 0
+	case n == 1 || p <= 0:
+		return sorted[0]
+	case p >= 100:
+		return sorted[n-1]
+	}
+	h := float64(n-1) * p / 100
+	lo := math.Floor(h)
+	i := int(lo)
+	if i+1 >= n {
+		return sorted[n-1]
+	}
+	return sorted[i] + (h-lo)*(sorted[i+1]-sorted[i])
+}
+
+// Dist summarises one distribution the way vLLM's calculate_metrics does:
+// mean, median, population standard deviation (ddof=0) and numpy-linear
+// percentiles. Every value of an empty distribution is 0 (vLLM's `x or 0`).
+type Dist struct {
+	N           int
+	Mean        float64
+	Median      float64
+	Std         float64
+	Min, Max    float64
+	Percentiles []float64 // the values at Options.Percentiles, in that order
+}
+
+// Summarize computes a Dist of values at the given percentiles. values is not modified.
+func Summarize(values []float64, percentiles []float64) Dist {
+	d := Dist{N: len(values), Percentiles: make([]float64, len(percentiles))}
+	if len(values) == 0 {
+		return d
+	}
+	sorted := slices.Clone(values)
+	slices.Sort(sorted)
+	sum := 0.0
+	for _, v := range sorted {
+		sum += v
+	}
+	d.Mean = sum / float64(len(sorted))
+	ss := 0.0
+	for _, v := range sorted {
+		ss += (v - d.Mean) * (v - d.Mean)
+	}
+	d.Std = math.Sqrt(ss / float64(len(sorted)))
+	d.Median = Percentile(sorted, 50)
+	d.Min, d.Max = sorted[0], sorted[len(sorted)-1]
+	for i, p := range percentiles {
+		d.Percentiles[i] = Percentile(sorted, p)
+	}
+	return d
+}
+
+// PercentileLabel formats p the way vLLM names its keys and lines: 99 -> "99",
+// 99.9 -> "99.9".
+func PercentileLabel(p float64) string {
+	return strconv.FormatFloat(p, 'f', -1, 64)
+}
+
+// Metrics is the aggregate of one load level, computed like vLLM's
+// calculate_metrics (shared/docs/bench-formats.md §1.2). Latencies are in
+// seconds, throughputs per second.
+type Metrics struct {
+	Completed, Failed int
+	Duration          time.Duration
+	TotalInput        int // prompt tokens of successful requests (server usage)
+	TotalOutput       int // output tokens of successful requests
+
+	RequestThroughput    float64 // completed / duration
+	OutputThroughput     float64 // total output / duration
+	InputThroughput      float64 // total input / duration
+	TotalTokenThroughput float64 // (input + output) / duration
+	// MaxOutputTokensPerS is the largest 1-second bucket of streamed content
+	// events (one token per event), counted from the first request's start.
+	MaxOutputTokensPerS float64
+	// MaxConcurrentRequests is the sweep-line peak of requests in flight.
+	MaxConcurrentRequests int
+
+	TTFT, TPOT, ITL, E2E Dist
+	// Per request, seed 000's "Request Generation Level TPS" (output tokens / E2E)
+	// and "Request Prompt Level TPS" (prompt tokens / E2E).
+	OutputTPSPerRequest, InputTPSPerRequest Dist
+
+	// Errors counts failed requests by reason.
+	Errors map[prober.Reason]int
+}
+
+// Calculate aggregates the results of one load level that took duration, at
+// the given percentiles.
+//
+// Following vLLM: only successful requests contribute; TPOT is per request
+// (E2E-TTFT)/(out-1) for requests with more than one output token, averaged
+// over requests; ITL pools every gap of every request (chunk-weighted); a
+// request whose output token count is 0 counts as 1 (no tokenizer).
+func Calculate(results []prober.Result, duration time.Duration, percentiles []float64) Metrics {
+	m := Metrics{Duration: duration, Errors: map[prober.Reason]int{}}
+	var ttfts, tpots, itls, e2es, outTPS, inTPS []float64
+	for i := range results {
+		r := &results[i]
+		if !r.Success {
+			m.Failed++
+			m.Errors[r.Reason]++
+			continue
+		}
+		m.Completed++
+		out := r.OutputTokens
+		if out <= 0 {
+			out = 1
+		}
+		m.TotalOutput += out
+		m.TotalInput += r.PromptTokens
+		ttfts = append(ttfts, r.TTFT.Seconds())
+		e2es = append(e2es, r.E2E.Seconds())
+		if out > 1 {
+			tpots = append(tpots, (r.E2E-r.TTFT).Seconds()/float64(out-1))
+		}
+		for _, g := range r.ITLs {
+			itls = append(itls, g.Seconds())
+		}
+		if e := r.E2E.Seconds(); e > 0 {
+			outTPS = append(outTPS, float64(out)/e)
+			inTPS = append(inTPS, float64(r.PromptTokens)/e)
+		}
+	}
+	if s := duration.Seconds(); s > 0 {
+		m.RequestThroughput = float64(m.Completed) / s
+		m.OutputThroughput = float64(m.TotalOutput) / s
+		m.InputThroughput = float64(m.TotalInput) / s
+		m.TotalTokenThroughput = float64(m.TotalInput+m.TotalOutput) / s
+	}
+	m.TTFT = Summarize(ttfts, percentiles)
+	m.TPOT = Summarize(tpots, percentiles)
+	m.ITL = Summarize(itls, percentiles)
+	m.E2E = Summarize(e2es, percentiles)
+	m.OutputTPSPerRequest = Summarize(outTPS, percentiles)
+	m.InputTPSPerRequest = Summarize(inTPS, percentiles)
+	m.MaxOutputTokensPerS, m.MaxConcurrentRequests = peaks(results)
+	return m
+}
+
+// peaks computes vLLM's max_output_tokens_per_s and max_concurrent_requests
+// (PR #23867): token timestamps are start+TTFT, then +ITL cumulatively, counted
+// in 1-second buckets from the earliest start; the concurrency peak is a sweep
+// line over [start, start+E2E) of successful requests, ends before starts on ties.
+func peaks(results []prober.Result) (float64, int) {
+	var t0 time.Time
+	for i := range results {
+		if r := &results[i]; r.Success && (t0.IsZero() || r.Start.Before(t0)) {
+			t0 = r.Start
+		}
+	}
+	if t0.IsZero() {
+		return 0, 0
+	}
+	buckets := map[int64]int{}
+	type edge struct {
+		at    time.Duration
+		delta int
+	}
+	var edges []edge
+	for i := range results {
+		r := &results[i]
+		if !r.Success {
+			continue
+		}
+		off := r.Start.Sub(t0)
+		t := off + r.TTFT
+		buckets[int64(t/time.Second)]++
+		for _, g := range r.ITLs {
+			t += g
+			buckets[int64(t/time.Second)]++
+		}
+		edges = append(edges, edge{off, 1}, edge{off + r.E2E, -1})
+	}
+	maxTok := 0
+	for _, n := range buckets {
+		maxTok = max(maxTok, n)
+	}
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.delta, b.delta) // -1 (end) before +1 (start)
+	})
+	cur, peak := 0, 0
+	for _, e := range edges {
+		cur += e.delta
+		peak = max(peak, cur)
+	}
+	return float64(maxTok), peak
+}

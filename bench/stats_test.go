@@ -1,0 +1,200 @@
+package bench
+
+import (
+	"bytes"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vllm-prober/vllm_prober/prober"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+// The expected values are computed by hand with numpy's linear method:
+// h = (n-1)p/100, x[floor h] + frac(h)(x[floor h+1]-x[floor h]).
+func TestPercentileNumpyLinear(t *testing.T) {
+	for _, c := range []struct {
+		x    []float64
+		p    float64
+		want float64
+	}{
+		{nil, 99, 0},
+		{[]float64{7}, 99, 7},
+		{[]float64{1, 2, 3, 4}, 50, 2.5},             // h=1.5
+		{[]float64{1, 2, 3, 4}, 90, 3.7},             // h=2.7
+		{[]float64{1, 2, 3, 4}, 99, 3.97},            // h=2.97
+		{[]float64{15, 20, 35, 40, 50}, 40, 29},      // h=1.6: 20+0.6*15
+		{[]float64{15, 20, 35, 40, 50}, 99, 49.6},    // h=3.96: 40+0.96*10
+		{[]float64{15, 20, 35, 40, 50}, 50, 35},      // h=2 exactly
+		{[]float64{15, 20, 35, 40, 50}, 99.9, 49.96}, // h=3.996
+		{[]float64{1, 2, 3, 4}, 100, 4},
+		{[]float64{1, 2, 3, 4}, 0, 1},
+	} {
+		if got := Percentile(c.x, c.p); !near(got, c.want) {
+			t.Errorf("Percentile(%v, %v) = %v, want %v", c.x, c.p, got, c.want)
+		}
+	}
+}
+
+func TestSummarizePopulationStd(t *testing.T) {
+	// numpy: mean 5, np.std (ddof=0) of [2,4,4,4,5,5,7,9] = 2.
+	d := Summarize([]float64{9, 2, 4, 4, 5, 4, 5, 7}, []float64{99})
+	if d.N != 8 || d.Mean != 5 || d.Std != 2 || d.Median != 4.5 || d.Min != 2 || d.Max != 9 {
+		t.Fatalf("Summarize = %+v", d)
+	}
+	// h = 7*0.99 = 6.93: 7 + 0.93*2
+	if !near(d.Percentiles[0], 8.86) {
+		t.Errorf("p99 = %v, want 8.86", d.Percentiles[0])
+	}
+	if e := Summarize(nil, []float64{50, 99}); e.Mean != 0 || e.Std != 0 || e.Percentiles[1] != 0 || e.N != 0 {
+		t.Errorf("empty Summarize = %+v, want zeros", e)
+	}
+}
+
+func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
+// handResults are four requests whose aggregate is computed by hand below.
+func handResults() []prober.Result {
+	t0 := time.Unix(1700000000, 0)
+	return []prober.Result{
+		{Start: t0, Success: true, TTFT: ms(100), E2E: ms(500), OutputTokens: 5, PromptTokens: 10,
+			ITLs: []time.Duration{ms(100), ms(100), ms(100), ms(100)}},
+		{Start: t0.Add(ms(50)), Success: true, TTFT: ms(200), E2E: ms(200), OutputTokens: 1, PromptTokens: 20},
+		{Start: t0.Add(ms(600)), Success: true, TTFT: ms(300), E2E: ms(700), OutputTokens: 3, PromptTokens: 30,
+			ITLs: []time.Duration{ms(150), ms(250)}},
+		{Start: t0.Add(ms(700)), Success: false, Reason: prober.ReasonHTTP5xx},
+	}
+}
+
+func TestCalculateMatchesHandComputation(t *testing.T) {
+	m := Calculate(handResults(), 2*time.Second, []float64{99})
+	if m.Completed != 3 || m.Failed != 1 || m.Errors[prober.ReasonHTTP5xx] != 1 {
+		t.Fatalf("completed/failed = %d/%d, errors %v", m.Completed, m.Failed, m.Errors)
+	}
+	if m.TotalInput != 60 || m.TotalOutput != 9 {
+		t.Errorf("tokens in/out = %d/%d, want 60/9", m.TotalInput, m.TotalOutput)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"request_throughput", m.RequestThroughput, 1.5},
+		{"output_throughput", m.OutputThroughput, 4.5},
+		{"total_token_throughput", m.TotalTokenThroughput, 34.5},
+		{"mean ttft", m.TTFT.Mean, 0.2},
+		{"median ttft", m.TTFT.Median, 0.2},
+		{"std ttft", m.TTFT.Std, math.Sqrt(0.02 / 3)},
+		{"p99 ttft", m.TTFT.Percentiles[0], 0.298}, // h=1.98: 0.2+0.98*0.1
+		// TPOT per request: (0.5-0.1)/4 = 0.1, the one-token request is left out, (0.7-0.3)/2 = 0.2.
+		{"mean tpot", m.TPOT.Mean, 0.15},
+		{"p99 tpot", m.TPOT.Percentiles[0], 0.199},
+		{"tpot n", float64(m.TPOT.N), 2},
+		// ITL pools all six gaps: 0.1 x4, 0.15, 0.25.
+		{"mean itl", m.ITL.Mean, 0.8 / 6},
+		{"median itl", m.ITL.Median, 0.1},
+		{"p99 itl", m.ITL.Percentiles[0], 0.245}, // h=4.95: 0.15+0.95*0.1
+		{"mean e2e", m.E2E.Mean, 1.4 / 3},
+		// Per-request TPS: 5/0.5=10, 1/0.2=5, 3/0.7; prompt 10/0.5=20, 20/0.2=100, 30/0.7.
+		{"request gen tps", m.OutputTPSPerRequest.Mean, (10 + 5 + 3/0.7) / 3},
+		{"request prompt tps", m.InputTPSPerRequest.Mean, (20 + 100 + 30/0.7) / 3},
+		// Token times from t0: r1 0.1..0.5 (5 in second 0), r2 0.25, r3 0.9, 1.05, 1.3: second 0 has 7.
+		{"peak output tokens/s", m.MaxOutputTokensPerS, 7},
+		// In flight: r1 [0,0.5), r2 [0.05,0.25), r3 [0.6,1.3): peak 2.
+		{"peak concurrency", float64(m.MaxConcurrentRequests), 2},
+	} {
+		if !near(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestCalculateAllFailed(t *testing.T) {
+	m := Calculate([]prober.Result{{Reason: prober.ReasonConnection}, {Reason: prober.ReasonConnection}}, time.Second, []float64{99})
+	if m.Completed != 0 || m.Failed != 2 || m.OutputThroughput != 0 || m.TTFT.Mean != 0 || m.MaxConcurrentRequests != 0 {
+		t.Fatalf("all-failed metrics = %+v", m)
+	}
+}
+
+func goldenLevel() *LevelResult {
+	m := Calculate(handResults(), 2*time.Second, []float64{90, 99})
+	return &LevelResult{Level: Level{LoadConcurrency, 4}, Metrics: m}
+}
+
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run with -update to create it): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file:\ngot:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+func TestWriteSummaryGolden(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteSummary(&buf, goldenLevel(), []float64{90, 99}); err != nil {
+		t.Fatal(err)
+	}
+	rate := goldenLevel()
+	rate.Level = Level{LoadRequestRate, 16}
+	if err := WriteSummary(&buf, rate, []float64{90, 99}); err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "summary.golden", buf.Bytes())
+}
+
+func TestCenterLikePython(t *testing.T) {
+	for _, c := range []struct{ s, want string }{
+		{" Serving Benchmark Result ", "============ Serving Benchmark Result ============"},
+		{"Time to First Token", "---------------Time to First Token----------------"},
+		{"Time per Output Token (excl. 1st token)", "-----Time per Output Token (excl. 1st token)------"},
+		{"Inter-token Latency", "---------------Inter-token Latency----------------"},
+		{"End-to-end Latency", "----------------End-to-end Latency----------------"},
+	} {
+		fill := byte('-')
+		if c.s[0] == ' ' {
+			fill = '='
+		}
+		if got := center(c.s, 50, fill); got != c.want {
+			t.Errorf("center(%q) = %q, want %q", c.s, got, c.want)
+		}
+	}
+}
+
+func TestArrivalsPoisson(t *testing.T) {
+	a := arrivals(4, 4001, 42)
+	b := arrivals(4, 4001, 42)
+	if a[0] != 0 {
+		t.Errorf("first arrival at %v, want 0", a[0])
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("arrivals differ at %d with the same seed", i)
+		}
+	}
+	mean := a[len(a)-1].Seconds() / float64(len(a)-1)
+	if math.Abs(mean-0.25) > 0.25*0.06 {
+		t.Errorf("mean gap %.4fs at rate 4, want 0.25s", mean)
+	}
+	if c := arrivals(4, 10, 43); c[5] == a[5] {
+		t.Errorf("another seed gave the same arrivals")
+	}
+	for _, d := range arrivals(math.Inf(1), 5, 1) {
+		if d != 0 {
+			t.Fatalf("rate inf must send everything at once, got %v", d)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// WriteSummary prints lr in the exact layout of `vllm bench serve`'s
+// "Serving Benchmark Result" block (shared/docs/bench-formats.md §1.4):
+// "{:<40} {:<10}" / "{:<40} {:<10.2f}" lines, the header and section rules
+// centred in 50 columns. E2EL is always included (as with
+// --percentile-metrics ttft,tpot,itl,e2el); there is no goodput line.
+func WriteSummary(w io.Writer, lr *LevelResult, percentiles []float64) error {
+	bw := bufio.NewWriter(w)
+	m := &lr.Metrics
+	intLine := func(label string, v int) { fmt.Fprintf(bw, "%-40s %-10d\n", label, v) }
+	fLine := func(label string, v float64) { fmt.Fprintf(bw, "%-40s %-10.2f\n", label, v) }
+
+	bw.WriteString(center(" Serving Benchmark Result ", 50, '=') + "\n")
+	intLine("Successful requests:", m.Completed)
+	intLine("Failed requests:", m.Failed)
+	if lr.Level.Type == LoadConcurrency {
+		intLine("Maximum request concurrency:", int(lr.Level.Value))
+	} else if !math.IsInf(lr.Level.Value, 1) {
+		fLine("Request rate configured (RPS):", lr.Level.Value)
+	}
+	fLine("Benchmark duration (s):", m.Duration.Seconds())
+	intLine("Total input tokens:", m.TotalInput)
+	intLine("Total generated tokens:", m.TotalOutput)
+	fLine("Request throughput (req/s):", m.RequestThroughput)
+	fLine("Output token throughput (tok/s):", m.OutputThroughput)
+	fLine("Peak output token throughput (tok/s):", m.MaxOutputTokensPerS)
+	fLine("Peak concurrent requests:", float64(m.MaxConcurrentRequests))
+	fLine("Total token throughput (tok/s):", m.TotalTokenThroughput)
+	for _, sec := range []struct {
+		header, name string
+		d            *Dist
+	}{
+		{"Time to First Token", "TTFT", &m.TTFT},
+		{"Time per Output Token (excl. 1st token)", "TPOT", &m.TPOT},
+		{"Inter-token Latency", "ITL", &m.ITL},
+		{"End-to-end Latency", "E2EL", &m.E2E},
+	} {
+		bw.WriteString(center(sec.header, 50, '-') + "\n")
+		fLine(fmt.Sprintf("Mean %s (ms):", sec.name), sec.d.Mean*1000)
+		fLine(fmt.Sprintf("Median %s (ms):", sec.name), sec.d.Median*1000)
+		for i, p := range percentiles {
+			fLine(fmt.Sprintf("P%s %s (ms):", PercentileLabel(p), sec.name), sec.d.Percentiles[i]*1000)
+		}
+	}
+	bw.WriteString(strings.Repeat("=", 50) + "\n")
+	return bw.Flush()
+}
+
+// center is Python's "{s:{c}^{n}}".format(...): s centred in n columns, the
+// extra fill character (odd padding) on the right.
+func center(s string, n int, fill byte) string {
+	pad := n - len(s)
+	if pad <= 0 {
+		return s
+	}
+	left := pad / 2
+	return strings.Repeat(string(fill), left) + s + strings.Repeat(string(fill), pad-left)
+}
