@@ -52,7 +52,7 @@ type Options struct {
 	// TelemetryPath is where /metrics is served (default DefaultTelemetryPath).
 	TelemetryPath string
 	// HistoryLimit is how many recent probes per (target, module) the landing page
-	// shows (default DefaultHistoryLimit).
+	// shows, plus up to as many older failures (default DefaultHistoryLimit).
 	HistoryLimit int
 	// ShutdownTimeout bounds how long Run waits for HTTP requests in flight when
 	// its context is cancelled (default DefaultShutdownTimeout).

@@ -316,10 +316,10 @@ func TestDaemonServesProbes(t *testing.T) {
 				t.Errorf("landing page lacks %q", want)
 			}
 		}
-		// The history is bounded by --history.limit (5): rows of the sim's
-		// completion history table, each followed by its timeline row.
-		if n := strings.Count(body, "<summary>timeline ("); n > 3*5 {
-			t.Errorf("landing page shows %d probe timelines, want at most 15 (5 per pair)", n)
+		// The history is bounded by the history limit (5 recent probes plus up
+		// to 5 older failures per pair); each probe has its timeline.
+		if n := strings.Count(body, "<summary>timeline ("); n < 3*3 || n > 3*10 {
+			t.Errorf("landing page shows %d probe timelines, want 9 to 30 (3 pairs with 3 to 10 each)", n)
 		}
 		secretFree(t, "the landing page", body)
 		if code, _ := f.get("/nope"); code != http.StatusNotFound {

@@ -141,9 +141,8 @@ func (d *Daemon) landingPage(w http.ResponseWriter, _ *http.Request) {
 			if !ok {
 				ms = prober.ModuleStatus{Module: name}
 			}
-			if len(ms.History) > d.opts.HistoryLimit {
-				ms.History = ms.History[:d.opts.HistoryLimit]
-			}
+			// The prober bounds the history (HistoryLimit recent probes plus as
+			// many recent failures), so that failures stay visible longer.
 			// Copy before scrubbing: the prober's results are shared and read-only.
 			hist := make([]prober.Result, len(ms.History))
 			for i, r := range ms.History {

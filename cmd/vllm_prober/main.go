@@ -53,7 +53,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	configFile := app.Flag("config.file", "vllm_prober configuration file.").Default("vllm_prober.yml").String()
 	configCheck := app.Flag("config.check", "If true, validate the configuration file (and --web.config.file, if set) and exit.").Default("false").Bool()
 	telemetryPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(daemon.DefaultTelemetryPath).String()
-	historyLimit := app.Flag("history.limit", "The maximum number of recent probes per target and module kept for the landing page.").
+	historyLimit := app.Flag("history.limit", "Recent probes per target and module kept for the landing page (plus up to as many older failures).").
 		Default(fmt.Sprint(daemon.DefaultHistoryLimit)).Int()
 	toolkitFlags := kingpinflag.AddFlags(app, daemon.DefaultListenAddress)
 	runCmd := app.Command("run", "Run the prober daemon (the default command).").Default()
