@@ -316,6 +316,19 @@ type Files struct {
 	Charts   []string
 }
 
+// Paths returns every file of f joined to dir, in writing order.
+func (f *Files) Paths(dir string) []string {
+	var out []string
+	for _, group := range [][]string{{f.CSV}, f.JSON, f.Server, {f.Baseline}, f.Charts} {
+		for _, n := range group {
+			if n != "" {
+				out = append(out, filepath.Join(dir, n))
+			}
+		}
+	}
+	return out
+}
+
 // WriteAll writes every output of rep into dir (created if missing): the CSV,
 // a vllm-serve JSON and a server-series CSV per level, the baseline file and
 // the SVG charts. Each file is written to a temporary name and renamed.
