@@ -81,7 +81,8 @@ print-ldflags:
 	@echo '$(LDFLAGS)'
 
 .PHONY: test
-test: lint test-go test-rules
+# go test runs last so that its summary closes the output (CI reads it).
+test: lint test-rules test-go
 
 .PHONY: test-go
 test-go: tools-test
