@@ -8,7 +8,11 @@ import (
 
 // Each fuzz target starts from the samples of one format (testdata/ and the seeds) and checks that
 // importing never panics and that whatever imports cleanly also builds into a file its own strict
-// reader accepts. Run one with e.g. go test -run '^$' -fuzz=FuzzImportVLLMServeText -fuzztime=5s ./baseline
+// reader accepts. Run one with e.g.
+//
+//	go test -run "^$" -fuzz=FuzzImportVLLMServeText -fuzztime=30s -fuzzminimizetime=1s ./baseline
+//
+// (-fuzzminimizetime keeps short runs fuzzing instead of minimizing each new input for 60 s).
 
 func addFiles(f *testing.F, paths ...string) {
 	f.Helper()
