@@ -1,0 +1,365 @@
+// Package regression compares live probe and server measurements with the
+// benchmark baselines of the configuration. It exports each baseline's points
+// (vllm_baseline_*), and per target the values the baseline expects at the
+// current load, interpolated on the baseline curve at concurrency running +
+// waiting (from the collector) + 1 (the probe itself), with regression ratios
+// oriented so that above 1 is worse than the baseline.
+//
+// Everything is computed at scrape time from a ProbeSource (the prober) and a
+// ServerSource (the collector); the Collector also gives the collector the
+// baselines' saturation throughput (collector.Baselines).
+package regression
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-prober/vllm_prober/baseline"
+	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/prober"
+)
+
+// The daemon's managers fit the interfaces.
+var (
+	_ collector.Baselines = (*Collector)(nil)
+	_ ServerSource        = (*collector.Manager)(nil)
+	_ StatusSource        = (*prober.Manager)(nil)
+)
+
+// ProbeMeans are the means of the successful probes of one (target, module)
+// in a window. Latencies are in seconds; a value no probe measured is NaN.
+type ProbeMeans struct {
+	TTFT float64 // mean time to first token
+	TPOT float64 // mean of per-probe (E2E-TTFT)/(out-1), probes with out > 1
+	ITL  float64 // mean of every inter-token gap of every probe (pooled)
+	E2E  float64 // mean end-to-end latency
+	N    int     // successful probes
+}
+
+// Mean returns the live value of a latency metric, NaN for others.
+func (p ProbeMeans) Mean(m baseline.Metric) float64 {
+	switch m {
+	case baseline.MetricTTFT:
+		return p.TTFT
+	case baseline.MetricTPOT:
+		return p.TPOT
+	case baseline.MetricITL:
+		return p.ITL
+	case baseline.MetricE2E:
+		return p.E2E
+	}
+	return math.NaN()
+}
+
+// ProbeSource is what the regression series need from the prober.
+type ProbeSource interface {
+	// MeanStats returns the means of the successful probes of (target, module)
+	// that started at or after since.
+	MeanStats(target, module string, since time.Time) ProbeMeans
+	// Model is the resolved model of target, "" if unknown.
+	Model(target string) string
+}
+
+// ServerSource is what the regression series need from the collector;
+// *collector.Manager implements it.
+type ServerSource interface {
+	// Load is the latest running and waiting requests of target.
+	Load(target string) (running, waiting float64, ok bool)
+	// GenerationTokensPerSecond is target's generation throughput over the rate window.
+	GenerationTokensPerSecond(target string) (float64, bool)
+}
+
+// Collector exports the baseline and regression series. It is an unchecked
+// prometheus.Collector: its static label names follow the configuration.
+type Collector struct {
+	logger log.Logger
+	probes ProbeSource
+	server ServerSource
+	now    func() time.Time
+
+	mu     sync.RWMutex
+	state  *state
+	window time.Duration // fixed probe window; 0 derives it per target
+}
+
+type state struct {
+	static    []string           // static label names, sorted
+	baselines []*loaded          // configuration order
+	byName    map[string]*loaded // by configuration name
+	targets   []target           // configuration order
+	byTarget  map[string]*loaded // target name -> its baseline
+	descs     map[string]*prometheus.Desc
+}
+
+type loaded struct {
+	name, file string
+	b          *baseline.Baseline
+}
+
+type target struct {
+	name, model, baseline string
+	modules               []string
+	static                []string // values in state.static order
+	window                time.Duration
+}
+
+// New returns a Collector registered with reg (when not nil). probes and
+// server may be nil: the per-target series are then not exported.
+func New(reg prometheus.Registerer, logger log.Logger, probes ProbeSource, server ServerSource) *Collector {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	c := &Collector{logger: logger, probes: probes, server: server, now: time.Now, state: &state{}}
+	if reg != nil {
+		reg.MustRegister(c)
+	}
+	return c
+}
+
+// SetWindow fixes how far back the probes' means reach. By default it is the
+// larger of the rate window and three probe intervals of the target.
+func (c *Collector) SetWindow(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.window = d
+}
+
+// Apply loads every baseline file of cfg.Baselines. A configuration entry
+// picks the baseline of its name from its file, or the file's only baseline.
+// On any error the previous configuration stays in force.
+func (c *Collector) Apply(cfg *config.Config) error {
+	st := &state{byName: map[string]*loaded{}, byTarget: map[string]*loaded{}}
+	for _, ref := range cfg.Baselines {
+		f, err := baseline.ReadFile(context.Background(), ref.File)
+		if err != nil {
+			return fmt.Errorf("baseline %q: %w", ref.Name, err)
+		}
+		b, ok := f.Lookup(ref.Name)
+		if !ok {
+			if len(f.Baselines) != 1 {
+				names := make([]string, len(f.Baselines))
+				for i, fb := range f.Baselines {
+					names[i] = fb.Name
+				}
+				return fmt.Errorf("baseline %q: %s holds %d baselines (%v) and none is named %q", ref.Name, ref.File, len(f.Baselines), names, ref.Name)
+			}
+			b = f.Baselines[0]
+		}
+		l := &loaded{name: ref.Name, file: ref.File, b: b}
+		st.baselines = append(st.baselines, l)
+		st.byName[ref.Name] = l
+	}
+	keys := map[string]bool{}
+	for _, t := range cfg.Targets {
+		for k := range t.Labels {
+			keys[k] = true
+		}
+	}
+	for k := range keys {
+		st.static = append(st.static, k)
+	}
+	sort.Strings(st.static)
+	for _, t := range cfg.Targets {
+		if t.Baseline == "" {
+			continue
+		}
+		l, ok := st.byName[t.Baseline]
+		if !ok {
+			return fmt.Errorf("target %q: unknown baseline %q", t.Name, t.Baseline)
+		}
+		st.byTarget[t.Name] = l
+		interval := time.Duration(cfg.Global.ProbeInterval)
+		if t.ProbeInterval > 0 {
+			interval = time.Duration(t.ProbeInterval)
+		}
+		tg := target{name: t.Name, model: t.Model, baseline: t.Baseline, modules: slices.Clone(t.Modules),
+			window: max(time.Duration(cfg.Global.RateWindow), 3*interval)}
+		for _, k := range st.static {
+			tg.static = append(tg.static, t.Labels[k])
+		}
+		st.targets = append(st.targets, tg)
+	}
+	st.descs = newDescs(st.static)
+	c.mu.Lock()
+	c.state = st
+	c.mu.Unlock()
+	return nil
+}
+
+// SaturationOutputThroughput is the saturation output throughput (tokens/s)
+// of target's baseline; it implements collector.Baselines.
+func (c *Collector) SaturationOutputThroughput(target string) (float64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	l, ok := c.state.byTarget[target]
+	if !ok {
+		return 0, false
+	}
+	v := l.b.SaturationOutputThroughput()
+	return v, v > 0
+}
+
+// Metric names (docs/metrics.md).
+const (
+	mOutput      = "vllm_baseline_output_throughput_tokens_per_second"
+	mRequests    = "vllm_baseline_request_throughput_requests_per_second"
+	mLatency     = "vllm_baseline_latency_seconds"
+	mSaturation  = "vllm_baseline_saturation_output_tokens_per_second"
+	mExpTPOT     = "vllm_probe_expected_time_per_output_token_seconds"
+	mExpTTFT     = "vllm_probe_expected_time_to_first_token_seconds"
+	mExpGen      = "vllm_server_expected_generation_tokens_per_second"
+	mRatio       = "vllm_probe_regression_ratio"
+	labelTarget  = "target"
+	labelModule  = "module"
+	labelModel   = "model"
+	labelBase    = "baseline"
+	labelMetric  = "metric"
+	labelLoad    = "load"
+	labelLoadTyp = "load_type"
+	labelStat    = "stat"
+)
+
+func newDescs(static []string) map[string]*prometheus.Desc {
+	pair := append(append([]string{labelTarget, labelModule, labelModel}, static...), labelBase)
+	tgt := append(append([]string{labelTarget, labelModel}, static...), labelBase)
+	point := []string{labelBase, labelLoadTyp, labelLoad}
+	return map[string]*prometheus.Desc{
+		mOutput:     prometheus.NewDesc(mOutput, "Output token throughput of the baseline at one load point.", point, nil),
+		mRequests:   prometheus.NewDesc(mRequests, "Request throughput of the baseline at one load point.", point, nil),
+		mLatency:    prometheus.NewDesc(mLatency, "Latency statistic of the baseline at one load point.", append(slices.Clone(point), labelMetric, labelStat), nil),
+		mSaturation: prometheus.NewDesc(mSaturation, "Output token throughput at which the baseline saturates (its largest).", []string{labelBase}, nil),
+		mExpTPOT:    prometheus.NewDesc(mExpTPOT, "Mean time per output token the baseline predicts at the live load (running + waiting + 1).", pair, nil),
+		mExpTTFT:    prometheus.NewDesc(mExpTTFT, "Mean time to first token the baseline predicts at the live load (running + waiting + 1).", pair, nil),
+		mExpGen:     prometheus.NewDesc(mExpGen, "Output token throughput the baseline predicts at the live load (running + waiting + 1).", tgt, nil),
+		mRatio:      prometheus.NewDesc(mRatio, "Live probe latency / expected, or expected / live generation throughput for output_throughput; above 1 is worse than the baseline.", append(slices.Clone(pair), labelMetric), nil),
+	}
+}
+
+// Describe sends nothing: the Collector is unchecked.
+func (c *Collector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect computes every series now.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.RLock()
+	st, fixed := c.state, c.window
+	c.mu.RUnlock()
+	if st.descs == nil {
+		return
+	}
+	for _, l := range st.baselines {
+		collectBaseline(ch, st.descs, l)
+	}
+	if c.server == nil || c.probes == nil {
+		return
+	}
+	now := c.now()
+	for _, t := range st.targets {
+		c.collectTarget(ch, st, t, now, fixed)
+	}
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, lv ...string) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+}
+
+func collectBaseline(ch chan<- prometheus.Metric, d map[string]*prometheus.Desc, l *loaded) {
+	if v := l.b.SaturationOutputThroughput(); v > 0 {
+		gauge(ch, d[mSaturation], v, l.name)
+	}
+	seen := map[string]bool{}
+	for i := range l.b.Points {
+		p := &l.b.Points[i]
+		if p.AllFailed {
+			continue // zeros of a run where nothing succeeded are not a measurement
+		}
+		kind, v := p.LoadKey()
+		load := baseline.Load(v).String()
+		if seen[kind+"\x00"+load] {
+			continue // e.g. the same concurrency at several request rates: the first one wins
+		}
+		seen[kind+"\x00"+load] = true
+		if p.OutputThroughput != nil {
+			gauge(ch, d[mOutput], *p.OutputThroughput, l.name, kind, load)
+		}
+		if p.RequestThroughput != nil {
+			gauge(ch, d[mRequests], *p.RequestThroughput, l.name, kind, load)
+		}
+		for _, s := range []struct {
+			metric baseline.Metric
+			stats  *baseline.Stats
+		}{{baseline.MetricTTFT, p.TTFT}, {baseline.MetricTPOT, p.TPOT}, {baseline.MetricITL, p.ITL}, {baseline.MetricE2E, p.E2E}} {
+			if s.stats == nil {
+				continue
+			}
+			if s.stats.Mean != nil {
+				gauge(ch, d[mLatency], *s.stats.Mean, l.name, kind, load, string(s.metric), "mean")
+			}
+			median := s.stats.Median
+			if median == nil {
+				if v, ok := s.stats.Percentiles["p50"]; ok {
+					median = &v
+				}
+			}
+			if median != nil {
+				gauge(ch, d[mLatency], *median, l.name, kind, load, string(s.metric), "median")
+			}
+			if v, ok := s.stats.P99(); ok {
+				gauge(ch, d[mLatency], v, l.name, kind, load, string(s.metric), "p99")
+			}
+		}
+	}
+}
+
+func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, t target, now time.Time, fixed time.Duration) {
+	l := st.byName[t.baseline]
+	running, waiting, ok := c.server.Load(t.name)
+	if !ok {
+		return
+	}
+	exp, ok := l.b.Expected(running + waiting + 1)
+	if !ok {
+		return
+	}
+	model := c.probes.Model(t.name)
+	if model == "" {
+		model = t.model
+	}
+	tlv := append(append([]string{t.name, model}, t.static...), l.name)
+	gauge(ch, st.descs[mExpGen], exp.OutputThroughput, tlv...)
+	throughputRatio := math.NaN()
+	if live, ok := c.server.GenerationTokensPerSecond(t.name); ok {
+		throughputRatio = baseline.RegressionRatio(baseline.MetricOutputThroughput, live, exp.OutputThroughput)
+	}
+	window := t.window
+	if fixed > 0 {
+		window = fixed
+	}
+	for _, mod := range t.modules {
+		plv := append(append([]string{t.name, mod, model}, t.static...), l.name)
+		gauge(ch, st.descs[mExpTPOT], exp.TPOTMean, plv...)
+		gauge(ch, st.descs[mExpTTFT], exp.TTFTMean, plv...)
+		live := c.probes.MeanStats(t.name, mod, now.Add(-window))
+		for _, m := range baseline.Metrics {
+			r := throughputRatio
+			if m != baseline.MetricOutputThroughput {
+				r = math.NaN()
+				if live.N > 0 {
+					r = baseline.RegressionRatio(m, live.Mean(m), exp.Mean(m))
+				}
+			}
+			gauge(ch, st.descs[mRatio], r, append(slices.Clone(plv), string(m))...)
+		}
+	}
+}

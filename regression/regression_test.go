@@ -1,0 +1,254 @@
+package regression
+
+import (
+	"math"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/prober"
+)
+
+// fakeProbes and fakeServer are stand-ins with fixed values.
+type fakeProbes struct {
+	mu     sync.Mutex
+	means  map[string]ProbeMeans // "target/module"
+	models map[string]string
+	since  time.Time
+}
+
+func (f *fakeProbes) MeanStats(target, module string, since time.Time) ProbeMeans {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.since = since
+	if m, ok := f.means[target+"/"+module]; ok {
+		return m
+	}
+	return ProbeMeans{TTFT: math.NaN(), TPOT: math.NaN(), ITL: math.NaN(), E2E: math.NaN()}
+}
+
+func (f *fakeProbes) Model(target string) string { return f.models[target] }
+
+type fakeServer struct {
+	running, waiting float64
+	loadOK           bool
+	gen              float64
+	genOK            bool
+}
+
+func (f *fakeServer) Load(string) (float64, float64, bool) { return f.running, f.waiting, f.loadOK }
+func (f *fakeServer) GenerationTokensPerSecond(string) (float64, bool) {
+	return f.gen, f.genOK
+}
+
+func loadConfig(t *testing.T, text string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load([]byte(text), "testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+const cfgText = `
+global: {probe_interval: 10s, rate_window: 1m}
+modules:
+  m1: {prober: completions, prompt: hi}
+  m2: {prober: chat, messages: [{role: user, content: hi}]}
+baselines:
+  - {name: llama, file: llama.yaml}
+  - {name: a, file: two.yaml}
+targets:
+  - {name: t1, url: "http://127.0.0.1:1", model: configured, baseline: llama, labels: {preset: h100}}
+  - {name: t2, url: "http://127.0.0.1:2", labels: {zone: eu}}
+`
+
+// The baseline curve has points at concurrency 1 and 5; the live load is
+// running 1 + waiting 1 + the probe = 3, half way: every expected value is the
+// mean of the two points (values chosen to be exact in binary).
+const wantExposition = `
+# HELP vllm_baseline_latency_seconds Latency statistic of the baseline at one load point.
+# TYPE vllm_baseline_latency_seconds gauge
+vllm_baseline_latency_seconds{baseline="a",load="2",load_type="request_rate",metric="e2e",stat="mean"} 2
+vllm_baseline_latency_seconds{baseline="a",load="2",load_type="request_rate",metric="ttft",stat="mean"} 0.2
+vllm_baseline_latency_seconds{baseline="llama",load="1",load_type="concurrency",metric="e2e",stat="mean"} 1
+vllm_baseline_latency_seconds{baseline="llama",load="1",load_type="concurrency",metric="itl",stat="mean"} 0.015625
+vllm_baseline_latency_seconds{baseline="llama",load="1",load_type="concurrency",metric="tpot",stat="mean"} 0.015625
+vllm_baseline_latency_seconds{baseline="llama",load="1",load_type="concurrency",metric="tpot",stat="median"} 0.0078125
+vllm_baseline_latency_seconds{baseline="llama",load="1",load_type="concurrency",metric="tpot",stat="p99"} 0.03125
+vllm_baseline_latency_seconds{baseline="llama",load="1",load_type="concurrency",metric="ttft",stat="mean"} 0.125
+vllm_baseline_latency_seconds{baseline="llama",load="1",load_type="concurrency",metric="ttft",stat="median"} 0.0625
+vllm_baseline_latency_seconds{baseline="llama",load="1",load_type="concurrency",metric="ttft",stat="p99"} 0.5
+vllm_baseline_latency_seconds{baseline="llama",load="5",load_type="concurrency",metric="e2e",stat="mean"} 2
+vllm_baseline_latency_seconds{baseline="llama",load="5",load_type="concurrency",metric="itl",stat="mean"} 0.03125
+vllm_baseline_latency_seconds{baseline="llama",load="5",load_type="concurrency",metric="tpot",stat="mean"} 0.03125
+vllm_baseline_latency_seconds{baseline="llama",load="5",load_type="concurrency",metric="ttft",stat="mean"} 0.375
+# HELP vllm_baseline_output_throughput_tokens_per_second Output token throughput of the baseline at one load point.
+# TYPE vllm_baseline_output_throughput_tokens_per_second gauge
+vllm_baseline_output_throughput_tokens_per_second{baseline="a",load="2",load_type="request_rate"} 90
+vllm_baseline_output_throughput_tokens_per_second{baseline="llama",load="1",load_type="concurrency"} 128
+vllm_baseline_output_throughput_tokens_per_second{baseline="llama",load="5",load_type="concurrency"} 384
+# HELP vllm_baseline_request_throughput_requests_per_second Request throughput of the baseline at one load point.
+# TYPE vllm_baseline_request_throughput_requests_per_second gauge
+vllm_baseline_request_throughput_requests_per_second{baseline="a",load="2",load_type="request_rate"} 1.5
+vllm_baseline_request_throughput_requests_per_second{baseline="llama",load="1",load_type="concurrency"} 2
+vllm_baseline_request_throughput_requests_per_second{baseline="llama",load="5",load_type="concurrency"} 4
+# HELP vllm_baseline_saturation_output_tokens_per_second Output token throughput at which the baseline saturates (its largest).
+# TYPE vllm_baseline_saturation_output_tokens_per_second gauge
+vllm_baseline_saturation_output_tokens_per_second{baseline="a"} 90
+vllm_baseline_saturation_output_tokens_per_second{baseline="llama"} 384
+# HELP vllm_probe_expected_time_per_output_token_seconds Mean time per output token the baseline predicts at the live load (running + waiting + 1).
+# TYPE vllm_probe_expected_time_per_output_token_seconds gauge
+vllm_probe_expected_time_per_output_token_seconds{baseline="llama",model="served",module="m1",preset="h100",target="t1",zone=""} 0.0234375
+vllm_probe_expected_time_per_output_token_seconds{baseline="llama",model="served",module="m2",preset="h100",target="t1",zone=""} 0.0234375
+# HELP vllm_probe_expected_time_to_first_token_seconds Mean time to first token the baseline predicts at the live load (running + waiting + 1).
+# TYPE vllm_probe_expected_time_to_first_token_seconds gauge
+vllm_probe_expected_time_to_first_token_seconds{baseline="llama",model="served",module="m1",preset="h100",target="t1",zone=""} 0.25
+vllm_probe_expected_time_to_first_token_seconds{baseline="llama",model="served",module="m2",preset="h100",target="t1",zone=""} 0.25
+# HELP vllm_probe_regression_ratio Live probe latency / expected, or expected / live generation throughput for output_throughput; above 1 is worse than the baseline.
+# TYPE vllm_probe_regression_ratio gauge
+vllm_probe_regression_ratio{baseline="llama",metric="e2e",model="served",module="m1",preset="h100",target="t1",zone=""} 0.5
+vllm_probe_regression_ratio{baseline="llama",metric="itl",model="served",module="m1",preset="h100",target="t1",zone=""} 2
+vllm_probe_regression_ratio{baseline="llama",metric="output_throughput",model="served",module="m1",preset="h100",target="t1",zone=""} 0.5
+vllm_probe_regression_ratio{baseline="llama",metric="output_throughput",model="served",module="m2",preset="h100",target="t1",zone=""} 0.5
+vllm_probe_regression_ratio{baseline="llama",metric="tpot",model="served",module="m1",preset="h100",target="t1",zone=""} 1
+vllm_probe_regression_ratio{baseline="llama",metric="ttft",model="served",module="m1",preset="h100",target="t1",zone=""} 2
+# HELP vllm_server_expected_generation_tokens_per_second Output token throughput the baseline predicts at the live load (running + waiting + 1).
+# TYPE vllm_server_expected_generation_tokens_per_second gauge
+vllm_server_expected_generation_tokens_per_second{baseline="llama",model="served",preset="h100",target="t1",zone=""} 256
+`
+
+func TestCollectorExportsContractSeries(t *testing.T) {
+	probes := &fakeProbes{
+		means: map[string]ProbeMeans{
+			// TTFT twice, TPOT as, ITL twice and E2E half the expected values; m2 has no probe yet.
+			"t1/m1": {TTFT: 0.5, TPOT: 0.0234375, ITL: 0.046875, E2E: 0.75, N: 3},
+			"t1/m2": {TTFT: math.NaN(), TPOT: math.NaN(), ITL: math.NaN(), E2E: math.NaN()},
+		},
+		models: map[string]string{"t1": "served"},
+	}
+	server := &fakeServer{running: 1, waiting: 1, loadOK: true, gen: 512, genOK: true}
+	reg := prometheus.NewRegistry()
+	c := New(reg, nil, probes, server)
+	now := time.Unix(1700000000, 0)
+	c.now = func() time.Time { return now }
+	if err := c.Apply(loadConfig(t, cfgText)); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(wantExposition)); err != nil {
+		t.Error(err)
+	}
+	// The probe window defaults to max(rate_window, 3 probe intervals).
+	if want := now.Add(-time.Minute); !probes.since.Equal(want) {
+		t.Errorf("probes asked since %v, want %v", probes.since, want)
+	}
+	c.SetWindow(5 * time.Second)
+	_, _ = reg.Gather()
+	if want := now.Add(-5 * time.Second); !probes.since.Equal(want) {
+		t.Errorf("after SetWindow probes asked since %v, want %v", probes.since, want)
+	}
+	if v, ok := c.SaturationOutputThroughput("t1"); !ok || v != 384 {
+		t.Errorf("SaturationOutputThroughput(t1) = %v, %v; want 384", v, ok)
+	}
+	if _, ok := c.SaturationOutputThroughput("t2"); ok {
+		t.Error("t2 has no baseline but a saturation throughput")
+	}
+
+	// Without a load from the collector there is nothing to compare at.
+	server.loadOK = false
+	n, err := testutil.GatherAndCount(reg, "vllm_probe_regression_ratio", "vllm_server_expected_generation_tokens_per_second")
+	if err != nil || n != 0 {
+		t.Errorf("without load: %d per-target series (%v), want none", n, err)
+	}
+	// The model falls back to the configured one.
+	server.loadOK = true
+	probes.models = nil
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP vllm_server_expected_generation_tokens_per_second Output token throughput the baseline predicts at the live load (running + waiting + 1).
+# TYPE vllm_server_expected_generation_tokens_per_second gauge
+vllm_server_expected_generation_tokens_per_second{baseline="llama",model="configured",preset="h100",target="t1",zone=""} 256
+`), "vllm_server_expected_generation_tokens_per_second"); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+func TestApplyErrorsKeepThePreviousConfig(t *testing.T) {
+	c := New(nil, nil, nil, nil)
+	if err := c.Apply(loadConfig(t, cfgText)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		baselines, want string
+	}{
+		{"[{name: x, file: missing.yaml}]", `baseline "x": reading baseline input: open ` + filepath.Join("testdata", "missing.yaml") + `: no such file or directory`},
+		{"[{name: x, file: two.yaml}]", `baseline "x": ` + filepath.Join("testdata", "two.yaml") + ` holds 2 baselines ([a b]) and none is named "x"`},
+		{"[{name: x, file: cfg_not_baseline.yaml}]", `baseline "x": ` + filepath.Join("testdata", "cfg_not_baseline.yaml") + `: decoding baseline YAML: yaml: unmarshal errors:` + "\n" + `  line 1: field global not found in type baseline.File`},
+	} {
+		cfg := loadConfig(t, strings.Replace(`
+modules: {m: {prober: completions, prompt: hi}}
+baselines: BASELINES
+targets: [{name: t1, url: "http://127.0.0.1:1", baseline: x}]
+`, "BASELINES", tc.baselines, 1))
+		err := c.Apply(cfg)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Apply: %v\nwant %s", err, tc.want)
+		}
+		if v, ok := c.SaturationOutputThroughput("t1"); !ok || v != 384 {
+			t.Errorf("after a failed Apply the old baseline is gone: %v %v", v, ok)
+		}
+	}
+	// The only baseline of a file is used whatever its name; "b" picks its namesake.
+	cfg := loadConfig(t, `
+modules: {m: {prober: completions, prompt: hi}}
+baselines: [{name: b, file: two.yaml}, {name: other, file: llama.yaml}]
+targets: [{name: t1, url: "http://127.0.0.1:1", baseline: b}, {name: t2, url: "http://127.0.0.1:2", baseline: other}]
+`)
+	if err := c.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := c.SaturationOutputThroughput("t1"); v != 170 {
+		t.Errorf("t1 saturation %v, want b's 170", v)
+	}
+	if v, _ := c.SaturationOutputThroughput("t2"); v != 384 {
+		t.Errorf("t2 saturation %v, want llama's 384", v)
+	}
+}
+
+type fakeStatus []prober.TargetStatus
+
+func (f fakeStatus) Status() []prober.TargetStatus { return f }
+func (f fakeStatus) Model(string) string           { return "m" }
+
+func TestFromProberMeans(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	ms := time.Millisecond
+	hist := []prober.Result{ // newest first, like Status
+		{Start: t0.Add(3 * time.Second), Success: true, TTFT: 100 * ms, E2E: 400 * ms, OutputTokens: 4, ITLs: []time.Duration{100 * ms, 100 * ms, 100 * ms}},
+		{Start: t0.Add(2 * time.Second), Success: false, TTFT: 900 * ms},
+		{Start: t0.Add(time.Second), Success: true, TTFT: 300 * ms, E2E: 300 * ms, OutputTokens: 1},
+		{Start: t0, Success: true, TTFT: 5 * time.Second, E2E: 9 * time.Second, OutputTokens: 2, ITLs: []time.Duration{4 * time.Second}},
+	}
+	src := FromProber(fakeStatus{{Name: "t", Modules: []prober.ModuleStatus{{Module: "m", History: hist}}}})
+	got := src.MeanStats("t", "m", t0.Add(500*ms))
+	// Two successes since: TTFT (0.1+0.3)/2, E2E (0.4+0.3)/2, TPOT only the 4-token probe, ITL its three gaps.
+	if got.N != 2 || !approx(got.TTFT, 0.2) || !approx(got.E2E, 0.35) || !approx(got.TPOT, 0.1) || !approx(got.ITL, 0.1) {
+		t.Errorf("MeanStats = %+v", got)
+	}
+	if none := src.MeanStats("t", "other", t0); none.N != 0 || !math.IsNaN(none.TTFT) {
+		t.Errorf("unknown module: %+v", none)
+	}
+	if src.Model("t") != "m" {
+		t.Error("Model not passed through")
+	}
+}
+
+func approx(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
