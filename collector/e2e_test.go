@@ -190,6 +190,7 @@ func endToEnd(t *testing.T, names, kvName, era string) {
 	s := m.target("a")
 	var d Derived
 	var first, latest *Snapshot
+	var window []*Snapshot
 	waitFor(t, "a rate window inside the load", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -199,6 +200,9 @@ func endToEnd(t *testing.T, names, kvName, era string) {
 			for _, snap := range s.ring {
 				if snap.Time.Equal(dv.Start) {
 					first = snap
+				}
+				if !snap.Time.Before(dv.Start) {
+					window = append(window, snap)
 				}
 			}
 			return true
@@ -242,6 +246,11 @@ func endToEnd(t *testing.T, names, kvName, era string) {
 
 	if running != 4 || waiting <= 0 {
 		t.Errorf("requests running = %g (want 4 = max_num_seqs), waiting = %g (want > 0 with 8 streams)", running, waiting)
+	}
+	for _, snap := range window {
+		if m := snap.Models["m"]; m.Running != 4 || m.Waiting <= 0 {
+			t.Errorf("scrape at %v: running %g, waiting %g", snap.Time, m.Running, m.Waiting)
+		}
 	}
 	if !okSlots || slots != 0 {
 		t.Errorf("batch-slot headroom = %g, %v; want 0 while requests wait", slots, okSlots)
