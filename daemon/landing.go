@@ -11,6 +11,7 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/common/version"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
@@ -115,17 +116,34 @@ type landingModule struct {
 }
 
 func (d *Daemon) landingPage(w http.ResponseWriter, _ *http.Request) {
-	s := d.scrubber.Load()
-	data := landingData{Version: version.Info(), MetricsPath: d.opts.TelemetryPath[1:]}
+	data := landingData{
+		Version:     version.Info(),
+		MetricsPath: d.opts.TelemetryPath[1:], // relative: works behind a path prefix
+		Targets:     d.pageTargets(d.sc.Config(), d.probes.Status()),
+	}
 	if data.MetricsPath == "" {
 		data.MetricsPath = "."
 	}
+	var buf bytes.Buffer
+	if err := landingTemplate.Execute(&buf, data); err != nil {
+		level.Error(d.logger).Log("msg", "Error rendering the landing page", "err", err)
+		http.Error(w, "error rendering the landing page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// pageTargets merges the configuration (which decides what is listed, in order)
+// with what the prober knows, and scrubs every text that came from a server.
+func (d *Daemon) pageTargets(cfg *config.Config, statuses []prober.TargetStatus) []landingTarget {
+	s := d.scrubber.Load()
 	byName := map[string]prober.TargetStatus{}
-	for _, ts := range d.probes.Status() {
+	for _, ts := range statuses {
 		byName[ts.Name] = ts
 	}
-	// The configuration decides what is listed; the prober adds what it knows.
-	for _, t := range d.sc.Config().Targets {
+	var out []landingTarget
+	for _, t := range cfg.Targets {
 		ts, ok := byName[t.Name]
 		if !ok {
 			ts = prober.TargetStatus{Name: t.Name, URL: t.URL, Model: t.Model}
@@ -161,17 +179,9 @@ func (d *Daemon) landingPage(w http.ResponseWriter, _ *http.Request) {
 			lm.DebugURL = "probe?" + q.Encode()
 			lt.Modules = append(lt.Modules, lm)
 		}
-		data.Targets = append(data.Targets, lt)
+		out = append(out, lt)
 	}
-
-	var buf bytes.Buffer
-	if err := landingTemplate.Execute(&buf, data); err != nil {
-		level.Error(d.logger).Log("msg", "Error rendering the landing page", "err", err)
-		http.Error(w, "error rendering the landing page", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_, _ = w.Write(buf.Bytes())
+	return out
 }
 
 func fmtSecs(d time.Duration) string {
