@@ -66,6 +66,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, register := range []func(*kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int){
 		registerBaselineCommands,
 		registerRulesCommands,
+		registerBenchCommands,
 	} {
 		clause, fn := register(app)
 		subs = append(subs, subcommand{clause, fn})

@@ -82,7 +82,7 @@ func TestFlags(t *testing.T) {
 	for _, want := range []string{
 		`--config.file="vllm_prober.yml"`, "--[no-]config.check", "--web.listen-address=:10040", "--web.config.file",
 		`--web.telemetry-path="/metrics"`, "--history.limit=20", "--log.level=info", "--log.format=logfmt",
-		"run*", "baseline import", "rules generate",
+		"run*", "baseline import", "rules generate", "bench",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("--help lacks %q:\n%s", want, stdout)
