@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -125,6 +124,14 @@ func New(reg prometheus.Registerer, logger log.Logger, probes ProbeSource, serve
 	return c
 }
 
+// SetServer sets the ServerSource after New, for wiring where the server
+// source (the collector) itself needs the Collector as its collector.Baselines.
+func (c *Collector) SetServer(server ServerSource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.server = server
+}
+
 // SetWindow fixes how far back the probes' means reach. By default it is the
 // larger of the rate window and three probe intervals of the target.
 func (c *Collector) SetWindow(d time.Duration) {
@@ -158,17 +165,9 @@ func (c *Collector) Apply(cfg *config.Config) error {
 		st.baselines = append(st.baselines, l)
 		st.byName[ref.Name] = l
 	}
-	keys := map[string]bool{}
-	for _, t := range cfg.Targets {
-		for k := range t.Labels {
-			keys[k] = true
-		}
-	}
-	for k := range keys {
-		st.static = append(st.static, k)
-	}
-	sort.Strings(st.static)
-	for _, t := range cfg.Targets {
+	st.static = cfg.StaticLabelNames()
+	for i := range cfg.Targets {
+		t := &cfg.Targets[i]
 		if t.Baseline == "" {
 			continue
 		}
@@ -177,16 +176,9 @@ func (c *Collector) Apply(cfg *config.Config) error {
 			return fmt.Errorf("target %q: unknown baseline %q", t.Name, t.Baseline)
 		}
 		st.byTarget[t.Name] = l
-		interval := time.Duration(cfg.Global.ProbeInterval)
-		if t.ProbeInterval > 0 {
-			interval = time.Duration(t.ProbeInterval)
-		}
-		tg := target{name: t.Name, model: t.Model, baseline: t.Baseline, modules: slices.Clone(t.Modules),
-			window: max(time.Duration(cfg.Global.RateWindow), 3*interval)}
-		for _, k := range st.static {
-			tg.static = append(tg.static, t.Labels[k])
-		}
-		st.targets = append(st.targets, tg)
+		st.targets = append(st.targets, target{name: t.Name, model: t.Model, baseline: t.Baseline,
+			modules: slices.Clone(t.Modules), static: t.StaticLabelValues(st.static),
+			window: max(time.Duration(cfg.Global.RateWindow), 3*cfg.ProbeInterval(t))})
 	}
 	st.descs = newDescs(st.static)
 	c.mu.Lock()
@@ -250,7 +242,7 @@ func (c *Collector) Describe(chan<- *prometheus.Desc) {}
 // Collect computes every series now.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.RLock()
-	st, fixed := c.state, c.window
+	st, fixed, server := c.state, c.window, c.server
 	c.mu.RUnlock()
 	if st.descs == nil {
 		return
@@ -258,12 +250,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, l := range st.baselines {
 		collectBaseline(ch, st.descs, l)
 	}
-	if c.server == nil || c.probes == nil {
+	if server == nil || c.probes == nil {
 		return
 	}
 	now := c.now()
 	for _, t := range st.targets {
-		c.collectTarget(ch, st, t, now, fixed)
+		c.collectTarget(ch, st, server, t, now, fixed)
 	}
 }
 
@@ -322,9 +314,9 @@ func collectBaseline(ch chan<- prometheus.Metric, d map[string]*prometheus.Desc,
 	}
 }
 
-func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, t target, now time.Time, fixed time.Duration) {
+func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server ServerSource, t target, now time.Time, fixed time.Duration) {
 	l := st.byName[t.baseline]
-	running, waiting, ok := c.server.Load(t.name)
+	running, waiting, ok := server.Load(t.name)
 	if !ok {
 		return
 	}
@@ -339,7 +331,7 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, t targ
 	tlv := append(append([]string{t.name, model}, t.static...), l.name)
 	gauge(ch, st.descs[mExpGen], exp.OutputThroughput, tlv...)
 	throughputRatio := math.NaN()
-	if live, ok := c.server.GenerationTokensPerSecond(t.name); ok {
+	if live, ok := server.GenerationTokensPerSecond(t.name); ok {
 		throughputRatio = baseline.RegressionRatio(baseline.MetricOutputThroughput, live, exp.OutputThroughput)
 	}
 	window := t.window

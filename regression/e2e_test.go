@@ -1,0 +1,154 @@
+package regression
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-prober/vllm_prober/bench"
+	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/simulator"
+)
+
+// TestBenchBaselineRegression is the issue's end-to-end check: bench the
+// simulator into a baseline file, run the real prober and collector managers
+// against the unchanged simulator (TPOT ratio near 1), then raise the
+// simulator's itl 30 % through /admin/config (TPOT ratio at least 1.25).
+func TestBenchBaselineRegression(t *testing.T) {
+	cfg := simulator.DefaultConfig()
+	cfg.Model = "sim/model"
+	cfg.TTFT = 50 * time.Millisecond
+	cfg.ITL = 40 * time.Millisecond
+	cfg.BatchSlowdown = 0 // every load level has the same TPOT, whatever load the scrape sees
+	sim, err := simulator.New(cfg, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	defer srv.Close()
+	defer sim.Close()
+
+	dir := t.TempDir()
+	rep, err := bench.Run(context.Background(), bench.Options{URL: srv.URL, Requests: 4, Concurrencies: []int{1, 2},
+		MaxTokens: 12, IgnoreEOS: true, Name: "simbase", PollInterval: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := bench.WriteAll(dir, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	benchTPOT := rep.Levels[0].Metrics.TPOT.Mean
+
+	pcfg, err := config.Load([]byte(fmt.Sprintf(`
+global: {probe_interval: 400ms, probe_timeout: 5s, scrape_interval: 200ms, scrape_timeout: 150ms, rate_window: 2s, stall_timeout: 5s}
+modules:
+  tpot: {prober: completions, prompt: "hello there", max_tokens: 12, ignore_eos: true}
+baselines: [{name: sim, file: %s}]
+targets: [{name: sim, url: %q, baseline: sim, labels: {preset: test}}]
+`, filepath.Join(dir, files.Baseline), srv.URL)), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	pm := prober.NewManager(reg, nil)
+	rc := New(reg, nil, FromProber(pm), nil)
+	cm := collector.NewManager(reg, nil, pm, rc)
+	rc.SetServer(cm)
+	rc.SetWindow(3 * time.Second)
+	for _, apply := range []func(*config.Config) error{pm.Apply, cm.Apply, rc.Apply} {
+		if err := apply(pcfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { pm.Run(ctx) })
+	wg.Go(func() { cm.Run(ctx) })
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+
+	ratio := func() (float64, bool) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "vllm_probe_regression_ratio" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "metric" && l.GetValue() == "tpot" {
+						return m.GetGauge().GetValue(), true
+					}
+				}
+			}
+		}
+		return 0, false
+	}
+	// eventually waits for the TPOT ratio to satisfy ok; the ratios seen are
+	// reported on failure.
+	eventually := func(what string, ok func(float64) bool) float64 {
+		t.Helper()
+		var seen []float64
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if r, found := ratio(); found {
+				seen = append(seen, r)
+				if ok(r) {
+					return r
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatalf("%s: TPOT regression ratio never got there; seen %v", what, seen)
+		return 0
+	}
+	r := eventually("unchanged simulator", func(r float64) bool { return r >= 0.9 && r <= 1.1 })
+	t.Logf("unchanged simulator: TPOT ratio %.3f (bench TPOT %.4fs)", r, benchTPOT)
+
+	// The expected TPOT is the benchmark's, since every level has the same.
+	var buf bytes.Buffer
+	if n, err := gatherValue(reg, "vllm_probe_expected_time_per_output_token_seconds"); err != nil || n < benchTPOT*0.95 || n > benchTPOT*1.05 {
+		t.Errorf("expected TPOT %v (%v), want about the bench's %v", n, err, benchTPOT)
+	}
+
+	resp, err := http.Post(srv.URL+"/admin/config", "application/json", bytes.NewBufferString(`{"itl":"52ms"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /admin/config: %d %s", resp.StatusCode, buf.String())
+	}
+	r = eventually("itl raised 30 %", func(r float64) bool { return r >= 1.25 })
+	t.Logf("itl raised 30 %%: TPOT ratio %.3f", r)
+}
+
+func gatherValue(reg *prometheus.Registry, name string) (float64, error) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetGauge().GetValue(), nil
+		}
+	}
+	return 0, fmt.Errorf("no %s series", name)
+}
