@@ -2,6 +2,8 @@ package discovery
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -191,5 +193,32 @@ func TestNoProviders(t *testing.T) {
 	}
 	if got := m.Targets(); !hasNames("a", "b")(got) {
 		t.Errorf("Targets() = %v", names(got))
+	}
+}
+
+// TestExamples loads the documented examples.
+func TestExamples(t *testing.T) {
+	for _, f := range []string{"example.yml", "relabel-example.yml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := loadConfig(t, string(data))
+		if _, err := New(cfg, nil, nil); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	cfg := loadConfig(t, func() string {
+		data, _ := os.ReadFile(filepath.Join("testdata", "relabel-example.yml"))
+		return string(data)
+	}())
+	m, _ := New(cfg, nil, nil)
+	got := m.compute([][]*targetgroup.Group{{
+		group("x", model.LabelSet{"served_model": "llama", "tls": "true", "env": "prod"}, "vllm-7.vllm.ml.svc:8000"),
+		group("y", model.LabelSet{"env": "dev"}, "vllm-8.vllm.ml.svc:8000"),
+	}})
+	if len(got) != 1 || got[0].Name != "vllm-7" || got[0].URL != "https://vllm-7.vllm.ml.svc:8000" ||
+		got[0].Model != "llama" || !reflect.DeepEqual(got[0].Labels, map[string]string{"env": "prod"}) {
+		t.Errorf("relabel example: %+v", got)
 	}
 }
