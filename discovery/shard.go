@@ -23,7 +23,7 @@ const ShardIndexEnv = "SHARD_INDEX"
 // replicas agree without talking to each other, and going from N to N+1 shards
 // moves only the targets the new shard wins, about 1/(N+1) of them.
 //
-// A count below 2 keeps every target; an index outside [0, count) keeps none
+// A count below 2 returns targets itself; an index outside [0, count) keeps none
 // (see ValidateShard).
 func Shard(targets []config.Target, count, index int) []config.Target {
 	if count < 2 {
