@@ -28,8 +28,8 @@ GO_TEST_FLAGS   ?= -race -count=1 -timeout $(GO_TEST_TIMEOUT)
 FUZZTIME        ?= 5s
 BENCH_COUNT     ?= 1
 BENCH_PKGS      ?= ./...
-# Figure-printing programs run by `make bench`: every main package under ./bench/.
-BENCH_PROGRAMS  ?= $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./bench/... 2>/dev/null)
+# Figure-printing programs run by `make bench`: every main package under ./perf/.
+BENCH_PROGRAMS  ?= $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./perf/... 2>/dev/null)
 
 # Rule files are the files of alerts/ with a top-level `groups:` key
 # (alerts/slo.yml is the generator's input, not a rule file).
