@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,4 +198,35 @@ func TestArrivalsPoisson(t *testing.T) {
 			t.Fatalf("rate inf must send everything at once, got %v", d)
 		}
 	}
+}
+
+func TestProgressBar(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&buf, "concurrency 4", 4)
+	p.add(false)
+	p.add(true)
+	p.finish()
+	lines := strings.Split(buf.String(), "\r")
+	if len(lines) != 4 || lines[0] != "" {
+		t.Fatalf("progress output %q: want three carriage-return redraws", buf.String())
+	}
+	if want := "concurrency 4 |" + strings.Repeat(" ", 30) + "| 0/4 [00:00, "; !strings.HasPrefix(lines[1], want) {
+		t.Errorf("first draw %q, want prefix %q", lines[1], want)
+	}
+	if want := "concurrency 4 |" + strings.Repeat("#", 15) + strings.Repeat(" ", 15) + "| 2/4 [00:00, "; !strings.HasPrefix(lines[3], want) ||
+		!strings.HasSuffix(lines[3], ", 1 failed]\n") {
+		t.Errorf("last draw %q, want prefix %q and a failure count", lines[3], want)
+	}
+	silent := newProgress(nil, "x", 1)
+	silent.add(false)
+	silent.finish() // no writer: nothing to do, no panic
+}
+
+func TestServeJSONGolden(t *testing.T) {
+	rep := &Report{Name: "golden", Model: "meta-llama/Llama-3.1-8B-Instruct", Endpoint: "completions",
+		Date: time.Date(2025, 9, 1, 10, 15, 0, 0, time.Local), Percentiles: []float64{90, 99}}
+	lr := goldenLevel()
+	lr.Metrics = Calculate(handResults(), 2*time.Second, rep.Percentiles)
+	rep.Levels = []*LevelResult{lr}
+	checkGolden(t, "serve.golden.json", ServeJSON(rep, lr))
 }
