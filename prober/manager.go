@@ -63,6 +63,11 @@ type Manager struct {
 	runCtx       context.Context // non-nil while Run runs
 	wg           sync.WaitGroup
 	now          func() time.Time
+	// stream sends the probes; tests wrap it to pin timings for golden output.
+	registered bool
+	stream     func(context.Context, *http.Client, StreamRequest) Result
+	// offset places a pair in its interval; tests pin it.
+	offset func(pairKey, time.Duration) time.Duration
 }
 
 type pairKey struct{ target, module string }
@@ -105,7 +110,8 @@ type pair struct {
 
 	inFlight       bool
 	stopped        bool
-	promptEstimate int // observed usage.prompt_tokens + slack, else a heuristic
+	promptEstimate int     // observed usage.prompt_tokens + slack, else a heuristic
+	lastEnd        float64 // Unix time the last recorded probe finished
 	hist           history
 	gen            *metrics
 	labels         []string
@@ -125,6 +131,8 @@ func NewManager(reg prometheus.Registerer, logger log.Logger) *Manager {
 		pairs:        map[pairKey]*pair{},
 		historyLimit: DefaultHistoryLimit,
 		now:          time.Now,
+		stream:       Stream,
+		offset:       scheduleOffset,
 	}
 }
 
@@ -164,18 +172,14 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	}
 	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), nativeFactor: cfg.Global.NativeHistogramBucketFactor}
 	static := cfg.StaticLabelNames()
+	if !m.registered && m.reg != nil {
+		if err := m.reg.Register(generations{current: m.currentMetrics}); err != nil {
+			return fmt.Errorf("registering probe metrics: %w", err)
+		}
+	}
+	m.registered = true
 	if m.metrics == nil || !slices.Equal(m.metrics.static, static) || !m.metrics.hist.equal(hist) {
-		mt := newMetrics(static, hist)
-		if m.metrics != nil {
-			m.metrics.unregister(m.reg)
-		}
-		if err := mt.register(m.reg); err != nil {
-			if m.metrics != nil {
-				_ = m.metrics.register(m.reg) // put the old generation back
-			}
-			return err
-		}
-		m.metrics = mt
+		m.metrics = newMetrics(static, hist) // the old generation's series go with it
 	}
 	m.cfg = cfg
 	m.maxInFlight = cfg.Global.MaxConcurrentProbes
@@ -270,6 +274,12 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	return nil
 }
 
+func (m *Manager) currentMetrics() *metrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.metrics
+}
+
 // relabelTarget (re)creates the health series of t when its label values or the
 // metric generation changed. m.mu must be held.
 func (m *Manager) relabelTarget(t *target) {
@@ -300,6 +310,14 @@ func (m *Manager) relabelPair(p *pair) {
 	}
 	p.gen, p.labels = m.metrics, lv
 	m.metrics.initPair(lv)
+	// The "last probe" gauges describe state, not history: carry them over.
+	if last := p.hist.last(); last != nil {
+		m.metrics.success.WithLabelValues(lv...).Set(b2f(last.Success))
+		m.metrics.lastTimestamp.WithLabelValues(lv...).Set(p.lastEnd)
+		if last.Success {
+			m.metrics.outputTPS.WithLabelValues(lv...).Set(last.OutputTokensPerSecond())
+		}
+	}
 }
 
 func b2f(b bool) float64 {
@@ -334,6 +352,12 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
+
+	m.mu.Lock()
+	for _, t := range m.targets {
+		t.client.CloseIdleConnections()
+	}
+	m.mu.Unlock()
 }
 
 // startTarget starts t's check loop if running. m.mu must be held.
@@ -365,7 +389,7 @@ func (m *Manager) startPair(p *pair) {
 	ctx, cancel := context.WithCancel(m.runCtx)
 	p.cancel = cancel
 	interval := p.interval
-	offset := scheduleOffset(p.key, interval)
+	offset := m.offset(p.key, interval)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -494,7 +518,8 @@ func (m *Manager) record(p *pair, res *Result) {
 		p.promptEstimate = res.PromptTokens + promptSlack
 	}
 	p.hist.add(res)
-	m.metrics.observe(p.labels, res, float64(m.now().UnixNano())/1e9)
+	p.lastEnd = float64(m.now().UnixNano()) / 1e9
+	m.metrics.observe(p.labels, res, p.lastEnd)
 	if !res.Success {
 		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
 			"reason", res.Reason, "err", res.Err)
@@ -572,7 +597,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 	}
 	started()
 	nonce := newNonce()
-	res := Stream(ctx, s.client, StreamRequest{
+	res := m.stream(ctx, s.client, StreamRequest{
 		BaseURL:      s.url,
 		Kind:         s.mod.Prober,
 		Body:         requestBody(&s.mod, s.model, nonce),

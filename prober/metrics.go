@@ -1,7 +1,6 @@
 package prober
 
 import (
-	"errors"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,29 +115,26 @@ func (mt *metrics) collectors() []prometheus.Collector {
 	}
 }
 
-func (mt *metrics) register(reg prometheus.Registerer) error {
-	if reg == nil {
-		return nil
-	}
-	var done []prometheus.Collector
-	for _, c := range mt.collectors() {
-		if err := reg.Register(c); err != nil {
-			for _, d := range done {
-				reg.Unregister(d)
-			}
-			return errors.Join(errors.New("registering probe metrics"), err)
-		}
-		done = append(done, c)
-	}
-	return nil
+// generations is the one collector a Manager registers. It collects whichever
+// generation of vectors is current. It is unchecked (Describe sends nothing)
+// because a registry pins the label names of a metric name for the life of the
+// program, even across Unregister, while ours change with the static labels of
+// the configuration.
+type generations struct {
+	current func() *metrics
 }
 
-func (mt *metrics) unregister(reg prometheus.Registerer) {
-	if reg == nil {
+// Describe implements prometheus.Collector. It sends nothing: see generations.
+func (g generations) Describe(chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector.
+func (g generations) Collect(ch chan<- prometheus.Metric) {
+	mt := g.current()
+	if mt == nil {
 		return
 	}
 	for _, c := range mt.collectors() {
-		reg.Unregister(c)
+		c.Collect(ch)
 	}
 }
 

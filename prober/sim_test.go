@@ -179,7 +179,7 @@ func TestSimulatorFaults(t *testing.T) {
 		{name: "malformed_chunk", mutate: func(c *simulator.Config) { c.Fault = simulator.FaultMalformedChunk }, want: ReasonMalformed},
 		{name: "error_event", mutate: func(c *simulator.Config) { c.Fault = simulator.FaultErrorEvent }, want: ReasonStreamError},
 		{name: "error_event flat", mutate: func(c *simulator.Config) { c.Fault, c.ErrorShape = simulator.FaultErrorEvent, simulator.ErrorShapeFlat }, want: ReasonStreamError},
-		{name: "huge_line", mutate: func(c *simulator.Config) { c.Fault, c.HugeLineBytes = simulator.FaultHugeLine, 2 << 20 }, want: ReasonMalformed},
+		{name: "huge_line", mutate: func(c *simulator.Config) { c.Fault, c.HugeLineBytes = simulator.FaultHugeLine, 2<<20 }, want: ReasonMalformed},
 		{name: "engine_dead", mutate: func(c *simulator.Config) { c.Fault = simulator.FaultEngineDead }, want: ReasonHTTP5xx},
 		{name: "api key missing", mutate: func(c *simulator.Config) { c.APIKey = "sk-sim-secret" }, want: ReasonUnauthorized},
 		{name: "unknown model", model: "no-such-model", want: ReasonModelNotFound},

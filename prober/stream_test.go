@@ -28,7 +28,7 @@ type pacedServer struct {
 
 	mu      sync.Mutex
 	flushes map[string][]time.Time // X-Request-Id -> content event flush times
-	starts  map[string]time.Time // X-Request-Id -> handler start
+	starts  map[string]time.Time   // X-Request-Id -> handler start
 	bodies  []map[string]any
 	headers []http.Header
 }

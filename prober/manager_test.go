@@ -1,0 +1,692 @@
+package prober
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/simulator"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// fakeVLLM serves /health, /v1/models and both streaming endpoints.
+type fakeVLLM struct {
+	model  string
+	tokens int
+	mode   atomic.Value // "ok" (default), "hang", "dead", "echo_auth"
+
+	requests atomic.Int64
+	release  chan struct{}
+	mu       sync.Mutex
+	bodies   []string
+}
+
+func newFake(t *testing.T, model string) (*fakeVLLM, *httptest.Server) {
+	f := &fakeVLLM{model: model, tokens: 5, release: make(chan struct{})}
+	f.mode.Store("ok")
+	ts := httptest.NewServer(f)
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(f.release) }) // runs first: frees hung handlers
+	return f, ts
+}
+
+func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	mode := f.mode.Load().(string)
+	switch r.URL.Path {
+	case "/health":
+		if mode == "dead" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		return
+	case "/v1/models":
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"},{"id":"other"}]}`, f.model)
+		return
+	}
+	f.requests.Add(1)
+	b, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.bodies = append(f.bodies, string(b))
+	f.mu.Unlock()
+	switch mode {
+	case "hang":
+		select {
+		case <-r.Context().Done():
+		case <-f.release:
+		}
+		return
+	case "dead":
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	case "echo_auth":
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"error":{"message":"invalid key %s","type":"AuthenticationError","code":401}}`, r.Header.Get("Authorization"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for i := range f.tokens {
+		fmt.Fprintf(w, `data: {"choices":[{"index":0,"text":"t%d","delta":{"content":"t%d"}}]}`+"\n\n", i, i)
+	}
+	fmt.Fprintf(w, `data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":%d}}`+"\n\ndata: [DONE]\n\n", f.tokens)
+}
+
+func loadConfig(t *testing.T, yml string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load([]byte(yml), "")
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+// running starts m.Run and returns a stop function that cancels it and waits.
+func running(t *testing.T, m *Manager) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		m.Run(ctx)
+		close(done)
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return within 10s of cancellation")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func counter(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	return testutil.ToFloat64(c)
+}
+
+// TestManagerOneProbeGolden runs one full scheduled probe through real HTTP and
+// compares the whole exposition with a golden file. Timings are pinned after the
+// real measurement, as only they vary between runs.
+func TestManagerOneProbeGolden(t *testing.T) {
+	_, ts := newFake(t, "fake-model")
+	cfg := loadConfig(t, `
+global:
+  probe_interval: 1h
+  buckets: [0.01, 0.05, 0.1, 0.5]
+modules:
+  short:
+    prober: completions
+    prompt: "Hello"
+    max_tokens: 5
+targets:
+  - name: fake
+    url: `+ts.URL+`
+    model: fake-model
+    labels: {preset: H100X1}
+`)
+	reg := prometheus.NewPedanticRegistry()
+	m := NewManager(reg, log.NewNopLogger())
+	m.now = func() time.Time { return time.Unix(1700000000, 0) }
+	m.offset = func(pairKey, time.Duration) time.Duration { return 0 }
+	m.stream = func(ctx context.Context, c *http.Client, req StreamRequest) Result {
+		res := Stream(ctx, c, req)
+		if !res.Success {
+			t.Errorf("probe failed: %s: %s", res.Reason, res.Err)
+		}
+		res.TTFT = 62500 * time.Microsecond
+		res.ITLs = []time.Duration{15625 * time.Microsecond, 15625 * time.Microsecond, 15625 * time.Microsecond, 15625 * time.Microsecond}
+		res.E2E = 125 * time.Millisecond
+		res.TPOT = 15625 * time.Microsecond
+		return res
+	}
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	stop := running(t, m)
+	waitFor(t, "one probe and one check", func() bool {
+		st := m.Status()
+		return st[0].Checked && st[0].Modules[0].Last != nil
+	})
+	stop()
+
+	golden := "testdata/one_probe.prom"
+	if *update {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		for _, mf := range mfs {
+			if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := testutil.GatherAndCompare(reg, f); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestManagerNativeHistograms(t *testing.T) {
+	_, ts := newFake(t, "fake-model")
+	cfg := loadConfig(t, `
+global:
+  probe_interval: 1h
+  native_histogram_bucket_factor: 1.1
+modules:
+  short: {prober: chat, messages: [{role: user, content: hi}], max_tokens: 5}
+targets:
+  - {name: fake, url: `+ts.URL+`}
+`)
+	reg := prometheus.NewRegistry()
+	m := NewManager(reg, nil)
+	m.offset = func(pairKey, time.Duration) time.Duration { return 0 }
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	stop := running(t, m)
+	waitFor(t, "a probe", func() bool { st := m.Status(); return st[0].Modules[0].Last != nil })
+	stop()
+	if last := m.Status()[0].Modules[0].Last; !last.Success {
+		t.Fatalf("probe failed: %s %s", last.Reason, last.Err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != metricTTFT {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		if h.Schema == nil || len(h.GetPositiveSpan()) == 0 || len(h.GetBucket()) != len(config.DefaultBuckets) {
+			t.Errorf("TTFT histogram lacks native or classic buckets: schema %v spans %d classic %d", h.Schema, len(h.GetPositiveSpan()), len(h.GetBucket()))
+		}
+		if got := labelValue(mf.GetMetric()[0], "model"); got != "fake-model" {
+			t.Errorf("model label %q, want the first id of /v1/models", got)
+		}
+		return
+	}
+	t.Fatal("no TTFT histogram")
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// TestManagerNoPileUp: a target that hangs gets one probe in flight and every
+// later tick is skipped as in_flight; cancelling Run aborts the hung probe and
+// leaves no goroutine behind.
+func TestManagerNoPileUp(t *testing.T) {
+	f, ts := newFake(t, "m")
+	f.mode.Store("hang")
+	cfg := loadConfig(t, `
+global:
+  probe_interval: 40ms
+  probe_timeout: 1m
+  stall_timeout: 1m
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+  - {name: slow, url: `+ts.URL+`, model: m}
+`)
+	baseline := runtime.NumGoroutine()
+	reg := prometheus.NewRegistry()
+	m := NewManager(reg, nil)
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	stop := running(t, m)
+	lv := []string{"slow", "short", "m"}
+	mt := m.metrics
+	waitFor(t, "5 in_flight skips", func() bool {
+		return counter(t, mt.skipped.WithLabelValues(append(lv, SkipInFlight)...)) >= 5
+	})
+	if got := counter(t, mt.attempts.WithLabelValues(lv...)); got != 1 {
+		t.Errorf("attempts = %v, want 1 while the first probe hangs", got)
+	}
+	if got := f.requests.Load(); got != 1 {
+		t.Errorf("the target received %d requests, want 1", got)
+	}
+	stop()
+	// The hung probe was cancelled by shutdown: not a verdict on the target.
+	if got := counter(t, mt.failures.WithLabelValues(append(lv, string(ReasonTimeout))...)); got != 0 {
+		t.Errorf("shutdown counted as a timeout failure")
+	}
+	ts.CloseClientConnections()
+	waitFor(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseline })
+}
+
+// TestManagerTimeoutAndStall: a hung target fails as timeout when the probe
+// timeout passes; the next probe starts afterwards.
+func TestManagerTimeout(t *testing.T) {
+	f, ts := newFake(t, "m")
+	f.mode.Store("hang")
+	cfg := loadConfig(t, `
+global:
+  probe_interval: 50ms
+  probe_timeout: 150ms
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+  - {name: slow, url: `+ts.URL+`, model: m}
+`)
+	m := NewManager(prometheus.NewRegistry(), nil)
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	lv := []string{"slow", "short", "m"}
+	mt := m.metrics
+	waitFor(t, "two timeouts", func() bool {
+		return counter(t, mt.failures.WithLabelValues(append(lv, string(ReasonTimeout))...)) >= 2
+	})
+	if got := counter(t, mt.success.WithLabelValues(lv...)); got != 0 {
+		t.Errorf("success = %v", got)
+	}
+	last := m.Status()[0].Modules[0].Last
+	if last.Reason != ReasonTimeout || last.Err != "probe timed out before response headers" {
+		t.Errorf("last = %s %q", last.Reason, last.Err)
+	}
+}
+
+func TestManagerBudget(t *testing.T) {
+	f, ts := newFake(t, "m")
+	// Cost before the first probe: estimate(len("hi")/3+1+8 = 9) + 5 = 14; spent
+	// after it: 7 prompt + 5 output = 12; next cost: 7+8+5 = 20; 12+20 > 30.
+	cfg := loadConfig(t, `
+global:
+  probe_interval: 30ms
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+  - {name: t, url: `+ts.URL+`, model: m, token_budget_per_hour: 30}
+`)
+	m := NewManager(prometheus.NewRegistry(), nil)
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	lv := []string{"t", "short", "m"}
+	mt := m.metrics
+	waitFor(t, "3 budget skips", func() bool {
+		return counter(t, mt.skipped.WithLabelValues(append(lv, SkipBudget)...)) >= 3
+	})
+	if got := counter(t, mt.attempts.WithLabelValues(lv...)); got != 1 {
+		t.Errorf("attempts = %v, want 1", got)
+	}
+	if got := f.requests.Load(); got != 1 {
+		t.Errorf("requests = %d, want 1", got)
+	}
+	if p, o := counter(t, mt.tokens.WithLabelValues(append(lv, "prompt")...)), counter(t, mt.tokens.WithLabelValues(append(lv, "output")...)); p != 7 || o != 5 {
+		t.Errorf("tokens prompt %v output %v, want 7 and 5", p, o)
+	}
+	if _, _, err := m.ProbeNow(context.Background(), "t", "short"); err != ErrBudgetExceeded {
+		t.Errorf("ProbeNow err = %v, want ErrBudgetExceeded", err)
+	}
+	// An hour later the budget is free again.
+	m.mu.Lock()
+	m.now = func() time.Time { return time.Now().Add(time.Hour + time.Minute) }
+	m.mu.Unlock()
+	waitFor(t, "a second attempt", func() bool { return counter(t, mt.attempts.WithLabelValues(lv...)) >= 2 })
+}
+
+func TestManagerConcurrencyCap(t *testing.T) {
+	f, ts := newFake(t, "m")
+	f.mode.Store("hang")
+	cfg := loadConfig(t, `
+global:
+  probe_interval: 40ms
+  max_concurrent_probes: 1
+modules:
+  a: {prober: completions, prompt: hi, max_tokens: 5}
+  b: {prober: completions, prompt: ho, max_tokens: 5}
+targets:
+  - {name: t, url: `+ts.URL+`, model: m}
+`)
+	m := NewManager(prometheus.NewRegistry(), nil)
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	mt := m.metrics
+	conc := func(mod string) float64 {
+		return counter(t, mt.skipped.WithLabelValues("t", mod, "m", SkipConcurrency))
+	}
+	waitFor(t, "3 concurrency skips", func() bool { return conc("a")+conc("b") >= 3 })
+	attempts := counter(t, mt.attempts.WithLabelValues("t", "a", "m")) + counter(t, mt.attempts.WithLabelValues("t", "b", "m"))
+	if attempts != 1 || f.requests.Load() != 1 {
+		t.Errorf("attempts %v requests %d, want 1 and 1 with max_concurrent_probes 1", attempts, f.requests.Load())
+	}
+}
+
+func TestManagerApply(t *testing.T) {
+	_, tsA := newFake(t, "ma")
+	_, tsB := newFake(t, "mb")
+	cfgYAML := func(targets string) string {
+		return `
+global: {probe_interval: 40ms}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+` + targets
+	}
+	tA := "  - {name: a, url: " + tsA.URL + "}\n"
+	tB := "  - {name: b, url: " + tsB.URL + ", labels: {zone: z1}}\n"
+	reg := prometheus.NewRegistry()
+	m := NewManager(reg, nil)
+	if err := m.Apply(loadConfig(t, cfgYAML(tA))); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	histLen := func(target string) int {
+		for _, s := range m.Status() {
+			if s.Name == target {
+				return len(s.Modules[0].History)
+			}
+		}
+		return -1
+	}
+	waitFor(t, "2 probes of a", func() bool { return histLen("a") >= 2 })
+	if got := m.Model("a"); got != "ma" {
+		t.Errorf("Model(a) = %q, want ma (first id of /v1/models)", got)
+	}
+
+	// Add b with a static label: the vectors are recreated with the zone label,
+	// a keeps its history.
+	before := histLen("a")
+	if err := m.Apply(loadConfig(t, cfgYAML(tA+tB))); err != nil {
+		t.Fatal(err)
+	}
+	if got := histLen("a"); got < before {
+		t.Errorf("a's history shrank from %d to %d on reload", before, got)
+	}
+	waitFor(t, "a probe of b", func() bool { return histLen("b") >= 1 })
+	if got := m.Model("b"); got != "mb" {
+		t.Errorf("Model(b) = %q", got)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP vllm_probe_success 1 if the last probe of the target and module succeeded, else 0.
+# TYPE vllm_probe_success gauge
+vllm_probe_success{model="ma",module="short",target="a",zone=""} 1
+vllm_probe_success{model="mb",module="short",target="b",zone="z1"} 1
+`), metricSuccess); err != nil {
+		t.Error(err)
+	}
+	if secs, n := m.MeanTTFT("b", time.Now().Add(-time.Minute)); n < 1 || secs <= 0 {
+		t.Errorf("MeanTTFT(b) = %v over %d probes", secs, n)
+	}
+
+	// Remove a: its series go, its probes stop.
+	if err := m.Apply(loadConfig(t, cfgYAML(tB))); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, mm := range mf.GetMetric() {
+			if labelValue(mm, "target") == "a" {
+				t.Errorf("%s still has a series of removed target a", mf.GetName())
+			}
+		}
+	}
+	if st := m.Status(); len(st) != 1 || st[0].Name != "b" {
+		t.Errorf("Status after removing a: %+v", st)
+	}
+	if m.Model("a") != "" {
+		t.Error("Model(a) still known after removal")
+	}
+}
+
+func TestManagerHealthAndModels(t *testing.T) {
+	f, ts := newFake(t, "served")
+	cfg := loadConfig(t, `
+global: {probe_interval: 30ms}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+  - {name: ok, url: `+ts.URL+`, model: served}
+  - {name: wrong, url: `+ts.URL+`, model: absent}
+`)
+	m := NewManager(prometheus.NewRegistry(), nil)
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	mt := m.metrics
+	waitFor(t, "checks", func() bool {
+		st := m.Status()
+		return st[0].Checked && st[1].Checked
+	})
+	if h, mu := counter(t, mt.healthUp.WithLabelValues("ok", "served")), counter(t, mt.modelsUp.WithLabelValues("ok", "served")); h != 1 || mu != 1 {
+		t.Errorf("ok: health_up %v models_up %v", h, mu)
+	}
+	if mu := counter(t, mt.modelsUp.WithLabelValues("wrong", "absent")); mu != 0 {
+		t.Errorf("wrong: models_up %v, want 0 (model not listed)", mu)
+	}
+	f.mode.Store("dead")
+	waitFor(t, "health_up 0", func() bool { return counter(t, mt.healthUp.WithLabelValues("ok", "served")) == 0 })
+}
+
+// TestSecretNeverLeaks probes the simulator with an API key from
+// http_client_config, and a server that echoes the key back in its error.
+func TestSecretNeverLeaks(t *testing.T) {
+	const key = "sk-Very-Secret-Key-123"
+	_, sim, _ := startSim(t, func(c *simulator.Config) { c.APIKey = key; c.TTFT, c.ITL = time.Millisecond, time.Millisecond })
+	echo, echoTS := newFake(t, "m")
+	echo.mode.Store("echo_auth")
+	cfg := loadConfig(t, `
+global: {probe_interval: 30ms}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 3}
+targets:
+  - name: sim
+    url: `+sim.URL+`
+    http_client_config: {authorization: {credentials: `+key+`}}
+  - name: echo
+    url: `+echoTS.URL+`
+    model: m
+    http_client_config: {authorization: {credentials: `+key+`}}
+  - name: nokey
+    url: `+sim.URL+`
+    model: sim-model
+`)
+	reg := prometheus.NewRegistry()
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	logger := log.LoggerFunc(func(kv ...any) error {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return log.NewLogfmtLogger(&logs).Log(kv...)
+	})
+	m := NewManager(reg, logger)
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	stop := running(t, m)
+	waitFor(t, "a result per target", func() bool {
+		for _, s := range m.Status() {
+			if s.Modules[0].Last == nil {
+				return false
+			}
+		}
+		return true
+	})
+	res, preg, err := m.ProbeNow(context.Background(), "echo", "short")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	st := m.Status()
+	if l := st[0].Modules[0].Last; !l.Success {
+		t.Errorf("sim with key: %s %s", l.Reason, l.Err)
+	}
+	if l := st[1].Modules[0].Last; l.Reason != ReasonUnauthorized || l.Err != "HTTP 401 AuthenticationError: invalid key Bearer <secret>" {
+		t.Errorf("echo: %s %q", l.Reason, l.Err)
+	}
+	if l := st[2].Modules[0].Last; l.Reason != ReasonUnauthorized {
+		t.Errorf("nokey: %s %s", l.Reason, l.Err)
+	}
+	var text bytes.Buffer
+	for _, g := range []prometheus.Gatherer{reg, preg} {
+		mfs, err := g.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			_, _ = expfmt.MetricFamilyToText(&text, mf)
+		}
+	}
+	logMu.Lock()
+	logged := logs.String()
+	logMu.Unlock()
+	for what, s := range map[string]string{
+		"Status":   fmt.Sprintf("%+v", st),
+		"ProbeNow": fmt.Sprintf("%+v", *res),
+		"metrics":  text.String(),
+		"logs":     logged,
+	} {
+		if strings.Contains(s, key) || strings.Contains(s, "Very-Secret") {
+			t.Errorf("%s leaks the key", what)
+		}
+	}
+}
+
+func TestProbeNow(t *testing.T) {
+	_, ts := newFake(t, "m")
+	cfg := loadConfig(t, `
+global: {probe_interval: 1h}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+  other: {prober: chat, messages: [{role: user, content: hi}], max_tokens: 5}
+targets:
+  - {name: t, url: `+ts.URL+`, modules: [short]}
+`)
+	m := NewManager(prometheus.NewRegistry(), nil)
+	if _, _, err := m.ProbeNow(context.Background(), "t", "short"); err == nil {
+		t.Error("ProbeNow before Apply succeeded")
+	}
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.ProbeNow(context.Background(), "nope", "short"); err == nil || err.Error() != `unknown target "nope"` {
+		t.Errorf("unknown target: %v", err)
+	}
+	if _, _, err := m.ProbeNow(context.Background(), "t", "nope"); err == nil || err.Error() != `unknown module "nope"` {
+		t.Errorf("unknown module: %v", err)
+	}
+	// Any module of the file may be probed on demand, like blackbox's /probe.
+	res, reg, err := m.ProbeNow(context.Background(), "t", "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Success || m.Model("t") != "m" {
+		t.Fatalf("probe: %s %s (model %q)", res.Reason, res.Err, m.Model("t"))
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP vllm_probe_success 1 if the last probe of the target and module succeeded, else 0.
+# TYPE vllm_probe_success gauge
+vllm_probe_success 1
+# HELP vllm_probe_tokens_total Tokens spent by probes, as reported by the server's usage (output tokens counted from events when it sent none).
+# TYPE vllm_probe_tokens_total counter
+vllm_probe_tokens_total{kind="output"} 5
+vllm_probe_tokens_total{kind="prompt"} 7
+`), metricSuccess, metricTokens); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(reg, metricTTFT); n != 1 {
+		t.Errorf("%d TTFT series", n)
+	}
+	if st := m.Status(); st[0].Modules[0].Last != nil {
+		t.Error("ProbeNow result went into the scheduled history")
+	}
+}
+
+func TestRequestBody(t *testing.T) {
+	chat := config.Module{Prober: config.ProberChat, MaxTokens: 9, Temperature: 0.5, IgnoreEOS: true, Nonce: true,
+		Messages:  []config.Message{{Role: "system", Content: "sys"}, {Role: "user", Content: "q"}},
+		ExtraBody: map[string]any{"top_p": 0.9, "min_tokens": 2, "nested": map[any]any{"k": []any{map[any]any{"x": 1}}}},
+	}
+	b := requestBody(&chat, "mdl", "n0nce")
+	msgs := b["messages"].([]map[string]any)
+	if msgs[0]["content"] != "sys" || msgs[1]["content"] != "n0nce q" {
+		t.Errorf("messages %v: the nonce belongs at the front of the first user message", msgs)
+	}
+	if b["max_tokens"] != 9 || b["max_completion_tokens"] != 9 || b["ignore_eos"] != true || b["temperature"] != 0.5 || b["model"] != "mdl" || b["top_p"] != 0.9 {
+		t.Errorf("body %v", b)
+	}
+	if _, err := streamBodyJSON(b); err != nil {
+		t.Errorf("YAML-shaped extra_body does not encode: %v", err)
+	}
+	comp := config.Module{Prober: config.ProberCompletions, Prompt: "p", MaxTokens: 3}
+	b = requestBody(&comp, "mdl", "n0nce")
+	if b["prompt"] != "p" || b["max_tokens"] != 3 || b["ignore_eos"] != nil || b["max_completion_tokens"] != nil {
+		t.Errorf("completions body without nonce %v", b)
+	}
+}
+
+func streamBodyJSON(b map[string]any) ([]byte, error) { return json.Marshal(streamBody(b)) }
+
+func TestHistory(t *testing.T) {
+	h := history{limit: 3}
+	start := time.Unix(1000, 0)
+	for i := range 10 {
+		h.add(&Result{Start: start.Add(time.Duration(i) * time.Second), Success: i != 1})
+	}
+	got := h.list()
+	var secs []int64
+	for _, r := range got {
+		secs = append(secs, r.Start.Unix()-1000)
+	}
+	if fmt.Sprint(secs) != "[9 8 7 1]" {
+		t.Errorf("history = %v, want the last 3 and the old failure, newest first", secs)
+	}
+}
