@@ -241,6 +241,9 @@ func TestImageBinary(t *testing.T) {
 	binDir := filepath.Join(root, "bin")
 	build := exec.Command("make", "-C", repoRoot, "--no-print-directory", filepath.Join(binDir, "vllm_prober"),
 		"BIN_DIR="+binDir, "VERSION="+version, "REVISION=0123abcd", "BRANCH=test")
+	// Under `make test` the parent's MAKEFLAGS (command-line variables such as
+	// VERSION=...) would reach this make too.
+	build.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "MAKELEVEL=")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("make build: %v\n%s", err, out)
 	}
