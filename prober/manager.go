@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -707,23 +709,41 @@ func requestHeader(mod *config.Module, target, module, nonce string) http.Header
 	return h
 }
 
-// secretsOf lists the inline credentials of an HTTP client config.
+// secretsOf lists the credentials of an HTTP client config: inline ones and the
+// current contents of credential files.
 func secretsOf(c *commoncfg.HTTPClientConfig) []string {
 	var s []string
-	add := func(v commoncfg.Secret) {
+	add := func(v string) {
+		v = strings.TrimSpace(v)
 		if len(v) >= 4 { // shorter strings would scrub innocent text
-			s = append(s, string(v))
+			s = append(s, v)
 		}
 	}
-	add(c.BearerToken)
+	addFile := func(path string) {
+		if path == "" {
+			return
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return // the client reports unreadable files itself
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+		add(string(b))
+	}
+	add(string(c.BearerToken))
+	addFile(c.BearerTokenFile)
 	if c.BasicAuth != nil {
-		add(c.BasicAuth.Password)
+		add(string(c.BasicAuth.Password))
+		addFile(c.BasicAuth.PasswordFile)
 	}
 	if c.Authorization != nil {
-		add(c.Authorization.Credentials)
+		add(string(c.Authorization.Credentials))
+		addFile(c.Authorization.CredentialsFile)
 	}
 	if c.OAuth2 != nil {
-		add(c.OAuth2.ClientSecret)
+		add(string(c.OAuth2.ClientSecret))
+		addFile(c.OAuth2.ClientSecretFile)
 	}
 	return s
 }

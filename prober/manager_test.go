@@ -690,3 +690,33 @@ func TestHistory(t *testing.T) {
 		t.Errorf("history = %v, want the last 3 and the old failure, newest first", secs)
 	}
 }
+
+func TestSecretsOf(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/token"
+	if err := os.WriteFile(file, []byte("file-secret-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadConfig(t, `
+modules:
+  short: {prober: completions, prompt: hi}
+targets:
+  - name: a
+    url: http://127.0.0.1:1
+    http_client_config: {authorization: {credentials_file: `+file+`}}
+  - name: b
+    url: http://127.0.0.1:1
+    http_client_config: {basic_auth: {username: u, password: inline-password}}
+`)
+	if got := secretsOf(&cfg.Targets[0].HTTPClientConfig); fmt.Sprint(got) != "[file-secret-value]" {
+		t.Errorf("secrets of a = %q", got)
+	}
+	if got := secretsOf(&cfg.Targets[1].HTTPClientConfig); fmt.Sprint(got) != "[inline-password]" {
+		t.Errorf("secrets of b = %q", got)
+	}
+	r := &Result{Err: "HTTP 401: key file-secret-value rejected", ResponseHeader: http.Header{"X-Echo": {"inline-password"}}}
+	scrubResult(r, []string{"file-secret-value", "inline-password"})
+	if r.Err != "HTTP 401: key <secret> rejected" || r.ResponseHeader.Get("X-Echo") != "<secret>" {
+		t.Errorf("scrubbed: %q %v", r.Err, r.ResponseHeader)
+	}
+}

@@ -483,3 +483,48 @@ func TestRedaction(t *testing.T) {
 		t.Errorf("sanitize = %q", got)
 	}
 }
+
+// bodyTransport answers every request with 200, an SSE content type and body.
+type bodyTransport []byte
+
+func (b bodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{
+		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  http.Header{"Content-Type": {"text/event-stream"}},
+		Body:    io.NopCloser(strings.NewReader(string(b))),
+		Request: r,
+	}, nil
+}
+
+// FuzzStream feeds arbitrary response bodies through Stream: it must never
+// panic, and a probe either succeeds with generated text or fails with exactly
+// one reason from the bounded set.
+func FuzzStream(f *testing.F) {
+	for _, s := range []string{
+		tok1 + tok2 + done,
+		`data: {"choices":[{"delta":{"role":"assistant","content":""}}]}` + "\n\n" + `data: {"choices":[{"delta":{"content":"x"}}]}` + "\n\n" + done,
+		`data: {"error":{"message":"m","code":"x"}}` + "\n\n" + done,
+		`data: {"choices":[{"text":"a","finish_reason":"error"}]}` + "\n\n",
+		`data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":-3}}` + "\n\n" + tok1 + done,
+		"data: [DONE]\n\n",
+		"data: {\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		res := Stream(context.Background(), &http.Client{Transport: bodyTransport(in)},
+			StreamRequest{BaseURL: "http://fuzz", Kind: config.ProberChat, Body: map[string]any{}})
+		if res.Success {
+			if res.Reason != "" || res.Err != "" || res.OutputTokens < 1 && !res.OutputTokensFromUsage {
+				t.Fatalf("success with reason %q err %q out %d", res.Reason, res.Err, res.OutputTokens)
+			}
+			if res.E2E < res.TTFT {
+				t.Fatalf("E2E %v < TTFT %v", res.E2E, res.TTFT)
+			}
+			return
+		}
+		if !slices.Contains(Reasons(), res.Reason) || res.Err == "" {
+			t.Fatalf("failure with reason %q err %q", res.Reason, res.Err)
+		}
+	})
+}
