@@ -1,7 +1,3 @@
-// Package prober sends real streaming completions to vLLM endpoints and measures
-// them exactly like vLLM's benchmark client does (shared/docs/bench-formats.md §1.1,
-// §4), and runs those probes continuously and within budget for every configured
-// (target, module) pair.
 package prober
 
 import (
