@@ -301,6 +301,9 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 	drainCtx, cancel := context.WithTimeout(ctx, drainTimeout)
 	poller.drain(drainCtx, 50*time.Millisecond)
 	cancel()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
 	lr.Results = results
 	lr.Metrics = Calculate(results, duration, o.Percentiles)
 	lr.Server = poller.stats()
@@ -320,12 +323,20 @@ type poller struct {
 	errors  int
 }
 
+// pollTimeout bounds one scrape: at least two seconds, so that a slow
+// /metrics on a busy server is late rather than lost.
+func (p *poller) pollTimeout() time.Duration { return max(p.interval, 2*time.Second) }
+
 func (p *poller) run(ctx context.Context) {
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
 	for {
-		sctx, cancel := context.WithTimeout(ctx, p.interval)
-		p.poll(sctx)
+		sctx, cancel := context.WithTimeout(ctx, p.pollTimeout())
+		if !p.poll(sctx) && ctx.Err() == nil {
+			p.mu.Lock()
+			p.errors++ // failed or timed out while the level was running
+			p.mu.Unlock()
+		}
 		cancel()
 		select {
 		case <-ctx.Done():
@@ -342,7 +353,15 @@ const drainTimeout = 5 * time.Second
 // a poll fails, or ctx ends.
 func (p *poller) drain(ctx context.Context, every time.Duration) {
 	for {
-		if !p.poll(ctx) {
+		pctx, cancel := context.WithTimeout(ctx, p.pollTimeout())
+		ok := p.poll(pctx)
+		cancel()
+		if !ok {
+			if ctx.Err() == nil {
+				p.mu.Lock()
+				p.errors++
+				p.mu.Unlock()
+			}
 			return
 		}
 		p.mu.Lock()
@@ -369,9 +388,6 @@ func (p *poller) poll(ctx context.Context) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
-		if ctx.Err() == nil {
-			p.errors++
-		}
 		return false
 	}
 	s := ServerSample{

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -179,15 +178,17 @@ func benchSimOnce(t *testing.T, summary *bytes.Buffer) (*Report, []string) {
 		}
 		// The server's own counters, polled through collector.Scrape, see the same tokens.
 		if len(lr.Server.Samples) < 2 || lr.Server.ScrapeErrors != 0 {
-			t.Fatalf("%s: %d polls, %d errors", lr.Level, len(lr.Server.Samples), lr.Server.ScrapeErrors)
+			t.Errorf("%s: %d polls, %d errors", lr.Level, len(lr.Server.Samples), lr.Server.ScrapeErrors)
+			continue
 		}
 		idle := lr.Server.Samples[len(lr.Server.Samples)-1]
 		if idle.Running != 0 || idle.Waiting != 0 {
 			t.Errorf("%s: last poll running %v waiting %v, want an idle server", lr.Level, idle.Running, idle.Waiting)
 		}
 		within(lr.Level.String()+" server Gen TPS", lr.Server.GenerationTPS, m.OutputThroughput, 0.3)
-		if lr.Server.MeanRunning <= 0 || math.IsNaN(lr.Server.MaxKVUsage) {
-			t.Errorf("%s: mean running %v max KV %v", lr.Level, lr.Server.MeanRunning, lr.Server.MaxKVUsage)
+		if lr.Server.MeanRunning <= 0 || !(lr.Server.MaxKVUsage > 0) {
+			// Only polls made while requests ran see them: timing, hence a miss.
+			misses = append(misses, fmt.Sprintf("%s: mean running %v max KV %v, want requests seen running", lr.Level, lr.Server.MeanRunning, lr.Server.MaxKVUsage))
 		}
 
 		// The configured load model, when the simulator kept to it: on a
@@ -378,69 +379,60 @@ func TestBenchOptionErrors(t *testing.T) {
 }
 
 // TestBenchCancel stops a level in flight: Run returns promptly with the
-// cancellation, keeps the finished levels and leaves no request running.
+// cancellation and every request it sent is cancelled at the server, long
+// before the 3 s it would take to finish.
 func TestBenchCancel(t *testing.T) {
-	sim, url := startSim(t, func(c *simulator.Config) { c.TTFT = 10 * time.Millisecond; c.ITL = 10 * time.Millisecond })
-	_ = sim
+	_, url := startSim(t, func(c *simulator.Config) { c.TTFT = 10 * time.Millisecond; c.ITL = 10 * time.Millisecond })
+	serverLoad := func() int {
+		resp, err := http.Get(url + "/load")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var load struct {
+			ServerLoad int `json:"server_load"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&load); err != nil {
+			t.Fatal(err)
+		}
+		return load.ServerLoad
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sum := &lockedBuffer{}
 	done := make(chan struct{})
 	var rep *Report
 	var err error
+	start := time.Now()
 	go func() {
 		defer close(done)
-		rep, err = Run(ctx, Options{URL: url, Requests: 2, Concurrencies: []int{2, 2}, MaxTokens: 3, IgnoreEOS: true,
-			RequestRates: []float64{1}, Summary: sum, PollInterval: 50 * time.Millisecond})
+		rep, err = Run(ctx, Options{URL: url, Requests: 3, RequestRates: []float64{math.Inf(1)}, MaxTokens: 300,
+			IgnoreEOS: true, PollInterval: 50 * time.Millisecond})
 	}()
-	// Two quick concurrency levels, then a rate-1 level whose second request waits ~1s.
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(sum.String(), "Serving Benchmark Result") < 2 && time.Now().Before(deadline) {
+	for serverLoad() < 3 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the requests never reached the server")
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
+	cancelled := time.Now()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancellation")
 	}
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled", err)
+	if !errors.Is(err, context.Canceled) || err.Error() != "request rate inf: interrupted: context canceled" {
+		t.Fatalf("err = %v, want the level interrupted by context.Canceled", err)
 	}
-	if rep == nil || len(rep.Levels) != 2 {
+	if rep == nil || len(rep.Levels) != 0 {
 		t.Fatalf("report after cancel: %+v", rep)
 	}
-	resp, err := http.Get(url + "/load")
-	if err != nil {
-		t.Fatal(err)
+	for serverLoad() != 0 {
+		if time.Since(cancelled) > 2*time.Second {
+			t.Fatalf("%d requests still running at the server 2s after cancellation", serverLoad())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	defer resp.Body.Close()
-	var load struct {
-		ServerLoad int `json:"server_load"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&load); err != nil {
-		t.Fatal(err)
-	}
-	if load.ServerLoad != 0 {
-		t.Errorf("%d requests still in flight after Run returned", load.ServerLoad)
-	}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // readTrace returns the flush times of the token events of every request id.

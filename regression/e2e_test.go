@@ -39,17 +39,35 @@ func TestBenchBaselineRegression(t *testing.T) {
 	defer srv.Close()
 	defer sim.Close()
 
+	// A baseline benchmarked while the machine was too busy for the
+	// simulator to keep its schedule is not a baseline: bench again (3 tries).
 	dir := t.TempDir()
-	rep, err := bench.Run(context.Background(), bench.Options{URL: srv.URL, Requests: 4, Concurrencies: []int{1, 2},
-		MaxTokens: 12, IgnoreEOS: true, Name: "simbase", PollInterval: 250 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	var rep *bench.Report
+	for try := 1; ; try++ {
+		rep, err = bench.Run(context.Background(), bench.Options{URL: srv.URL, Requests: 4, Concurrencies: []int{1, 2},
+			MaxTokens: 12, IgnoreEOS: true, Name: "simbase", PollInterval: 250 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sane := true
+		for _, lr := range rep.Levels {
+			if tp := lr.Metrics.TPOT.Mean; tp < 0.036 || tp > 0.044 {
+				sane = false
+				t.Logf("bench try %d: %s TPOT %.4fs, configured 0.040s: busy machine", try, lr.Level, tp)
+			}
+		}
+		if sane || try == 3 {
+			break
+		}
 	}
 	files, err := bench.WriteAll(dir, rep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	benchTPOT := rep.Levels[0].Metrics.TPOT.Mean
+	loTPOT, hiTPOT := rep.Levels[0].Metrics.TPOT.Mean, rep.Levels[1].Metrics.TPOT.Mean
+	if loTPOT > hiTPOT {
+		loTPOT, hiTPOT = hiTPOT, loTPOT
+	}
 
 	pcfg, err := config.Load([]byte(fmt.Sprintf(`
 global: {probe_interval: 400ms, probe_timeout: 5s, scrape_interval: 200ms, scrape_timeout: 150ms, rate_window: 2s, stall_timeout: 5s}
@@ -119,12 +137,12 @@ targets: [{name: sim, url: %q, baseline: sim, labels: {preset: test}}]
 		return 0
 	}
 	r := eventually("unchanged simulator", func(r float64) bool { return r >= 0.9 && r <= 1.1 })
-	t.Logf("unchanged simulator: TPOT ratio %.3f (bench TPOT %.4fs)", r, benchTPOT)
+	t.Logf("unchanged simulator: TPOT ratio %.3f", r)
 
-	// The expected TPOT is the benchmark's, since every level has the same.
+	// The expected TPOT is interpolated between the benchmark's levels.
 	var buf bytes.Buffer
-	if n, err := gatherValue(reg, "vllm_probe_expected_time_per_output_token_seconds"); err != nil || n < benchTPOT*0.95 || n > benchTPOT*1.05 {
-		t.Errorf("expected TPOT %v (%v), want about the bench's %v", n, err, benchTPOT)
+	if n, err := gatherValue(reg, "vllm_probe_expected_time_per_output_token_seconds"); err != nil || n < loTPOT || n > hiTPOT {
+		t.Errorf("expected TPOT %v (%v), want within the bench's [%v, %v]", n, err, loTPOT, hiTPOT)
 	}
 
 	resp, err := http.Post(srv.URL+"/admin/config", "application/json", bytes.NewBufferString(`{"itl":"52ms"}`))
