@@ -803,6 +803,7 @@ func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*Res
 
 	m.mu.Lock()
 	m.settle(t, cost, s, res)
+	end := float64(m.now().UnixNano()) / 1e9
 	m.mu.Unlock()
 
 	reg := prometheus.NewRegistry()
@@ -814,7 +815,7 @@ func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*Res
 	for _, r := range Reasons() {
 		mt.failures.WithLabelValues(string(r))
 	}
-	mt.observe(nil, res, float64(m.now().UnixNano())/1e9)
+	mt.observe(nil, res, end)
 	return res, reg, nil
 }
 

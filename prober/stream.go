@@ -43,6 +43,7 @@ const (
 	maxTimelineEvents = 128
 	maxErrorBody      = 64 << 10
 	maxErrLen         = 300
+	drainTimeout      = 100 * time.Millisecond
 )
 
 // errStalled is the cancellation cause set by the stall detector.
@@ -196,6 +197,15 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 		rd = &stallReader{r: resp.Body, timer: timer, d: req.StallTimeout}
 	}
 	s.readStream(ctx, newSSEReader(rd), req.StallTimeout)
+	if s.res.Success {
+		// The measurement is over. vLLM ends the response right after [DONE];
+		// reading that end lets the transport reuse the connection, as the
+		// benchmark client does. A server that keeps the stream open is cut
+		// after drainTimeout.
+		t := time.AfterFunc(drainTimeout, func() { cancel(nil) })
+		_, _ = io.Copy(io.Discard, io.LimitReader(rd, 4<<10))
+		t.Stop()
+	}
 }
 
 func (s *streamer) eventIfOK(kind string, err error) {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -527,4 +528,30 @@ func FuzzStream(f *testing.F) {
 			t.Fatalf("failure with reason %q err %q", res.Reason, res.Err)
 		}
 	})
+}
+
+// TestStreamReusesConnection: like the benchmark client, consecutive probes
+// share one keep-alive connection when the server ends the response after [DONE].
+func TestStreamReusesConnection(t *testing.T) {
+	var conns atomic.Int64
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sseHandler(tok1+tok2+done)(w, r)
+		_ = http.NewResponseController(w).Flush()
+		time.Sleep(20 * time.Millisecond) // the end of the response comes in a later packet
+	}))
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.Start()
+	defer ts.Close()
+	for range 3 {
+		if res := Stream(context.Background(), ts.Client(), StreamRequest{BaseURL: ts.URL, Kind: config.ProberCompletions, Body: map[string]any{}}); !res.Success {
+			t.Fatalf("%s: %s", res.Reason, res.Err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("3 probes used %d connections, want 1", n)
+	}
 }
