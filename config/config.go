@@ -20,6 +20,8 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	yaml "go.yaml.in/yaml/v2"
+
+	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
 )
 
 // Prober kinds a module may use.
@@ -67,6 +69,10 @@ type Config struct {
 	Modules   map[string]Module `yaml:"modules"`
 	Targets   []Target          `yaml:"targets"`
 	Baselines []BaselineRef     `yaml:"baselines,omitempty"`
+	// Discovery holds file_sd_configs, http_sd_configs, relabel_configs and
+	// target_defaults (package discovery runs them). When discovery is
+	// enabled, validation leaves TargetDefaults set, with Modules resolved.
+	Discovery sdconfig.Config[Target] `yaml:",inline"`
 }
 
 // Global holds settings that apply to every target unless a target overrides them.
@@ -185,6 +191,8 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		Modules   map[string]*deferred `yaml:"modules"`
 		Targets   []*deferred          `yaml:"targets"`
 		Baselines []BaselineRef        `yaml:"baselines,omitempty"`
+		// The template is decoded later, like targets, for errors with context.
+		Discovery sdconfig.Config[deferred] `yaml:",inline"`
 	}
 	var raw plain
 	if err := unmarshal(&raw); err != nil {
@@ -216,6 +224,18 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		c.Targets = append(c.Targets, t)
 	}
 	c.Baselines = raw.Baselines
+	c.Discovery = sdconfig.Config[Target]{
+		FileSDConfigs:  raw.Discovery.FileSDConfigs,
+		HTTPSDConfigs:  raw.Discovery.HTTPSDConfigs,
+		RelabelConfigs: raw.Discovery.RelabelConfigs,
+	}
+	if raw.Discovery.TargetDefaults != nil {
+		t := DefaultTarget
+		if err := raw.Discovery.TargetDefaults.decode(&t); err != nil {
+			return fmt.Errorf("target_defaults: %w", err)
+		}
+		c.Discovery.TargetDefaults = &t
+	}
 	return nil
 }
 
@@ -272,6 +292,7 @@ var (
 var ReservedLabels = []string{
 	"target", "module", "model", "reason", "kind", "state", "stat", "resource", "metric",
 	"baseline", "load", "load_type", "finished_reason", "le", "job", "instance", "version",
+	"max_model_len", "block_size", "kv_cache_size_tokens", "metrics_era", "source", "index", "count",
 }
 
 func (c *Config) validate(dir string) error {
@@ -338,7 +359,30 @@ func (c *Config) validate(dir string) error {
 		}
 	}
 
-	if len(c.Targets) == 0 {
+	if err := c.Discovery.Validate(); err != nil {
+		return err
+	}
+	c.Discovery.SetDirectory(dir)
+	if c.Discovery.Enabled() {
+		// Discovered targets start from this template: validate it as a target
+		// whose name and url discovery provides.
+		if c.Discovery.TargetDefaults == nil {
+			t := DefaultTarget
+			c.Discovery.TargetDefaults = &t
+		}
+		t := c.Discovery.TargetDefaults
+		switch {
+		case t.Name != "":
+			return errors.New("target_defaults: name must be empty: discovery names each target (__target_name__)")
+		case t.URL != "":
+			return errors.New("target_defaults: url must be empty: discovery provides each target's address")
+		}
+		if err := t.validateSettings(c, baselines, dir); err != nil {
+			return fmt.Errorf("target_defaults: %w", err)
+		}
+	}
+
+	if len(c.Targets) == 0 && !c.Discovery.Enabled() {
 		return errors.New("no targets defined")
 	}
 	seen := map[string]bool{}
@@ -457,6 +501,12 @@ func (t *Target) validate(c *Config, baselines map[string]bool, dir string) erro
 	if strings.HasSuffix(t.URL, "/v1") {
 		return errors.New("url must be the server root, without /v1")
 	}
+	return t.validateSettings(c, baselines, dir)
+}
+
+// validateSettings checks everything of a target but its name and url; it is
+// shared with target_defaults, the template of discovered targets.
+func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir string) error {
 
 	for _, k := range sortedKeys(t.Labels) {
 		if !labelNameRE.MatchString(k) || strings.HasPrefix(k, "__") {

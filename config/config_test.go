@@ -44,6 +44,7 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-http-client-two-auth.yml", "target \"sim\": authorization is not compatible with bearer_token & bearer_token_file"},
 		{"invalid-label-name.yml", "target \"sim\": label name \"gpu-type\" is not valid"},
 		{"invalid-label-reserved.yml", "target \"sim\": label name \"model\" is reserved"},
+		{"invalid-label-reserved-index.yml", "target \"sim\": label name \"index\" is reserved"},
 		{"invalid-max-concurrent.yml", "global: max_concurrent_probes must be at least 1, got 0"},
 		{"invalid-max-num-seqs.yml", "target \"sim\": max_num_seqs must not be negative, got -1"},
 		{"invalid-max-tokens.yml", "module \"short_completion\": max_tokens must be at least 1, got 0"},
@@ -56,6 +57,20 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-prober-missing.yml", "module \"nameless\": prober is required (completions or chat)"},
 		{"invalid-prober.yml", "module \"grpc_probe\": prober \"grpc\" is not valid (completions or chat)"},
 		{"invalid-rate-window.yml", "global: rate_window 1m must be at least twice scrape_interval 40s"},
+		{"invalid-sd-defaults-name.yml", "target_defaults: name must be empty: discovery names each target (__target_name__)"},
+		{"invalid-sd-defaults-reserved-label.yml", "target_defaults: label name \"source\" is reserved"},
+		{"invalid-sd-defaults-unknown-baseline.yml", "target_defaults: unknown baseline \"h100\""},
+		{"invalid-sd-defaults-unknown-field.yml", "target_defaults: yaml: unmarshal errors:\n  line 8: field modul not found in type config.plain"},
+		{"invalid-sd-defaults-unknown-module.yml", "target_defaults: unknown module \"short_chat\""},
+		{"invalid-sd-defaults-url.yml", "target_defaults: url must be empty: discovery provides each target's address"},
+		{"invalid-sd-file-pattern.yml", "file_sd_configs[0]: path \"targets/*/fleet.json\" is not valid for file discovery: a wildcard only in the last path element and a .json, .yml or .yaml extension"},
+		{"invalid-sd-http-credentials.yml", "http_sd_configs[0]: url must not carry credentials: use basic_auth or authorization"},
+		{"invalid-sd-http-scheme.yml", "http_sd_configs[0]: url scheme \"ftp\" is not http or https"},
+		{"invalid-sd-http-two-auth.yml", "http_sd_configs[0]: http client config: at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured"},
+		{"invalid-sd-no-files.yml", "file_sd_configs[0]: files must not be empty"},
+		{"invalid-sd-refresh-interval.yml", "file_sd_configs[0]: refresh_interval must be greater than 0"},
+		{"invalid-sd-relabel-action.yml", "unknown relabel action \"explode\""},
+		{"invalid-sd-relabel-without-discovery.yml", "relabel_configs and target_defaults need file_sd_configs or http_sd_configs"},
 		{"invalid-scrape-timeout.yml", "global: scrape_timeout 10s is greater than scrape_interval 5s"},
 		{"invalid-target-interval.yml", "target \"sim\": not a valid duration string: \"-5s\""},
 		{"invalid-target-name.yml", "target \"llama 8b\": name must match ^[A-Za-z0-9][A-Za-z0-9_.:-]*$"},
@@ -264,7 +279,7 @@ func TestLoadFileGood(t *testing.T) {
 // What /config shows must load back to the same configuration (secrets aside,
 // which render as <secret>), and rendering is a fixed point.
 func TestRoundTrip(t *testing.T) {
-	for _, f := range []string{"testdata/good.yml", "testdata/minimal.yml", "../examples/demo.yml"} {
+	for _, f := range []string{"testdata/good.yml", "testdata/minimal.yml", "testdata/good-discovery.yml", "../examples/demo.yml"} {
 		t.Run(f, func(t *testing.T) {
 			cfg, err := LoadFile(f)
 			if err != nil {
@@ -347,5 +362,59 @@ targets:
 	var back Config
 	if err := yaml.Unmarshal([]byte(out), &back); err != nil {
 		t.Errorf("rendered config is not YAML: %v", err)
+	}
+}
+
+// Discovery alone is enough, relative paths resolve against the configuration's
+// directory, and target_defaults is validated and completed like a target.
+func TestLoadFileDiscovery(t *testing.T) {
+	cfg, err := LoadFile("testdata/good-discovery.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Discovery
+	if !d.Enabled() || len(cfg.Targets) != 0 {
+		t.Fatalf("discovery enabled = %v with %d static targets, want true and 0", d.Enabled(), len(cfg.Targets))
+	}
+	if got, want := d.FileSDConfigs[0].Files, []string{filepath.Join(dir, "targets/*.json"), "/etc/vllm_prober/targets/*.yml"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("file_sd files = %q, want %q", got, want)
+	}
+	if got := d.FileSDConfigs[0].RefreshInterval; got != model.Duration(5*time.Minute) {
+		t.Errorf("file_sd refresh_interval = %s, want the default 5m", got)
+	}
+	if got, want := d.HTTPSDConfigs[0].HTTPClientConfig.Authorization.CredentialsFile, filepath.Join(dir, "secrets/inventory"); got != want {
+		t.Errorf("http_sd credentials_file = %q, want %q", got, want)
+	}
+	if len(d.RelabelConfigs) != 1 || d.RelabelConfigs[0].TargetLabel != "__target_name__" {
+		t.Errorf("relabel_configs = %+v", d.RelabelConfigs)
+	}
+	td := d.TargetDefaults
+	if td == nil {
+		t.Fatal("target_defaults is nil")
+	}
+	if want := []string{"short_chat", "short_completion"}; !reflect.DeepEqual(td.Modules, want) {
+		t.Errorf("target_defaults modules = %v, want every module %v", td.Modules, want)
+	}
+	if td.MetricsPath != "/metrics" || !td.ScrapeMetrics || td.Baseline != "h100" || td.Labels["team"] != "inference" {
+		t.Errorf("target_defaults = %+v, want the target defaults plus the file's keys", td)
+	}
+	if got, want := td.HTTPClientConfig.Authorization.CredentialsFile, filepath.Join(dir, "secrets/vllm"); got != want {
+		t.Errorf("target_defaults credentials_file = %q, want %q", got, want)
+	}
+
+	// Without target_defaults, discovered targets start from DefaultTarget with every module.
+	cfg, err = Load([]byte("modules: {m: {prober: completions, prompt: hi}}\nfile_sd_configs: [{files: [t.json]}]\n"), "/etc/vllm_prober")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if td := cfg.Discovery.TargetDefaults; td == nil || !reflect.DeepEqual(td.Modules, []string{"m"}) || td.MetricsPath != "/metrics" {
+		t.Errorf("target_defaults = %+v, want DefaultTarget with modules [m]", td)
+	}
+	if got := cfg.Discovery.FileSDConfigs[0].Files[0]; got != "/etc/vllm_prober/t.json" {
+		t.Errorf("file_sd file = %q, want /etc/vllm_prober/t.json", got)
 	}
 }

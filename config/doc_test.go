@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
 )
 
 // CONFIGURATION.md documents every key of the file, in placeholder grammar.
@@ -17,6 +19,7 @@ func TestConfigurationDocCoversEveryKey(t *testing.T) {
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[Config](), reflect.TypeFor[Global](), reflect.TypeFor[Module](),
 		reflect.TypeFor[Message](), reflect.TypeFor[Target](), reflect.TypeFor[BaselineRef](),
+		reflect.TypeFor[sdconfig.Config[Target]](), reflect.TypeFor[sdconfig.FileSDConfig](), reflect.TypeFor[sdconfig.HTTPSDConfig](),
 	} {
 		for f := range typ.Fields() {
 			key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
@@ -52,5 +55,34 @@ func TestConfigurationDocExampleLoads(t *testing.T) {
 	}
 	if len(cfg.Targets) != 2 || len(cfg.Modules) != 2 {
 		t.Errorf("example loaded %d targets and %d modules, want 2 and 2", len(cfg.Targets), len(cfg.Modules))
+	}
+}
+
+// The discovery example of CONFIGURATION.md is a valid configuration.
+func TestConfigurationDocDiscoveryExampleLoads(t *testing.T) {
+	doc, err := os.ReadFile("../CONFIGURATION.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Discovery\n")
+	if !ok {
+		t.Fatal(`CONFIGURATION.md has no "## Discovery" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, example, ok := strings.Cut(section, "\n### Example\n")
+	if !ok {
+		t.Fatal(`the Discovery section has no "### Example"`)
+	}
+	_, block, ok := strings.Cut(example, "```yaml\n")
+	if !ok {
+		t.Fatal("the discovery example has no yaml block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	cfg, err := Load([]byte(block), t.TempDir())
+	if err != nil {
+		t.Fatalf("the discovery example of CONFIGURATION.md does not load: %v", err)
+	}
+	if !cfg.Discovery.Enabled() || len(cfg.Discovery.RelabelConfigs) != 3 || cfg.Discovery.TargetDefaults.MaxNumSeqs != 256 {
+		t.Errorf("discovery example loaded as %+v", cfg.Discovery)
 	}
 }
