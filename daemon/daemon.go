@@ -1,5 +1,6 @@
 // Package daemon wires vllm_prober together: the configuration and its reloads,
-// the prober and collector managers, the Prometheus registry and the HTTP
+// target discovery and sharding, the prober and collector managers, the
+// baseline and regression series, the Prometheus registry and the HTTP
 // endpoints (landing page, /metrics, /probe, /config, /-/reload, /-/healthy,
 // /-/ready). cmd/vllm_prober only parses flags and calls New and Run.
 package daemon
@@ -29,7 +30,9 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/discovery"
 	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/regression"
 )
 
 // Defaults of Options.
@@ -62,6 +65,10 @@ type Options struct {
 	// WebLogger is exporter-toolkit's logger (see NewWebLogger); when nil, one is
 	// bridged from the daemon's logger.
 	WebLogger *slog.Logger
+	// ShardCount and ShardIndex split the targets, static and discovered, over
+	// replicas (discovery.Shard): this daemon probes shard ShardIndex of
+	// ShardCount. A ShardCount of 0 means 1 (every target).
+	ShardCount, ShardIndex int
 }
 
 // Daemon is one running vllm_prober.
@@ -72,13 +79,34 @@ type Daemon struct {
 	sc     *config.SafeConfig
 	probes *prober.Manager
 	coll   *collector.Manager
+	regr   *regression.Collector
+
+	// targets is vllm_prober_targets{source}.
+	targets *prometheus.GaugeVec
+
+	// applyMu serialises changes of what the managers run: reloads and
+	// discovery updates. gen counts applied configuration files, so that a
+	// discovery update of a replaced configuration is dropped.
+	applyMu sync.Mutex
+	gen     uint64
+	// running is the configuration the managers run: the file's, with this
+	// shard's share of the static and discovered targets. Read-only.
+	running atomic.Pointer[config.Config]
+	// static are the names of running's static targets (the rest are discovered).
+	static map[string]bool
+
+	// discMu guards disc and runCtx: the discovery of the current
+	// configuration, and Run's context while Run runs (nil otherwise).
+	discMu sync.Mutex
+	disc   *discoveryRun
+	runCtx context.Context
 
 	// scrubber removes the current configuration's secrets from text shown to
 	// users; swapped on every applied configuration.
 	scrubber atomic.Pointer[scrubber]
 
 	ready   atomic.Bool
-	running atomic.Bool
+	started atomic.Bool
 	handler http.Handler
 }
 
@@ -103,6 +131,12 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if opts.ShardCount == 0 {
+		opts.ShardCount = 1
+	}
+	if err := discovery.ValidateShard(opts.ShardCount, opts.ShardIndex); err != nil {
+		return nil, err
+	}
 	reg := opts.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -120,17 +154,38 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("registering the process collector: %w", err)
 	}
 
+	d.targets = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vllm_prober_targets",
+		Help: "Targets this replica probes (its shard), by where they come from: static (targets) or discovered (file_sd_configs, http_sd_configs).",
+	}, []string{"source"})
+	shardInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vllm_prober_shard_info",
+		Help: "Always 1; this replica's shard index and the shard count (--shard.index, --shard.count).",
+	}, []string{"index", "count"})
+	shardInfo.WithLabelValues(fmt.Sprint(opts.ShardIndex), fmt.Sprint(opts.ShardCount)).Set(1)
+	for _, c := range []prometheus.Collector{d.targets, shardInfo} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering the daemon's metrics: %w", err)
+		}
+	}
+
 	d.probes = prober.NewManager(reg, log.With(logger, "component", "prober"))
 	d.probes.SetHistoryLimit(opts.HistoryLimit)
-	// The collector compares server-side TTFT with the probes' own; baselines are
-	// wired in later (nil: no throughput headroom from a baseline).
-	d.coll = collector.NewManager(reg, log.With(logger, "component", "collector"), d.probes, nil)
+	// Baselines and regression series: probe means from the prober, load and
+	// throughput from the collector, which in turn takes the baselines'
+	// saturation throughput for its throughput headroom.
+	d.regr = regression.New(reg, log.With(logger, "component", "regression"), regression.FromProber(d.probes), nil)
+	// The collector compares server-side TTFT with the probes' own.
+	d.coll = collector.NewManager(reg, log.With(logger, "component", "collector"), d.probes, d.regr)
+	d.regr.SetServer(d.coll)
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {
 		return nil, err
 	}
-	level.Info(logger).Log("msg", "Loaded config file", "file", opts.ConfigFile, "targets", len(d.sc.Config().Targets))
+	cfg := d.sc.Config()
+	level.Info(logger).Log("msg", "Loaded config file", "file", opts.ConfigFile, "static_targets", len(cfg.Targets),
+		"discovery", cfg.Discovery.Enabled(), "shard_index", opts.ShardIndex, "shard_count", opts.ShardCount)
 	d.handler = d.newHandler()
 	return d, nil
 }
@@ -146,27 +201,13 @@ func checkTelemetryPath(p string) error {
 	return nil
 }
 
-// apply hands a new valid configuration to the managers. If the collector
-// refuses it, the prober goes back to the previous configuration so that both
-// always run the same one.
-func (d *Daemon) apply(cfg *config.Config) error {
-	if err := d.probes.Apply(cfg); err != nil {
-		return fmt.Errorf("prober: %w", err)
-	}
-	if err := d.coll.Apply(cfg); err != nil {
-		if old := d.sc.Config(); old != nil {
-			if rerr := d.probes.Apply(old); rerr != nil {
-				level.Error(d.logger).Log("msg", "Cannot restore the previous config in the prober", "err", d.scrub(rerr.Error()))
-			}
-		}
-		return fmt.Errorf("collector: %w", err)
-	}
-	d.scrubber.Store(newScrubber(cfg))
-	return nil
-}
-
-// Config returns the running configuration (read-only).
+// Config returns the configuration file currently in force (read-only). Its
+// Targets are the static targets of every shard; Running has those probed.
 func (d *Daemon) Config() *config.Config { return d.sc.Config() }
+
+// Running returns the configuration the managers run (read-only): the file's,
+// with Targets this shard's share of the static and discovered targets.
+func (d *Daemon) Running() *config.Config { return d.running.Load() }
 
 // Registry returns the registry /metrics serves.
 func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
@@ -187,17 +228,17 @@ func (d *Daemon) Reload() error {
 	case !changed:
 		level.Debug(d.logger).Log("msg", "Config file unchanged, reload skipped", "file", d.opts.ConfigFile)
 	default:
-		level.Info(d.logger).Log("msg", "Reloaded config file", "file", d.opts.ConfigFile, "targets", len(d.sc.Config().Targets))
+		level.Info(d.logger).Log("msg", "Reloaded config file", "file", d.opts.ConfigFile, "static_targets", len(d.sc.Config().Targets), "running_targets", len(d.Running().Targets))
 	}
 	return nil
 }
 
-// Run runs the probes and the collector, reloads on SIGHUP and, when WebFlags is
+// Run runs the probes, the collector and target discovery, reloads on SIGHUP and, when WebFlags is
 // set, serves Handler. It returns when ctx is cancelled (nil) or the HTTP server
 // fails, after cancelling probes in flight and waiting for every goroutine it
 // started. A Daemon runs at most once.
 func (d *Daemon) Run(ctx context.Context) error {
-	if !d.running.CompareAndSwap(false, true) {
+	if !d.started.CompareAndSwap(false, true) {
 		return errors.New("daemon is already running")
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -206,6 +247,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { d.probes.Run(ctx) })
 	wg.Go(func() { d.coll.Run(ctx) })
+	d.startDiscovery(ctx)
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -273,6 +315,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	cancel()
+	// Discovery first: once it has stopped, nothing applies targets any more.
+	d.stopDiscovery()
 	wg.Wait()
 	return err
 }

@@ -92,7 +92,7 @@ func (d *Daemon) configHandler(w http.ResponseWriter, _ *http.Request) {
 // Without debug it answers the probe's metrics, as blackbox_exporter's /probe
 // does; with debug a text report of the probe.
 func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
-	cfg := d.sc.Config()
+	cfg := d.Running() // this shard's static and discovered targets
 	q := r.URL.Query()
 	targetName := q.Get("target")
 	if targetName == "" {

@@ -119,7 +119,7 @@ func (d *Daemon) landingPage(w http.ResponseWriter, _ *http.Request) {
 	data := landingData{
 		Version:     version.Info(),
 		MetricsPath: d.opts.TelemetryPath[1:], // relative: works behind a path prefix
-		Targets:     d.pageTargets(d.sc.Config(), d.probes.Status()),
+		Targets:     d.pageTargets(d.Running(), d.probes.Status()),
 	}
 	if data.MetricsPath == "" {
 		data.MetricsPath = "."

@@ -21,19 +21,29 @@ type scrubber struct {
 	r *strings.Replacer // nil: nothing to scrub
 }
 
-// newScrubber collects the inline secrets of cfg's targets and, best effort, the
-// contents of their credential files.
+// newScrubber collects the inline secrets of cfg's targets, target_defaults and
+// http_sd_configs and, best effort, the contents of their credential files.
 func newScrubber(cfg *config.Config) *scrubber {
 	if cfg == nil {
 		return &scrubber{}
 	}
 	set := map[string]bool{}
-	for i := range cfg.Targets {
-		for _, s := range clientSecrets(&cfg.Targets[i].HTTPClientConfig) {
+	add := func(c *commoncfg.HTTPClientConfig) {
+		for _, s := range clientSecrets(c) {
 			if s = strings.TrimSpace(s); s != "" && s != secretPlaceholder {
 				set[s] = true
 			}
 		}
+	}
+	for i := range cfg.Targets {
+		add(&cfg.Targets[i].HTTPClientConfig)
+	}
+	// Discovered targets share target_defaults' client; http_sd has its own.
+	if td := cfg.Discovery.TargetDefaults; td != nil {
+		add(&td.HTTPClientConfig)
+	}
+	for i := range cfg.Discovery.HTTPSDConfigs {
+		add(&cfg.Discovery.HTTPSDConfigs[i].HTTPClientConfig)
 	}
 	if len(set) == 0 {
 		return &scrubber{}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/daemon"
+	"github.com/vllm-prober/vllm_prober/discovery"
 )
 
 func main() {
@@ -56,6 +57,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	historyLimit := app.Flag("history.limit", "Recent probes per target and module kept for the landing page (plus up to as many older failures).").
 		Default(fmt.Sprint(daemon.DefaultHistoryLimit)).Int()
 	toolkitFlags := kingpinflag.AddFlags(app, daemon.DefaultListenAddress)
+	shardFlags := discovery.AddShardFlags(app)
 	runCmd := app.Command("run", "Run the prober daemon (the default command).").Default()
 
 	type subcommand struct {
@@ -108,6 +110,15 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
+	// A bad shard flag is a command-line error; SHARD_INDEX and the hostname
+	// (a StatefulSet ordinal) give the index its default.
+	hostname, _ := os.Hostname()
+	shardCount, shardIndex, err := shardFlags.Resolve(hostname, os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "vllm_prober: error: %s, try --help\n", err)
+		return 2
+	}
+
 	level.Info(logger).Log("msg", "Starting vllm_prober", "version", version.Info())
 	level.Info(logger).Log("msg", "Build context", "build_context", version.BuildContext())
 	d, err := daemon.New(daemon.Options{
@@ -116,6 +127,8 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		TelemetryPath: *telemetryPath,
 		HistoryLimit:  *historyLimit,
 		WebLogger:     daemon.NewWebLogger(base),
+		ShardCount:    shardCount,
+		ShardIndex:    shardIndex,
 	}, logger)
 	if err != nil {
 		level.Error(logger).Log("msg", "Error loading config", "err", err)
