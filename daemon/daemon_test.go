@@ -159,9 +159,17 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, sim: startSim(t, simKey), echo: startEcho(t)}
 	f.path = filepath.Join(t.TempDir(), "vllm_prober.yml")
 	writeConfig(t, f.path, configText(f.sim.URL, f.echo.URL, ""))
+	f.start(Options{ConfigFile: f.path, HistoryLimit: 5})
+	return f
+}
+
+// start runs a daemon with opts (Run with no listener) and serves its Handler.
+func (f *fixture) start(opts Options) {
+	t := f.t
+	t.Helper()
 	var logger log.Logger
 	logger, f.logs = debugLogger()
-	d, err := New(Options{ConfigFile: f.path, HistoryLimit: 5}, logger)
+	d, err := New(opts, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +189,6 @@ func newFixture(t *testing.T) *fixture {
 		code, _ := f.get("/-/ready")
 		return code == http.StatusOK
 	})
-	return f
 }
 
 // stop cancels Run and checks that it returns and leaves no goroutine of ours.
@@ -204,7 +211,7 @@ func (f *fixture) stop() {
 }
 
 // checkNoGoroutines fails if a goroutine is still running code of our packages
-// (prober, collector, daemon) other than the test itself.
+// (prober, collector, discovery, regression, daemon) other than the test itself.
 func checkNoGoroutines(t *testing.T) {
 	t.Helper()
 	var leaked string
@@ -218,7 +225,8 @@ func checkNoGoroutines(t *testing.T) {
 			if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "_test.go") {
 				continue
 			}
-			for _, pkg := range []string{"vllm_prober/prober.", "vllm_prober/collector.", "vllm_prober/daemon."} {
+			for _, pkg := range []string{"vllm_prober/prober.", "vllm_prober/collector.", "vllm_prober/daemon.",
+				"vllm_prober/discovery.", "vllm_prober/regression."} {
 				if strings.Contains(g, pkg) {
 					leaked += g + "\n\n"
 					break
