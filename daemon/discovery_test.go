@@ -290,4 +290,3 @@ func get(t *testing.T, d *Daemon, path string) (int, string) {
 	d.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	return rec.Code, rec.Body.String()
 }
-
