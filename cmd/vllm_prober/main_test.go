@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-kit/log"
 
+	"github.com/vllm-prober/vllm_prober/discovery"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -82,6 +83,7 @@ func TestFlags(t *testing.T) {
 	for _, want := range []string{
 		`--config.file="vllm_prober.yml"`, "--[no-]config.check", "--web.listen-address=:10040", "--web.config.file",
 		`--web.telemetry-path="/metrics"`, "--history.limit=20", "--log.level=info", "--log.format=logfmt",
+		"--shard.count=1", "--shard.index=SHARD.INDEX",
 		"run*", "baseline import", "rules generate", "bench",
 	} {
 		if !strings.Contains(stdout, want) {
@@ -238,5 +240,118 @@ targets:
 		if strings.Contains(where.text, key) {
 			t.Errorf("%s leaks the API key", where.name)
 		}
+	}
+}
+
+// shardMetrics runs the daemon with args on a two-target configuration until
+// /metrics answers, and returns the vllm_prober_shard_info and
+// vllm_prober_targets lines.
+func shardMetrics(t *testing.T, args ...string) string {
+	t.Helper()
+	cfgPath := filepath.Join(t.TempDir(), "vllm_prober.yml")
+	if err := os.WriteFile(cfgPath, []byte(`
+modules:
+  m: {prober: completions, prompt: hi}
+targets:
+  - {name: a, url: "http://127.0.0.1:9"}
+  - {name: b, url: "http://127.0.0.1:9"}
+  - {name: c, url: "http://127.0.0.1:9"}
+  - {name: d, url: "http://127.0.0.1:9"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- runArgs(ctx, append([]string{"--config.file=" + cfgPath, "--web.listen-address=" + addr}, args...), &stdout, &stderr)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("run %v exited %d; log:\n%s", args, code, stderr.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("run did not return after its context was cancelled")
+		}
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var lines []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "vllm_prober_shard_info{") || strings.HasPrefix(l, "vllm_prober_targets{") {
+					lines = append(lines, l)
+				}
+			}
+			return strings.Join(lines, "\n")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics did not answer within 15s: %v; log:\n%s", err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// --shard.count and --shard.index reach the daemon; the index defaults from
+// SHARD_INDEX; bad values are command-line errors.
+func TestShardFlags(t *testing.T) {
+	// The share of targets a, b, c, d that shard index of count owns.
+	share := func(count, index int) int {
+		n := 0
+		for _, name := range []string{"a", "b", "c", "d"} {
+			if count == 1 || discovery.ShardOf(name, count) == index {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name, env    string
+		args         []string
+		count, index int
+	}{
+		{"default", "", nil, 1, 0},
+		{"flags", "", []string{"--shard.count=2", "--shard.index=1"}, 2, 1},
+		{"index from SHARD_INDEX", "1", []string{"--shard.count=2"}, 2, 1},
+		{"flag wins over SHARD_INDEX", "1", []string{"--shard.count=2", "--shard.index=0"}, 2, 0},
+		{"one shard ignores SHARD_INDEX", "1", nil, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("SHARD_INDEX", tc.env)
+			got := shardMetrics(t, tc.args...)
+			want := fmt.Sprintf("vllm_prober_shard_info{count=\"%d\",index=\"%d\"} 1\n", tc.count, tc.index) +
+				"vllm_prober_targets{source=\"discovered\"} 0\n" +
+				fmt.Sprintf("vllm_prober_targets{source=\"static\"} %d", share(tc.count, tc.index))
+			if got != want {
+				t.Errorf("/metrics has\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+
+	t.Setenv("SHARD_INDEX", "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shard.count=0"}, "--shard.count must be at least 1, got 0"},
+		{[]string{"--shard.count=3", "--shard.index=3"}, "shard index 3 is out of range for shard count 3 (want 0 to 2)"},
+		{[]string{"--shard.count=3", "--shard.index=$(SHARD_INDEX)"}, `--shard.index "$(SHARD_INDEX)" is not a non-negative integer`},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"--config.file=../../examples/demo.yml"}, tc.args...)...)
+		if want := "vllm_prober: error: " + tc.want + ", try --help\n"; code != 2 || stderr != want {
+			t.Errorf("%v = %d %q, want 2 %q", tc.args, code, stderr, want)
+		}
+	}
+	t.Setenv("SHARD_INDEX", "two")
+	code, _, stderr := runCLI(t, "--config.file=../../examples/demo.yml", "--shard.count=3")
+	if want := "vllm_prober: error: --shard.index: SHARD_INDEX=\"two\" is not a non-negative integer, try --help\n"; code != 2 || stderr != want {
+		t.Errorf("SHARD_INDEX=two = %d %q, want 2 %q", code, stderr, want)
 	}
 }
