@@ -229,3 +229,32 @@ targets:
 	}
 	f.stop()
 }
+
+// The demo's baseline (examples/baselines, benchmarked from a default
+// vllm_sim) loads and exports its points.
+func TestDemoBaselineLoads(t *testing.T) {
+	file, err := filepath.Abs("../examples/baselines/vllm-sim-default.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "vllm_prober.yml")
+	writeConfig(t, path, fmt.Sprintf(`
+modules: {m: {prober: completions, prompt: hi}}
+baselines: [{name: vllm-sim-default, file: %s}]
+targets: [{name: vllm-sim, url: "http://127.0.0.1:8000", baseline: vllm-sim-default}]
+`, file))
+	reg := prometheus.NewRegistry()
+	if _, err := New(Options{ConfigFile: path, Registry: reg}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := sample(t, reg, "vllm_baseline_saturation_output_tokens_per_second", map[string]string{"baseline": "vllm-sim-default"}); !ok || v < 1000 {
+		t.Errorf("demo baseline saturation = %v (%v), want a default vllm_sim's (above 1000 tokens/s)", v, ok)
+	}
+	for _, load := range []string{"1", "4", "16", "32"} {
+		lv := map[string]string{"baseline": "vllm-sim-default", "load_type": "concurrency", "load": load, "metric": "tpot", "stat": "mean"}
+		// vllm_sim's defaults: itl 10ms, +2 % per additional running request.
+		if v, ok := sample(t, reg, "vllm_baseline_latency_seconds", lv); !ok || v < 0.009 || v > 0.02 {
+			t.Errorf("demo baseline TPOT at concurrency %s = %v (%v), want vllm_sim's 10 ms to 17 ms", load, v, ok)
+		}
+	}
+}
