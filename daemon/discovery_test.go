@@ -290,3 +290,40 @@ func get(t *testing.T, d *Daemon, path string) (int, string) {
 	d.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	return rec.Code, rec.Body.String()
 }
+
+// Discovered targets' credentials come from target_defaults: a server echoing
+// them back does not get them onto any page or into the log.
+func TestDiscoveredTargetSecrets(t *testing.T) {
+	echo := startEcho(t)
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "targets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeAtomic(t, filepath.Join(dir, "targets", "echo.json"), targetGroups(hostPort(t, echo), "echo-d"))
+	f := &fixture{t: t, path: filepath.Join(dir, "vllm_prober.yml")}
+	writeConfig(t, f.path, fmt.Sprintf(`
+global: {probe_interval: 200ms, probe_timeout: 5s, scrape_interval: 1s, scrape_timeout: 500ms, rate_window: 3s}
+modules:
+  short: {prober: completions, prompt: "Say hello.", max_tokens: 4}
+file_sd_configs:
+  - files: [targets/*.json]
+target_defaults:
+  http_client_config: {bearer_token: %s}
+`, echoKey))
+	f.start(Options{ConfigFile: f.path, HistoryLimit: 5})
+	waitFor(t, 15*time.Second, "a probe of the discovered echo target", func() bool { return f.historyLen("echo-d", "short") > 0 })
+
+	code, body := f.get("/probe?target=echo-d&debug=true")
+	if code != http.StatusOK || !strings.Contains(body, "Result: failure (reason unauthorized)") || !strings.Contains(body, "invalid api key <secret>") {
+		t.Errorf("/probe debug of the discovered target = %d, want the 401 with the key scrubbed:\n%s", code, body)
+	}
+	secretFree(t, "the debug report", body)
+	_, page := f.get("/")
+	secretFree(t, "the landing page", page)
+	_, cfg := f.get("/config")
+	secretFree(t, "/config", cfg)
+	_, metrics := f.get("/metrics")
+	secretFree(t, "/metrics", metrics)
+	f.stop()
+	secretFree(t, "the debug log", f.logs.String())
+}
