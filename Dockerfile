@@ -27,6 +27,7 @@ LABEL org.opencontainers.image.title="vllm_prober" \
 COPY --from=builder /out/vllm_prober /bin/vllm_prober
 COPY --from=builder /out/vllm_sim    /bin/vllm_sim
 COPY examples/demo.yml /etc/vllm_prober/config.yml
+COPY examples/baselines /etc/vllm_prober/baselines
 EXPOSE 10040
 USER nobody
 ENTRYPOINT ["/bin/vllm_prober"]

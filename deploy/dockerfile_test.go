@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -254,17 +255,7 @@ func TestImageBinary(t *testing.T) {
 		if strings.HasPrefix(f[0], "--from=") {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(repoRoot, f[0]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst := filepath.Join(root, f[len(f)-1])
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		installCopy(t, filepath.Join(repoRoot, f[0]), filepath.Join(root, f[len(f)-1]))
 	}
 
 	out, err := exec.Command(filepath.Join(binDir, "vllm_prober"), "--version").CombinedOutput()
@@ -316,6 +307,36 @@ func TestImageBinary(t *testing.T) {
 		}
 	}
 	t.Fatalf("/metrics on %s never showed vllm_prober_build_info with version %s; last body:\n%.2000s\nlogs:\n%s", addr, version, body, logs.String())
+}
+
+// installCopy does what COPY src dst does: a file is copied to dst, a
+// directory's contents (recursively) into dst.
+func installCopy(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("installing COPY %s %s: %v", src, dst, err)
+	}
 }
 
 // lockedBuffer collects a process's output while the test may read it.
