@@ -384,6 +384,36 @@ func (m *Manager) GenerationTokensPerSecond(target string) (float64, bool) {
 	return total, ok
 }
 
+// StreamOutputTokensPerSecond is target's output tokens per second of request
+// lifetime over the rate window (see Derived.StreamOutputTokensPerSecond).
+// When the server serves several models, the value of the model generating
+// the most tokens is returned.
+func (m *Manager) StreamOutputTokensPerSecond(target string) (float64, bool) {
+	s := m.target(target)
+	if s == nil {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.up {
+		return 0, false
+	}
+	best, bestGen, ok := 0.0, -1.0, false
+	for _, d := range s.derived {
+		if math.IsNaN(d.StreamOutputTokensPerSecond) {
+			continue
+		}
+		gen := d.GenerationTokensPerSecond
+		if math.IsNaN(gen) {
+			gen = 0
+		}
+		if gen > bestGen {
+			best, bestGen, ok = d.StreamOutputTokensPerSecond, gen, true
+		}
+	}
+	return best, ok
+}
+
 // Latest returns the newest snapshot of target (nil when the last scrape
 // failed or none happened), for debug pages and bench.
 func (m *Manager) Latest(target string) *Snapshot {

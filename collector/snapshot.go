@@ -63,6 +63,9 @@ type Model struct {
 	ITL   *Histogram // vllm:inter_token_latency_seconds, else vllm:time_per_output_token_seconds
 	E2E   *Histogram // vllm:e2e_request_latency_seconds
 	Queue *Histogram // vllm:request_queue_time_seconds
+	// GenerationTokensPerRequest is vllm:request_generation_tokens: output
+	// tokens of each finished request.
+	GenerationTokensPerRequest *Histogram
 }
 
 // Snapshot is one normalised scrape of a vLLM /metrics endpoint.
@@ -114,6 +117,7 @@ const (
 	mTPOTOld         = "vllm:time_per_output_token_seconds"
 	mE2E             = "vllm:e2e_request_latency_seconds"
 	mQueue           = "vllm:request_queue_time_seconds"
+	mReqGenTokens    = "vllm:request_generation_tokens"
 	mCacheConfig     = "vllm:cache_config_info"
 
 	lModel  = "model_name"
@@ -273,6 +277,7 @@ func normalise(fs families, at time.Time) *Snapshot {
 		}
 		m.E2E = histogram(fs, mE2E, model)
 		m.Queue = histogram(fs, mQueue, model)
+		m.GenerationTokensPerRequest = histogram(fs, mReqGenTokens, model)
 		m.Engines = len(engines[model])
 	}
 

@@ -27,6 +27,14 @@ type Derived struct {
 	// Latencies by "ttft", "itl", "e2e", "queue"; a key is absent when the
 	// histogram saw no new observation in the window.
 	Latencies map[string]Latency
+
+	// StreamOutputTokensPerSecond is the output rate of one request while it
+	// is in the server: Δ sum(vllm:request_generation_tokens) ÷ Δ
+	// sum(vllm:e2e_request_latency_seconds) over the requests that finished in
+	// the window. It does not depend on how busy the server is, so it can be
+	// compared with a benchmark's output_throughput ÷ concurrency (the same
+	// quantity for a closed-loop benchmark). NaN when no request finished.
+	StreamOutputTokensPerSecond float64
 }
 
 // increase sums the increases of a counter over consecutive values like
@@ -60,6 +68,8 @@ func derive(snaps []*Snapshot, model string) *Derived {
 		GenerationTokensPerSecond: math.NaN(),
 		PreemptionsPerSecond:      math.NaN(),
 		Latencies:                 map[string]Latency{},
+
+		StreamOutputTokensPerSecond: math.NaN(),
 	}
 	if len(ms) < 2 {
 		return d
@@ -119,7 +129,32 @@ func derive(snaps []*Snapshot, model string) *Derived {
 			}
 		}
 	}
+	d.StreamOutputTokensPerSecond = streamOutputRate(ms)
 	return d
+}
+
+// streamOutputRate is Δ generated tokens ÷ Δ request seconds of the requests
+// that finished between the first and the last of ms. Both histograms are
+// taken pair by pair, and a pair where either reset is left out of both sums,
+// so that the ratio always covers the same requests.
+func streamOutputRate(ms []*Model) float64 {
+	var tokens, secs float64
+	for i := 1; i < len(ms); i++ {
+		pe, ce := ms[i-1].E2E, ms[i].E2E
+		pg, cg := ms[i-1].GenerationTokensPerRequest, ms[i].GenerationTokensPerRequest
+		if pe == nil || ce == nil || pg == nil || cg == nil {
+			continue
+		}
+		if ce.Count < pe.Count || cg.Count < pg.Count || ce.Count-pe.Count != cg.Count-pg.Count {
+			continue // a reset, or the two histograms disagree on the requests
+		}
+		tokens += cg.Sum - pg.Sum
+		secs += ce.Sum - pe.Sum
+	}
+	if secs <= 0 || tokens <= 0 {
+		return math.NaN()
+	}
+	return tokens / secs
 }
 
 // histogramIncrease is the histogram of the observations made between the

@@ -40,7 +40,7 @@ func (p proberSource) MeanStats(target, module string, since time.Time) ProbeMea
 // vLLM's definitions: TPOT per result with more than one output token, ITL
 // pooled over every gap.
 func Means(results []prober.Result, since time.Time) ProbeMeans {
-	var ttft, tpot, itl, e2e float64
+	var ttft, tpot, itl, e2e, outTokens float64
 	var nTPOT, nITL int
 	out := ProbeMeans{}
 	for i := range results {
@@ -49,6 +49,7 @@ func Means(results []prober.Result, since time.Time) ProbeMeans {
 			continue
 		}
 		out.N++
+		outTokens += float64(r.OutputTokens)
 		ttft += r.TTFT.Seconds()
 		e2e += r.E2E.Seconds()
 		if r.OutputTokens > 1 {
@@ -67,6 +68,7 @@ func Means(results []prober.Result, since time.Time) ProbeMeans {
 		return sum / float64(n)
 	}
 	out.TTFT, out.E2E = div(ttft, out.N), div(e2e, out.N)
+	out.OutputTokens = div(outTokens, out.N)
 	out.TPOT, out.ITL = div(tpot, nTPOT), div(itl, nITL)
 	return out
 }

@@ -41,7 +41,10 @@ type ProbeMeans struct {
 	TPOT float64 // mean of per-probe (E2E-TTFT)/(out-1), probes with out > 1
 	ITL  float64 // mean of every inter-token gap of every probe (pooled)
 	E2E  float64 // mean end-to-end latency
-	N    int     // successful probes
+	// OutputTokens is the mean output tokens per successful probe, used to
+	// scale the baseline's latencies to the probe's length.
+	OutputTokens float64
+	N            int // successful probes
 }
 
 // Mean returns the live value of a latency metric, NaN for others.
@@ -73,8 +76,10 @@ type ProbeSource interface {
 type ServerSource interface {
 	// Load is the latest running and waiting requests of target.
 	Load(target string) (running, waiting float64, ok bool)
-	// GenerationTokensPerSecond is target's generation throughput over the rate window.
-	GenerationTokensPerSecond(target string) (float64, bool)
+	// StreamOutputTokensPerSecond is target's output tokens per second of
+	// request lifetime over the rate window: what one request receives,
+	// however busy the server is.
+	StreamOutputTokensPerSecond(target string) (float64, bool)
 }
 
 // Collector exports the baseline and regression series. It is an unchecked
@@ -232,7 +237,7 @@ func newDescs(static []string) map[string]*prometheus.Desc {
 		mExpTPOT:    prometheus.NewDesc(mExpTPOT, "Mean time per output token the baseline predicts at the live load (running + waiting + 1).", pair, nil),
 		mExpTTFT:    prometheus.NewDesc(mExpTTFT, "Mean time to first token the baseline predicts at the live load (running + waiting + 1).", pair, nil),
 		mExpGen:     prometheus.NewDesc(mExpGen, "Output token throughput the baseline predicts at the live load (running + waiting + 1).", tgt, nil),
-		mRatio:      prometheus.NewDesc(mRatio, "Live probe latency / expected, or expected / live generation throughput for output_throughput; above 1 is worse than the baseline.", append(slices.Clone(pair), labelMetric), nil),
+		mRatio:      prometheus.NewDesc(mRatio, "Live probe latency / the baseline's expectation at the live load (E2E scaled to the probes' output length), or for output_throughput the expected / live output tokens per second of one request; above 1 is worse than the baseline.", append(slices.Clone(pair), labelMetric), nil),
 	}
 }
 
@@ -320,7 +325,8 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 	if !ok {
 		return
 	}
-	exp, ok := l.b.Expected(running + waiting + 1)
+	load := running + waiting + 1
+	exp, ok := l.b.Expected(load)
 	if !ok {
 		return
 	}
@@ -330,9 +336,14 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 	}
 	tlv := append(append([]string{t.name, model}, t.static...), l.name)
 	gauge(ch, st.descs[mExpGen], exp.OutputThroughput, tlv...)
+	// Throughput is compared per stream: a benchmark at concurrency c gives
+	// each request output_throughput/c tokens per second of its lifetime,
+	// which is what the server's request histograms measure live. Comparing
+	// the server's total tokens/s instead would call every lightly loaded
+	// server a regression.
 	throughputRatio := math.NaN()
-	if live, ok := server.GenerationTokensPerSecond(t.name); ok {
-		throughputRatio = baseline.RegressionRatio(baseline.MetricOutputThroughput, live, exp.OutputThroughput)
+	if live, ok := server.StreamOutputTokensPerSecond(t.name); ok {
+		throughputRatio = baseline.RegressionRatio(baseline.MetricOutputThroughput, live, exp.OutputThroughput/load)
 	}
 	window := t.window
 	if fixed > 0 {
@@ -348,10 +359,25 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 			if m != baseline.MetricOutputThroughput {
 				r = math.NaN()
 				if live.N > 0 {
-					r = baseline.RegressionRatio(m, live.Mean(m), exp.Mean(m))
+					r = baseline.RegressionRatio(m, live.Mean(m), expectedFor(m, exp, live))
 				}
 			}
 			gauge(ch, st.descs[mRatio], r, append(slices.Clone(plv), string(m))...)
 		}
 	}
+}
+
+// expectedFor is the baseline's expectation of m for probes like live. E2E
+// depends on the output length, which differs between a benchmark and a
+// probe, so it is rebuilt from the baseline's TTFT and TPOT for the probes'
+// mean output length: TTFT + TPOT × (out − 1). Without an output length it is
+// unknown (NaN) rather than the benchmark's E2E of some other length.
+func expectedFor(m baseline.Metric, exp baseline.Expectation, live ProbeMeans) float64 {
+	if m != baseline.MetricE2E {
+		return exp.Mean(m)
+	}
+	if !(live.OutputTokens >= 1) {
+		return math.NaN()
+	}
+	return exp.TTFTMean + exp.TPOTMean*(live.OutputTokens-1)
 }

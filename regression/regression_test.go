@@ -38,13 +38,13 @@ func (f *fakeProbes) Model(target string) string { return f.models[target] }
 type fakeServer struct {
 	running, waiting float64
 	loadOK           bool
-	gen              float64
-	genOK            bool
+	stream           float64 // output tokens per second of one request
+	streamOK         bool
 }
 
 func (f *fakeServer) Load(string) (float64, float64, bool) { return f.running, f.waiting, f.loadOK }
-func (f *fakeServer) GenerationTokensPerSecond(string) (float64, bool) {
-	return f.gen, f.genOK
+func (f *fakeServer) StreamOutputTokensPerSecond(string) (float64, bool) {
+	return f.stream, f.streamOK
 }
 
 func loadConfig(t *testing.T, text string) *config.Config {
@@ -111,9 +111,9 @@ vllm_probe_expected_time_per_output_token_seconds{baseline="llama",model="served
 # TYPE vllm_probe_expected_time_to_first_token_seconds gauge
 vllm_probe_expected_time_to_first_token_seconds{baseline="llama",model="served",module="m1",preset="h100",target="t1",zone=""} 0.25
 vllm_probe_expected_time_to_first_token_seconds{baseline="llama",model="served",module="m2",preset="h100",target="t1",zone=""} 0.25
-# HELP vllm_probe_regression_ratio Live probe latency / expected, or expected / live generation throughput for output_throughput; above 1 is worse than the baseline.
+# HELP vllm_probe_regression_ratio Live probe latency / the baseline's expectation at the live load (E2E scaled to the probes' output length), or for output_throughput the expected / live output tokens per second of one request; above 1 is worse than the baseline.
 # TYPE vllm_probe_regression_ratio gauge
-vllm_probe_regression_ratio{baseline="llama",metric="e2e",model="served",module="m1",preset="h100",target="t1",zone=""} 0.5
+vllm_probe_regression_ratio{baseline="llama",metric="e2e",model="served",module="m1",preset="h100",target="t1",zone=""} 0.75
 vllm_probe_regression_ratio{baseline="llama",metric="itl",model="served",module="m1",preset="h100",target="t1",zone=""} 2
 vllm_probe_regression_ratio{baseline="llama",metric="output_throughput",model="served",module="m1",preset="h100",target="t1",zone=""} 0.5
 vllm_probe_regression_ratio{baseline="llama",metric="output_throughput",model="served",module="m2",preset="h100",target="t1",zone=""} 0.5
@@ -127,13 +127,15 @@ vllm_server_expected_generation_tokens_per_second{baseline="llama",model="served
 func TestCollectorExportsContractSeries(t *testing.T) {
 	probes := &fakeProbes{
 		means: map[string]ProbeMeans{
-			// TTFT twice, TPOT as, ITL twice and E2E half the expected values; m2 has no probe yet.
-			"t1/m1": {TTFT: 0.5, TPOT: 0.0234375, ITL: 0.046875, E2E: 0.75, N: 3},
+			// TTFT twice, TPOT as, ITL twice the expected values, E2E 0.75 of
+			// the baseline's TTFT + TPOT × (33 − 1) = 1 s; m2 has no probe yet.
+			"t1/m1": {TTFT: 0.5, TPOT: 0.0234375, ITL: 0.046875, E2E: 0.75, OutputTokens: 33, N: 3},
 			"t1/m2": {TTFT: math.NaN(), TPOT: math.NaN(), ITL: math.NaN(), E2E: math.NaN()},
 		},
 		models: map[string]string{"t1": "served"},
 	}
-	server := &fakeServer{running: 1, waiting: 1, loadOK: true, gen: 512, genOK: true}
+	// Expected per request: 256 tok/s at a load of 3 = 256/3 tok/s; live twice that.
+	server := &fakeServer{running: 1, waiting: 1, loadOK: true, stream: 2 * (256.0 / 3), streamOK: true}
 	reg := prometheus.NewRegistry()
 	c := New(reg, nil, probes, server)
 	now := time.Unix(1700000000, 0)
