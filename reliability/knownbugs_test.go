@@ -1,0 +1,52 @@
+//go:build knownbugs
+
+package reliability
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Tests of product bugs not fixed yet; run them with
+//
+//	go test -tags knownbugs -count=1 -run KnownBug ./reliability/
+//
+// Each moves into the committed fault matrix once its bug is fixed.
+
+// TestKnownBugCollectorKeepsIdleConnections: the collector never closes the idle
+// keep-alive connections of an HTTP client it drops (on a reload that changes a
+// target, and when Run returns), unlike the prober. Each reload of a changed
+// target therefore leaves one idle connection (three goroutines: the client's
+// read and write loops and the server's conn.serve) for the transport's idle
+// timeout, and Run leaves every scraped target's connection behind. The fault
+// matrix counts busy goroutines and so does not see it; this test counts all.
+func TestKnownBugCollectorKeepsIdleConnections(t *testing.T) {
+	m := newMatrix(t)
+	defer m.stop()
+	floor := func() int {
+		n := runtime.NumGoroutine()
+		for range 10 {
+			time.Sleep(20 * time.Millisecond)
+			n = min(n, runtime.NumGoroutine())
+		}
+		return n
+	}
+	g0 := floor()
+	for range 3 {
+		m.setVictimURL("https://vllm-victim.invalid:8443")
+		time.Sleep(time.Second)
+		m.setVictimURL(m.sw.URL())
+		if !waitFor(15*time.Second, func() bool { return m.recovered(time.Now().Add(-500*time.Millisecond), true) }) {
+			t.Fatal("the victim did not recover")
+		}
+	}
+	var g int
+	if !waitFor(5*time.Second, func() bool { g = floor(); return g <= g0+2 }) {
+		t.Errorf("3 reloads changing the victim's URL and back: goroutines %d -> %d:\n%s", g0, g, goroutineDump())
+	}
+	m.stop()
+	if !waitFor(5*time.Second, func() bool { g = floor(); return g <= m.before+2 }) {
+		t.Errorf("%d goroutines before Run, %d after it returned:\n%s", m.before, g, goroutineDump())
+	}
+}
