@@ -15,6 +15,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/baseline"
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/atomicfile"
 )
 
 // Tool is the source.tool of the baseline files bench writes.
@@ -338,7 +339,7 @@ func WriteAll(dir string, rep *Report) (*Files, error) {
 	}
 	out := &Files{}
 	write := func(name string, data []byte) error {
-		return writeFileAtomic(filepath.Join(dir, name), data)
+		return atomicfile.Write(filepath.Join(dir, name), data)
 	}
 	var buf bytes.Buffer
 	if err := WriteCSV(&buf, rep); err != nil {
@@ -391,26 +392,4 @@ func WriteAll(dir string, rep *Report) (*Files, error) {
 		out.Charts = append(out.Charts, n)
 	}
 	return out, nil
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
+	"github.com/vllm-prober/vllm_prober/internal/atomicfile"
 )
 
 // registerBaselineCommands adds `baseline import --out FILE [--name N] INPUT...` to app and returns the
@@ -66,7 +66,7 @@ func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writ
 			}
 			return 0
 		}
-		if err := writeFileAtomic(*out, data); err != nil {
+		if err := atomicfile.Write(*out, data); err != nil {
 			level.Error(logger).Log("msg", "cannot write the baseline file", "err", err)
 			return 1
 		}
@@ -74,27 +74,4 @@ func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writ
 		return 0
 	}
 	return importCmd, run
-}
-
-// writeFileAtomic writes data to a temporary file next to path and renames it into place.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }

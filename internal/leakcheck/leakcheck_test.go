@@ -1,0 +1,21 @@
+package leakcheck
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func parked(stop <-chan struct{}) { <-stop }
+
+func TestWaitSeesAndForgetsAGoroutine(t *testing.T) {
+	stop := make(chan struct{})
+	go parked(stop)
+	if got := Wait(50*time.Millisecond, "leakcheck.parked"); !strings.Contains(got, "leakcheck.parked") {
+		t.Fatalf("a parked goroutine was not reported: %q", got)
+	}
+	close(stop)
+	if got := Wait(5*time.Second, "leakcheck.parked"); got != "" {
+		t.Fatalf("a stopped goroutine is still reported:\n%s", got)
+	}
+}
