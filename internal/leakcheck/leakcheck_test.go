@@ -6,11 +6,15 @@ import (
 	"time"
 )
 
-func parked(stop <-chan struct{}) { <-stop }
+func parked(started chan<- struct{}, stop <-chan struct{}) {
+	close(started)
+	<-stop
+}
 
 func TestWaitSeesAndForgetsAGoroutine(t *testing.T) {
-	stop := make(chan struct{})
-	go parked(stop)
+	started, stop := make(chan struct{}), make(chan struct{})
+	go parked(started, stop)
+	<-started
 	if got := Wait(50*time.Millisecond, "leakcheck.parked"); !strings.Contains(got, "leakcheck.parked") {
 		t.Fatalf("a parked goroutine was not reported: %q", got)
 	}
