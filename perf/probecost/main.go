@@ -78,18 +78,16 @@ targets:
 	defer cancel()
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx) }()
-	var attempts, prompts, outputs float64
 	for ctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
-		attempts, prompts, outputs = read(reg)
-		if attempts >= float64(probes) {
+		if n, _, _ := read(reg); n >= float64(probes) {
 			break
 		}
 	}
 	cancel()
 	<-done
 	// Read again: a probe may have finished after the loop's last read.
-	attempts, prompts, outputs = read(reg)
+	attempts, prompts, outputs := read(reg)
 	if attempts < float64(probes) {
 		return fmt.Errorf("only %v probes ran", attempts)
 	}

@@ -1,0 +1,144 @@
+package perfutil
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/vllm-prober/vllm_prober/daemon"
+)
+
+// childEnv names the configuration file when this binary runs as the daemon
+// child of a figure program; childAddrEnv its listen address.
+const (
+	childEnv     = "VLLM_PROBER_PERF_DAEMON_CONFIG"
+	childAddrEnv = "VLLM_PROBER_PERF_DAEMON_ADDR"
+)
+
+// MaybeRunDaemonChild runs the daemon and exits when this process was started
+// by StartDaemon; otherwise it returns at once. Call it first in main.
+func MaybeRunDaemonChild() {
+	path := os.Getenv(childEnv)
+	if path == "" {
+		return
+	}
+	logger := level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(os.Stderr)), level.AllowWarn())
+	addrs := []string{os.Getenv(childAddrEnv)}
+	systemd := false
+	webCfg := ""
+	d, err := daemon.New(daemon.Options{ConfigFile: path,
+		WebFlags: &web.FlagConfig{WebListenAddresses: &addrs, WebSystemdSocket: &systemd, WebConfigFile: &webCfg}}, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "daemon child:", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "daemon child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// Daemon is a vllm_prober daemon running in a child process (this binary,
+// re-executed), so that its CPU time and memory are its own.
+type Daemon struct {
+	cmd  *exec.Cmd
+	URL  string
+	done chan error
+}
+
+// StartDaemon writes config to a file in dir and starts the daemon child on a
+// free loopback port; it returns once /-/ready answers 200.
+func StartDaemon(dir, config string) (*Daemon, error) {
+	path := filepath.Join(dir, "vllm_prober.yml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		return nil, fmt.Errorf("writing the configuration: %w", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("finding a free port: %w", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this program: %w", err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), childEnv+"="+path, childAddrEnv+"="+addr)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the daemon child: %w", err)
+	}
+	d := &Daemon{cmd: cmd, URL: "http://" + addr, done: make(chan error, 1)}
+	go func() { d.done <- cmd.Wait() }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(d.URL + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			d.Stop()
+			return nil, fmt.Errorf("the daemon child was not ready within 30s")
+		}
+	}
+}
+
+// Pid is the child's process id.
+func (d *Daemon) Pid() int { return d.cmd.Process.Pid }
+
+// Stop terminates the child and waits for it.
+func (d *Daemon) Stop() error {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		return err
+	case <-time.After(20 * time.Second):
+		_ = d.cmd.Process.Kill()
+		return fmt.Errorf("the daemon child did not stop within 20s of SIGTERM")
+	}
+}
+
+var goroutinesRE = regexp.MustCompile(`(?m)^go_goroutines ([0-9.e+]+)$`)
+
+// Scrape fetches the daemon's /metrics and returns how long it took, the size
+// of the body and the go_goroutines value (-1 when absent).
+func (d *Daemon) Scrape() (took time.Duration, size int, goroutines int, err error) {
+	start := time.Now()
+	resp, err := http.Get(d.URL + "/metrics")
+	if err != nil {
+		return 0, 0, -1, fmt.Errorf("scraping the daemon: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	took = time.Since(start)
+	if err != nil {
+		return 0, 0, -1, fmt.Errorf("scraping the daemon: %w", err)
+	}
+	goroutines = -1
+	if m := goroutinesRE.FindSubmatch(body); m != nil {
+		if v, err := strconv.ParseFloat(string(m[1]), 64); err == nil {
+			goroutines = int(v)
+		}
+	}
+	return took, len(body), goroutines, nil
+}
