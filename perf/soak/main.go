@@ -2,7 +2,9 @@
 // re-executed) against in-process vllm_sim servers for -duration (30 min by
 // default) while the simulator faults cycle through /admin/config, samples the
 // daemon's RSS and goroutines every -sample (a minute), prints a table and a
-// verdict: both stayed flat when the last third of the samples is no higher
+// verdict. Samples are taken in the healthy gaps only, at least 6 s (the probe
+// timeout plus a second) after a fault was cleared, so that probes a fault left
+// in flight are not counted as growth. Both stayed flat when the last third of the samples is no higher
 // than the first third's maximum plus the slack (-rss-slack, -goroutine-slack).
 //
 //	go run ./perf/soak [-duration 30m] [-sample 1m]
@@ -50,6 +52,10 @@ func main() {
 	gSlack := flag.Int("goroutine-slack", 10, "allowed goroutine growth")
 	targets := flag.Int("targets", 20, "targets (half on the faulty simulator)")
 	flag.Parse()
+	if *faultPeriod < 8*time.Second {
+		fmt.Fprintln(os.Stderr, "soak: -fault-period must be at least 8s (samples wait 6s into a healthy gap)")
+		os.Exit(2)
+	}
 	if err := run(*duration, *sample, *faultPeriod, *rssSlack, *gSlack, *targets); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(1)
@@ -118,9 +124,10 @@ targets:
 	start := time.Now()
 	nextSample := start
 	nextFault, fi, on := start, 0, false
+	cleared := start
 	var rss []float64
 	var gs []int
-	fmt.Printf("%8s %10s %11s %8s  %s\n", "t", "rss-MiB", "goroutines", "load1", "fault")
+	fmt.Printf("%8s %10s %11s %8s  %s\n", "t", "rss-MiB", "goroutines", "load1", "last fault")
 	current := "none"
 	for time.Since(start) <= duration {
 		now := time.Now()
@@ -129,7 +136,7 @@ targets:
 				if err := setFault(`{"fault":""}`); err != nil {
 					return err
 				}
-				current = "none"
+				cleared = now
 			} else {
 				if err := setFault(faults[fi%len(faults)]); err != nil {
 					return err
@@ -140,7 +147,7 @@ targets:
 			on = !on
 			nextFault = now.Add(faultPeriod)
 		}
-		if !now.Before(nextSample) {
+		if !now.Before(nextSample) && !on && now.Sub(cleared) >= 6*time.Second {
 			p, err := perfutil.ReadProc(d.Pid())
 			if err != nil {
 				return err
@@ -152,7 +159,7 @@ targets:
 			rss = append(rss, float64(p.RSS)/(1<<20))
 			gs = append(gs, g)
 			fmt.Printf("%8s %10.1f %11d %8.2f  %s\n", now.Sub(start).Round(time.Second), rss[len(rss)-1], g, perfutil.Load1(), current)
-			nextSample = nextSample.Add(sample)
+			nextSample = now.Add(sample)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
