@@ -148,6 +148,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			continue // unchanged: keep loop and history
 		}
 		m.stopLocked(s)
+		s.client.CloseIdleConnections() // its keep-alive connections would linger until the idle timeout
 		delete(m.targets, name)
 	}
 	for name, w := range wants {
@@ -225,6 +226,14 @@ func (m *Manager) Run(ctx context.Context) {
 	m.runCtx = nil
 	m.mu.Unlock()
 	m.wg.Wait()
+
+	// No scrape runs now: close the idle keep-alive connections, whose
+	// read and write goroutines would otherwise outlive Run.
+	m.mu.Lock()
+	for _, s := range m.targets {
+		s.client.CloseIdleConnections()
+	}
+	m.mu.Unlock()
 }
 
 func (s *scraper) loop(ctx context.Context) {

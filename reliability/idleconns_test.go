@@ -1,5 +1,3 @@
-//go:build knownbugs
-
 package reliability
 
 import (
@@ -8,20 +6,15 @@ import (
 	"time"
 )
 
-// Tests of product bugs not fixed yet; run them with
-//
-//	go test -tags knownbugs -count=1 -run KnownBug ./reliability/
-//
-// Each moves into the committed fault matrix once its bug is fixed.
-
-// TestKnownBugCollectorKeepsIdleConnections: the collector never closes the idle
-// keep-alive connections of an HTTP client it drops (on a reload that changes a
-// target, and when Run returns), unlike the prober. Each reload of a changed
-// target therefore leaves one idle connection (three goroutines: the client's
-// read and write loops and the server's conn.serve) for the transport's idle
-// timeout, and Run leaves every scraped target's connection behind. The fault
-// matrix counts busy goroutines and so does not see it; this test counts all.
-func TestKnownBugCollectorKeepsIdleConnections(t *testing.T) {
+// TestCollectorClosesIdleConnections is the regression test of a bug this
+// package found: the collector did not close the idle keep-alive connections
+// of an HTTP client it dropped (on a reload that changes a target, and when
+// Run returns), unlike the prober. Each reload of a changed target left one
+// idle connection (three goroutines: the client's read and write loops and
+// the server's conn.serve) for the transport's idle timeout, and Run left
+// every scraped target's connection behind. The fault matrix counts busy
+// goroutines and so does not see it; this test counts all.
+func TestCollectorClosesIdleConnections(t *testing.T) {
 	m := newMatrix(t)
 	defer m.stop()
 	floor := func() int {
