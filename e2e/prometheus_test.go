@@ -29,11 +29,14 @@ const (
 
 	simModel       = "e2e/sim-model"
 	probePrompt    = "Let's explore some architecture patterns for microservices"
-	probeMaxTokens = 16
-	baseITL        = "20ms"
-	regressedITL   = "26ms" // +30 %
-	sloFile        = "../alerts/slo.yml"
-	dashboardsDir  = "../dashboards"
+	probeMaxTokens = 12
+	// Latencies large enough that the scheduling noise of a loaded 2-core
+	// machine (tens of ms) does not move a 10s mean by 20 %.
+	baseTTFT      = "150ms"
+	baseITL       = "40ms"
+	regressedITL  = "52ms" // +30 %
+	sloFile       = "../alerts/slo.yml"
+	dashboardsDir = "../dashboards"
 )
 
 // steadyExemptions are the alerts allowed to be pending or firing in the
@@ -42,10 +45,11 @@ const (
 // logs the values that show it on every run.
 var steadyExemptions = map[string]string{
 	"VLLMThroughputRegression": "daemon defect: vllm_probe_regression_ratio{metric=\"output_throughput\"} divides " +
-		"the baseline's output throughput at concurrency running+waiting+1 (>= 1, i.e. a benchmark keeping one " +
-		"request in flight all the time: ~47 tok/s here) by the server's live generation rate, which on an " +
-		"endpoint that only serves the probe is one 16-token probe a second (~16 tok/s): the ratio is ~2.9 on a " +
-		"healthy, idle endpoint, and stays so whatever the latency (it fires after its `for` on every idle endpoint)",
+		"the baseline's output throughput at concurrency running+waiting+1 (>= 1: a benchmark that keeps one " +
+		"request in flight all the time, ~20 tok/s here) by the server's live generation rate, which on an " +
+		"endpoint that only serves the probe is one 12-token probe a second (~12 tok/s). The ratio is then " +
+		"probe_interval / probe E2E (~1.7 here, ~30 with a 30s interval and a 1s probe) on a healthy idle " +
+		"endpoint whatever its latency, so the alert fires after its `for` on every idle endpoint",
 }
 
 // panelExemptions are dashboard queries (keyed "dashboard / panel / expr",
@@ -80,7 +84,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	simURL := "http://" + simAddr
 	sim := startProcess(t, "vllm_sim", simBin, "--web.listen-address="+simAddr, "--model="+simModel,
 		"--max-model-len=2048", "--kv-cache-tokens=2048", "--block-size=16",
-		"--ttft=40ms", "--itl="+baseITL, "--batch-slowdown=0.02")
+		"--ttft="+baseTTFT, "--itl="+baseITL, "--batch-slowdown=0.02")
 	if err := waitReady(ctx, sim, simURL+"/health", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +114,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
   probe_timeout: 10s
   scrape_interval: 1s
   scrape_timeout: 900ms
-  rate_window: 4s
+  rate_window: 10s
   stall_timeout: 2s
 modules:
   completion:
@@ -220,10 +224,13 @@ targets:
 		tl.add("(b) steady run: watching alerts for 10s")
 		unexpected := map[string]mixin.Alert{}
 		exempted := map[string]mixin.Alert{}
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			alerts, err := client.Alerts(ctx)
-			if err != nil {
+		window, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for window.Err() == nil {
+			alerts, err := client.Alerts(window)
+			if err != nil && window.Err() == nil {
 				t.Fatal(err)
 			}
 			for _, a := range alerts {
@@ -233,7 +240,10 @@ targets:
 					unexpected[alertKey(a.Labels)] = a
 				}
 			}
-			time.Sleep(500 * time.Millisecond)
+			select {
+			case <-window.Done():
+			case <-tick.C:
+			}
 		}
 		for k, a := range unexpected {
 			t.Errorf("steady run: %s is %s (value %s): %s", k, a.State, a.Value, a.Annotations["description"])
@@ -245,17 +255,16 @@ targets:
 		for k, a := range exempted {
 			t.Logf("EXEMPT (known defect, reported): %s is %s (value %s): %s", k, a.State, a.Value, steadyExemptions[a.Labels["alertname"]])
 		}
-		if len(exempted) > 0 {
-			dumpValues(t, `vllm_probe_regression_ratio{metric="output_throughput"}`,
-				`vllm_server_expected_generation_tokens_per_second`, `vllm_server_generation_tokens_per_second`)
-		}
+		dumpValues(t, `vllm_probe_regression_ratio{metric="output_throughput"}`,
+			`vllm_server_expected_generation_tokens_per_second`, `vllm_server_generation_tokens_per_second`)
 		for name := range steadyExemptions {
 			found := false
 			for _, a := range exempted {
 				found = found || a.Labels["alertname"] == name
 			}
 			if !found {
-				t.Logf("exemption of %s was not needed in this run: remove it from steadyExemptions if the defect is fixed", name)
+				t.Logf("exemption of %s was not needed in this run (a baseline measured while the machine was busy "+
+					"expects less throughput); remove it from steadyExemptions once the defect is fixed", name)
 			}
 		}
 	})
