@@ -670,7 +670,7 @@ func TestScaledRulesAreValid(t *testing.T) {
 	}
 	for _, want := range []string{
 		"with --for-scale 0.01 (for testing only)",
-		"[6s]) > 0)\n          ) >= 0.5",                               // engine_hung window 10m → 6s
+		"[6s]) > 0),\n            1\n          ) >= 0.5",               // engine_hung window 10m → 6s
 		"      - alert: VLLMLatencyRegression\n", "        for: 18s\n", // 30m → 18s
 	} {
 		if !bytes.Contains(b, []byte(want)) {

@@ -165,9 +165,10 @@ func (s *Spec) AlertGroups() []Group {
 	ops := []Rule{
 		s.alert("VLLMEngineHung", a.EngineHung,
 			lines(
-				"(",
+				"clamp_max(",
 				fmt.Sprintf("  sum without (reason) (increase(vllm_probe_failures_total{%s,reason=~\"stalled|timeout\"}[%s]))", job, a.EngineHung.Window),
-				fmt.Sprintf("    / (increase(vllm_probe_attempts_total{%s}[%s]) > 0)", job, a.EngineHung.Window),
+				fmt.Sprintf("    / (increase(vllm_probe_attempts_total{%s}[%s]) > 0),", job, a.EngineHung.Window),
+				"  1", // the two increase() extrapolate differently: a share above 1 means all of them
 				") >= "+th(a.EngineHung),
 				"and on (job, instance, target)",
 				fmt.Sprintf("vllm_probe_health_up{%s} == 1", job),
