@@ -29,7 +29,9 @@ FUZZTIME        ?= 5s
 BENCH_COUNT     ?= 1
 BENCH_PKGS      ?= ./...
 # Figure-printing programs run by `make bench`: every main package under ./perf/.
-BENCH_PROGRAMS  ?= $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./perf/... 2>/dev/null)
+# The figure programs of docs/performance.md (P1-P4); the soak has its own target.
+BENCH_PROGRAMS  ?= $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./perf/... 2>/dev/null | grep -v /perf/soak)
+SOAK_DURATION   ?= 30m
 
 # Rule files are the files of alerts/ with a top-level `groups:` key
 # (alerts/slo.yml is the generator's input, not a rule file).
@@ -110,7 +112,7 @@ test-chart: tools-test
 # Short runs of every Go fuzz target (func FuzzXxx) in the module.
 .PHONY: fuzz
 fuzz:
-	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+	FUZZTIME=$(FUZZTIME) GO=$(GO) reliability/fuzz.sh
 
 .PHONY: lint
 lint: staticcheck
@@ -175,8 +177,7 @@ bench:
 
 .PHONY: soak
 soak: build
-	@if [ -x scripts/soak.sh ]; then scripts/soak.sh; \
-	else echo "soak: not yet implemented (scripts/soak.sh does not exist)" >&2; exit 1; fi
+	$(GO) run ./perf/soak -duration $(SOAK_DURATION)
 
 .PHONY: docker
 docker:
