@@ -23,8 +23,10 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 // BenchmarkConcurrentStreams drives the simulator over real HTTP with
-// 2,000 concurrent streaming completions of 200 tokens at itl 40ms, i.e.
-// an offered load of 50,000 tokens/s, and reports what was achieved:
+// 2,000 concurrent streaming completions of 200 tokens at itl 32ms, i.e.
+// an offered load of 62,500 tokens/s (above the 50,000 tokens/s target, so
+// that the figure can show whether the target is met), and reports what was
+// achieved:
 //
 //	go test -run '^$' -bench ConcurrentStreams -benchtime 1x ./simulator/
 func BenchmarkConcurrentStreams(b *testing.B) {
@@ -33,7 +35,7 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 	cfg.MaxNumSeqs = streams
 	cfg.KVCacheTokens = streams * 256
 	cfg.TTFT = 20 * time.Millisecond
-	cfg.ITL = 40 * time.Millisecond
+	cfg.ITL = 32 * time.Millisecond
 	sim, ts := startSim(b, func(c *Config) { *c = cfg })
 	_ = sim
 	tr := &http.Transport{
