@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -32,14 +33,15 @@ func main() {
 	duration := flag.Duration("duration", 2*time.Minute, "measurement time after the warm-up")
 	warmup := flag.Duration("warmup", 35*time.Second, "warm-up before measuring (one probe interval)")
 	sample := flag.Duration("sample", 10*time.Second, "sampling period")
+	profileDir := flag.String("profile", "", "when set, write the daemon's CPU (over the measurement), heap and goroutine profiles to this directory")
 	flag.Parse()
-	if err := run(*targets, *sims, *duration, *warmup, *sample); err != nil {
+	if err := run(*targets, *sims, *duration, *warmup, *sample, *profileDir); err != nil {
 		fmt.Fprintln(os.Stderr, "footprint:", err)
 		os.Exit(1)
 	}
 }
 
-func run(targets, sims int, duration, warmup, sample time.Duration) error {
+func run(targets, sims int, duration, warmup, sample time.Duration, profileDir string) error {
 	var urls []string
 	for range sims {
 		cfg := simulator.DefaultConfig()
@@ -71,7 +73,11 @@ targets:
 		return fmt.Errorf("creating a temporary directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	d, err := perfutil.StartDaemon(dir, b.String())
+	start := perfutil.StartDaemon
+	if profileDir != "" {
+		start = perfutil.StartDaemonWithPprof
+	}
+	d, err := start(dir, b.String())
 	if err != nil {
 		return err
 	}
@@ -86,6 +92,13 @@ targets:
 		return err
 	}
 	t0 := time.Now()
+	cpuProfile := make(chan error, 1)
+	if profileDir != "" {
+		go func() {
+			secs := max(int(duration.Seconds())-5, 1)
+			cpuProfile <- d.Profile("profile", fmt.Sprintf("seconds=%d", secs), filepath.Join(profileDir, "cpu.pprof"))
+		}()
+	}
 	fmt.Printf("%8s %12s %10s %11s %12s %8s\n", "t", "cpu-s/min", "rss-MiB", "goroutines", "render-ms", "load1")
 	var renders []float64
 	var peakRSS int64
@@ -107,6 +120,17 @@ targets:
 		fmt.Printf("%8s %12.3f %10.1f %11d %12.1f %8.2f\n", now.Sub(t0).Round(time.Second),
 			(p.CPU-prev.CPU).Seconds()/now.Sub(prevT).Minutes(), float64(p.RSS)/(1<<20), g, renders[len(renders)-1], perfutil.Load1())
 		prev, prevT = p, now
+	}
+	if profileDir != "" {
+		if err := <-cpuProfile; err != nil {
+			return err
+		}
+		for _, name := range []string{"heap", "goroutine", "allocs"} {
+			if err := d.Profile(name, "", filepath.Join(profileDir, name+".pprof")); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("profiles written to %s\n", profileDir)
 	}
 	cpuPerMin := (prev.CPU - p0.CPU).Seconds() / prevT.Sub(t0).Minutes()
 	_, size, _, _ := d.Scrape()

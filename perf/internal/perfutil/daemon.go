@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -24,9 +25,12 @@ import (
 
 // childEnv names the configuration file when this binary runs as the daemon
 // child of a figure program; childAddrEnv its listen address.
+// childPprofEnv, when set, is a loopback address where the child serves
+// net/http/pprof (on a listener of its own, not the daemon's).
 const (
-	childEnv     = "VLLM_PROBER_PERF_DAEMON_CONFIG"
-	childAddrEnv = "VLLM_PROBER_PERF_DAEMON_ADDR"
+	childEnv      = "VLLM_PROBER_PERF_DAEMON_CONFIG"
+	childAddrEnv  = "VLLM_PROBER_PERF_DAEMON_ADDR"
+	childPprofEnv = "VLLM_PROBER_PERF_DAEMON_PPROF"
 )
 
 // MaybeRunDaemonChild runs the daemon and exits when this process was started
@@ -48,6 +52,18 @@ func MaybeRunDaemonChild() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if addr := os.Getenv(childPprofEnv); addr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+				fmt.Fprintln(os.Stderr, "daemon child: pprof:", err)
+			}
+		}()
+		defer srv.Close()
+	}
 	if err := d.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "daemon child:", err)
 		os.Exit(1)
@@ -58,14 +74,49 @@ func MaybeRunDaemonChild() {
 // Daemon is a vllm_prober daemon running in a child process (this binary,
 // re-executed), so that its CPU time and memory are its own.
 type Daemon struct {
-	cmd  *exec.Cmd
-	URL  string
-	done chan error
+	cmd      *exec.Cmd
+	URL      string
+	pprofURL string
+	done     chan error
+}
+
+// Profile fetches /debug/pprof/<name>?<query> from a child started by
+// StartDaemonWithPprof and writes it to path.
+func (d *Daemon) Profile(name, query, path string) error {
+	if d.pprofURL == "" {
+		return fmt.Errorf("the daemon child serves no pprof")
+	}
+	resp, err := http.Get(d.pprofURL + "/debug/pprof/" + name + "?" + query)
+	if err != nil {
+		return fmt.Errorf("fetching the %s profile: %w", name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetching the %s profile: %s", name, resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("fetching the %s profile: %w", name, err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("writing the %s profile: %w", name, err)
+	}
+	return nil
 }
 
 // StartDaemon writes config to a file in dir and starts the daemon child on a
 // free loopback port; it returns once /-/ready answers 200.
 func StartDaemon(dir, config string) (*Daemon, error) {
+	return startDaemon(dir, config, false)
+}
+
+// StartDaemonWithPprof is StartDaemon with net/http/pprof served by the child
+// on a second loopback port (see Profile).
+func StartDaemonWithPprof(dir, config string) (*Daemon, error) {
+	return startDaemon(dir, config, true)
+}
+
+func startDaemon(dir, config string, withPprof bool) (*Daemon, error) {
 	path := filepath.Join(dir, "vllm_prober.yml")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the configuration: %w", err)
@@ -82,11 +133,22 @@ func StartDaemon(dir, config string) (*Daemon, error) {
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), childEnv+"="+path, childAddrEnv+"="+addr)
+	var pprofURL string
+	if withPprof {
+		pl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		paddr := pl.Addr().String()
+		pl.Close()
+		cmd.Env = append(cmd.Env, childPprofEnv+"="+paddr)
+		pprofURL = "http://" + paddr
+	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the daemon child: %w", err)
 	}
-	d := &Daemon{cmd: cmd, URL: "http://" + addr, done: make(chan error, 1)}
+	d := &Daemon{cmd: cmd, URL: "http://" + addr, pprofURL: pprofURL, done: make(chan error, 1)}
 	go func() { d.done <- cmd.Wait() }()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		resp, err := http.Get(d.URL + "/-/ready")
