@@ -52,6 +52,7 @@ type Manager struct {
 
 	mu         sync.Mutex
 	targets    map[string]*scraper // by target name
+	clients    *clientCache        // shared between targets of equal HTTP client config; under mu
 	labelNames []string            // static label names
 	window     time.Duration
 	runCtx     context.Context // set while Run runs
@@ -70,6 +71,7 @@ func NewManager(reg prometheus.Registerer, logger log.Logger, probes ProbeStats,
 		baselines: baselines,
 		targets:   map[string]*scraper{},
 		window:    time.Duration(config.DefaultGlobal.RateWindow),
+		clients:   newClientCache(),
 	}
 	if reg != nil {
 		reg.MustRegister(m)
@@ -119,36 +121,47 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	window := time.Duration(cfg.Global.RateWindow)
 	timeout := time.Duration(cfg.Global.ScrapeTimeout)
 
-	// Build clients first so that a bad config changes nothing.
 	type want struct {
 		t      *config.Target
-		client *http.Client
+		client *http.Client // nil when the target's scraper stays
 	}
 	wants := map[string]want{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	unchanged := func(s *scraper, t *config.Target) bool {
+		return s.metricsURL == joinURL(t.URL, t.MetricsPath) && s.interval == cfg.ScrapeInterval(t) &&
+			s.timeout == timeout && reflect.DeepEqual(s.clientCfg, t.HTTPClientConfig)
+	}
+	// Build clients first so that a bad config changes nothing.
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]
 		if !t.ScrapeMetrics {
 			continue
 		}
-		client, err := commoncfg.NewClientFromConfig(t.HTTPClientConfig, "vllm_prober")
+		if s, ok := m.targets[t.Name]; ok && unchanged(s, t) {
+			wants[t.Name] = want{t: t}
+			continue
+		}
+		client, err := m.clients.acquire(t.HTTPClientConfig)
 		if err != nil {
-			return fmt.Errorf("collector: target %q: creating HTTP client: %w", t.Name, err)
+			for _, w := range wants {
+				if w.client != nil {
+					m.clients.release(w.client)
+				}
+			}
+			return fmt.Errorf("collector: target %q: %w", t.Name, err)
 		}
 		wants[t.Name] = want{t: t, client: client}
 	}
 
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.labelNames = names
 	m.window = window
 	for name, s := range m.targets {
-		w, ok := wants[name]
-		if ok && s.metricsURL == joinURL(w.t.URL, w.t.MetricsPath) && s.interval == cfg.ScrapeInterval(w.t) &&
-			s.timeout == timeout && reflect.DeepEqual(s.clientCfg, w.t.HTTPClientConfig) {
+		if w, ok := wants[name]; ok && w.client == nil {
 			continue // unchanged: keep loop and history
 		}
 		m.stopLocked(s)
-		s.client.CloseIdleConnections() // its keep-alive connections would linger until the idle timeout
+		m.clients.release(s.client) // the last holder closes the idle keep-alive connections
 		delete(m.targets, name)
 	}
 	for name, w := range wants {

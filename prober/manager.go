@@ -68,6 +68,8 @@ type Manager struct {
 	// stream sends the probes; tests wrap it to pin timings for golden output.
 	registered bool
 	stream     func(context.Context, *http.Client, StreamRequest) Result
+	// clients shares one HTTP client between targets of equal configuration.
+	clients *clientCache
 	// offset places a pair in its interval; tests pin it.
 	offset func(pairKey, time.Duration) time.Duration
 }
@@ -135,6 +137,7 @@ func NewManager(reg prometheus.Registerer, logger log.Logger) *Manager {
 		now:          time.Now,
 		stream:       Stream,
 		offset:       scheduleOffset,
+		clients:      newClientCache(),
 	}
 }
 
@@ -166,9 +169,12 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		if old, ok := m.targets[t.Name]; ok && reflect.DeepEqual(old.cfg.HTTPClientConfig, t.HTTPClientConfig) {
 			continue
 		}
-		c, err := commoncfg.NewClientFromConfig(t.HTTPClientConfig, "vllm_prober")
+		c, err := m.clients.acquire(t.HTTPClientConfig)
 		if err != nil {
-			return fmt.Errorf("target %q: building HTTP client: %w", t.Name, err)
+			for _, c := range clients {
+				m.clients.release(c)
+			}
+			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
 		clients[t.Name] = c
 	}
@@ -201,7 +207,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		restart := !ok || t.cfg.URL != tc.URL || t.interval != interval || clients[tc.Name] != nil
 		if c := clients[tc.Name]; c != nil {
 			if t.client != nil {
-				t.client.CloseIdleConnections()
+				m.clients.release(t.client)
 			}
 			t.client = c
 		}
@@ -225,7 +231,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 				m.metrics.healthUp.DeleteLabelValues(t.labels...)
 				m.metrics.modelsUp.DeleteLabelValues(t.labels...)
 			}
-			t.client.CloseIdleConnections()
+			m.clients.release(t.client)
 			delete(m.targets, name)
 		}
 	}
