@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -133,5 +134,25 @@ targets:
 	}
 	if len(m.clients.byPtr) != 1 {
 		t.Errorf("%d clients held, want 1", len(m.clients.byPtr))
+	}
+}
+
+func TestScrapeOffset(t *testing.T) {
+	const interval = 15 * time.Second
+	seen := map[time.Duration]bool{}
+	for i := range 1000 {
+		name := fmt.Sprintf("t%04d", i)
+		off := scrapeOffset(name, interval)
+		if off <= 0 || off > interval {
+			t.Fatalf("scrapeOffset(%q) = %v, want in (0, %v]", name, off, interval)
+		}
+		if again := scrapeOffset(name, interval); again != off {
+			t.Fatalf("scrapeOffset(%q) = %v then %v, want stable", name, off, again)
+		}
+		seen[off/(interval/100)] = true
+	}
+	// 1,000 targets over 100 slices of the interval: all of them get some.
+	if len(seen) < 100 {
+		t.Errorf("offsets of 1,000 targets fell in %d of 100 slices of the interval", len(seen))
 	}
 }

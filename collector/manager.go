@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"net/http"
 	"reflect"
@@ -249,7 +250,19 @@ func (m *Manager) Run(ctx context.Context) {
 	m.mu.Unlock()
 }
 
+// loop scrapes now and then every interval. After the first scrape it moves
+// to a stable phase of its own in the interval (the second scrape comes at
+// most an interval after the first), so that the scrapes of many targets
+// started together do not all fire at once.
 func (s *scraper) loop(ctx context.Context) {
+	s.scrapeOnce(ctx)
+	timer := time.NewTimer(scrapeOffset(s.name, s.interval))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-timer.C:
+	}
 	ticker := time.NewTicker(s.interval)
 	defer ticker.Stop()
 	for {
@@ -464,4 +477,14 @@ func (m *Manager) sortedTargets() []*scraper {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
+}
+
+// scrapeOffset is a stable phase in (0, interval] for the target's scrapes.
+func scrapeOffset(name string, interval time.Duration) time.Duration {
+	if interval <= 0 {
+		return interval
+	}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return time.Duration(h.Sum64()%uint64(interval)) + 1
 }

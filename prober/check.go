@@ -13,10 +13,26 @@ import (
 )
 
 // checkLoop checks t's /health and /v1/models now and then every interval.
+// After the first check it moves to a stable phase of its own in the
+// interval (the second check comes at most an interval after the first), so
+// that the checks of many targets started together do not all fire at once:
+// in phase, 1,000 targets opened up to 1,000 connections every interval.
 func (m *Manager) checkLoop(ctx context.Context, t *target) {
 	m.mu.Lock()
 	interval := t.interval
+	offset := m.offset(pairKey{target: t.cfg.Name}, interval)
 	m.mu.Unlock()
+	m.check(ctx, t)
+	if offset <= 0 {
+		offset = interval
+	}
+	timer := time.NewTimer(offset)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-timer.C:
+	}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
