@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -119,7 +120,9 @@ func (s *streamer) fail(reason Reason, format string, args ...any) {
 func (s *streamer) run(ctx context.Context, client *http.Client, req StreamRequest) {
 	defer func() {
 		s.mu.Lock()
-		s.res.Events = s.events
+		// An exact-size copy: appending left up to twice the capacity
+		// needed, and each pair's history keeps --history.limit results.
+		s.res.Events = slices.Clone(s.events)
 		s.mu.Unlock()
 	}()
 	if client == nil {
