@@ -91,8 +91,12 @@ type streamer struct {
 	overflow bool
 }
 
-func (s *streamer) event(kind string, n int) {
-	off := time.Since(s.t0)
+func (s *streamer) event(kind string, n int) { s.eventAt(time.Since(s.t0), kind, n) }
+
+// eventAt records an event that happened at off (since t0): stream events
+// carry the moment their bytes were read, not the later moment they were
+// parsed, so that the timeline and the latencies agree.
+func (s *streamer) eventAt(off time.Duration, kind string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -293,7 +297,7 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			return
 		}
 		if string(bytes.TrimSpace(data)) == "[DONE]" {
-			s.event(EventDone, len(data))
+			s.eventAt(now, EventDone, len(data))
 			if contentEvents == 0 {
 				s.fail(ReasonEmptyOutput, "stream completed without generated text")
 				return
@@ -307,7 +311,7 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			return
 		}
 		if hasJSON(c.Error) || c.Object == "error" {
-			s.event(EventError, len(data))
+			s.eventAt(now, EventError, len(data))
 			_, msg := parseErrorBody(data)
 			s.fail(ReasonStreamError, "error event in stream after %d content events: %s", contentEvents, msg)
 			return
@@ -330,7 +334,7 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 		}
 		switch {
 		case content:
-			s.event(EventContent, len(data))
+			s.eventAt(now, EventContent, len(data))
 			if contentEvents == 0 {
 				s.res.TTFT = now
 			} else {
@@ -339,13 +343,13 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			last = now
 			contentEvents++
 		case role:
-			s.event(EventRole, len(data))
+			s.eventAt(now, EventRole, len(data))
 		case len(c.Choices) > 0:
-			s.event(EventEmpty, len(data))
+			s.eventAt(now, EventEmpty, len(data))
 		}
 		if c.Usage != nil {
 			if len(c.Choices) == 0 {
-				s.event(EventUsage, len(data))
+				s.eventAt(now, EventUsage, len(data))
 			}
 			haveUsage = true
 			usageOut = c.Usage.CompletionTokens
