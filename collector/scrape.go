@@ -64,7 +64,23 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return nil, time.Time{}, fmt.Errorf("scraping metrics: server returned HTTP status %s", resp.Status)
 	}
-	dec := expfmt.NewDecoder(&limitedReader{r: resp.Body, n: maxBodyBytes}, decodeFormat(resp.Header))
+	fs, err := decodeFamilies(&limitedReader{r: resp.Body, n: maxBodyBytes}, decodeFormat(resp.Header), true)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("decoding metrics: %w", err)
+	}
+	return fs, at, nil
+}
+
+// decodeFamilies decodes an exposition in format. With filter, a text or
+// OpenMetrics body is first cut down to the families normalise reads
+// (familyFilter); protobuf is decoded whole.
+func decodeFamilies(r io.Reader, format expfmt.Format, filter bool) (families, error) {
+	var ff *familyFilter
+	if filter && format.FormatType() != expfmt.TypeProtoDelim {
+		ff = newFamilyFilter(r)
+		r = ff
+	}
+	dec := expfmt.NewDecoder(r, format)
 	fs := families{}
 	for {
 		mf := &dto.MetricFamily{}
@@ -73,7 +89,10 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 			break
 		}
 		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("decoding metrics: %w", err)
+			if ff != nil {
+				err = ff.remap(err)
+			}
+			return nil, err
 		}
 		if prev, ok := fs[mf.GetName()]; ok {
 			prev.Metric = append(prev.Metric, mf.Metric...)
@@ -81,7 +100,7 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 		}
 		fs[mf.GetName()] = mf
 	}
-	return fs, at, nil
+	return fs, nil
 }
 
 // decodeFormat picks the decoder format from the response's Content-Type.
