@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/prometheus/common/expfmt"
 )
@@ -25,27 +26,30 @@ var readFamilies = map[string]bool{
 	mQueue: true, mReqGenTokens: true, mCacheConfig: true,
 }
 
+// wantedNames holds every name a wanted line can carry: the families of
+// readFamilies, their histogram and summary sample names, and the names
+// OpenMetrics metadata gives counter and info families (without the _total
+// or _info their samples carry). _created samples are never wanted:
+// normalise does not read them.
+var wantedNames = func() map[string]bool {
+	m := map[string]bool{}
+	for name := range readFamilies {
+		m[name] = true
+		for _, suffix := range [...]string{"_bucket", "_sum", "_count"} {
+			m[name+suffix] = true
+		}
+		for _, suffix := range [...]string{"_total", "_info"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok {
+				m[base] = true
+			}
+		}
+	}
+	return m
+}()
+
 // wanted reports whether a sample or metadata line named name belongs to a
-// family in readFamilies: the family itself, one of its histogram or summary
-// samples, or an OpenMetrics counter or info family, whose metadata names the
-// family without the _total or _info its samples carry. _created samples are
-// never wanted: normalise does not read them.
-func wanted(name []byte) bool {
-	if readFamilies[string(name)] {
-		return true
-	}
-	for _, suffix := range [...]string{"_bucket", "_sum", "_count"} {
-		if n := len(name) - len(suffix); n > 0 && string(name[n:]) == suffix && readFamilies[string(name[:n])] {
-			return true
-		}
-	}
-	for _, suffix := range [...]string{"_total", "_info"} {
-		if readFamilies[string(name)+suffix] {
-			return true
-		}
-	}
-	return false
-}
+// family in readFamilies. The lookup does not allocate.
+func wanted(name []byte) bool { return wantedNames[string(name)] }
 
 // errMalformedLine is wrapped by familyFilter for a line that is not an
 // exposition line at all (an HTML error page, say).
