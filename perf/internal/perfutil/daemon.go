@@ -107,16 +107,18 @@ func (d *Daemon) Profile(name, query, path string) error {
 // StartDaemon writes config to a file in dir and starts the daemon child on a
 // free loopback port; it returns once /-/ready answers 200.
 func StartDaemon(dir, config string) (*Daemon, error) {
-	return startDaemon(dir, config, false)
+	return StartDaemonWith(dir, config, false)
 }
 
 // StartDaemonWithPprof is StartDaemon with net/http/pprof served by the child
 // on a second loopback port (see Profile).
 func StartDaemonWithPprof(dir, config string) (*Daemon, error) {
-	return startDaemon(dir, config, true)
+	return StartDaemonWith(dir, config, true)
 }
 
-func startDaemon(dir, config string, withPprof bool) (*Daemon, error) {
+// StartDaemonWith is StartDaemon with pprof served when withPprof, and env
+// ("KEY=value", e.g. GOMEMLIMIT=128MiB) added to the child's environment only.
+func StartDaemonWith(dir, config string, withPprof bool, env ...string) (*Daemon, error) {
 	path := filepath.Join(dir, "vllm_prober.yml")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the configuration: %w", err)
@@ -133,6 +135,7 @@ func startDaemon(dir, config string, withPprof bool) (*Daemon, error) {
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), childEnv+"="+path, childAddrEnv+"="+addr)
+	cmd.Env = append(cmd.Env, env...)
 	var pprofURL string
 	if withPprof {
 		pl, err := net.Listen("tcp", "127.0.0.1:0")
