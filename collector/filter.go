@@ -76,7 +76,7 @@ type familyFilter struct {
 }
 
 func newFamilyFilter(r io.Reader) *familyFilter {
-	return &familyFilter{r: bufio.NewReaderSize(r, 16<<10)}
+	return &familyFilter{r: bufio.NewReaderSize(r, 4<<10)}
 }
 
 func (f *familyFilter) Read(p []byte) (int, error) {

@@ -198,7 +198,7 @@ func TestFamilyFilterSkippedFamilyValue(t *testing.T) {
 	}
 }
 
-// Lines longer than the filter's 16 KiB buffer are passed on or dropped whole.
+// Lines longer than the filter's 4 KiB buffer are passed on or dropped whole.
 func TestFamilyFilterLongLines(t *testing.T) {
 	long := strings.Repeat("x", 40<<10)
 	body := "# TYPE vllm:request_params_n histogram\n" +

@@ -351,26 +351,10 @@ func TestScrapeFormats(t *testing.T) {
 	}
 }
 
-// prometheus_client's own OpenMetrics output: counter families named without
-// _total, _created samples inside the family, # EOF.
+// prometheus_client's own OpenMetrics output (pythonOpenMetrics): counter
+// families named without _total, _created samples inside the family, # EOF.
 func TestScrapePythonOpenMetrics(t *testing.T) {
-	const body = `# HELP vllm:generation_tokens Number of generation tokens processed.
-# TYPE vllm:generation_tokens counter
-vllm:generation_tokens_total{engine="0",model_name="m"} 42.0
-vllm:generation_tokens_created{engine="0",model_name="m"} 1.7882e+09
-# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
-# TYPE vllm:time_to_first_token_seconds histogram
-vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="m"} 0.0
-vllm:time_to_first_token_seconds_bucket{engine="0",le="1.0",model_name="m"} 9.0
-vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 10.0
-vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 10.0
-vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 0.41
-vllm:time_to_first_token_seconds_created{engine="0",model_name="m"} 1.7882e+09
-# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
-# TYPE vllm:kv_cache_usage_perc gauge
-vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25
-# EOF
-`
+	const body = pythonOpenMetrics
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/openmetrics-text; version=1.0.0; charset=utf-8")
 		_, _ = w.Write([]byte(body))
