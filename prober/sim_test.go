@@ -128,10 +128,25 @@ func TestSimulatorTimings(t *testing.T) {
 					if len(flushes) != tokens {
 						t.Fatalf("trace has %d token events for %s, want %d", len(flushes), p.id, tokens)
 					}
+					// The timeline records each content event at the moment
+					// its bytes were read: the same moments TTFT and the ITLs
+					// are measured from, exactly.
+					var timeline []time.Duration
+					for _, ev := range p.res.Events {
+						if ev.Kind == EventContent {
+							timeline = append(timeline, ev.Offset)
+						}
+					}
+					if len(timeline) != tokens {
+						t.Fatalf("timeline has %d content events, want %d", len(timeline), tokens)
+					}
 					off := p.res.TTFT
 					for k := range flushes {
 						if k > 0 {
 							off += p.res.ITLs[k-1]
+						}
+						if timeline[k] != off {
+							t.Fatalf("content event %d at %v in the timeline, %v by TTFT and ITLs", k+1, timeline[k], off)
 						}
 						eventErr = append(eventErr, absDur(p.res.Start.Add(off).Sub(flushes[k])))
 					}
