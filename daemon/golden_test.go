@@ -79,12 +79,12 @@ func goldenResult() *prober.Result {
 		ITLs:         []time.Duration{10 * ms, 10 * ms},
 		PromptTokens: 12, OutputTokens: 3, OutputTokensFromUsage: false,
 		Events: []prober.Event{
-			{Offset: 0, Kind: "request_sent"},
-			{Offset: ms, Kind: "headers"},
-			{Offset: 50 * ms, Kind: "content", Bytes: 250},
-			{Offset: 60 * ms, Kind: "content", Bytes: 251},
-			{Offset: 70 * ms, Kind: "content", Bytes: 249},
-			{Offset: 80 * ms, Kind: "eof"},
+			{Offset: 0, Kind: prober.EventRequestSent},
+			{Offset: ms, Kind: prober.EventHeaders},
+			{Offset: 50 * ms, Kind: prober.EventContent, Bytes: 250},
+			{Offset: 60 * ms, Kind: prober.EventContent, Bytes: 251},
+			{Offset: 70 * ms, Kind: prober.EventContent, Bytes: 249},
+			{Offset: 80 * ms, Kind: prober.EventDone},
 		},
 		RequestHeader: http.Header{
 			"Authorization": {"Bearer " + goldenSecret},

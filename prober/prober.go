@@ -59,8 +59,8 @@ type StreamRequest struct {
 // Event is one entry of a probe's timeline.
 type Event struct {
 	Offset time.Duration // since the request was sent (t0)
-	Kind   string        // see the event kinds in stream.go
-	Bytes  int           // payload size, where it applies
+	Bytes  int32         // payload size, where it applies (SSE events are at most 1 MiB)
+	Kind   EventKind
 }
 
 // Result is the outcome of one probe.

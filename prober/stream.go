@@ -16,6 +16,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,21 +27,43 @@ import (
 	"github.com/vllm-prober/vllm_prober/config"
 )
 
+// EventKind names a step of a Result's timeline. It is a byte, not a string,
+// because the history keeps tens of thousands of timeline events at 1,000
+// targets; String gives its name.
+type EventKind uint8
+
 // Event kinds of a Result's timeline.
 const (
-	EventDNSDone      = "dns_done"
-	EventConnected    = "connected"
-	EventTLSDone      = "tls_done"
-	EventRequestSent  = "request_sent"
-	EventHeaders      = "headers"
-	EventRole         = "role"    // chat's role-only first event
-	EventContent      = "content" // an event carrying generated text
-	EventEmpty        = "empty"   // a choices event without generated text
-	EventUsage        = "usage"
-	EventError        = "error" // a mid-stream error event
-	EventDone         = "done"  // data: [DONE]
-	EventFailed       = "failed"
-	EventsTruncated   = "events_truncated" // the timeline hit its bound; later content events are not listed
+	EventDNSDone     EventKind = iota + 1
+	EventConnected             // TCP connected
+	EventTLSDone               // TLS handshake done
+	EventRequestSent           // request written
+	EventHeaders               // response headers read
+	EventRole                  // chat's role-only first event
+	EventContent               // an event carrying generated text
+	EventEmpty                 // a choices event without generated text
+	EventUsage                 // the usage-only event
+	EventError                 // a mid-stream error event
+	EventDone                  // data: [DONE]
+	EventFailed                // the probe failed here
+	EventsTruncated            // the timeline hit its bound; later content events are not listed
+)
+
+var eventKindNames = [...]string{
+	EventDNSDone: "dns_done", EventConnected: "connected", EventTLSDone: "tls_done",
+	EventRequestSent: "request_sent", EventHeaders: "headers", EventRole: "role",
+	EventContent: "content", EventEmpty: "empty", EventUsage: "usage", EventError: "error",
+	EventDone: "done", EventFailed: "failed", EventsTruncated: "events_truncated",
+}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventKindNames) && eventKindNames[k] != "" {
+		return eventKindNames[k]
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+const (
 	maxTimelineEvents = 128
 	maxErrorBody      = 64 << 10
 	maxErrLen         = 300
@@ -91,12 +114,12 @@ type streamer struct {
 	overflow bool
 }
 
-func (s *streamer) event(kind string, n int) { s.eventAt(time.Since(s.t0), kind, n) }
+func (s *streamer) event(kind EventKind, n int) { s.eventAt(time.Since(s.t0), kind, n) }
 
 // eventAt records an event that happened at off (since t0): stream events
 // carry the moment their bytes were read, not the later moment they were
 // parsed, so that the timeline and the latencies agree.
-func (s *streamer) eventAt(off time.Duration, kind string, n int) {
+func (s *streamer) eventAt(off time.Duration, kind EventKind, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -111,7 +134,7 @@ func (s *streamer) eventAt(off time.Duration, kind string, n int) {
 	case len(s.events) >= maxTimelineEvents:
 		return
 	}
-	s.events = append(s.events, Event{Offset: off, Kind: kind, Bytes: n})
+	s.events = append(s.events, Event{Offset: off, Kind: kind, Bytes: int32(n)})
 }
 
 func (s *streamer) fail(reason Reason, format string, args ...any) {
@@ -215,7 +238,7 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 	}
 }
 
-func (s *streamer) eventIfOK(kind string, err error) {
+func (s *streamer) eventIfOK(kind EventKind, err error) {
 	if err == nil {
 		s.event(kind, 0)
 	}

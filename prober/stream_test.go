@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/vllm-prober/vllm_prober/config"
 )
@@ -252,8 +253,8 @@ func TestStreamRequest(t *testing.T) {
 	}
 }
 
-func kinds(evs []Event) []string {
-	var out []string
+func kinds(evs []Event) []EventKind {
+	var out []EventKind
 	for _, e := range evs {
 		out = append(out, e.Kind)
 	}
@@ -553,5 +554,16 @@ func TestStreamReusesConnection(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Errorf("3 probes used %d connections, want 1", n)
+	}
+}
+
+// The history keeps up to --history.limit timelines of ~72 events per
+// (target, module) pair; at 1,000 targets an event's size is megabytes.
+func TestEventSize(t *testing.T) {
+	if got := unsafe.Sizeof(Event{}); got != 16 {
+		t.Errorf("prober.Event is %d bytes, want 16", got)
+	}
+	if EventContent.String() != "content" || EventsTruncated.String() != "events_truncated" || EventKind(200).String() != "EventKind(200)" {
+		t.Errorf("names: %v %v %v", EventContent, EventsTruncated, EventKind(200))
 	}
 }
