@@ -1,7 +1,9 @@
 package prober
 
 import (
+	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -19,7 +21,14 @@ type history struct {
 	failures []*Result // oldest first, at most limit
 }
 
+// add keeps a copy of r whose headers are packed into one string: two
+// http.Header maps cost ~10 times their text, and the history holds
+// --history.limit results (plus failures) for every (target, module) pair.
 func (h *history) add(r *Result) {
+	c := *r
+	c.packedHeaders = packHeaders(c.RequestHeader, c.ResponseHeader)
+	c.RequestHeader, c.ResponseHeader = nil, nil
+	r = &c
 	h.recent = appendBounded(h.recent, r, h.limit)
 	if !r.Success {
 		h.failures = appendBounded(h.failures, r, h.limit)
@@ -37,12 +46,12 @@ func appendBounded(s []*Result, r *Result, limit int) []*Result {
 	return s
 }
 
-// last returns the newest result, nil if none.
-func (h *history) last() *Result {
+// last returns a copy of the newest result, headers included; false if none.
+func (h *history) last() (Result, bool) {
 	if len(h.recent) == 0 {
-		return nil
+		return Result{}, false
 	}
-	return h.recent[len(h.recent)-1]
+	return h.recent[len(h.recent)-1].unpacked(), true
 }
 
 // list returns copies of the kept results, newest first, each once.
@@ -60,9 +69,68 @@ func (h *history) list() []Result {
 	slices.SortStableFunc(all, func(a, b *Result) int { return b.Start.Compare(a.Start) })
 	out := make([]Result, len(all))
 	for i, r := range all {
-		out[i] = *r
+		out[i] = r.unpacked()
 	}
 	return out
+}
+
+// unpacked returns a copy of a kept result with its headers restored.
+func (r *Result) unpacked() Result {
+	c := *r
+	c.RequestHeader, c.ResponseHeader = unpackHeaders(c.packedHeaders)
+	c.packedHeaders = ""
+	return c
+}
+
+// packHeaders writes request and response headers as "Key: value" lines (a
+// header with several values gives several lines, in order), the two parts
+// separated by a NUL byte. Header names hold no ':' and values no newline or
+// NUL (net/http rejects them; should a server's value hold one anyway, it is
+// kept as U+FFFD), so the text is unambiguous; nil and empty headers both pack
+// to an empty part.
+func packHeaders(req, resp http.Header) string {
+	var b strings.Builder
+	for i, h := range [2]http.Header{req, resp} {
+		if i == 1 {
+			b.WriteByte(0)
+		}
+		keys := make([]string, 0, len(h))
+		for k := range h {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			for _, v := range h[k] {
+				b.WriteString(k)
+				b.WriteString(": ")
+				b.WriteString(headerValueReplacer.Replace(v))
+				b.WriteByte('\n')
+			}
+		}
+	}
+	return b.String()
+}
+
+var headerValueReplacer = strings.NewReplacer("\n", "\uFFFD", "\x00", "\uFFFD")
+
+func unpackHeaders(s string) (req, resp http.Header) {
+	if s == "" {
+		return nil, nil
+	}
+	reqPart, respPart, _ := strings.Cut(s, "\x00")
+	return unpackHeader(reqPart), unpackHeader(respPart)
+}
+
+func unpackHeader(s string) http.Header {
+	if s == "" {
+		return nil
+	}
+	h := http.Header{}
+	for line := range strings.Lines(s) {
+		k, v, _ := strings.Cut(strings.TrimSuffix(line, "\n"), ": ")
+		h[k] = append(h[k], v)
+	}
+	return h
 }
 
 // successesSince calls f for every successful result that started at or after since.

@@ -319,7 +319,7 @@ func (m *Manager) relabelPair(p *pair) {
 	p.gen, p.labels = m.metrics, lv
 	m.metrics.initPair(lv)
 	// The "last probe" gauges describe state, not history: carry them over.
-	if last := p.hist.last(); last != nil {
+	if last, ok := p.hist.last(); ok {
 		m.metrics.success.WithLabelValues(lv...).Set(b2f(last.Success))
 		m.metrics.lastTimestamp.WithLabelValues(lv...).Set(p.lastEnd)
 		if last.Success {
@@ -841,9 +841,8 @@ func (m *Manager) Status() []TargetStatus {
 		for _, mod := range tc.Modules {
 			p := m.pairs[pairKey{tc.Name, mod}]
 			ms := ModuleStatus{Module: mod, History: p.hist.list()}
-			if l := p.hist.last(); l != nil {
-				c := *l
-				ms.Last = &c
+			if l, ok := p.hist.last(); ok {
+				ms.Last = &l
 			}
 			ts.Modules = append(ts.Modules, ms)
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -688,6 +689,34 @@ func TestHistory(t *testing.T) {
 	}
 	if fmt.Sprint(secs) != "[9 8 7 1]" {
 		t.Errorf("history = %v, want the last 3 and the old failure, newest first", secs)
+	}
+}
+
+// The history keeps headers packed; list and last give them back whole.
+func TestHistoryHeaders(t *testing.T) {
+	req := http.Header{"Authorization": {"<redacted>"}, "X-Request-Id": {"vllm-prober-a-m-1"}, "Accept": {"text/event-stream"}}
+	resp := http.Header{"Set-Cookie": {"a=1", "b=2"}, "X-Empty": {""}, "X-Odd": {"v: with colon"}, "X-Bad": {"nul\x00and\nnewline"}}
+	h := history{limit: 2}
+	in := &Result{Start: time.Unix(1, 0), Success: true, RequestHeader: req, ResponseHeader: resp}
+	h.add(in)
+	h.add(&Result{Start: time.Unix(2, 0), Success: false}) // no headers at all
+	if in.RequestHeader == nil || in.packedHeaders != "" {
+		t.Error("add changed the caller's result")
+	}
+	got := h.list()
+	if len(got) != 2 {
+		t.Fatalf("history holds %d results, want 2", len(got))
+	}
+	wantResp := http.Header{"Set-Cookie": {"a=1", "b=2"}, "X-Empty": {""}, "X-Odd": {"v: with colon"}, "X-Bad": {"nul\uFFFDand\uFFFDnewline"}}
+	if old := got[1]; !reflect.DeepEqual(old.RequestHeader, req) || !reflect.DeepEqual(old.ResponseHeader, wantResp) {
+		t.Errorf("headers after the history:\nrequest  %v\nresponse %v", old.RequestHeader, old.ResponseHeader)
+	}
+	if got[0].RequestHeader != nil || got[0].ResponseHeader != nil || got[0].packedHeaders != "" {
+		t.Errorf("a result without headers came back with %v %v %q", got[0].RequestHeader, got[0].ResponseHeader, got[0].packedHeaders)
+	}
+	last, ok := h.last()
+	if !ok || last.Start != time.Unix(2, 0) || last.packedHeaders != "" {
+		t.Errorf("last = %+v, %v", last, ok)
 	}
 }
 

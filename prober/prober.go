@@ -86,6 +86,8 @@ type Result struct {
 	Events         []Event     // bounded timeline
 	RequestHeader  http.Header // redacted copy of the headers Stream set
 	ResponseHeader http.Header // redacted copy
+
+	packedHeaders string // both headers, as the history keeps them (packHeaders)
 }
 
 // OutputTokensPerSecond is OutputTokens / E2E, 0 when undefined.
