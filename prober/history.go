@@ -89,7 +89,16 @@ func (r *Result) unpacked() Result {
 // kept as U+FFFD), so the text is unambiguous; nil and empty headers both pack
 // to an empty part.
 func packHeaders(req, resp http.Header) string {
+	n := 1
+	for _, h := range [2]http.Header{req, resp} {
+		for k, vs := range h {
+			for _, v := range vs {
+				n += len(k) + len(v) + 3
+			}
+		}
+	}
 	var b strings.Builder
+	b.Grow(n) // exact, so that the history holds no spare capacity
 	for i, h := range [2]http.Header{req, resp} {
 		if i == 1 {
 			b.WriteByte(0)

@@ -749,3 +749,12 @@ targets:
 		t.Errorf("scrubbed: %q %v", r.Err, r.ResponseHeader)
 	}
 }
+
+func BenchmarkPackHeaders(b *testing.B) {
+	req := http.Header{"Authorization": {"<redacted>"}, "X-Request-Id": {"vllm-prober-a-m-1"}, "Accept": {"text/event-stream"}, "Content-Type": {"application/json"}}
+	resp := http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}, "Cache-Control": {"no-cache"}, "Date": {"Mon, 23 Nov 2026 12:00:00 GMT"}, "X-Request-Id": {"vllm-prober-a-m-1"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		packHeaders(req, resp)
+	}
+}
