@@ -38,7 +38,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultTelemetryPath   = "/metrics"
-	DefaultHistoryLimit    = 20
+	DefaultHistoryLimit    = prober.DefaultHistoryLimit
 	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultListenAddress is our port: the Prometheus 9100-9999 default port
 	// allocation range is full.

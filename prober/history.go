@@ -10,7 +10,8 @@ import (
 // DefaultHistoryLimit is how many recent results each (target, module) pair keeps
 // for the landing page; as many recent failures are kept on top of them, so a
 // failure stays visible long after successes pushed it out of the recent ring.
-const DefaultHistoryLimit = 100
+// It is also the default of vllm_prober's --history.limit.
+const DefaultHistoryLimit = 20
 
 // history is a bounded record of a pair's results, in the manner of
 // blackbox_exporter's ResultHistory. It is not safe for concurrent use (the
