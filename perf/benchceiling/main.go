@@ -1,7 +1,9 @@
 // Command benchceiling prints figure P3 of docs/performance.md: the highest
-// streamed tokens/s `vllm_prober bench` (package bench) sustains against an
-// in-process vllm_sim while its TTFT error against the simulator's trace stays
-// under 5 ms. For each concurrency level it runs bench.Run with -requests
+// streamed tokens/s `vllm_prober bench` (package bench) sustains against a
+// vllm_sim while its TTFT error against the simulator's trace stays under 5 ms.
+// The simulator runs in a child process (this program, re-executed), as a
+// server would; -in-process runs it in the benchmark's own process, where it
+// shares bench's Go scheduler (see P1 in docs/performance.md). For each concurrency level it runs bench.Run with -requests
 // requests of -tokens tokens and, per request i (X-Request-Id p3-c<N>-i),
 // takes
 //
@@ -10,7 +12,7 @@
 // i.e. how much later than the simulator's flush bench saw the first token. The
 // ceiling is the highest level whose p99 error is under 5 ms.
 //
-//	go run ./perf/benchceiling [-levels 16,64,256,1024]
+//	go run ./perf/benchceiling [-levels 16,64,128,256,512,1024] [-in-process]
 package main
 
 import (
@@ -36,10 +38,12 @@ import (
 )
 
 func main() {
-	levels := flag.String("levels", "16,64,256,1024", "concurrency levels")
+	perfutil.MaybeRunSimChild()
+	levels := flag.String("levels", "16,64,128,256,512,1024", "concurrency levels")
 	tokens := flag.Int("tokens", 128, "max_tokens per request (ignore_eos)")
 	reqPerConc := flag.Int("requests-per-slot", 3, "requests per level = this × concurrency")
 	itl := flag.Duration("itl", 10*time.Millisecond, "simulator inter-token latency")
+	inProcess := flag.Bool("in-process", false, "run the simulator in this process instead of a child process")
 	flag.Parse()
 	var cs []int
 	for f := range strings.SplitSeq(*levels, ",") {
@@ -51,11 +55,15 @@ func main() {
 		cs = append(cs, c)
 	}
 	fmt.Print("P3 bench ceiling\n", perfutil.Machine())
-	fmt.Printf("max_tokens=%d ignore_eos, simulator ttft 50ms itl %s batch_slowdown 0; TTFT error = bench TTFT - (trace first token - request start)\n\n", *tokens, *itl)
+	where := "a child process"
+	if *inProcess {
+		where = "this process"
+	}
+	fmt.Printf("max_tokens=%d ignore_eos, simulator (in %s) ttft 50ms itl %s batch_slowdown 0; TTFT error = bench TTFT - (trace first token - request start)\n\n", *tokens, where, *itl)
 	fmt.Printf("%6s %9s %12s %12s %12s %12s %8s %6s\n", "conc", "requests", "tokens/s", "err-p50-ms", "err-p99-ms", "err-max-ms", "failed", "load1")
 	best := 0.0
 	for _, c := range cs {
-		r, err := level(c, c**reqPerConc, *tokens, *itl)
+		r, err := level(c, c**reqPerConc, *tokens, *itl, *inProcess)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "benchceiling:", err)
 			os.Exit(1)
@@ -75,7 +83,7 @@ type levelResult struct {
 	failed int
 }
 
-func level(conc, requests, tokens int, itl time.Duration) (*levelResult, error) {
+func level(conc, requests, tokens int, itl time.Duration, inProcess bool) (*levelResult, error) {
 	dir, err := os.MkdirTemp("", "vllm-prober-p3-")
 	if err != nil {
 		return nil, fmt.Errorf("creating a temporary directory: %w", err)
@@ -84,21 +92,34 @@ func level(conc, requests, tokens int, itl time.Duration) (*levelResult, error) 
 	cfg := simulator.DefaultConfig()
 	cfg.TTFT, cfg.ITL, cfg.BatchSlowdown, cfg.MaxNumSeqs = 50*time.Millisecond, itl, 0, conc
 	cfg.TraceFile = filepath.Join(dir, "trace.jsonl")
-	sim, err := simulator.New(cfg, log.NewNopLogger())
-	if err != nil {
-		return nil, fmt.Errorf("starting the simulator: %w", err)
+	var (
+		url     string
+		stopSim func() error
+	)
+	if inProcess {
+		sim, err := simulator.New(cfg, log.NewNopLogger())
+		if err != nil {
+			return nil, fmt.Errorf("starting the simulator: %w", err)
+		}
+		srv := httptest.NewServer(sim.Handler())
+		defer srv.Close()
+		url, stopSim = srv.URL, sim.Close
+	} else {
+		sim, err := perfutil.StartSim(cfg)
+		if err != nil {
+			return nil, err
+		}
+		url, stopSim = sim.URL, sim.Stop
 	}
-	srv := httptest.NewServer(sim.Handler())
-	defer srv.Close()
 	rep, err := bench.Run(context.Background(), bench.Options{
-		URL: srv.URL, Endpoint: config.ProberCompletions, Requests: requests, Concurrencies: []int{conc},
+		URL: url, Endpoint: config.ProberCompletions, Requests: requests, Concurrencies: []int{conc},
 		MaxTokens: tokens, IgnoreEOS: true, Name: "p3", Seed: 1,
 		ReadyTimeout: 10 * time.Second, RequestTimeout: 5 * time.Minute, Logger: log.NewNopLogger(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench at concurrency %d: %w", conc, err)
 	}
-	if err := sim.Close(); err != nil {
+	if err := stopSim(); err != nil {
 		return nil, fmt.Errorf("closing the simulator: %w", err)
 	}
 	first, err := firstTokens(cfg.TraceFile)
