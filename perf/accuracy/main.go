@@ -31,15 +31,12 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/go-kit/log"
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
@@ -143,26 +140,11 @@ func run(streams, tokens int, ttft, itl time.Duration, spread, inProcess bool) (
 	cfg.TTFT, cfg.ITL, cfg.BatchSlowdown = ttft, itl, 0
 	cfg.MaxNumSeqs = streams
 	cfg.TraceFile = trace
-	var (
-		baseURL string
-		stopSim func() error
-		simPid  int
-	)
-	if inProcess {
-		sim, err := simulator.New(cfg, log.NewNopLogger())
-		if err != nil {
-			return nil, fmt.Errorf("starting the simulator: %w", err)
-		}
-		srv := httptest.NewServer(sim.Handler())
-		defer srv.Close()
-		baseURL, stopSim = srv.URL, sim.Close
-	} else {
-		sim, err := perfutil.StartSim(cfg)
-		if err != nil {
-			return nil, err
-		}
-		baseURL, stopSim, simPid = sim.URL, sim.Stop, sim.Pid()
+	sim, err := perfutil.RunSim(cfg, inProcess)
+	if err != nil {
+		return nil, err
 	}
+	baseURL, stopSim, simPid := sim.URL, sim.Stop, sim.Pid()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams, MaxConnsPerHost: 0}}
 
 	cpu0, _ := perfutil.ReadProc(0)

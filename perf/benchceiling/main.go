@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -92,34 +91,19 @@ func level(conc, requests, tokens int, itl time.Duration, inProcess bool) (*leve
 	cfg := simulator.DefaultConfig()
 	cfg.TTFT, cfg.ITL, cfg.BatchSlowdown, cfg.MaxNumSeqs = 50*time.Millisecond, itl, 0, conc
 	cfg.TraceFile = filepath.Join(dir, "trace.jsonl")
-	var (
-		url     string
-		stopSim func() error
-	)
-	if inProcess {
-		sim, err := simulator.New(cfg, log.NewNopLogger())
-		if err != nil {
-			return nil, fmt.Errorf("starting the simulator: %w", err)
-		}
-		srv := httptest.NewServer(sim.Handler())
-		defer srv.Close()
-		url, stopSim = srv.URL, sim.Close
-	} else {
-		sim, err := perfutil.StartSim(cfg)
-		if err != nil {
-			return nil, err
-		}
-		url, stopSim = sim.URL, sim.Stop
+	sim, err := perfutil.RunSim(cfg, inProcess)
+	if err != nil {
+		return nil, err
 	}
 	rep, err := bench.Run(context.Background(), bench.Options{
-		URL: url, Endpoint: config.ProberCompletions, Requests: requests, Concurrencies: []int{conc},
+		URL: sim.URL, Endpoint: config.ProberCompletions, Requests: requests, Concurrencies: []int{conc},
 		MaxTokens: tokens, IgnoreEOS: true, Name: "p3", Seed: 1,
 		ReadyTimeout: 10 * time.Second, RequestTimeout: 5 * time.Minute, Logger: log.NewNopLogger(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench at concurrency %d: %w", conc, err)
 	}
-	if err := stopSim(); err != nil {
+	if err := sim.Stop(); err != nil {
 		return nil, fmt.Errorf("closing the simulator: %w", err)
 	}
 	first, err := firstTokens(cfg.TraceFile)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -83,14 +84,34 @@ func runSimChild(raw string) error {
 	return closeErr
 }
 
-// Sim is a vllm_sim server in a child process (this binary, re-executed), so
-// that it competes with the client for the machine's cores as a separate
-// server would, not for the client's Go scheduler.
+// Sim is a vllm_sim server. Started by StartSim it runs in a child process
+// (this binary, re-executed), so that it competes with the client for the
+// machine's cores as a separate server would, not for the client's Go
+// scheduler; by RunSim with inProcess, in this process.
 type Sim struct {
+	URL string
+
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	URL   string
 	done  chan error
+	stop  func() error // in-process only
+}
+
+// RunSim starts a simulator with cfg in a child process (StartSim) or, when
+// inProcess, in this process behind an httptest server.
+func RunSim(cfg simulator.Config, inProcess bool) (*Sim, error) {
+	if !inProcess {
+		return StartSim(cfg)
+	}
+	sim, err := simulator.New(cfg, log.NewNopLogger())
+	if err != nil {
+		return nil, fmt.Errorf("starting the simulator: %w", err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	return &Sim{URL: srv.URL, stop: func() error {
+		defer srv.Close()
+		return sim.Close()
+	}}, nil
 }
 
 // StartSim starts the simulator child with cfg (ListenAddress is ignored) and
@@ -141,12 +162,20 @@ func StartSim(cfg simulator.Config) (*Sim, error) {
 	}
 }
 
-// Pid is the child's process id.
-func (s *Sim) Pid() int { return s.cmd.Process.Pid }
+// Pid is the child's process id; 0 for a simulator in this process.
+func (s *Sim) Pid() int {
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
 
-// Stop asks the child to close the simulator (flushing its trace) and waits
-// for it to exit.
+// Stop closes the simulator, flushing its trace; a child is asked to and
+// waited for.
 func (s *Sim) Stop() error {
+	if s.stop != nil {
+		return s.stop()
+	}
 	_ = s.stdin.Close()
 	select {
 	case err := <-s.done:
