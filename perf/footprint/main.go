@@ -43,6 +43,12 @@ func main() {
 }
 
 func run(targets, sims int, duration, warmup, sample time.Duration, profileDir, memLimit string) error {
+	if profileDir != "" {
+		// Fail now, not after the warm-up.
+		if err := os.MkdirAll(profileDir, 0o755); err != nil {
+			return fmt.Errorf("profile directory: %w", err)
+		}
+	}
 	var urls []string
 	for range sims {
 		cfg := simulator.DefaultConfig()
