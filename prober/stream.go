@@ -259,16 +259,19 @@ func (r *stallReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// chunk is the union of the SSE payloads vLLM sends on both endpoints.
+// chunk is the union of the SSE payloads vLLM sends on both endpoints. The
+// reader only asks whether a chunk carries generated text, so the text fields
+// are decoded into booleans ([text], [toolCalls], [objectError]) rather than
+// copied: a probe decodes one chunk per token.
 type chunk struct {
 	Choices []struct {
-		Text  string `json:"text"`
-		Delta *struct {
-			Role             string          `json:"role"`
-			Content          string          `json:"content"`
-			ReasoningContent string          `json:"reasoning_content"`
-			Reasoning        string          `json:"reasoning"`
-			ToolCalls        json.RawMessage `json:"tool_calls"`
+		Text  text `json:"text"`
+		Delta struct {
+			Role             text      `json:"role"`
+			Content          text      `json:"content"`
+			ReasoningContent text      `json:"reasoning_content"`
+			Reasoning        text      `json:"reasoning"`
+			ToolCalls        toolCalls `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
@@ -277,9 +280,46 @@ type chunk struct {
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
 	// Mid-stream errors: {"error":{...}} (≥ v0.10.1) or flat {"object":"error",...}.
-	Error   json.RawMessage `json:"error"`
-	Object  string          `json:"object"`
-	Message string          `json:"message"`
+	Error  json.RawMessage `json:"error"`
+	Object objectError     `json:"object"`
+}
+
+// text is whether a JSON string is non-empty. null is empty; any other kind
+// of value is an error, as it is for a string field.
+type text bool
+
+func (t *text) UnmarshalJSON(b []byte) error {
+	// b is one valid JSON value without surrounding space: encoding/json
+	// checks the whole input before it decodes.
+	switch b[0] {
+	case '"':
+		*t = len(b) > 2
+	case 'n':
+		*t = false
+	default:
+		return fmt.Errorf("want a string, got %.20s", b)
+	}
+	return nil
+}
+
+// objectError is whether a JSON string is "error".
+type objectError bool
+
+func (o *objectError) UnmarshalJSON(b []byte) error {
+	var t text
+	if err := t.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*o = string(b) == `"error"`
+	return nil
+}
+
+// toolCalls is whether a delta's tool_calls holds anything: not null and not [].
+type toolCalls bool
+
+func (c *toolCalls) UnmarshalJSON(b []byte) error {
+	*c = string(b) != "null" && string(b) != "[]"
+	return nil
 }
 
 func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Duration) {
@@ -288,6 +328,7 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 		contentEvents int
 		usageOut      int
 		haveUsage     bool
+		c             chunk
 	)
 	finish := func() {
 		s.res.E2E = last
@@ -328,12 +369,15 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			s.res.Success = true
 			return
 		}
-		var c chunk
+		// c and its choices are reused from event to event; encoding/json
+		// decodes into the old elements of a slice, so they are zeroed first.
+		clear(c.Choices[:cap(c.Choices)])
+		c = chunk{Choices: c.Choices[:0]}
 		if err := json.Unmarshal(data, &c); err != nil {
 			s.fail(ReasonMalformed, "invalid JSON in SSE event %d: %v", contentEvents+1, err)
 			return
 		}
-		if hasJSON(c.Error) || c.Object == "error" {
+		if hasJSON(c.Error) || bool(c.Object) {
 			s.eventAt(now, EventError, len(data))
 			_, msg := parseErrorBody(data)
 			s.fail(ReasonStreamError, "error event in stream after %d content events: %s", contentEvents, msg)
@@ -341,15 +385,12 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 		}
 		content, role, finishErr := false, false, false
 		for _, ch := range c.Choices {
-			if ch.Text != "" {
+			d := ch.Delta
+			switch {
+			case bool(ch.Text || d.Content || d.ReasoningContent || d.Reasoning) || bool(d.ToolCalls):
 				content = true
-			}
-			if d := ch.Delta; d != nil {
-				if d.Content != "" || d.ReasoningContent != "" || d.Reasoning != "" || hasJSONArray(d.ToolCalls) {
-					content = true
-				} else if d.Role != "" {
-					role = true
-				}
+			case bool(d.Role):
+				role = true
 			}
 			if ch.FinishReason != nil && *ch.FinishReason == "error" {
 				finishErr = true
@@ -388,11 +429,6 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 func hasJSON(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) > 0 && string(t) != "null"
-}
-
-func hasJSONArray(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) > 0 && string(t) != "null" && string(t) != "[]"
 }
 
 // streamBody copies body and forces streaming with usage.

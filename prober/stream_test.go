@@ -368,6 +368,8 @@ func TestStreamFailureReasons(t *testing.T) {
 		{name: "truncated", h: sseHandler(tok1 + tok2), want: ReasonTruncated, wantErr: "stream ended without data: [DONE] after 2 content events"},
 		{name: "truncated mid-event", h: sseHandler(tok1 + `data: {"choices":[{"index":0,"text":"x"}]}`), want: ReasonTruncated, wantErr: "stream ended without data: [DONE] after 1 content events"},
 		{name: "bad json", h: sseHandler(tok1 + "data: {\"choices\":[\n\n" + done), want: ReasonMalformed, wantErr: "invalid JSON in SSE event 2: unexpected end of JSON input"},
+		{name: "text not a string", h: sseHandler(tok1 + `data: {"choices":[{"text":5}]}` + "\n\n" + done), want: ReasonMalformed, wantErr: "invalid JSON in SSE event 2: want a string, got 5*"},
+		{name: "object not a string", h: sseHandler(`data: {"object":1,"choices":[{"text":"x"}]}` + "\n\n" + done), want: ReasonMalformed, wantErr: "invalid JSON in SSE event 1: want a string, got 1*"},
 		{name: "huge line", h: sseHandler(`data: {"choices":[{"text":"` + strings.Repeat("x", maxSSELine) + `"}]}` + "\n\n" + done), want: ReasonMalformed, wantErr: "reading stream: SSE line exceeds 1 MiB"},
 		{name: "wrong content type", h: errorHandler(200, `{"choices":[{"text":"x"}]}`), want: ReasonMalformed, wantErr: `HTTP 200 with Content-Type "application/json", want text/event-stream`},
 		{name: "empty output completions", h: sseHandler(`data: {"choices":[{"index":0,"text":""}]}` + "\n\n" + `data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":0}}` + "\n\n" + done), want: ReasonEmptyOutput, wantErr: "stream completed without generated text"},
@@ -437,6 +439,11 @@ func TestStreamSuccessShapes(t *testing.T) {
 		{name: "empty text events are not tokens", text: `data: {"choices":[{"text":""}]}` + "\n\n" + tok1 + `data: {"choices":[{"text":""}]}` + "\n\n" + tok2 + done, out: 2, itls: 1},
 		{name: "chat reasoning counts", kind: config.ProberChat, text: `data: {"choices":[{"delta":{"role":"assistant","content":""}}]}` + "\n\n" + `data: {"choices":[{"delta":{"reasoning_content":"hmm"}}]}` + "\n\n" + `data: {"choices":[{"delta":{"content":"ok"}}]}` + "\n\n" + done, out: 2, itls: 1},
 		{name: "chat tool call counts", kind: config.ProberChat, text: `data: {"choices":[{"delta":{"role":"assistant","content":""}}]}` + "\n\n" + `data: {"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]}}]}` + "\n\n" + done, out: 1},
+		{name: "empty tool calls are not tokens", kind: config.ProberChat, text: `data: {"choices":[{"delta":{"tool_calls":[]}}]}` + "\n\n" + `data: {"choices":[{"delta":{"tool_calls":null,"content":"ok"}}]}` + "\n\n" + done, out: 1},
+		// Chunks are decoded into one reused value: text of an earlier chunk's
+		// choice must not count for a later chunk whose choice has none.
+		{name: "n=2: no text carried over", text: `data: {"choices":[{"index":0,"text":""},{"index":1,"text":"a"}]}` + "\n\n" + `data: {"choices":[{"index":0},{"index":1}]}` + "\n\n" + tok1 + done, out: 2, itls: 1},
+		{name: "n=2: no delta carried over", kind: config.ProberChat, text: `data: {"choices":[{"index":0,"delta":{"role":"assistant"}},{"index":1,"delta":{"content":"a"}}]}` + "\n\n" + `data: {"choices":[{"index":0,"delta":{}},{"index":1,"delta":null}]}` + "\n\n" + `data: {"choices":[{"delta":{"content":"b"}}]}` + "\n\n" + done, out: 2, itls: 1},
 		{name: "pings and comments", text: ": ping\n\n" + tok1 + ":\n\n" + done, out: 1},
 	}
 	for _, tc := range tests {

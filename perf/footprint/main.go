@@ -35,14 +35,22 @@ func main() {
 	sample := flag.Duration("sample", 10*time.Second, "sampling period")
 	profileDir := flag.String("profile", "", "when set, write the daemon's CPU (over the measurement), heap and goroutine profiles to this directory")
 	memLimit := flag.String("gomemlimit", "", "when set, the daemon child's GOMEMLIMIT (e.g. 128MiB): trades GC CPU for RSS")
+	maxProcs := flag.Int("gomaxprocs", 0, "when > 0, the daemon child's GOMAXPROCS")
 	flag.Parse()
-	if err := run(*targets, *sims, *duration, *warmup, *sample, *profileDir, *memLimit); err != nil {
+	var env []string
+	if *memLimit != "" {
+		env = append(env, "GOMEMLIMIT="+*memLimit)
+	}
+	if *maxProcs > 0 {
+		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", *maxProcs))
+	}
+	if err := run(*targets, *sims, *duration, *warmup, *sample, *profileDir, env); err != nil {
 		fmt.Fprintln(os.Stderr, "footprint:", err)
 		os.Exit(1)
 	}
 }
 
-func run(targets, sims int, duration, warmup, sample time.Duration, profileDir, memLimit string) error {
+func run(targets, sims int, duration, warmup, sample time.Duration, profileDir string, env []string) error {
 	if profileDir != "" {
 		// Fail now, not after the warm-up.
 		if err := os.MkdirAll(profileDir, 0o755); err != nil {
@@ -80,10 +88,6 @@ targets:
 		return fmt.Errorf("creating a temporary directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	var env []string
-	if memLimit != "" {
-		env = append(env, "GOMEMLIMIT="+memLimit)
-	}
 	d, err := perfutil.StartDaemonWith(dir, b.String(), profileDir != "", env...)
 	if err != nil {
 		return err
@@ -93,8 +97,8 @@ targets:
 	fmt.Print("P2 footprint\n", perfutil.Machine())
 	fmt.Printf("targets=%d over %d simulators, 1 module (max_tokens 64), probe_interval 30s, scrape_interval 15s; warm-up %s, measured %s",
 		targets, sims, warmup, duration)
-	if memLimit != "" {
-		fmt.Printf("; daemon GOMEMLIMIT=%s", memLimit)
+	if len(env) > 0 {
+		fmt.Printf("; daemon %s", strings.Join(env, " "))
 	}
 	fmt.Print("\n\n")
 	time.Sleep(warmup)
