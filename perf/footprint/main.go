@@ -7,10 +7,16 @@
 // probed once) it samples the child every -sample for -duration and reports
 // CPU seconds per minute, peak RSS, goroutines and the time to render /metrics.
 //
-//	go run ./perf/footprint [-targets 1000] [-duration 2m]
+// With -shards N it starts N daemon children with the same configuration, as
+// the replicas of a sharded deployment (--shard.count N, --shard.index 0 to
+// N-1): together they probe every target once, and it reports each replica's
+// figures, the worst replica's against the targets, and the fleet's CPU.
+//
+//	go run ./perf/footprint [-targets 1000] [-duration 2m] [-shards 1]
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"net/http/httptest"
@@ -22,6 +28,8 @@ import (
 
 	"github.com/go-kit/log"
 
+	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/discovery"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
@@ -30,10 +38,11 @@ func main() {
 	perfutil.MaybeRunDaemonChild()
 	targets := flag.Int("targets", 1000, "targets")
 	sims := flag.Int("sims", 4, "simulators serving the targets")
+	shards := flag.Int("shards", 1, "daemon replicas the targets are sharded over (--shard.count)")
 	duration := flag.Duration("duration", 2*time.Minute, "measurement time after the warm-up")
 	warmup := flag.Duration("warmup", 35*time.Second, "warm-up before measuring (one probe interval)")
 	sample := flag.Duration("sample", 10*time.Second, "sampling period")
-	profileDir := flag.String("profile", "", "when set, write the daemon's CPU (over the measurement), heap and goroutine profiles to this directory")
+	profileDir := flag.String("profile", "", "when set, write the daemon's CPU (over the measurement), heap and goroutine profiles to this directory (replica 0's with -shards)")
 	memLimit := flag.String("gomemlimit", "", "when set, the daemon child's GOMEMLIMIT (e.g. 128MiB): trades GC CPU for RSS")
 	maxProcs := flag.Int("gomaxprocs", 0, "when > 0, the daemon child's GOMAXPROCS")
 	flag.Parse()
@@ -44,13 +53,32 @@ func main() {
 	if *maxProcs > 0 {
 		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", *maxProcs))
 	}
-	if err := run(*targets, *sims, *duration, *warmup, *sample, *profileDir, env); err != nil {
+	if err := run(*targets, *sims, *shards, *duration, *warmup, *sample, *profileDir, env); err != nil {
 		fmt.Fprintln(os.Stderr, "footprint:", err)
 		os.Exit(1)
 	}
 }
 
-func run(targets, sims int, duration, warmup, sample time.Duration, profileDir string, env []string) error {
+// replica is one daemon child and what was sampled of it.
+type replica struct {
+	d           *perfutil.Daemon
+	targets     int
+	p0, prev    perfutil.ProcStat
+	prevT       time.Time
+	renders     []float64
+	peakRSS     int64
+	maxG, size  int
+	cpuPerMin   float64 // over the whole measurement
+	lastPerMin  float64 // over the last sample period
+	lastRSS     int64
+	lastG       int
+	lastRenderM float64
+}
+
+func run(targets, sims, shards int, duration, warmup, sample time.Duration, profileDir string, env []string) error {
+	if err := discovery.ValidateShard(shards, 0); err != nil {
+		return err
+	}
 	if profileDir != "" {
 		// Fail now, not after the warm-up.
 		if err := os.MkdirAll(profileDir, 0o755); err != nil {
@@ -80,79 +108,140 @@ modules:
     prompt: "Let's explore some architecture patterns for microservices"
 targets:
 `)
+	names := make([]config.Target, targets)
 	for i := range targets {
-		fmt.Fprintf(&b, "  - name: t%04d\n    url: %s\n    model: %s\n", i, urls[i%len(urls)], simulator.DefaultConfig().Model)
+		names[i].Name = fmt.Sprintf("t%04d", i)
+		fmt.Fprintf(&b, "  - name: %s\n    url: %s\n    model: %s\n", names[i].Name, urls[i%len(urls)], simulator.DefaultConfig().Model)
 	}
 	dir, err := os.MkdirTemp("", "vllm-prober-p2-")
 	if err != nil {
 		return fmt.Errorf("creating a temporary directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	d, err := perfutil.StartDaemonWith(dir, b.String(), profileDir != "", env...)
-	if err != nil {
-		return err
+	replicas := make([]*replica, shards)
+	for i := range replicas {
+		rdir := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.Mkdir(rdir, 0o700); err != nil {
+			return fmt.Errorf("creating a temporary directory: %w", err)
+		}
+		renv := env
+		if shards > 1 {
+			renv = append(slices.Clone(env), fmt.Sprintf("%s=%d/%d", perfutil.ShardEnv, i, shards))
+		}
+		d, err := perfutil.StartDaemonWith(rdir, b.String(), profileDir != "" && i == 0, renv...)
+		if err != nil {
+			return err
+		}
+		defer d.Stop()
+		replicas[i] = &replica{d: d, targets: len(discovery.Shard(names, shards, i))}
 	}
-	defer d.Stop()
 
 	fmt.Print("P2 footprint\n", perfutil.Machine())
 	fmt.Printf("targets=%d over %d simulators, 1 module (max_tokens 64), probe_interval 30s, scrape_interval 15s; warm-up %s, measured %s",
 		targets, sims, warmup, duration)
+	if shards > 1 {
+		fmt.Printf("; %d replicas (--shard.count %d), %d to %d targets each", shards, shards,
+			slices.MinFunc(replicas, byTargets).targets, slices.MaxFunc(replicas, byTargets).targets)
+	}
 	if len(env) > 0 {
 		fmt.Printf("; daemon %s", strings.Join(env, " "))
 	}
 	fmt.Print("\n\n")
 	time.Sleep(warmup)
-	p0, err := perfutil.ReadProc(d.Pid())
-	if err != nil {
-		return err
-	}
 	t0 := time.Now()
+	for _, r := range replicas {
+		if r.p0, err = perfutil.ReadProc(r.d.Pid()); err != nil {
+			return err
+		}
+		r.prev, r.prevT = r.p0, t0
+	}
 	cpuProfile := make(chan error, 1)
 	if profileDir != "" {
 		go func() {
 			secs := max(int(duration.Seconds())-5, 1)
-			cpuProfile <- d.Profile("profile", fmt.Sprintf("seconds=%d", secs), filepath.Join(profileDir, "cpu.pprof"))
+			cpuProfile <- replicas[0].d.Profile("profile", fmt.Sprintf("seconds=%d", secs), filepath.Join(profileDir, "cpu.pprof"))
 		}()
 	}
-	fmt.Printf("%8s %12s %10s %11s %12s %8s\n", "t", "cpu-s/min", "rss-MiB", "goroutines", "render-ms", "load1")
-	var renders []float64
-	var peakRSS int64
-	maxG := 0
-	prev, prevT := p0, t0
+	worst := ""
+	if shards > 1 {
+		worst = " (worst replica)"
+	}
+	fmt.Printf("%8s %12s %10s %11s %12s %8s%s\n", "t", "cpu-s/min", "rss-MiB", "goroutines", "render-ms", "load1", worst)
 	for time.Since(t0) < duration {
 		time.Sleep(sample)
-		p, err := perfutil.ReadProc(d.Pid())
-		if err != nil {
-			return err
+		for _, r := range replicas {
+			if err := r.sample(); err != nil {
+				return err
+			}
 		}
-		now := time.Now()
-		took, _, g, err := d.Scrape()
-		if err != nil {
-			return err
-		}
-		renders = append(renders, float64(took.Microseconds())/1000)
-		peakRSS, maxG = max(peakRSS, p.RSS), max(maxG, g)
-		fmt.Printf("%8s %12.3f %10.1f %11d %12.1f %8.2f\n", now.Sub(t0).Round(time.Second),
-			(p.CPU-prev.CPU).Seconds()/now.Sub(prevT).Minutes(), float64(p.RSS)/(1<<20), g, renders[len(renders)-1], perfutil.Load1())
-		prev, prevT = p, now
+		fmt.Printf("%8s %12.3f %10.1f %11d %12.1f %8.2f\n", time.Since(t0).Round(time.Second),
+			maxOf(replicas, func(r *replica) float64 { return r.lastPerMin }),
+			maxOf(replicas, func(r *replica) float64 { return float64(r.lastRSS) })/(1<<20),
+			int(maxOf(replicas, func(r *replica) float64 { return float64(r.lastG) })),
+			maxOf(replicas, func(r *replica) float64 { return r.lastRenderM }), perfutil.Load1())
 	}
 	if profileDir != "" {
 		if err := <-cpuProfile; err != nil {
 			return err
 		}
 		for _, name := range []string{"heap", "goroutine", "allocs"} {
-			if err := d.Profile(name, "", filepath.Join(profileDir, name+".pprof")); err != nil {
+			if err := replicas[0].d.Profile(name, "", filepath.Join(profileDir, name+".pprof")); err != nil {
 				return err
 			}
 		}
 		fmt.Printf("profiles written to %s\n", profileDir)
 	}
-	cpuPerMin := (prev.CPU - p0.CPU).Seconds() / prevT.Sub(t0).Minutes()
-	_, size, _, _ := d.Scrape()
-	fmt.Printf("\nCPU: %.2f s/min = %.2f%% of one core (target < 5%%)\n", cpuPerMin, cpuPerMin/60*100)
-	fmt.Printf("RSS peak: %.1f MiB (target < 128 MiB)\n", float64(peakRSS)/(1<<20))
-	fmt.Printf("goroutines max: %d\n", maxG)
+	median := func(r *replica) float64 { return perfutil.Median(slices.Clone(r.renders)) }
+	fleetCPU := 0.0
+	for _, r := range replicas {
+		r.cpuPerMin = (r.prev.CPU - r.p0.CPU).Seconds() / r.prevT.Sub(t0).Minutes()
+		fleetCPU += r.cpuPerMin
+		_, r.size, _, _ = r.d.Scrape()
+	}
+	if shards > 1 {
+		fmt.Printf("\n%7s %8s %10s %8s %13s %13s %12s\n", "replica", "targets", "cpu-s/min", "%core", "rss-peak-MiB", "render-median", "render-max")
+		for i, r := range replicas {
+			fmt.Printf("%7d %8d %10.2f %7.2f%% %13.1f %10.1f ms %9.1f ms\n", i, r.targets, r.cpuPerMin, r.cpuPerMin/60*100,
+				float64(r.peakRSS)/(1<<20), median(r), slices.Max(r.renders))
+		}
+		fmt.Printf("\nfleet: %.2f s/min = %.2f%% of one core for %d targets; the worst replica:\n", fleetCPU, fleetCPU/60*100, targets)
+	}
+	cpu := maxOf(replicas, func(r *replica) float64 { return r.cpuPerMin })
+	fmt.Printf("\nCPU: %.2f s/min = %.2f%% of one core (target < 5%%)\n", cpu, cpu/60*100)
+	fmt.Printf("RSS peak: %.1f MiB (target < 128 MiB)\n", maxOf(replicas, func(r *replica) float64 { return float64(r.peakRSS) })/(1<<20))
+	fmt.Printf("goroutines max: %d\n", int(maxOf(replicas, func(r *replica) float64 { return float64(r.maxG) })))
+	slow := slices.MaxFunc(replicas, func(a, b *replica) int { return cmp.Compare(median(a), median(b)) })
 	fmt.Printf("/metrics render: median %.1f ms, max %.1f ms over %d scrapes, %d bytes (target < 100 ms)\n",
-		perfutil.Median(slices.Clone(renders)), slices.Max(renders), len(renders), size)
+		median(slow), slices.Max(slow.renders), len(slow.renders), slow.size)
 	return nil
+}
+
+// sample reads the replica's CPU and RSS and times a scrape of its /metrics.
+func (r *replica) sample() error {
+	p, err := perfutil.ReadProc(r.d.Pid())
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	took, _, g, err := r.d.Scrape()
+	if err != nil {
+		return err
+	}
+	r.lastRenderM = float64(took.Microseconds()) / 1000
+	r.renders = append(r.renders, r.lastRenderM)
+	r.lastPerMin = (p.CPU - r.prev.CPU).Seconds() / now.Sub(r.prevT).Minutes()
+	r.lastRSS, r.lastG = p.RSS, g
+	r.peakRSS, r.maxG = max(r.peakRSS, p.RSS), max(r.maxG, g)
+	r.prev, r.prevT = p, now
+	return nil
+}
+
+func byTargets(a, b *replica) int { return a.targets - b.targets }
+
+func maxOf(rs []*replica, f func(*replica) float64) float64 {
+	m := f(rs[0])
+	for _, r := range rs[1:] {
+		m = max(m, f(r))
+	}
+	return m
 }

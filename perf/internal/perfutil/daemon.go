@@ -31,6 +31,9 @@ const (
 	childEnv      = "VLLM_PROBER_PERF_DAEMON_CONFIG"
 	childAddrEnv  = "VLLM_PROBER_PERF_DAEMON_ADDR"
 	childPprofEnv = "VLLM_PROBER_PERF_DAEMON_PPROF"
+	// ShardEnv, "index/count" (e.g. "3/11"), makes the child one replica of a
+	// sharded fleet (daemon.Options.ShardIndex and ShardCount).
+	ShardEnv = "VLLM_PROBER_PERF_DAEMON_SHARD"
 )
 
 // MaybeRunDaemonChild runs the daemon and exits when this process was started
@@ -44,8 +47,15 @@ func MaybeRunDaemonChild() {
 	addrs := []string{os.Getenv(childAddrEnv)}
 	systemd := false
 	webCfg := ""
-	d, err := daemon.New(daemon.Options{ConfigFile: path,
-		WebFlags: &web.FlagConfig{WebListenAddresses: &addrs, WebSystemdSocket: &systemd, WebConfigFile: &webCfg}}, logger)
+	opts := daemon.Options{ConfigFile: path,
+		WebFlags: &web.FlagConfig{WebListenAddresses: &addrs, WebSystemdSocket: &systemd, WebConfigFile: &webCfg}}
+	if v := os.Getenv(ShardEnv); v != "" {
+		if _, err := fmt.Sscanf(v, "%d/%d", &opts.ShardIndex, &opts.ShardCount); err != nil {
+			fmt.Fprintf(os.Stderr, "daemon child: %s=%q: %v\n", ShardEnv, v, err)
+			os.Exit(1)
+		}
+	}
+	d, err := daemon.New(opts, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "daemon child:", err)
 		os.Exit(1)
