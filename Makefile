@@ -174,6 +174,8 @@ demo: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=$(BENCH_COUNT) $(BENCH_PKGS)
 	@set -e; for p in $(BENCH_PROGRAMS); do echo ">> $$p"; $(GO) run $$p; done
+	@echo ">> P2 as a sharded fleet: the same 1,000 targets over 12 replicas"
+	$(GO) run ./perf/footprint -shards 12
 
 .PHONY: soak
 soak: build
