@@ -61,18 +61,17 @@ func main() {
 
 // replica is one daemon child and what was sampled of it.
 type replica struct {
-	d           *perfutil.Daemon
-	targets     int
-	p0, prev    perfutil.ProcStat
-	prevT       time.Time
-	renders     []float64
-	peakRSS     int64
-	maxG, size  int
-	cpuPerMin   float64 // over the whole measurement
-	lastPerMin  float64 // over the last sample period
-	lastRSS     int64
-	lastG       int
-	lastRenderM float64
+	d          *perfutil.Daemon
+	targets    int
+	p0, prev   perfutil.ProcStat
+	prevT      time.Time
+	renders    []float64
+	peakRSS    int64
+	maxG, size int
+	cpuPerMin  float64 // over the whole measurement
+	lastPerMin float64 // over the last sample period
+	lastRSS    int64
+	lastG      int
 }
 
 func run(targets, sims, shards int, duration, warmup, sample time.Duration, profileDir string, env []string) error {
@@ -178,7 +177,7 @@ targets:
 			maxOf(replicas, func(r *replica) float64 { return r.lastPerMin }),
 			maxOf(replicas, func(r *replica) float64 { return float64(r.lastRSS) })/(1<<20),
 			int(maxOf(replicas, func(r *replica) float64 { return float64(r.lastG) })),
-			maxOf(replicas, func(r *replica) float64 { return r.lastRenderM }), perfutil.Load1())
+			maxOf(replicas, func(r *replica) float64 { return r.renders[len(r.renders)-1] }), perfutil.Load1())
 	}
 	if profileDir != "" {
 		if err := <-cpuProfile; err != nil {
@@ -227,8 +226,7 @@ func (r *replica) sample() error {
 	if err != nil {
 		return err
 	}
-	r.lastRenderM = float64(took.Microseconds()) / 1000
-	r.renders = append(r.renders, r.lastRenderM)
+	r.renders = append(r.renders, float64(took.Microseconds())/1000)
 	r.lastPerMin = (p.CPU - r.prev.CPU).Seconds() / now.Sub(r.prevT).Minutes()
 	r.lastRSS, r.lastG = p.RSS, g
 	r.peakRSS, r.maxG = max(r.peakRSS, p.RSS), max(r.maxG, g)
