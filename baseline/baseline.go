@@ -36,7 +36,17 @@ type Baseline struct {
 	Preset      string       `yaml:"preset,omitempty"`
 	Parallelism *Parallelism `yaml:"parallelism,omitempty"`
 	MaxModelLen int64        `yaml:"max_model_len,omitempty"`
-	Source      Source       `yaml:"source"`
+	// Framework is the serving framework that was measured ("vllm", "sglang", "tgi", ...), when
+	// the source says so (vLLM --metadata framework=..., llmperf metadata).
+	Framework string `yaml:"framework,omitempty"`
+	// ServerParams are the server parameters a sweep varied (vllm bench sweep: max_num_seqs, ...).
+	ServerParams map[string]string `yaml:"server_params,omitempty"`
+	// RunNumber is the repeat index a sweep gave this run (vllm bench sweep run_number).
+	RunNumber *int64 `yaml:"run_number,omitempty"`
+	// Unusable says why the baseline has no usable point (set by a forced import). The daemon
+	// refuses a baseline without a usable point whether or not this is set.
+	Unusable string `yaml:"unusable,omitempty"`
+	Source   Source `yaml:"source"`
 	// SaturationOutput (tokens/s) is derived from the points (the largest output_throughput of a
 	// point that is not all_failed). It is written for readers of the file and recomputed on load.
 	SaturationOutput float64 `yaml:"saturation_output_throughput"`
@@ -86,6 +96,19 @@ type Point struct {
 	// AllFailed marks a run in which no request succeeded: its zeros are not a measurement, so
 	// interpolation and the saturation throughput ignore it.
 	AllFailed bool `yaml:"all_failed,omitempty"`
+	// Excluded says why a point that has measurements is left out of the expected values and the
+	// saturation figure (e.g. its success ratio is below the import's --min-success-ratio). The
+	// point stays in the file so that nothing is lost.
+	Excluded string `yaml:"excluded,omitempty"`
+	// FailedDerived is true when the tool did not write a failed count and Failed was derived as
+	// num_prompts - completed.
+	FailedDerived bool `yaml:"failed_derived,omitempty"`
+
+	// Dataset and the requested input/output lengths, when the source states them (the
+	// Namespace(...) line of a vllm bench serve log).
+	Dataset   string `yaml:"dataset,omitempty"`
+	InputLen  *int64 `yaml:"input_len,omitempty"`
+	OutputLen *int64 `yaml:"output_len,omitempty"`
 
 	DurationSeconds   *float64 `yaml:"duration_seconds,omitempty"`
 	Completed         *int64   `yaml:"completed,omitempty"`
@@ -110,6 +133,28 @@ type Point struct {
 	ITL          *Stats `yaml:"itl_seconds,omitempty"`
 	E2E          *Stats `yaml:"e2e_seconds,omitempty"`
 	TPOTInclTTFT *Stats `yaml:"tpot_incl_ttft_seconds,omitempty"`
+
+	// ToolFigures keeps a tool's own aggregate under the tool's name for it where this file's
+	// figure of the same concept is computed with vLLM's definition instead (e.g. guidellm's
+	// requests_per_second.successful.mean next to request_throughput = completed / duration).
+	ToolFigures map[string]float64 `yaml:"tool_figures,omitempty"`
+}
+
+// Usable reports whether the point may feed expected values and the saturation figure: some
+// request succeeded and it is not excluded.
+func (p *Point) Usable() bool {
+	return !p.AllFailed && p.Excluded == ""
+}
+
+// UsablePoints counts the usable points of b.
+func (b *Baseline) UsablePoints() int {
+	n := 0
+	for i := range b.Points {
+		if b.Points[i].Usable() {
+			n++
+		}
+	}
+	return n
 }
 
 // Stats summarises a distribution. Percentiles are keyed "p99", "p99.9", ....
@@ -248,13 +293,13 @@ func (p *Point) loadString() string {
 	return strings.Join(parts, ", ")
 }
 
-// SaturationOutputThroughput is the largest output throughput of the points that are not
-// all-failed: the throughput at which the benchmarked deployment saturated. 0 when unknown.
+// SaturationOutputThroughput is the largest output throughput of the usable points: the
+// throughput at which the benchmarked deployment saturated. 0 when unknown.
 func (b *Baseline) SaturationOutputThroughput() float64 {
 	m := 0.0
 	for i := range b.Points {
 		p := &b.Points[i]
-		if p.AllFailed || p.OutputThroughput == nil {
+		if !p.Usable() || p.OutputThroughput == nil {
 			continue
 		}
 		m = math.Max(m, *p.OutputThroughput)
@@ -289,7 +334,10 @@ func Parse(data []byte) (*File, error) {
 	return &f, nil
 }
 
-// ReadFile reads and parses a baseline file.
+// ReadFile reads and parses a baseline file for use: besides Parse's checks it refuses a file
+// holding a baseline with no usable point (every point all-failed or excluded), naming the file
+// and the baseline, so that such a baseline never becomes silently empty series. The daemon and
+// --config.check both load baselines through it.
 func ReadFile(ctx context.Context, path string) (*File, error) {
 	data, err := readFile(ctx, path)
 	if err != nil {
@@ -299,7 +347,32 @@ func ReadFile(ctx context.Context, path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	for _, b := range f.Baselines {
+		if err := b.CheckUsable(); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	return f, nil
+}
+
+// CheckUsable returns an error naming b when it has no usable point.
+func (b *Baseline) CheckUsable() error {
+	if b.UsablePoints() > 0 {
+		return nil
+	}
+	allFailed, excluded := 0, 0
+	for i := range b.Points {
+		if b.Points[i].AllFailed {
+			allFailed++
+		} else {
+			excluded++
+		}
+	}
+	why := fmt.Sprintf("%d of %d points had no successful request, %d are excluded", allFailed, len(b.Points), excluded)
+	if b.Unusable != "" {
+		why += "; marked unusable: " + b.Unusable
+	}
+	return fmt.Errorf("baseline %q has no usable point (%s): it cannot give expected values; re-import it from a run whose requests succeeded", b.Name, why)
 }
 
 func readFile(ctx context.Context, path string) ([]byte, error) {
@@ -378,6 +451,11 @@ func (b *Baseline) validate() error {
 	if b.MaxModelLen < 0 {
 		return fmt.Errorf("max_model_len %d is negative", b.MaxModelLen)
 	}
+	for k := range b.ServerParams {
+		if k == "" {
+			return errors.New("server_params: empty parameter name")
+		}
+	}
 	if p := b.Parallelism; p != nil && (p.TP < 0 || p.PP < 0 || p.DP < 0) {
 		return errors.New("parallelism: sizes must not be negative")
 	}
@@ -409,7 +487,13 @@ func (p *Point) validate() error {
 	if p.RequestRate != nil && !(*p.RequestRate > 0) {
 		return fmt.Errorf("request_rate %s is not positive", p.RequestRate)
 	}
+	for k, v := range p.ToolFigures {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("tool_figures.%s %v is not finite", k, v)
+		}
+	}
 	for name, v := range map[string]*int64{"num_prompts": p.NumPrompts, "completed": p.Completed, "failed": p.Failed,
+		"input_len": p.InputLen, "output_len": p.OutputLen,
 		"total_input_tokens": p.TotalInputTokens, "total_output_tokens": p.TotalOutputTokens} {
 		if v != nil && *v < 0 {
 			return fmt.Errorf("%s %d is negative", name, *v)

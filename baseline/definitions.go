@@ -26,7 +26,8 @@ var vllmDefinitions = map[string]string{
 	"peak_output_throughput":   "largest 1-second bucket of streamed chunks (max_output_tokens_per_s)",
 	"peak_concurrent_requests": "sweep-line peak of requests in flight (max_concurrent_requests)",
 	"completed":                "successful requests",
-	"failed":                   "failed requests",
+	"failed":                   "failed requests (derived as num_prompts - completed when the file has no failed count: failed_derived)",
+	"duration_seconds":         "benchmark duration: from the start of the dispatch loop to the end of the last request",
 }
 
 var toolDefinitions = map[string]map[string]string{
@@ -37,9 +38,13 @@ var toolDefinitions = map[string]map[string]string{
 		"tpot_seconds":           "guidellm inter_token_latency_ms: (last_token - first_token)/(output_tokens - 1), token-weighted; this is vLLM's TPOT despite the name",
 		"tpot_incl_ttft_seconds": "guidellm time_per_output_token_ms: (last_token - request_start)/output_tokens, includes TTFT (v0.3: (last - first)/output_tokens); NOT vLLM's TPOT",
 		"e2e_seconds":            "guidellm request_latency: request_end - request_start (already seconds)",
-		"output_throughput":      "guidellm output_tokens_per_second.successful.mean: duration-weighted rate over the benchmark window",
-		"request_throughput":     "guidellm requests_per_second.successful.mean: duration-weighted rate over the benchmark window",
-		"total_token_throughput": "guidellm tokens_per_second.successful.mean",
+		"output_throughput":      "vLLM's definition: output tokens of the successful requests (metrics.output_token_count.successful.total_sum, or the sum over requests.successful[]) / benchmark duration; guidellm's own output_tokens_per_second.successful.mean (a duration-weighted rate) is in tool_figures, and is used only for a benchmark without token totals",
+		"request_throughput":     "vLLM's definition: successful requests (request_totals.successful) / benchmark duration; guidellm's own requests_per_second.successful.mean is in tool_figures",
+		"total_token_throughput": "vLLM's definition: (prompt + output tokens of the successful requests) / benchmark duration; guidellm's own tokens_per_second.successful.mean is in tool_figures",
+		"total_input_tokens":     "prompt tokens of the successful requests",
+		"total_output_tokens":    "output tokens of the successful requests",
+		"duration_seconds":       "guidellm benchmark duration",
+		"tool_figures":           "guidellm's own aggregates, under guidellm's names",
 		"itl_seconds":            "not reported by guidellm (no pooled chunk-gap series)",
 		"completed":              "successful requests",
 		"failed":                 "errored requests (incomplete requests are not counted)",
@@ -54,7 +59,8 @@ var toolDefinitions = map[string]map[string]string{
 		"request_goodput":               "aiperf goodput.avg",
 		"output_throughput_per_request": "aiperf output_token_throughput_per_user (1/ITL)",
 		"completed":                     "aiperf request_count",
-		"failed":                        "aiperf error_request_count",
+		"failed":                        "aiperf error_request_count, else the sum of error_summary[].count",
+		"duration_seconds":              "aiperf benchmark_duration, else end_time - start_time",
 	},
 	ToolGenAIPerf: {
 		"ttft_seconds":                  "genai-perf time_to_first_token: first response - request start",

@@ -114,12 +114,18 @@ func ImportBytes(name string, data []byte) (im *Import, err error) {
 		if b.Source.PercentileMethod == "" {
 			b.Source.PercentileMethod = percentileMethodFor(b.Source.Tool)
 		}
+		b.Framework = normalizeFramework(b.Framework)
+		b.Source.Date = normalizeDate(b.Source.Date)
+		for i := range b.Points {
+			b.Points[i].Date = normalizeDate(b.Points[i].Date)
+		}
 	}
 	return im, nil
 }
 
 // Build merges the baselines of several imports into one file. Baselines with the same identity
-// (model, hardware, preset, parallelism, max_model_len, tool, series) become one baseline with
+// (model, hardware, preset, parallelism, max_model_len, tool, framework, server parameters, run
+// number, series) become one baseline with
 // all their points. A point at a load level the baseline already has is dropped if it is an exact
 // duplicate (with a note), else it starts another baseline of the same identity. Names are name
 // for a single baseline, else name + "/" + what tells them apart.
@@ -184,8 +190,21 @@ func identity(b *Baseline) string {
 	if b.Parallelism != nil {
 		par = *b.Parallelism
 	}
+	run := ""
+	if b.RunNumber != nil {
+		run = strconv.FormatInt(*b.RunNumber, 10)
+	}
 	return strings.Join([]string{b.Model, b.Hardware, b.Preset, fmt.Sprint(par.TP, "/", par.PP, "/", par.DP),
-		strconv.FormatInt(b.MaxModelLen, 10), b.Source.Tool, b.series}, "\x00")
+		strconv.FormatInt(b.MaxModelLen, 10), b.Source.Tool, b.Framework, serverParamsString(b.ServerParams), run, b.series}, "\x00")
+}
+
+// serverParamsString writes server parameters as sorted k=v pairs joined by ",".
+func serverParamsString(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
 }
 
 func (b *Baseline) pointAt(p *Point) int {
@@ -298,6 +317,14 @@ func nameBaselines(name string, out []*Baseline) {
 		func(b *Baseline) string {
 			if b.MaxModelLen > 0 {
 				return "ctx" + strconv.FormatInt(b.MaxModelLen, 10)
+			}
+			return ""
+		},
+		func(b *Baseline) string { return b.Framework },
+		func(b *Baseline) string { return serverParamsString(b.ServerParams) },
+		func(b *Baseline) string {
+			if b.RunNumber != nil {
+				return "run" + strconv.FormatInt(*b.RunNumber, 10)
 			}
 			return ""
 		},

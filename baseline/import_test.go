@@ -400,7 +400,7 @@ func TestToolSamples(t *testing.T) {
 		if ims[0].Format != FormatVLLMSweepSummary || len(f.Baselines) != 2 {
 			t.Fatalf("format %s, %d baselines", ims[0].Format, len(f.Baselines))
 		}
-		b := find(t, f, func(b *Baseline) bool { return b.series == "max_num_seqs=32" })
+		b := find(t, f, func(b *Baseline) bool { return b.ServerParams["max_num_seqs"] == "32" })
 		if len(b.Points) != 2 || b.Name != "sweep/max_num_seqs=32" {
 			t.Errorf("name %q, %d points", b.Name, len(b.Points))
 		}

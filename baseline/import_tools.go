@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ---- guidellm (bench-formats.md §3.1) ----
@@ -133,11 +134,24 @@ func guidellmPoint(bo map[string]any) (Point, error) {
 		}
 		return s.Mean
 	}
-	p.OutputThroughput = mean("output_tokens_per_second")
-	p.RequestThroughput = mean("requests_per_second")
-	p.TotalTokenThroughput = mean("tokens_per_second")
+	// guidellm's own throughputs are duration-weighted rate distributions over event times; they
+	// are kept under their own names in tool_figures, and the figures of the point are computed
+	// below with vLLM's definitions (completed / duration, tokens / duration) when possible.
+	toolRates := map[string]*float64{
+		"requests_per_second.successful.mean":      mean("requests_per_second"),
+		"output_tokens_per_second.successful.mean": mean("output_tokens_per_second"),
+		"tokens_per_second.successful.mean":        mean("tokens_per_second"),
+	}
 	if err != nil {
 		return p, err
+	}
+	for k, v := range toolRates {
+		if v != nil {
+			if p.ToolFigures == nil {
+				p.ToolFigures = map[string]float64{}
+			}
+			p.ToolFigures[k] = *v
+		}
 	}
 	if p.TTFT == nil && p.OutputThroughput == nil && p.E2E == nil {
 		return p, fmt.Errorf("metrics has none of time_to_first_token_ms, request_latency, output_tokens_per_second")
@@ -162,7 +176,95 @@ func guidellmPoint(bo map[string]any) (Point, error) {
 	if p.Completed != nil && *p.Completed == 0 {
 		p.AllFailed = true
 	}
+	in, out, err := guidellmTokenTotals(metrics, bo, p.Completed)
+	if err != nil {
+		return p, err
+	}
+	p.TotalInputTokens, p.TotalOutputTokens = in, out
+	if d := p.DurationSeconds; d != nil && *d > 0 {
+		if p.Completed != nil {
+			p.RequestThroughput = fp(float64(*p.Completed) / *d)
+		}
+		if out != nil {
+			p.OutputThroughput = fp(float64(*out) / *d)
+			if in != nil {
+				p.TotalTokenThroughput = fp(float64(*in+*out) / *d)
+			}
+		}
+	}
+	// Without counts or token totals the tool's rate is all there is: keep it, labelled by the
+	// definition (docs/baselines.md), rather than lose the figure.
+	if p.RequestThroughput == nil {
+		p.RequestThroughput = toolRates["requests_per_second.successful.mean"]
+	}
+	if p.OutputThroughput == nil {
+		p.OutputThroughput = toolRates["output_tokens_per_second.successful.mean"]
+	}
+	if p.TotalTokenThroughput == nil {
+		p.TotalTokenThroughput = toolRates["tokens_per_second.successful.mean"]
+	}
 	return p, nil
+}
+
+// guidellmTokenTotals returns the prompt and output tokens of the successful requests:
+// metrics.<prompt|output>_token_count.successful.total_sum, else the sum over the per-request
+// records requests.successful[] when they are all there (guidellm keeps a sample only when
+// --request-samples limits it).
+func guidellmTokenTotals(metrics, bo map[string]any, completed *int64) (in, out *int64, err error) {
+	total := func(name string) (*int64, error) {
+		m, ok := metrics[name].(map[string]any)
+		if !ok {
+			return nil, nil
+		}
+		succ, ok := m["successful"].(map[string]any)
+		if !ok {
+			return nil, nil
+		}
+		r := &jreader{obj: succ}
+		v := r.f("total_sum")
+		if r.err != nil {
+			return nil, fmt.Errorf("metrics.%s.successful: %w", name, r.err)
+		}
+		if v == nil {
+			return nil, nil
+		}
+		return ip(int64(math.Round(*v))), nil
+	}
+	if in, err = total("prompt_token_count"); err != nil {
+		return nil, nil, err
+	}
+	if out, err = total("output_token_count"); err != nil {
+		return nil, nil, err
+	}
+	reqs, _ := bo["requests"].(map[string]any)
+	succ, _ := reqs["successful"].([]any)
+	if (in != nil && out != nil) || completed == nil || len(succ) == 0 || int64(len(succ)) != *completed {
+		return in, out, nil
+	}
+	var sumIn, sumOut int64
+	for i, rv := range succ {
+		ro, ok := rv.(map[string]any)
+		if !ok {
+			return nil, nil, fmt.Errorf("requests.successful[%d]: a %s, not an object", i, jsonKind(rv))
+		}
+		r := &jreader{obj: ro}
+		pi, po := r.i("prompt_tokens"), r.i("output_tokens")
+		if r.err != nil {
+			return nil, nil, fmt.Errorf("requests.successful[%d]: %w", i, r.err)
+		}
+		if pi == nil || po == nil {
+			return in, out, nil
+		}
+		sumIn += *pi
+		sumOut += *po
+	}
+	if in == nil {
+		in = &sumIn
+	}
+	if out == nil {
+		out = &sumOut
+	}
+	return in, out, nil
 }
 
 // guidellmStats reads metrics[name].successful (a DistributionSummary) scaled to base units.
@@ -281,14 +383,17 @@ func importAIPerf(im *Import, v any) error {
 		return fmt.Errorf("missing \"input_config\": cannot tell the load level (concurrency or request_rate)")
 	}
 	model := ""
-	if c := findKey(cfg, "concurrency"); c != nil {
+	if err := aiperfPhaseLoad(top, cfg, &p); err != nil {
+		return err
+	}
+	if c := findKey(cfg, "concurrency"); c != nil && p.Concurrency == nil && p.RequestRate == nil {
 		cr := &jreader{obj: map[string]any{"concurrency": c}}
 		p.Concurrency = cr.load("concurrency")
 		if cr.err != nil {
 			return fmt.Errorf("input_config: %w", cr.err)
 		}
 	}
-	if r := findKey(cfg, "request_rate"); r != nil {
+	if r := findKey(cfg, "request_rate"); r != nil && p.RequestRate == nil {
 		rr := &jreader{obj: map[string]any{"request_rate": r}}
 		p.RequestRate = rr.load("request_rate")
 		if rr.err != nil {
@@ -296,11 +401,12 @@ func importAIPerf(im *Import, v any) error {
 		}
 	}
 	if p.Concurrency == nil && p.RequestRate == nil {
-		return fmt.Errorf("input_config has neither \"concurrency\" nor \"request_rate\"")
+		return fmt.Errorf("input_config has neither \"concurrency\" nor \"request_rate\" (nor phases[] with either, nor run_info.variation_values)")
 	}
+	model = aiperfModel(cfg)
 	switch m := findKey(cfg, "model_names").(type) {
 	case []any:
-		if len(m) > 0 {
+		if len(m) > 0 && model == "" {
 			model, _ = m[0].(string)
 		}
 	}
@@ -314,12 +420,136 @@ func importAIPerf(im *Import, v any) error {
 			}
 		}
 	}
+	if p.Failed == nil {
+		if n, ok, err := aiperfErrorCount(top); err != nil {
+			return err
+		} else if ok {
+			p.Failed = &n
+		}
+	}
+	date := ""
+	if d, err := aiperfDuration(top); err != nil {
+		return err
+	} else if d != nil {
+		p.DurationSeconds = d
+	}
+	if st, ok := top["start_time"].(string); ok {
+		date = st
+	}
 	if p.Completed != nil && *p.Completed == 0 {
 		p.AllFailed = true
 	}
 	p.Ref = filepathBase(im.File)
-	im.Baselines = append(im.Baselines, &Baseline{Model: model, Source: Source{Tool: tool}, Points: []Point{p}})
+	im.Baselines = append(im.Baselines, &Baseline{Model: model, Source: Source{Tool: tool, Date: date}, Points: []Point{p}})
 	return nil
+}
+
+// aiperfPhaseLoad reads the load of an aiperf export of profile-export schema 1.3 and later:
+// input_config.phases[] entries like {"type": "concurrency", "concurrency": 16} (the last phase
+// that is not a warm-up is the measured one), else run_info.variation_values.
+func aiperfPhaseLoad(top, cfg map[string]any, p *Point) error {
+	var src map[string]any
+	if phases, ok := findKey(cfg, "phases").([]any); ok {
+		for i, ph := range phases {
+			o, ok := ph.(map[string]any)
+			if !ok {
+				return fmt.Errorf("input_config.phases[%d]: a %s, not an object", i, jsonKind(ph))
+			}
+			name := strings.ToLower(stringAt(o, "name") + " " + stringAt(o, "type"))
+			if strings.Contains(name, "warmup") || strings.Contains(name, "warm_up") {
+				continue
+			}
+			src = o
+		}
+	}
+	if src == nil {
+		if ri, ok := top["run_info"].(map[string]any); ok {
+			src, _ = ri["variation_values"].(map[string]any)
+		}
+	}
+	if src == nil {
+		return nil
+	}
+	r := &jreader{obj: src}
+	p.Concurrency = r.load("concurrency")
+	p.RequestRate = r.load("request_rate")
+	if r.err != nil {
+		return fmt.Errorf("input_config.phases: %w", r.err)
+	}
+	return nil
+}
+
+// aiperfModel reads input_config.models.items[].name (aiperf 0.11), the first model.
+func aiperfModel(cfg map[string]any) string {
+	models, ok := findKey(cfg, "models").(map[string]any)
+	if !ok {
+		return ""
+	}
+	items, _ := models["items"].([]any)
+	for _, it := range items {
+		if o, ok := it.(map[string]any); ok {
+			if n := stringAt(o, "name"); n != "" {
+				return n
+			}
+		}
+	}
+	return ""
+}
+
+// aiperfErrorCount sums error_summary[].count: the requests that failed, by error.
+func aiperfErrorCount(top map[string]any) (int64, bool, error) {
+	es, ok := top["error_summary"].([]any)
+	if !ok {
+		return 0, false, nil
+	}
+	var n int64
+	for i, e := range es {
+		o, ok := e.(map[string]any)
+		if !ok {
+			return 0, false, fmt.Errorf("error_summary[%d]: a %s, not an object", i, jsonKind(e))
+		}
+		r := &jreader{obj: o}
+		c := r.i("count")
+		if r.err != nil {
+			return 0, false, fmt.Errorf("error_summary[%d]: %w", i, r.err)
+		}
+		if c != nil {
+			n += *c
+		}
+	}
+	return n, true, nil
+}
+
+// aiperfDuration is the benchmark_duration metric (seconds), else end_time - start_time.
+func aiperfDuration(top map[string]any) (*float64, error) {
+	if m, ok := top["benchmark_duration"].(map[string]any); ok {
+		r := &jreader{obj: m}
+		v := r.f("avg")
+		if r.err != nil {
+			return nil, fmt.Errorf("benchmark_duration: %w", r.err)
+		}
+		if v != nil {
+			scale := 1.0
+			switch strings.ToLower(stringAt(m, "unit")) {
+			case "ms":
+				scale = 1e-3
+			case "ns":
+				scale = 1e-9
+			}
+			return fp(scale10(*v, scale)), nil
+		}
+	}
+	st, ok1 := top["start_time"].(string)
+	et, ok2 := top["end_time"].(string)
+	if !ok1 || !ok2 {
+		return nil, nil
+	}
+	t0, err0 := time.Parse(time.RFC3339Nano, normalizeDate(st))
+	t1, err1 := time.Parse(time.RFC3339Nano, normalizeDate(et))
+	if err0 != nil || err1 != nil || t1.Before(t0) {
+		return nil, fmt.Errorf("start_time %q / end_time %q: not a valid time range", st, et)
+	}
+	return fp(t1.Sub(t0).Seconds()), nil
 }
 
 // findKey searches a nested object breadth-first for key and returns its first non-null value.
@@ -449,6 +679,8 @@ func importLLMPerf(im *Import, v any) error {
 		p.AllFailed = true
 	}
 	p.Ref = filepathBase(im.File)
-	im.Baselines = append(im.Baselines, &Baseline{Model: r.s("model"), Source: Source{Tool: ToolLLMPerf}, Points: []Point{p}})
+	// llmperf writes user --metadata keys at the top level; "framework" names the server.
+	im.Baselines = append(im.Baselines, &Baseline{Model: r.s("model"), Framework: r.s("framework"),
+		Source: Source{Tool: ToolLLMPerf, Date: p.Date}, Points: []Point{p}})
 	return nil
 }

@@ -21,7 +21,7 @@ var vllmResultKeys = map[string]bool{
 	"queue_times": true, "best_of": true, "use_beam_search": true, "run_number": true, "rps_change_events": true,
 	// metadata we read into baseline fields
 	"gpu": true, "gpu_type": true, "hardware": true, "model": true, "tensor_parallel_size": true,
-	"pipeline_parallel_size": true, "data_parallel_size": true, "max_model_len": true,
+	"pipeline_parallel_size": true, "data_parallel_size": true, "max_model_len": true, "framework": true,
 }
 
 var reVLLMStatKey = regexp.MustCompile(`^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$`)
@@ -58,8 +58,11 @@ func importVLLMServeJSON(im *Import, values []any) error {
 			}
 			return err
 		}
-		if im.Format == FormatVLLMSweepSummary {
-			b.series = sweepParams(rec)
+		// A sweep's records (summary.json, or one run=N.json) carry the swept server parameters
+		// and the repeat index: both are part of the identity, so that two server
+		// configurations never look like repeats of one.
+		if _, isRun := rec["run_number"]; im.Format == FormatVLLMSweepSummary || isRun {
+			b.ServerParams = sweepParams(rec)
 		}
 		ref := refs[i]
 		if ref == "" {
@@ -73,24 +76,32 @@ func importVLLMServeJSON(im *Import, values []any) error {
 	return nil
 }
 
-// sweepParams describes the swept server/bench parameters of a sweep run (non-result scalar keys).
-func sweepParams(rec map[string]any) string {
-	var parts []string
+// sweepParams returns the swept server parameters of a sweep run: its scalar keys that are not
+// result keys (bench parameters such as max_concurrency are result keys).
+func sweepParams(rec map[string]any) map[string]string {
+	var params map[string]string
 	for _, k := range sortedKeys(rec) {
 		if vllmResultKeys[k] || reVLLMStatKey.MatchString(k) || strings.HasPrefix(k, "spec_decode_") ||
 			strings.HasPrefix(k, "diffusion_") || strings.HasPrefix(k, "probe_") {
 			continue
 		}
+		var val string
 		switch v := rec[k].(type) {
 		case string:
-			parts = append(parts, k+"="+v)
+			val = v
 		case fmt.Stringer:
-			parts = append(parts, k+"="+v.String())
+			val = v.String()
 		case bool:
-			parts = append(parts, k+"="+strconv.FormatBool(v))
+			val = strconv.FormatBool(v)
+		default:
+			continue
 		}
+		if params == nil {
+			params = map[string]string{}
+		}
+		params[k] = val
 	}
-	return strings.Join(parts, ",")
+	return params
 }
 
 // vllmServeBaseline turns one vllm bench serve result object into a one-point baseline.
@@ -159,9 +170,11 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 	}
 	p.TTFT, p.TPOT, p.ITL, p.E2E = stats["ttft"], stats["tpot"], stats["itl"], stats["e2el"]
 	b := &Baseline{
-		Model:    r.s("model_id"),
-		Hardware: firstNonEmpty(r.s("gpu"), r.s("gpu_type"), r.s("hardware")),
-		Source:   Source{Tool: ToolVLLMServe, Date: r.s("date")},
+		Model:     r.s("model_id"),
+		Hardware:  firstNonEmpty(r.s("gpu"), r.s("gpu_type"), r.s("hardware")),
+		Framework: r.s("framework"), // --metadata framework=... (vLLM's benchmark-output branch)
+		RunNumber: r.i("run_number"),
+		Source:    Source{Tool: ToolVLLMServe, Date: r.s("date")},
 	}
 	if b.Model == "" {
 		b.Model = r.s("model")
@@ -254,6 +267,7 @@ func importVLLMServeText(im *Import, text string) error {
 		tp, pp, ctxLen    int64
 		series            int
 		pendingConc, rate string
+		args              map[string]string // the client's Namespace(...) line before the block
 	)
 	for i := 0; i < len(lines); i++ {
 		line := lines[i]
@@ -280,8 +294,12 @@ func importVLLMServeText(im *Import, text string) error {
 			if m := reClientModel.FindStringSubmatch(line); m != nil {
 				model = m[1]
 			}
-			if m := rePrintedLine.FindStringSubmatch(line); m != nil && strings.EqualFold(m[1], "Maximum request concurrency") {
+			// "None" is how Python prints an unset --max-concurrency (every rate-driven run).
+			if m := rePrintedLine.FindStringSubmatch(line); m != nil && strings.EqualFold(m[1], "Maximum request concurrency") && m[2] != "None" {
 				pendingConc = m[2]
+			}
+			if ns, ok := parseNamespace(line); ok {
+				args = ns
 			}
 			if m := reTrafficRate.FindStringSubmatch(line); m != nil {
 				rate = m[1]
@@ -323,6 +341,9 @@ func importVLLMServeText(im *Import, text string) error {
 		if !closed {
 			return fmt.Errorf("line %d: result block is not closed by a line of \"=\"", start)
 		}
+		if args != nil {
+			applyNamespace(rec, args)
+		}
 		if _, ok := rec["max_concurrency"]; !ok {
 			if _, ok := rec["request_rate"]; !ok {
 				return fmt.Errorf("result block at line %d: no load level: expected a \"Maximum request concurrency\", \"Request rate configured (RPS)\" or \"Traffic request rate\" line", start)
@@ -331,9 +352,15 @@ func importVLLMServeText(im *Import, text string) error {
 		if model != "" {
 			rec["model_id"] = model
 		}
+		if args != nil && args["model"] != "" {
+			rec["model_id"] = firstNonEmpty(args["served_model_name"], args["model"])
+		}
 		b, err := vllmServeBaseline(rec)
 		if err != nil {
 			return fmt.Errorf("result block at line %d: %w", start, err)
+		}
+		if args != nil {
+			namespacePoint(&b.Points[0], args)
 		}
 		var par Parallelism
 		par.TP, par.PP = tp, pp
@@ -344,7 +371,7 @@ func importVLLMServeText(im *Import, text string) error {
 		b.series = "run" + strconv.Itoa(series)
 		b.Points[0].Ref = fmt.Sprintf("%s:%d", filepathBase(im.File), start)
 		im.Baselines = append(im.Baselines, b)
-		pendingConc, rate = "", ""
+		pendingConc, rate, args = "", "", nil
 	}
 	if len(im.Baselines) == 0 {
 		return fmt.Errorf("no complete \"Serving Benchmark Result\" block")
@@ -360,4 +387,127 @@ func importVLLMServeText(im *Import, text string) error {
 		}
 	}
 	return nil
+}
+
+// parseNamespace reads the argparse Namespace(...) line benchmark_serving.py and vllm bench serve
+// print at start-up, e.g. Namespace(backend='vllm', model='meta-llama/Llama-3.3-70B-Instruct',
+// max_concurrency=None, request_rate=1.0, ...). Values are returned as printed, quotes removed;
+// None values are left out.
+func parseNamespace(line string) (map[string]string, bool) {
+	i := strings.Index(line, "Namespace(")
+	if i < 0 {
+		return nil, false
+	}
+	rest := line[i+len("Namespace("):]
+	out := map[string]string{}
+	for len(rest) > 0 {
+		rest = strings.TrimLeft(rest, " ,")
+		if rest == "" || rest[0] == ')' {
+			break
+		}
+		eq := strings.IndexByte(rest, '=')
+		if eq <= 0 {
+			return nil, false
+		}
+		key := strings.TrimSpace(rest[:eq])
+		rest = rest[eq+1:]
+		val, n := namespaceValue(rest)
+		rest = rest[n:]
+		if val != "None" {
+			out[key] = val
+		}
+	}
+	return out, len(out) > 0
+}
+
+// namespaceValue reads one Python repr value at the start of s and returns it (quotes removed
+// from a string) and the number of bytes consumed. Nested brackets and quoted commas are skipped.
+func namespaceValue(s string) (string, int) {
+	if s != "" && (s[0] == '\'' || s[0] == '"') {
+		q := s[0]
+		var b strings.Builder
+		for i := 1; i < len(s); i++ {
+			switch {
+			case s[i] == '\\' && i+1 < len(s):
+				b.WriteByte(s[i+1])
+				i++
+			case s[i] == q:
+				return b.String(), i + 1
+			default:
+				b.WriteByte(s[i])
+			}
+		}
+		return b.String(), len(s)
+	}
+	depth := 0
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '(' || c == '[' || c == '{':
+			depth++
+		case (c == ')' || c == ']' || c == '}') && depth > 0:
+			depth--
+		case (c == ',' || c == ')') && depth == 0:
+			return strings.TrimSpace(s[:i]), i
+		}
+	}
+	return strings.TrimSpace(s), len(s)
+}
+
+// applyNamespace fills the load of a printed block from the client's arguments when the block
+// and the lines before it did not state it (old logs print no "Request rate configured" line).
+func applyNamespace(rec map[string]any, args map[string]string) {
+	if _, ok := rec["max_concurrency"]; !ok {
+		if v, ok := args["max_concurrency"]; ok {
+			rec["max_concurrency"] = v
+		}
+	}
+	if _, ok := rec["request_rate"]; !ok {
+		if v, ok := args["request_rate"]; ok {
+			rec["request_rate"] = v
+		}
+	}
+	if _, ok := rec["num_prompts"]; !ok {
+		if v, ok := args["num_prompts"]; ok {
+			rec["num_prompts"] = v
+		}
+	}
+}
+
+// namespaceLengths maps a dataset to the arguments holding its requested input and output lengths
+// (vLLM benchmarks/benchmark_serving.py, vllm/benchmarks/serve.py argument names).
+var namespaceLengths = map[string][2]string{
+	"random":   {"random_input_len", "random_output_len"},
+	"sonnet":   {"sonnet_input_len", "sonnet_output_len"},
+	"sharegpt": {"", "sharegpt_output_len"},
+	"hf":       {"", "hf_output_len"},
+	"custom":   {"", "custom_output_len"},
+}
+
+// namespacePoint records the dataset and its requested lengths from the client's arguments.
+func namespacePoint(p *Point, args map[string]string) {
+	ds := firstNonEmpty(args["dataset_name"], args["dataset"])
+	p.Dataset = ds
+	keys, ok := namespaceLengths[ds]
+	if !ok {
+		return
+	}
+	parse := func(k string) *int64 {
+		if k == "" {
+			return nil
+		}
+		n, err := strconv.ParseInt(args[k], 10, 64)
+		if err != nil || n <= 0 {
+			return nil
+		}
+		return &n
+	}
+	p.InputLen, p.OutputLen = parse(keys[0]), parse(keys[1])
 }

@@ -95,13 +95,13 @@ func (p *Point) meanE2E() (float64, bool) {
 	return ttft + tpot*(n-1), true
 }
 
-// curve returns the usable points sorted by concurrency: all-failed points and points that cannot
-// be placed on the concurrency axis are left out.
+// curve returns the usable points sorted by concurrency: all-failed and excluded points and points
+// that cannot be placed on the concurrency axis are left out.
 func (b *Baseline) curve() []curvePoint {
 	var cps []curvePoint
 	for i := range b.Points {
 		p := &b.Points[i]
-		if p.AllFailed {
+		if !p.Usable() {
 			continue
 		}
 		if c, ok := p.effectiveConcurrency(); ok && c > 0 {

@@ -1,0 +1,171 @@
+package baseline
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultMinSuccessRatio is the success ratio (completed / (completed + failed)) below which a
+// point is left out of expected values and the saturation figure unless kept explicitly.
+const DefaultMinSuccessRatio = 0.99
+
+// AssessOptions says how Assess treats points with failed requests.
+type AssessOptions struct {
+	// MinSuccessRatio: a point whose success ratio is below it is marked excluded.
+	MinSuccessRatio float64
+	// KeepFailedPoints keeps points below MinSuccessRatio usable (they are still reported).
+	KeepFailedPoints bool
+	// Force accepts a baseline with no usable point; it is then marked unusable.
+	Force bool
+}
+
+// ErrNoUsablePoint is wrapped by Assess when a baseline has no usable point and Force is off.
+var ErrNoUsablePoint = errors.New("no usable point")
+
+// Assess makes failed requests visible in f, in place, and returns one note per finding for the
+// user (stderr):
+//   - a point without a failed count but with num_prompts and completed gets
+//     failed = num_prompts - completed (FailedDerived);
+//   - a point with failures is reported with its success ratio;
+//   - a point whose success ratio is below MinSuccessRatio is marked Excluded unless
+//     KeepFailedPoints;
+//   - a baseline left with no usable point is an error wrapping ErrNoUsablePoint, unless Force,
+//     in which case it is marked Unusable (and the daemon will still refuse it).
+func Assess(f *File, opts AssessOptions) ([]string, error) {
+	var notes []string
+	var refused []string
+	for _, b := range f.Baselines {
+		for i := range b.Points {
+			notes = append(notes, assessPoint(b, &b.Points[i], opts)...)
+		}
+		if b.UsablePoints() > 0 {
+			b.Unusable = ""
+			continue
+		}
+		why := noUsableReason(b)
+		if !opts.Force {
+			refused = append(refused, fmt.Sprintf("baseline %q: %s", b.Name, why))
+			continue
+		}
+		b.Unusable = why + "; imported with --force"
+		notes = append(notes, fmt.Sprintf("baseline %q: %s; written because of --force and marked unusable: the daemon refuses it", b.Name, why))
+	}
+	if len(refused) > 0 {
+		return notes, fmt.Errorf("%w: %s (use --force to write it anyway, marked unusable)", ErrNoUsablePoint, strings.Join(refused, "; "))
+	}
+	return notes, nil
+}
+
+func noUsableReason(b *Baseline) string {
+	allFailed := 0
+	for i := range b.Points {
+		if b.Points[i].AllFailed {
+			allFailed++
+		}
+	}
+	if allFailed == len(b.Points) {
+		if len(b.Points) == 1 {
+			return "every request of its run failed (completed 0)"
+		}
+		return fmt.Sprintf("every request of its %d runs failed (completed 0)", len(b.Points))
+	}
+	return fmt.Sprintf("%d of %d points had no successful request and the others are below the minimum success ratio", allFailed, len(b.Points))
+}
+
+func assessPoint(b *Baseline, p *Point, opts AssessOptions) []string {
+	var notes []string
+	where := fmt.Sprintf("baseline %q point %s", b.Name, p.loadString())
+	if p.Ref != "" {
+		where += " (" + p.Ref + ")"
+	}
+	if p.Failed == nil && p.NumPrompts != nil && p.Completed != nil && *p.NumPrompts >= *p.Completed {
+		p.Failed = ip(*p.NumPrompts - *p.Completed)
+		p.FailedDerived = true
+		if *p.Failed > 0 {
+			notes = append(notes, fmt.Sprintf("%s: no failed count in the source; derived failed = num_prompts - completed = %d - %d = %d",
+				where, *p.NumPrompts, *p.Completed, *p.Failed))
+		}
+	}
+	if p.Completed != nil && *p.Completed == 0 {
+		p.AllFailed = true
+	}
+	ratio, ok := p.SuccessRatio()
+	if !ok || ratio >= 1 {
+		return notes
+	}
+	if p.AllFailed {
+		notes = append(notes, fmt.Sprintf("%s: every request failed (%d failed); its zeros are not measurements", where, *p.Failed))
+		return notes
+	}
+	msg := fmt.Sprintf("%s: %d of %d requests failed (success ratio %.4g)", where, *p.Failed, *p.Completed+*p.Failed, ratio)
+	switch {
+	case ratio >= opts.MinSuccessRatio:
+	case opts.KeepFailedPoints:
+		msg += fmt.Sprintf("; below --min-success-ratio %g but kept (--keep-failed-points)", opts.MinSuccessRatio)
+	default:
+		p.Excluded = fmt.Sprintf("success ratio %.4g is below the minimum %g", ratio, opts.MinSuccessRatio)
+		msg += fmt.Sprintf("; below --min-success-ratio %g: kept in the file but excluded from expected values and the saturation figure", opts.MinSuccessRatio)
+	}
+	return append(notes, msg)
+}
+
+// SuccessRatio is completed / (completed + failed), when both are known and not both 0.
+func (p *Point) SuccessRatio() (float64, bool) {
+	if p.Completed == nil || p.Failed == nil || *p.Completed+*p.Failed == 0 {
+		return 0, false
+	}
+	return float64(*p.Completed) / float64(*p.Completed+*p.Failed), true
+}
+
+// normalizeFramework maps the names tools write for a serving framework to one spelling.
+func normalizeFramework(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	switch s {
+	case "sgl", "sglang":
+		return "sglang"
+	case "tgi", "text-generation-inference":
+		return "tgi"
+	case "trt", "trtllm", "trt-llm", "tensorrt-llm", "tensorrt_llm":
+		return "tensorrt-llm"
+	case "lmdeploy", "lmd":
+		return "lmdeploy"
+	}
+	return s
+}
+
+// dateLayouts are the date formats tools write. Dates without a zone (vLLM's "%Y%m%d-%H%M%S" is
+// local time of the benchmark host, which the file does not record) are read as UTC.
+var dateLayouts = []string{
+	time.RFC3339Nano,
+	"20060102-150405",
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02",
+}
+
+// normalizeDate rewrites a date as RFC 3339 (UTC when the source has no zone). Epoch seconds or
+// milliseconds (llmperf's timestamp) are accepted. An unrecognised date is kept as written.
+func normalizeDate(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	if n, err := strconv.ParseFloat(s, 64); err == nil && n > 0 && !strings.ContainsAny(s, "-:") {
+		sec := n
+		if n > 1e11 { // milliseconds
+			sec = n / 1000
+		}
+		whole := int64(sec)
+		return time.Unix(whole, int64((sec-float64(whole))*1e9)).UTC().Format(time.RFC3339)
+	}
+	for _, l := range dateLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t.Format(time.RFC3339Nano)
+		}
+	}
+	return s
+}
