@@ -465,6 +465,8 @@ func detectJSON(data []byte) (detected, error) {
 			return detected{format: FormatVLLMCIJSON, values: vals}, nil
 		case v["num_concurrent_requests"] != nil || hasPrefixKey(v, "results_"):
 			return detected{format: FormatLLMPerf, values: vals}, nil
+		case isAIPerfRecords(v):
+			return detected{format: FormatAIPerf, values: vals}, nil
 		case isStatObject(v["time_to_first_token"]) || isStatObject(v["request_throughput"]) || isStatObject(v["request_latency"]):
 			if v["aiperf_version"] != nil || v["schema_version"] != nil || v["was_cancelled"] != nil || v["error_summary"] != nil {
 				return detected{format: FormatAIPerf, values: vals}, nil
@@ -497,6 +499,21 @@ func isCIDict(o map[string]any) bool {
 	}
 	s, ok := o["serving"].(map[string]any)
 	return ok && (len(s) == 0 || s["Test name"] != nil)
+}
+
+// isAIPerfRecords recognises the early aiperf export that nests the metrics under "records", each
+// with its "tag" (aiperf's examples/artifacts/run1/profile_export_aiperf.json).
+func isAIPerfRecords(o map[string]any) bool {
+	recs, ok := o["records"].(map[string]any)
+	if !ok || o["input_config"] == nil {
+		return false
+	}
+	for _, r := range recs {
+		if ro, ok := r.(map[string]any); ok && ro["tag"] != nil && isStatObject(ro) {
+			return true
+		}
+	}
+	return false
 }
 
 func isStatObject(v any) bool {

@@ -287,7 +287,7 @@ func guidellmStats(metrics map[string]any, name string, scale float64) (*Stats, 
 				if s.Percentiles == nil {
 					s.Percentiles = Percentiles{}
 				}
-				s.Percentiles[percentileKey(q)] = *v * scale
+				s.Percentiles[percentileKey(q)] = scale10(*v, scale)
 			}
 		}
 		if pr.err != nil {
@@ -310,8 +310,41 @@ func guidellmStats(metrics map[string]any, name string, scale float64) (*Stats, 
 
 var reAIPerfPercentile = regexp.MustCompile(`^p(\d+(?:\.\d+)?)$`)
 
+// aiperfTagAliases maps the short tags of early aiperf exports to the metric names of later ones.
+var aiperfTagAliases = map[string]string{"ttft": "time_to_first_token", "ttst": "time_to_second_token"}
+
+// aiperfFlatten returns top with the metrics of an early export's "records" object (keyed by
+// their tags) moved to the top level, where later exports keep them.
+func aiperfFlatten(top map[string]any) map[string]any {
+	recs, ok := top["records"].(map[string]any)
+	if !ok {
+		return top
+	}
+	out := make(map[string]any, len(top)+len(recs))
+	for k, v := range top {
+		if k != "records" {
+			out[k] = v
+		}
+	}
+	for k, r := range recs {
+		name := k
+		if ro, ok := r.(map[string]any); ok {
+			if tag, ok := ro["tag"].(string); ok && tag != "" {
+				name = tag
+			}
+		}
+		if alias, ok := aiperfTagAliases[name]; ok {
+			name = alias
+		}
+		if _, taken := out[name]; !taken {
+			out[name] = r
+		}
+	}
+	return out
+}
+
 func importAIPerf(im *Import, v any) error {
-	top := v.(map[string]any)
+	top := aiperfFlatten(v.(map[string]any))
 	tool := ToolGenAIPerf
 	if im.Format == FormatAIPerf {
 		tool = ToolAIPerf
@@ -608,7 +641,7 @@ func aiperfStats(top map[string]any, name string, latency bool) (*Stats, error) 
 				if s.Percentiles == nil {
 					s.Percentiles = Percentiles{}
 				}
-				s.Percentiles[percentileKey(q)] = *v * scale
+				s.Percentiles[percentileKey(q)] = scale10(*v, scale)
 			}
 		}
 	}

@@ -47,7 +47,11 @@ func Assess(f *File, opts AssessOptions) ([]string, error) {
 		}
 		why := noUsableReason(b)
 		if !opts.Force {
-			refused = append(refused, fmt.Sprintf("baseline %q: %s", b.Name, why))
+			msg := fmt.Sprintf("baseline %q: %s", b.Name, why)
+			if !allFailed(b) {
+				msg += " (--keep-failed-points or a lower --min-success-ratio would use them)"
+			}
+			refused = append(refused, msg)
 			continue
 		}
 		b.Unusable = why + "; imported with --force"
@@ -59,20 +63,32 @@ func Assess(f *File, opts AssessOptions) ([]string, error) {
 	return notes, nil
 }
 
-func noUsableReason(b *Baseline) string {
-	allFailed := 0
+func allFailed(b *Baseline) bool {
 	for i := range b.Points {
-		if b.Points[i].AllFailed {
-			allFailed++
+		if !b.Points[i].AllFailed {
+			return false
 		}
 	}
-	if allFailed == len(b.Points) {
+	return true
+}
+
+func noUsableReason(b *Baseline) string {
+	failed := 0
+	for i := range b.Points {
+		if b.Points[i].AllFailed {
+			failed++
+		}
+	}
+	if failed == len(b.Points) {
 		if len(b.Points) == 1 {
 			return "every request of its run failed (completed 0)"
 		}
 		return fmt.Sprintf("every request of its %d runs failed (completed 0)", len(b.Points))
 	}
-	return fmt.Sprintf("%d of %d points had no successful request and the others are below the minimum success ratio", allFailed, len(b.Points))
+	if failed == 0 {
+		return fmt.Sprintf("all %d points are below the minimum success ratio", len(b.Points))
+	}
+	return fmt.Sprintf("%d of %d points had no successful request and the others are below the minimum success ratio", failed, len(b.Points))
 }
 
 func assessPoint(b *Baseline, p *Point, opts AssessOptions) []string {

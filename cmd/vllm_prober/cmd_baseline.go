@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
@@ -26,6 +27,10 @@ func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writ
 	importCmd := cmd.Command("import", "Import benchmark results (vllm bench serve JSON or printed output, vLLM CI results, vllm bench sweep, guidellm, aiperf, genai-perf, llmperf, report tables) into a baseline file.")
 	out := importCmd.Flag("out", "Baseline file to write; \"-\" writes to stdout.").Required().String()
 	name := importCmd.Flag("name", "Baseline name (default: the first input's file name without extension). Several baselines from the inputs get name/<what differs>.").String()
+	minRatio := importCmd.Flag("min-success-ratio", "A point whose success ratio (completed / (completed + failed)) is below this is kept in the file, marked excluded, and left out of expected values and the saturation figure.").
+		Default(strconv.FormatFloat(baseline.DefaultMinSuccessRatio, 'g', -1, 64)).Float64()
+	keepFailed := importCmd.Flag("keep-failed-points", "Use points below --min-success-ratio for expected values and the saturation figure anyway.").Bool()
+	force := importCmd.Flag("force", "Write a baseline that has no usable point (every request failed) instead of refusing it; it is marked unusable and the daemon refuses to load it.").Bool()
 	inputs := importCmd.Arg("input", "Benchmark result files; the format is detected from the content.").Required().ExistingFiles()
 
 	run := func(ctx context.Context, logger log.Logger) int {
@@ -50,13 +55,25 @@ func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writ
 			level.Error(logger).Log("msg", "cannot build the baseline file", "err", err)
 			return 1
 		}
+		if !(*minRatio >= 0 && *minRatio <= 1) {
+			level.Error(logger).Log("msg", "invalid flag", "err", fmt.Sprintf("--min-success-ratio %v is not between 0 and 1", *minRatio))
+			return 1
+		}
+		notes, err = baseline.Assess(f, baseline.AssessOptions{MinSuccessRatio: *minRatio, KeepFailedPoints: *keepFailed, Force: *force})
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "warning: %s\n", n)
+		}
+		if err != nil {
+			level.Error(logger).Log("msg", "refusing to write a baseline without a usable point", "err", err)
+			return 1
+		}
 		data, err := f.Marshal()
 		if err != nil {
 			level.Error(logger).Log("msg", "cannot encode the baseline file", "err", err)
 			return 1
 		}
 		for _, b := range f.Baselines {
-			fmt.Fprintf(stderr, "baseline %q: %d points, saturation output throughput %.2f tok/s\n", b.Name, len(b.Points), b.SaturationOutputThroughput())
+			fmt.Fprintf(stderr, "baseline %q: %d points (%d usable), saturation output throughput %.2f tok/s\n", b.Name, len(b.Points), b.UsablePoints(), b.SaturationOutputThroughput())
 		}
 		// kingpin v2 hands a lone "-" to a flag as the empty string, so both mean stdout.
 		if *out == "-" || *out == "" {

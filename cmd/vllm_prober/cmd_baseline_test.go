@@ -61,7 +61,8 @@ func TestBaselineImportWritesFile(t *testing.T) {
 
 func TestBaselineImportStdout(t *testing.T) {
 	for _, outFlag := range [][]string{{"--out", "-"}, {"--out=-"}} {
-		args := append(append([]string{"baseline", "import"}, outFlag...), "../../baseline/testdata/llmperf_summary.json")
+		// The llmperf sample has 2 of 160 requests failed (0.9875): accepted at 0.98.
+		args := append(append([]string{"baseline", "import", "--min-success-ratio=0.98"}, outFlag...), "../../baseline/testdata/llmperf_summary.json")
 		testImportStdout(t, args)
 	}
 }
