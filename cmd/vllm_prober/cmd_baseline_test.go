@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
@@ -115,5 +116,79 @@ func TestRegisterBaselineCommands(t *testing.T) {
 	}
 	if _, err := app.Parse([]string{"baseline", "import", "--out", "x.yaml", "../../baseline/testdata/vllm_serve_new.json"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestBaselineImportAllFailedRefused(t *testing.T) {
+	dir := t.TempDir()
+	outPath := filepath.Join(dir, "dead.yaml")
+	in := "../../baseline/testdata/vllm_bench_serve_allfailed_v0251.json"
+	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", outPath, "--name", "dead", in)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{`every request failed (8 failed)`, `baseline \"dead\": every request of its run failed (completed 0)`, "use --force"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if _, err := os.Stat(outPath); !os.IsNotExist(err) {
+		t.Errorf("a refused baseline was written (stat: %v)", err)
+	}
+}
+
+func TestBaselineImportPartialRunWarns(t *testing.T) {
+	outPath := filepath.Join(t.TempDir(), "p.yaml")
+	in := "../../baseline/testdata/vllm_bench_serve_partial_v081.json"
+	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", outPath, "--keep-failed-points", in)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"warning: ", "derived failed = num_prompts - completed = 50 - 31 = 19", "19 of 50 requests failed (success ratio 0.62)", "kept (--keep-failed-points)"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if code, _, stderr = runBaselineCLI(t, "baseline", "import", "--out", outPath, "--min-success-ratio=1.5", in); code != 1 || !strings.Contains(stderr, "--min-success-ratio 1.5 is not between 0 and 1") {
+		t.Errorf("bad ratio: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestDaemonRefusesUnusableBaseline forces an all-failed run into a baseline file and starts the
+// daemon on a configuration using it: the daemon refuses to load, naming the file and the
+// baseline, instead of exporting silently empty series.
+func TestDaemonRefusesUnusableBaseline(t *testing.T) {
+	dir := t.TempDir()
+	basePath := filepath.Join(dir, "dead.yaml")
+	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--force", "--out", basePath, "--name", "dead",
+		"../../baseline/testdata/vllm_bench_serve_allfailed_v0251.json")
+	if code != 0 || !strings.Contains(stderr, "marked unusable: the daemon refuses it") {
+		t.Fatalf("forced import: exit %d, stderr:\n%s", code, stderr)
+	}
+	data, err := os.ReadFile(basePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "unusable: every request of its run failed (completed 0); imported with --force") {
+		t.Errorf("forced file not marked unusable:\n%s", data)
+	}
+
+	cfgPath := filepath.Join(dir, "vllm_prober.yml")
+	if err := os.WriteFile(cfgPath, []byte(`
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 4}
+baselines: [{name: deadbase, file: dead.yaml}]
+targets:
+  - {name: sim, url: "http://127.0.0.1:1", baseline: deadbase}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code = runArgs(ctx, []string{"--config.file=" + cfgPath, "--web.listen-address=127.0.0.1:0"}, &out, &errb)
+	want := basePath + `: baseline \"dead\" has no usable point (1 of 1 points had no successful request, 0 are excluded; marked unusable: every request of its run failed (completed 0); imported with --force)`
+	if code != 1 || !strings.Contains(errb.String(), want) || !strings.Contains(errb.String(), `baseline \"deadbase\"`) {
+		t.Errorf("daemon start = %d, want 1 and an error naming the configured baseline and %s; stderr:\n%s", code, want, errb.String())
 	}
 }

@@ -1,0 +1,464 @@
+package baseline
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// stat3 is an expected mean, median and p99, in seconds.
+type stat3 [3]float64
+
+// realRow is one result file of one tool and version, and the figures read from it by hand.
+// Latencies are the file's values converted to seconds by moving the decimal point (the
+// importer converts in decimal, so 112.55 ms is exactly the float nearest 0.11255).
+type realRow struct {
+	name, file string
+	format     Format
+	// pick selects the baseline and point the row checks when the file holds several.
+	pick                     func(*Baseline) bool
+	model, framework         string
+	loadKind                 string
+	load                     float64
+	completed                int64
+	failed                   int64 // -1: the file has no count and num_prompts is unknown
+	failedDerived            bool
+	ttft, tpot, itl, e2e     *stat3
+	output, requests         float64
+	duration                 float64 // 0: not checked
+	serverParams             map[string]string
+	runNumber                int64 // -1: none
+	toolRequestsPerSecond    float64
+	dataset                  string
+	numPrompts               int64
+	sourceDate, pointDate    string
+	wantTPOTInclTTFTOnly     bool
+	wantTotalOutputTokens    int64
+	wantTotalInputTokens     int64
+	wantTotalTokenThroughput float64
+}
+
+func s3(mean, median, p99 float64) *stat3 { return &stat3{mean, median, p99} }
+
+func realRows() []realRow {
+	return []realRow{
+		{
+			// vLLM 0.8 benchmark_serving.py printed output, rate-driven (Maximum request
+			// concurrency: None), two test cases; the row checks the 1.0 req/s block. Model and
+			// dataset from its Namespace(...) line; failed = num_prompts 200 - completed 200.
+			name: "vllm text log v0.8 rate, Namespace", file: "vllm_bench_serve_rate_v08.log", format: FormatVLLMServeText,
+			model: "meta-llama/Llama-3.3-70B-Instruct", loadKind: "request_rate", load: 1,
+			completed: 200, failed: 0, failedDerived: true,
+			ttft: s3(0.11255, 0.09729, 0.22411), tpot: s3(0.04415, 0.04404, 0.05242), itl: s3(0.04411, 0.0426, 0.09582),
+			output: 197.96, requests: 0.93, duration: 215.73, runNumber: -1,
+			dataset: "sharegpt", numPrompts: 200,
+		},
+		{
+			// The same run's --save-result JSON (per-request arrays removed): the unrounded values.
+			// request_throughput = completed / duration = 200 / 215.73048534499958.
+			name: "vllm json v0.8 rate", file: "vllm_bench_serve_rate_v08.json", format: FormatVLLMServeJSON,
+			model: "meta-llama/Llama-3.3-70B-Instruct", loadKind: "request_rate", load: 1,
+			completed: 200, failed: 0, failedDerived: true,
+			ttft:   s3(0.11254634028501641, 0.09729397000046447, 0.22411016458079757),
+			tpot:   s3(0.04414835973583927, 0.044035557910379126, 0.052420137621374174),
+			itl:    s3(0.04410574301489207, 0.042598970499966526, 0.09582135385035015),
+			output: 197.9599681134722, requests: 0.927082696171368, duration: 215.73048534499958, runNumber: -1,
+			sourceDate: "2025-04-14T15:19:38Z",
+		},
+		{
+			// vllm bench sweep serve (vLLM 0.25.1) summary.json of max_num_seqs=8, run_number 0.
+			name: "vllm sweep summary v0.25.1", file: "vllm_sweep_summary_v0251_seqs8.json", format: FormatVLLMSweepSummary,
+			pick:  func(b *Baseline) bool { return b.RunNumber != nil && *b.RunNumber == 0 },
+			model: "facebook/opt-125m", loadKind: "concurrency", load: 2, completed: 8, failed: 0,
+			ttft:   s3(0.04689306787258829, 0.04321107800205937, 0.07502528442884795),
+			tpot:   s3(0.007962668958377132, 0.007894967666652519, 0.008812129340338288),
+			itl:    s3(0.007962675899761962, 0.007337611496041063, 0.021111718034662776),
+			e2e:    s3(0.16633310224824527, 0.1632172929967055, 0.18918195631165872),
+			output: 191.2005994745598, requests: 11.950037467159987, duration: 0.6694539679883746,
+			serverParams: map[string]string{"max_num_seqs": "8"}, runNumber: 0,
+			sourceDate: "2026-08-18T02:13:58Z",
+		},
+		{
+			// JSON Lines with a per-record framework: the SGLang record (all 50 completed).
+			name: "vllm jsonl framework sgl", file: "vllm_bench_serve_mixed_framework.jsonl", format: FormatVLLMServeJSONL,
+			pick:  func(b *Baseline) bool { return b.Framework == "sglang" },
+			model: "deepseek-ai/DeepSeek-R1-Distill-Llama-8B", framework: "sglang", loadKind: "request_rate", load: 10,
+			completed: 50, failed: 0, failedDerived: true,
+			ttft:   s3(0.06401113796047866, 0.055613665375858545, 0.1638259915681556),
+			tpot:   s3(0.011908506736701629, 0.011950128643972434, 0.012058443724249525),
+			itl:    s3(0.011910651821888367, 0.011755790328606963, 0.02049238599371165),
+			output: 3630.3239801435116, requests: 1.815161990071756, runNumber: -1,
+		},
+		{
+			// The vLLM record of the same file: 31 of 50 completed and no "failed" key, so
+			// failed = 50 - 31 = 19; request_throughput = 31 / 21.636165995150805.
+			name: "vllm jsonl framework vllm, partial", file: "vllm_bench_serve_mixed_framework.jsonl", format: FormatVLLMServeJSONL,
+			pick:  func(b *Baseline) bool { return b.Framework == "vllm" },
+			model: "deepseek-ai/DeepSeek-R1-Distill-Llama-8B", framework: "vllm", loadKind: "request_rate", load: 10,
+			completed: 31, failed: 19, failedDerived: true,
+			ttft:   s3(0.043067965536348275, 0.04152383981272578, 0.06262359912507236),
+			tpot:   s3(0.008756223613823618, 0.008765389245719076, 0.008837000357910522),
+			itl:    s3(0.00875622371088742, 0.008524921722710133, 0.010683590210974215),
+			output: 2865.57239456823, requests: 1.432786197284115, runNumber: -1,
+		},
+		{
+			// An early aiperf export: metrics under "records" by tag (ttft), load in
+			// input_config.loadgen, failures in error_request_count (= error_summary count 11).
+			// inter_token_latency = (latency - TTFT)/(OSL - 1) is vLLM's TPOT; inter_chunk_latency its ITL.
+			name: "aiperf records (early export)", file: "aiperf_profile_export_records_v01.json", format: FormatAIPerf,
+			model: "openai/gpt-oss-20b", loadKind: "concurrency", load: 100, completed: 89, failed: 11,
+			ttft:   s3(2.343219436988764, 2.369317693, 3.8333894000399996),
+			tpot:   s3(0.027763065454471807, 0.027615130366666666, 0.03373224787406911),
+			itl:    s3(0.027755153106189347, 0.022673047999999998, 0.14053429476),
+			e2e:    s3(9.059654633033708, 9.097345014999999, 9.297609933759999),
+			output: 2320.7222350404572, requests: 9.551622221540914, duration: 9.317788951, runNumber: -1,
+			sourceDate: "2025-10-03T13:13:39.146443Z",
+		},
+		{
+			// aiperf 0.11, profile-export schema 1.3: load in input_config.phases[] (the warm-up
+			// phase skipped), model in input_config.models.items[], failures only in
+			// error_summary (2), duration = end_time - start_time = 120 s.
+			name: "aiperf 0.11 schema 1.3", file: "aiperf_profile_export_schema13_v011.json", format: FormatAIPerf,
+			model: "Qwen/Qwen3-8B", loadKind: "concurrency", load: 16, completed: 480, failed: 2,
+			ttft:   s3(0.0855, 0.0802, 0.1904),
+			tpot:   s3(0.0142, 0.014, 0.0189),
+			itl:    s3(0.0141, 0.0138, 0.025),
+			e2e:    s3(3.7063, 3.65, 4.4107),
+			output: 1024, requests: 4, duration: 120, runNumber: -1,
+			sourceDate: "2025-11-05T10:00:00Z",
+		},
+		{
+			// guidellm 0.5 with per-request data: request_throughput = completed / duration =
+			// 9 / 56.04 (guidellm's own requests_per_second mean 0.1204 kept in tool_figures);
+			// output tokens summed over requests.successful[] = 2290, so output_throughput =
+			// 2290 / 56.04 and total = (9 x 512 + 2290) / 56.04.
+			name: "guidellm 0.5 per-request", file: "guidellm_v05_requests.json", format: FormatGuideLLM,
+			model: "Qwen/Qwen3-8B", loadKind: "concurrency", load: 4, completed: 9, failed: 0,
+			ttft:   s3(0.1523, 0.1501, 0.2105),
+			tpot:   s3(0.0241, 0.0241, 0.0241),
+			e2e:    s3(6.152, 6.2954, 6.3544),
+			output: 2290 / 56.04, requests: 9 / 56.04, duration: 56.04, runNumber: -1,
+			toolRequestsPerSecond: 0.1204,
+			wantTotalOutputTokens: 2290, wantTotalInputTokens: 4608, wantTotalTokenThroughput: (4608 + 2290) / 56.04,
+		},
+		{
+			// llmperf summary with --metadata framework=sgl and an epoch timestamp (1762340400 =
+			// 2025-11-05T11:00:00Z); request rate = completed per minute / 60. llmperf's
+			// inter_token_latency includes TTFT: neither TPOT nor ITL.
+			name: "llmperf framework, epoch date", file: "llmperf_summary_framework.json", format: FormatLLMPerf,
+			model: "Qwen/Qwen3-8B", framework: "sglang", loadKind: "concurrency", load: 8, completed: 200, failed: 0,
+			ttft:   s3(0.1276, 0.104, 0.338),
+			e2e:    s3(3.968, 3.94, 4.91),
+			output: 508.2, requests: 119.52 / 60, runNumber: -1,
+			sourceDate: "2025-11-05T11:00:00Z", pointDate: "2025-11-05T11:00:00Z", wantTPOTInclTTFTOnly: true,
+		},
+	}
+}
+
+// TestImportRealFiles imports one real (or real-shaped, see testdata/README.md) file per tool and
+// version and checks every figure against the values read from the file by hand.
+func TestImportRealFiles(t *testing.T) {
+	for _, row := range realRows() {
+		t.Run(row.name, func(t *testing.T) {
+			path := filepath.Join("testdata", row.file)
+			im, err := ImportFile(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if im.Format != row.format {
+				t.Fatalf("format %s, want %s", im.Format, row.format)
+			}
+			f, _, err := Build("real", []*Import{im})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Assess(f, AssessOptions{MinSuccessRatio: DefaultMinSuccessRatio, KeepFailedPoints: true}); err != nil {
+				t.Fatal(err)
+			}
+			b := f.Baselines[0]
+			if row.pick != nil {
+				b = find(t, f, row.pick)
+			}
+			if b.Model != row.model || b.Framework != row.framework {
+				t.Errorf("model %q framework %q, want %q %q", b.Model, b.Framework, row.model, row.framework)
+			}
+			if len(row.serverParams) > 0 || len(b.ServerParams) > 0 {
+				if serverParamsString(b.ServerParams) != serverParamsString(row.serverParams) {
+					t.Errorf("server_params %v, want %v", b.ServerParams, row.serverParams)
+				}
+			}
+			switch {
+			case row.runNumber < 0 && b.RunNumber != nil:
+				t.Errorf("run_number %d, want none", *b.RunNumber)
+			case row.runNumber >= 0 && (b.RunNumber == nil || *b.RunNumber != row.runNumber):
+				t.Errorf("run_number %v, want %d", b.RunNumber, row.runNumber)
+			}
+			if row.sourceDate != "" && b.Source.Date != row.sourceDate {
+				t.Errorf("source date %q, want %q", b.Source.Date, row.sourceDate)
+			}
+			p := pointAt(t, b, row.loadKind, row.load)
+			if row.pointDate != "" && p.Date != row.pointDate {
+				t.Errorf("point date %q, want %q", p.Date, row.pointDate)
+			}
+			eqi(t, "completed", p.Completed, row.completed)
+			if row.failed >= 0 {
+				eqi(t, "failed", p.Failed, row.failed)
+			}
+			if p.FailedDerived != row.failedDerived {
+				t.Errorf("failed_derived %v, want %v", p.FailedDerived, row.failedDerived)
+			}
+			for _, s := range []struct {
+				name string
+				got  *Stats
+				want *stat3
+			}{{"ttft", p.TTFT, row.ttft}, {"tpot", p.TPOT, row.tpot}, {"itl", p.ITL, row.itl}, {"e2e", p.E2E, row.e2e}} {
+				if s.want == nil {
+					if s.got != nil {
+						t.Errorf("%s: %+v, want absent", s.name, s.got)
+					}
+					continue
+				}
+				if s.got == nil {
+					t.Errorf("%s: absent", s.name)
+					continue
+				}
+				eq(t, s.name+" mean", s.got.Mean, s.want[0])
+				eq(t, s.name+" median", s.got.Median, s.want[1])
+				eq(t, s.name+" p99", pct(s.got, "p99"), s.want[2])
+			}
+			eq(t, "output tok/s", p.OutputThroughput, row.output)
+			eq(t, "request rate", p.RequestThroughput, row.requests)
+			if row.duration > 0 {
+				eq(t, "duration", p.DurationSeconds, row.duration)
+			}
+			if row.toolRequestsPerSecond > 0 {
+				if got := p.ToolFigures["requests_per_second.successful.mean"]; got != row.toolRequestsPerSecond {
+					t.Errorf("tool requests_per_second %v, want %v", got, row.toolRequestsPerSecond)
+				}
+			}
+			if row.dataset != "" && p.Dataset != row.dataset {
+				t.Errorf("dataset %q, want %q", p.Dataset, row.dataset)
+			}
+			if row.numPrompts > 0 {
+				eqi(t, "num_prompts", p.NumPrompts, row.numPrompts)
+			}
+			if row.wantTPOTInclTTFTOnly && p.TPOTInclTTFT == nil {
+				t.Error("llmperf inter_token_latency not kept as tpot_incl_ttft")
+			}
+			if row.wantTotalOutputTokens > 0 {
+				eqi(t, "total output tokens", p.TotalOutputTokens, row.wantTotalOutputTokens)
+				eqi(t, "total input tokens", p.TotalInputTokens, row.wantTotalInputTokens)
+				eq(t, "total tok/s", p.TotalTokenThroughput, row.wantTotalTokenThroughput)
+			}
+			// The written file reads back identically.
+			data, err := f.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Parse(data); err != nil {
+				t.Fatalf("re-reading: %v\n%s", err, data)
+			}
+		})
+	}
+}
+
+// TestGuideLLMOwnRateDiffers pins issue 18's finding: guidellm's requests_per_second mean is not
+// completed / duration, and the importer keeps vLLM's definition.
+func TestGuideLLMOwnRateDiffers(t *testing.T) {
+	im, err := ImportFile(context.Background(), "testdata/guidellm_v05_requests.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := im.Baselines[0].Points[0]
+	own := p.ToolFigures["requests_per_second.successful.mean"]
+	if d := (*p.RequestThroughput - own) / own; !(d > 0.3) {
+		t.Errorf("request_throughput %v vs guidellm's %v: want completed / duration, 33%% above", *p.RequestThroughput, own)
+	}
+}
+
+func TestNamespaceLine(t *testing.T) {
+	ns, ok := parseNamespace(`Namespace(backend='vllm', model='m/x', max_concurrency=None, request_rate=inf, metadata=['gpu=H100', 'a,b'], goodput={'ttft': 1}, tokenizer_mode='auto', served_model_name=None, note='it\'s')`)
+	if !ok {
+		t.Fatal("not parsed")
+	}
+	want := map[string]string{"backend": "vllm", "model": "m/x", "request_rate": "inf", "metadata": "['gpu=H100', 'a,b']",
+		"goodput": "{'ttft': 1}", "tokenizer_mode": "auto", "note": "it's"}
+	if len(ns) != len(want) {
+		t.Errorf("got %v", ns)
+	}
+	for k, v := range want {
+		if ns[k] != v {
+			t.Errorf("%s = %q, want %q", k, ns[k], v)
+		}
+	}
+	if _, ok := parseNamespace("no namespace here"); ok {
+		t.Error("parsed a line without Namespace(")
+	}
+}
+
+func TestMixedFrameworkJSONLTwoIdentities(t *testing.T) {
+	f, _, _ := importAndBuild(t, "r1", "testdata/vllm_bench_serve_mixed_framework.jsonl")
+	if len(f.Baselines) != 2 {
+		t.Fatalf("%d baselines, want one per framework", len(f.Baselines))
+	}
+	names := map[string]string{}
+	for _, b := range f.Baselines {
+		names[b.Framework] = b.Name
+	}
+	if names["vllm"] != "r1/vllm" || names["sglang"] != "r1/sglang" {
+		t.Errorf("names %v: want r1/vllm and r1/sglang, not a repeat (#2)", names)
+	}
+}
+
+func TestSweepServerParamsAndRunsAreIdentity(t *testing.T) {
+	f, _, _ := importAndBuild(t, "opt", "testdata/vllm_sweep_summary_v0251_seqs4.json", "testdata/vllm_sweep_summary_v0251_seqs8.json")
+	var names []string
+	for _, b := range f.Baselines {
+		names = append(names, b.Name)
+	}
+	want := "opt/max_num_seqs=4/run0 opt/max_num_seqs=4/run1 opt/max_num_seqs=8/run0 opt/max_num_seqs=8/run1"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("baselines %s, want %s", got, want)
+	}
+	data, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"server_params:\n    max_num_seqs: \"4\"", "run_number: 1"} {
+		if !strings.Contains(string(data), s) {
+			t.Errorf("written file lacks %q", s)
+		}
+	}
+}
+
+func TestAllFailedRunRefused(t *testing.T) {
+	f, _, _ := importAndBuild(t, "dead", "testdata/vllm_bench_serve_allfailed_v0251.json")
+	notes, err := Assess(f, AssessOptions{MinSuccessRatio: DefaultMinSuccessRatio})
+	if !errors.Is(err, ErrNoUsablePoint) {
+		t.Fatalf("err %v, want ErrNoUsablePoint", err)
+	}
+	for _, want := range []string{`baseline "dead"`, "every request of its run failed", "--force"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if len(notes) == 0 || !strings.Contains(notes[0], "every request failed (8 failed)") {
+		t.Errorf("notes %q", notes)
+	}
+
+	// Forced: written, marked unusable, and refused on load.
+	f, _, _ = importAndBuild(t, "dead", "testdata/vllm_bench_serve_allfailed_v0251.json")
+	if _, err := Assess(f, AssessOptions{MinSuccessRatio: DefaultMinSuccessRatio, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(f.Baselines[0].Unusable, "--force") {
+		t.Errorf("unusable %q", f.Baselines[0].Unusable)
+	}
+	path := writeFile(t, f)
+	_, err = ReadFile(context.Background(), path)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `baseline "dead" has no usable point`) {
+		t.Errorf("ReadFile error %v: want the file and the baseline named", err)
+	}
+}
+
+func TestPartialRunMarked(t *testing.T) {
+	// 31 of 50 completed, no "failed" key.
+	f, _, _ := importAndBuild(t, "partial", "testdata/vllm_bench_serve_partial_v081.json")
+	notes, err := Assess(f, AssessOptions{MinSuccessRatio: DefaultMinSuccessRatio, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &f.Baselines[0].Points[0]
+	eqi(t, "failed", p.Failed, 19)
+	if !p.FailedDerived || p.Usable() || !strings.Contains(p.Excluded, "success ratio 0.62 is below the minimum 0.99") {
+		t.Errorf("derived %v usable %v excluded %q", p.FailedDerived, p.Usable(), p.Excluded)
+	}
+	joined := strings.Join(notes, "\n")
+	for _, want := range []string{"derived failed = num_prompts - completed = 50 - 31 = 19", "19 of 50 requests failed (success ratio 0.62)", "excluded from expected values"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("notes lack %q:\n%s", want, joined)
+		}
+	}
+	if got := f.Baselines[0].SaturationOutputThroughput(); got != 0 {
+		t.Errorf("saturation %v: an excluded point must not feed it", got)
+	}
+	// The mark survives the file.
+	data, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bp := back.Baselines[0].Points[0]; bp.Excluded == "" || !bp.FailedDerived || *bp.Failed != 19 {
+		t.Errorf("re-read point %+v lost the marks", bp)
+	}
+
+	// --keep-failed-points keeps it usable, still reported.
+	f, _, _ = importAndBuild(t, "partial", "testdata/vllm_bench_serve_partial_v081.json")
+	notes, err = Assess(f, AssessOptions{MinSuccessRatio: DefaultMinSuccessRatio, KeepFailedPoints: true})
+	if err != nil || !f.Baselines[0].Points[0].Usable() || !strings.Contains(strings.Join(notes, "\n"), "kept (--keep-failed-points)") {
+		t.Errorf("keep: err %v, usable %v, notes %q", err, f.Baselines[0].Points[0].Usable(), notes)
+	}
+	if got := f.Baselines[0].SaturationOutputThroughput(); got != 2865.57239456823 {
+		t.Errorf("kept point's saturation %v", got)
+	}
+
+	// Without --force or --keep-failed-points the only point is excluded: refused.
+	f, _, _ = importAndBuild(t, "partial", "testdata/vllm_bench_serve_partial_v081.json")
+	if _, err := Assess(f, AssessOptions{MinSuccessRatio: DefaultMinSuccessRatio}); !errors.Is(err, ErrNoUsablePoint) || !strings.Contains(err.Error(), "--keep-failed-points") {
+		t.Errorf("err %v", err)
+	}
+}
+
+func TestExcludedPointLeftOutOfInterpolation(t *testing.T) {
+	b := &Baseline{Name: "b", Source: Source{Tool: ToolVLLMServe}, Points: []Point{
+		{Concurrency: lp(1), OutputThroughput: fp(100), Completed: ip(100), Failed: ip(0)},
+		{Concurrency: lp(4), OutputThroughput: fp(900), Completed: ip(60), Failed: ip(40)},
+		{Concurrency: lp(8), OutputThroughput: fp(500), Completed: ip(100), Failed: ip(0)},
+	}}
+	f := &File{Version: FormatVersion, Baselines: []*Baseline{b}}
+	if _, err := Assess(f, AssessOptions{MinSuccessRatio: 0.99}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.SaturationOutputThroughput(); got != 500 {
+		t.Errorf("saturation %v, want 500 (the 0.6 point excluded)", got)
+	}
+	e, ok := b.Expected(4)
+	if !ok || math.Abs(e.OutputThroughput-(100+400*3.0/7)) > 1e-9 {
+		t.Errorf("expected at 4 = %+v: want interpolation between 1 and 8 only", e)
+	}
+}
+
+func TestNormalizeDate(t *testing.T) {
+	for in, want := range map[string]string{
+		"20250414-151938":                  "2025-04-14T15:19:38Z",
+		"1762340400":                       "2025-11-05T11:00:00Z",
+		"1762340400000":                    "2025-11-05T11:00:00Z",
+		"2025-10-03T13:13:39.146443":       "2025-10-03T13:13:39.146443Z",
+		"2025-11-05T10:00:00.000000+02:00": "2025-11-05T10:00:00+02:00",
+		"yesterday":                        "yesterday",
+	} {
+		if got := normalizeDate(in); got != want {
+			t.Errorf("normalizeDate(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func writeFile(t *testing.T, f *File) string {
+	t.Helper()
+	data, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "b.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
