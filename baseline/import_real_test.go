@@ -443,6 +443,8 @@ func TestNormalizeDate(t *testing.T) {
 		"2025-10-03T13:13:39.146443":       "2025-10-03T13:13:39.146443Z",
 		"2025-11-05T10:00:00.000000+02:00": "2025-11-05T10:00:00+02:00",
 		"yesterday":                        "yesterday",
+		"20250414":                         "2025-04-14T00:00:00Z",
+		"1762340400.5":                     "2025-11-05T11:00:00.5Z",
 	} {
 		if got := normalizeDate(in); got != want {
 			t.Errorf("normalizeDate(%q) = %q, want %q", in, got, want)
@@ -461,4 +463,48 @@ func writeFile(t *testing.T, f *File) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+func TestPrintedBlockNoneIsUnset(t *testing.T) {
+	text := "Namespace(model='org/m', request_rate=2.0, max_concurrency=None, num_prompts=10, dataset_name='random', random_input_len=512, random_output_len=128)\n" +
+		"============ Serving Benchmark Result ============\n" +
+		"Successful requests:                     10\n" +
+		"Maximum request concurrency:            None\n" +
+		"Benchmark duration (s):                  5.00\n" +
+		"Request throughput (req/s):              2.00\n" +
+		"==================================================\n"
+	im, err := ImportBytes("none.log", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := im.Baselines[0]
+	p := b.Points[0]
+	if b.Model != "org/m" || p.Concurrency != nil || p.RequestRate == nil || *p.RequestRate != 2 || p.Dataset != "random" {
+		t.Errorf("model %q concurrency %v rate %v dataset %q", b.Model, p.Concurrency, p.RequestRate, p.Dataset)
+	}
+	eqi(t, "input_len", p.InputLen, 512)
+	eqi(t, "output_len", p.OutputLen, 128)
+	eqi(t, "num_prompts", p.NumPrompts, 10)
+}
+
+func TestReassessClearsExclusion(t *testing.T) {
+	f, _, _ := importAndBuild(t, "partial", "testdata/vllm_bench_serve_partial_v081.json")
+	if _, err := Assess(f, AssessOptions{MinSuccessRatio: DefaultMinSuccessRatio, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Re-importing the written file with --keep-failed-points makes the point usable again.
+	im, err := ImportFile(context.Background(), writeFile(t, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := Build("partial", []*Import{im})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Assess(g, AssessOptions{MinSuccessRatio: DefaultMinSuccessRatio, KeepFailedPoints: true}); err != nil {
+		t.Fatal(err)
+	}
+	if b := g.Baselines[0]; !b.Points[0].Usable() || b.Unusable != "" {
+		t.Errorf("excluded %q unusable %q after re-import with --keep-failed-points", b.Points[0].Excluded, b.Unusable)
+	}
 }

@@ -329,6 +329,9 @@ func importVLLMServeText(im *Import, text string) error {
 				return fmt.Errorf("line %d: unexpected line in the result block started at line %d: %q", lineNo[i], start, l)
 			}
 			label, val := m[1], m[2]
+			if val == "None" {
+				continue // Python's unset value, e.g. "Maximum request concurrency: None"
+			}
 			if key, ok := printedKeys[strings.ToLower(label)]; ok {
 				rec[key] = val
 			} else if sm := rePrintedStat.FindStringSubmatch(label); sm != nil {

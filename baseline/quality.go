@@ -109,7 +109,11 @@ func assessPoint(b *Baseline, p *Point, opts AssessOptions) []string {
 		p.AllFailed = true
 	}
 	ratio, ok := p.SuccessRatio()
-	if !ok || ratio >= 1 {
+	if !ok {
+		return notes // no counts: a mark from a re-imported baseline file stays
+	}
+	p.Excluded = "" // decided again below with this import's options
+	if ratio >= 1 {
 		return notes
 	}
 	if p.AllFailed {
@@ -161,6 +165,7 @@ var dateLayouts = []string{
 	"2006-01-02 15:04:05.999999999Z07:00",
 	"2006-01-02 15:04:05.999999999",
 	"2006-01-02",
+	"20060102",
 }
 
 // normalizeDate rewrites a date as RFC 3339 (UTC when the source has no zone). Epoch seconds or
@@ -170,13 +175,14 @@ func normalizeDate(s string) string {
 	if s == "" {
 		return ""
 	}
-	if n, err := strconv.ParseFloat(s, 64); err == nil && n > 0 && !strings.ContainsAny(s, "-:") {
+	// Epoch seconds (10 digits since 2001) or milliseconds (13); shorter numbers are dates.
+	if n, err := strconv.ParseFloat(s, 64); err == nil && n >= 1e9 && !strings.ContainsAny(s, "-:") {
 		sec := n
-		if n > 1e11 { // milliseconds
+		if n >= 1e11 { // milliseconds
 			sec = n / 1000
 		}
 		whole := int64(sec)
-		return time.Unix(whole, int64((sec-float64(whole))*1e9)).UTC().Format(time.RFC3339)
+		return time.Unix(whole, int64((sec-float64(whole))*1e9)).UTC().Format(time.RFC3339Nano)
 	}
 	for _, l := range dateLayouts {
 		if t, err := time.Parse(l, s); err == nil {
