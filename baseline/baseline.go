@@ -39,7 +39,8 @@ type Baseline struct {
 	// Framework is the serving framework that was measured ("vllm", "sglang", "tgi", ...), when
 	// the source says so (vLLM --metadata framework=..., llmperf metadata).
 	Framework string `yaml:"framework,omitempty"`
-	// ServerParams are the server parameters a sweep varied (vllm bench sweep: max_num_seqs, ...).
+	// ServerParams are the parameters a sweep varied that are not result fields (vllm bench sweep:
+	// the serve parameters such as max_num_seqs).
 	ServerParams map[string]string `yaml:"server_params,omitempty"`
 	// RunNumber is the repeat index a sweep gave this run (vllm bench sweep run_number).
 	RunNumber *int64 `yaml:"run_number,omitempty"`

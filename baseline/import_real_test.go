@@ -508,3 +508,16 @@ func TestReassessClearsExclusion(t *testing.T) {
 		t.Errorf("excluded %q unusable %q after re-import with --keep-failed-points", b.Points[0].Excluded, b.Unusable)
 	}
 }
+
+func TestSweepRunFileIdentity(t *testing.T) {
+	// A sweep's run=N.json is one such record: the same identity as in summary.json.
+	rec := `{"date": "20260818-021403", "model_id": "facebook/opt-125m", "num_prompts": 8, "request_rate": "inf", "max_concurrency": 2, "duration": 0.6863886729988735, "completed": 8, "failed": 0, "request_throughput": 11.655203989668882, "output_throughput": 186.48326383470211, "run_number": 1, "max_num_seqs": 8}`
+	im, err := ImportBytes("run=1.json", []byte(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := im.Baselines[0]
+	if b.RunNumber == nil || *b.RunNumber != 1 || b.ServerParams["max_num_seqs"] != "8" || len(b.ServerParams) != 1 {
+		t.Errorf("run %v params %v", b.RunNumber, b.ServerParams)
+	}
+}
