@@ -35,7 +35,7 @@ const (
 	baseTTFT      = "150ms"
 	baseITL       = "40ms"
 	regressedITL  = "52ms" // +30 %
-	sloFile       = "../alerts/slo.yml"
+	sloFile       = "../mixin/slo.yml"
 	dashboardsDir = "../dashboards"
 )
 

@@ -269,7 +269,7 @@ func endpointDashboard() dashboard {
 						{Expr: `target_module:vllm_probe_success:ratio_rate1h{` + probeSel + `}`, Legend: "1h {{module}}"},
 					}},
 				{Type: "timeseries", Title: "Latency SLIs", W: 8, H: 7, Unit: "percentunit", Max: f64(1),
-					Description: "Share of successful probes within the TTFT and E2E thresholds of alerts/slo.yml, over 1h.",
+					Description: "Share of successful probes within the TTFT and E2E thresholds of mixin/slo.yml, over 1h.",
 					Targets: []target{
 						{Expr: `target_module:vllm_probe_ttft_within_slo:ratio_rate1h{` + probeSel + `}`, Legend: "TTFT {{module}}"},
 						{Expr: `target_module:vllm_probe_e2e_within_slo:ratio_rate1h{` + probeSel + `}`, Legend: "E2E {{module}}"},

@@ -95,7 +95,7 @@ func TestDashboardQueriesAreRunnable(t *testing.T) {
 }
 
 func TestPrometheusConfig(t *testing.T) {
-	spec, err := LoadSpec(root("alerts/slo.yml"))
+	spec, err := LoadSpec(root("mixin/slo.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
