@@ -147,7 +147,7 @@ targets:
 		t.Fatal(err)
 	}
 	promCfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(promCfg, mixin.PrometheusConfig(spec, proberAddr, interval, ruleFiles), 0o644); err != nil {
+	if err := os.WriteFile(promCfg, mixin.PrometheusConfig(spec, []string{proberAddr}, interval, ruleFiles), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	promAddr := freeAddr(t)

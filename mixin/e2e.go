@@ -19,18 +19,23 @@ import (
 	"time"
 )
 
-// PrometheusConfig returns a Prometheus configuration that scrapes vllm_prober at
-// proberAddr (host:port) under the spec's job name, evaluates ruleFiles every
-// interval, and scrapes every interval.
-func PrometheusConfig(spec *Spec, proberAddr string, interval time.Duration, ruleFiles []string) []byte {
+// PrometheusConfig returns a Prometheus configuration that scrapes the
+// vllm_prober replicas at proberAddrs (host:port each, e.g. one per shard) under
+// the spec's job name, evaluates ruleFiles every interval, and scrapes every
+// interval.
+func PrometheusConfig(spec *Spec, proberAddrs []string, interval time.Duration, ruleFiles []string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "global:\n  scrape_interval: %s\n  evaluation_interval: %s\n", interval, interval)
 	b.WriteString("rule_files:\n")
 	for _, f := range ruleFiles {
 		fmt.Fprintf(&b, "  - %s\n", yamlString(f))
 	}
+	quoted := make([]string, len(proberAddrs))
+	for i, a := range proberAddrs {
+		quoted[i] = yamlString(a)
+	}
 	fmt.Fprintf(&b, "scrape_configs:\n  - job_name: %s\n    static_configs:\n      - targets: [%s]\n",
-		yamlString(spec.ProberJob), yamlString(proberAddr))
+		yamlString(spec.ProberJob), strings.Join(quoted, ", "))
 	return []byte(b.String())
 }
 
