@@ -289,8 +289,20 @@ func TestChartDefaults(t *testing.T) {
 			}
 			job := ""
 			for _, rl := range asList(dig(ep, "relabelings")) {
-				if dig(rl, "targetLabel") == "job" {
+				switch dig(rl, "targetLabel") {
+				case "job":
 					job = toString(dig(rl, "replacement"))
+				default:
+					// The SLI rules sum away only instance and pod, the
+					// replica labels the operator adds (mixin/rules.go,
+					// replicaLabels); a label naming the replica set
+					// here would split the SLIs at every restart.
+					t.Errorf("ServiceMonitor relabeling sets %v: a per-replica label the SLI rules do not aggregate away", dig(rl, "targetLabel"))
+				}
+			}
+			for _, k := range []string{"podTargetLabels", "targetLabels"} {
+				if v := dig(sm, "spec", k); v != nil {
+					t.Errorf("ServiceMonitor sets %s %v: labels the SLI rules do not aggregate away", k, v)
 				}
 			}
 			if want := proberJob(t); job != want {

@@ -46,25 +46,17 @@ type DashboardQuery struct {
 	Expr             string
 }
 
-// dashboardVars makes dashboard queries runnable: all jobs, targets, models and
-// baselines, and a rate interval of rateInterval.
-func dashboardVars(rateInterval time.Duration) *strings.Replacer {
-	ri := rateInterval.String()
-	return strings.NewReplacer(
-		"$__rate_interval", ri, "$__interval", ri, "$__range", ri,
-		"$job", ".*", "$target", ".*", "$model", ".*", "$baseline", ".*",
-	)
-}
+// allValues are the variables of the committed dashboards at "All" (.+).
+var allValues = map[string]string{"job": ".+", "target": ".+", "model": ".+", "baseline": ".+"}
 
 // DashboardQueries reads every *.json dashboard in dir and returns its panel
-// queries, sorted, with variables replaced (rateInterval stands in for
-// $__rate_interval).
+// queries, sorted, with every variable at All (.+) and rateInterval standing
+// in for $__rate_interval.
 func DashboardQueries(dir string, rateInterval time.Duration) ([]DashboardQuery, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, fmt.Errorf("listing dashboards: %w", err)
 	}
-	repl := dashboardVars(rateInterval)
 	var out []DashboardQuery
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
@@ -85,7 +77,7 @@ func DashboardQueries(dir string, rateInterval time.Duration) ([]DashboardQuery,
 		}
 		for _, panel := range d.Panels {
 			for _, t := range panel.Targets {
-				out = append(out, DashboardQuery{Dashboard: d.Title, Panel: panel.Title, Expr: repl.Replace(t.Expr)})
+				out = append(out, DashboardQuery{Dashboard: d.Title, Panel: panel.Title, Expr: Interpolate(t.Expr, allValues, rateInterval)})
 			}
 		}
 	}

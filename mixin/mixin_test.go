@@ -407,17 +407,6 @@ func TestMetricsDocListsContract(t *testing.T) {
 	}
 }
 
-// TestInterfaceMetricsPending lists the interface names docs/metrics.md now
-// documents, which testdata/interface-metrics.txt no longer needs.
-func TestInterfaceMetricsPending(t *testing.T) {
-	doc := docMetrics(t)
-	for _, n := range readList(t, "testdata/interface-metrics.txt") {
-		if _, ok := doc[n]; ok {
-			t.Errorf("docs/metrics.md lists %s: delete it from testdata/interface-metrics.txt", n)
-		}
-	}
-}
-
 func TestSpecMatchesProberBuckets(t *testing.T) {
 	spec, err := LoadSpec(root("mixin/slo.yml"))
 	if err != nil {
