@@ -109,25 +109,8 @@ baselines:
 		proberAddrs = append(proberAddrs, addr)
 	}
 
-	spec, err := mixin.LoadSpec(sloFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ruleFiles, err := mixin.Generate(mixin.Options{SLOFile: sloFile, OutDir: filepath.Join(dir, "rules"), ForScale: forScale})
-	if err != nil {
-		t.Fatal(err)
-	}
-	promCfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(promCfg, mixin.PrometheusConfig(spec, proberAddrs, interval, ruleFiles), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	promAddr := freeAddr(t)
-	prom := startProcess(t, "prometheus", promBin, "--config.file="+promCfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"), "--web.listen-address="+promAddr)
-	if err := waitReady(ctx, prom, "http://"+promAddr+"/-/ready", 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	client := &mixin.Client{BaseURL: "http://" + promAddr, HTTP: httpClient}
+	_, promURL := startPrometheus(t, promBin, dir, proberAddrs)
+	client := &mixin.Client{BaseURL: promURL, HTTP: httpClient}
 
 	// Warm-up: both shards' targets with both modules in the SLIs, both
 	// servers scraped, both baselines from both shards, regression ratios.

@@ -149,25 +149,8 @@ targets:
 	tl.add("vllm_prober up on %s", proberAddr)
 
 	// Prometheus with our rules, every `for` and window scaled down.
-	spec, err := mixin.LoadSpec(sloFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ruleFiles, err := mixin.Generate(mixin.Options{SLOFile: sloFile, OutDir: filepath.Join(dir, "rules"), ForScale: forScale})
-	if err != nil {
-		t.Fatal(err)
-	}
-	promCfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(promCfg, mixin.PrometheusConfig(spec, []string{proberAddr}, interval, ruleFiles), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	promAddr := freeAddr(t)
-	promURL := "http://" + promAddr
-	prom := startProcess(t, "prometheus", promBin, "--config.file="+promCfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"), "--web.listen-address="+promAddr)
-	if err := waitReady(ctx, prom, promURL+"/-/ready", 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	prom, promURL := startPrometheus(t, promBin, dir, []string{proberAddr})
+	promAddr := strings.TrimPrefix(promURL, "http://")
 	tl.add("prometheus up on %s (rules with --for-scale %v)", promAddr, forScale)
 	client := &mixin.Client{BaseURL: promURL, HTTP: httpClient}
 
