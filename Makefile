@@ -33,9 +33,9 @@ BENCH_PKGS      ?= ./...
 BENCH_PROGRAMS  ?= $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./perf/... 2>/dev/null | grep -v /perf/soak)
 SOAK_DURATION   ?= 30m
 
-# Rule files are the files of alerts/ with a top-level `groups:` key
-# (alerts/slo.yml is the generator's input, not a rule file).
-RULE_FILES       := $(shell grep -l '^groups:' alerts/*.yml 2>/dev/null)
+# Every file of alerts/ is a loadable rule file (`rule_files: [alerts/*.yml]`
+# works); the generator's input, mixin/slo.yml, lives outside it.
+RULE_FILES       := $(wildcard alerts/*.yml)
 RULE_TEST_FILES  := $(wildcard alerts/tests/*.yml)
 DASHBOARD_FILES  := $(wildcard dashboards/*.json)
 CHART_DIR        := deploy/helm/vllm-prober
@@ -160,10 +160,12 @@ tools-test: promtool helm
 chart-sync:
 	scripts/chart-sync.sh $(CHART_FILES_DIR)
 
-# Regenerate alerts/ from alerts/slo.yml, then the chart's copies.
+# Regenerate alerts/ from mixin/slo.yml and dashboards/ from mixin/dashboards.go,
+# then the chart's copies.
 .PHONY: rules
 rules:
-	$(GO) run ./cmd/vllm_prober rules generate --slo.file alerts/slo.yml --out alerts/
+	$(GO) run ./cmd/vllm_prober rules generate --slo.file mixin/slo.yml --out alerts/
+	$(GO) test -count=1 -run '^TestDashboardsUpToDate$$' ./mixin/ -update
 	$(MAKE) chart-sync
 
 .PHONY: demo

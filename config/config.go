@@ -31,7 +31,7 @@ const (
 )
 
 // DefaultBuckets resolve probe latencies from 5 ms to 60 s. Latency SLO thresholds
-// in alerts/slo.yml must be members of this list.
+// in mixin/slo.yml must be members of this list.
 var DefaultBuckets = []float64{
 	0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
 	1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60,

@@ -20,8 +20,9 @@ import (
 
 const repoRoot = ".."
 
-// ruleFiles are the Prometheus rule files of alerts/: the .yml files with a
-// top-level groups key (alerts/slo.yml is the generator's input).
+// ruleFiles are the Prometheus rule files of alerts/: every .yml file there,
+// each with a top-level groups key, so that `rule_files: [alerts/*.yml]` loads
+// (the generator's input is mixin/slo.yml, outside alerts/).
 func ruleFiles(t *testing.T) []string {
 	t.Helper()
 	matches, err := filepath.Glob(filepath.Join(repoRoot, "alerts", "*.yml"))
@@ -35,9 +36,10 @@ func ruleFiles(t *testing.T) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if groupsKey.Match(b) {
-			out = append(out, filepath.Base(m))
+		if !groupsKey.Match(b) {
+			t.Errorf("%s has no top-level groups key: alerts/ must hold only rule files", m)
 		}
+		out = append(out, filepath.Base(m))
 	}
 	return out
 }
@@ -178,18 +180,18 @@ func configMap(t *testing.T, objs []object) object {
 
 const configDir = "/etc/vllm_prober/config"
 
-// proberJob is the job name the rules select (alerts/slo.yml prober_job).
+// proberJob is the job name the rules select (mixin/slo.yml prober_job).
 func proberJob(t *testing.T) string {
 	t.Helper()
 	var slo struct {
 		ProberJob string `yaml:"prober_job"`
 	}
-	b, err := os.ReadFile(filepath.Join(repoRoot, "alerts", "slo.yml"))
+	b, err := os.ReadFile(filepath.Join(repoRoot, "mixin", "slo.yml"))
 	if err != nil {
-		t.Skipf("alerts/slo.yml: %v", err)
+		t.Fatalf("mixin/slo.yml: %v", err)
 	}
 	if err := yaml.Unmarshal(b, &slo); err != nil || slo.ProberJob == "" {
-		t.Fatalf("alerts/slo.yml has no prober_job: %v", err)
+		t.Fatalf("mixin/slo.yml has no prober_job: %v", err)
 	}
 	return slo.ProberJob
 }
@@ -287,8 +289,20 @@ func TestChartDefaults(t *testing.T) {
 			}
 			job := ""
 			for _, rl := range asList(dig(ep, "relabelings")) {
-				if dig(rl, "targetLabel") == "job" {
+				switch dig(rl, "targetLabel") {
+				case "job":
 					job = toString(dig(rl, "replacement"))
+				default:
+					// The SLI rules sum away only instance and pod, the
+					// replica labels the operator adds (mixin/rules.go,
+					// replicaLabels); a label naming the replica set
+					// here would split the SLIs at every restart.
+					t.Errorf("ServiceMonitor relabeling sets %v: a per-replica label the SLI rules do not aggregate away", dig(rl, "targetLabel"))
+				}
+			}
+			for _, k := range []string{"podTargetLabels", "targetLabels"} {
+				if v := dig(sm, "spec", k); v != nil {
+					t.Errorf("ServiceMonitor sets %s %v: labels the SLI rules do not aggregate away", k, v)
 				}
 			}
 			if want := proberJob(t); job != want {

@@ -473,3 +473,31 @@ func (l *kvLoad) stop() (int, []error) {
 	defer l.mu.Unlock()
 	return l.finished, l.errs
 }
+
+// startPrometheus starts a Prometheus that scrapes the vllm_prober replicas at
+// proberAddrs every interval and evaluates the mixin's rules generated with
+// --for-scale forScale, with its files under dir, and waits until it is ready.
+// It returns the process and Prometheus' base URL.
+func startPrometheus(t *testing.T, promBin, dir string, proberAddrs []string) (*process, string) {
+	t.Helper()
+	spec, err := mixin.LoadSpec(sloFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ruleFiles, err := mixin.Generate(mixin.Options{SLOFile: sloFile, OutDir: filepath.Join(dir, "rules"), ForScale: forScale})
+	if err != nil {
+		t.Fatal(err)
+	}
+	promCfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(promCfg, mixin.PrometheusConfig(spec, proberAddrs, interval, ruleFiles), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	promAddr := freeAddr(t)
+	promURL := "http://" + promAddr
+	prom := startProcess(t, "prometheus", promBin, "--config.file="+promCfg,
+		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"), "--web.listen-address="+promAddr)
+	if err := waitReady(t.Context(), prom, promURL+"/-/ready", 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return prom, promURL
+}

@@ -18,15 +18,39 @@ const (
 var ds = map[string]string{"type": "prometheus", "uid": "${datasource}"}
 
 // Selectors shared by the dashboard queries.
+//
+// Server panels select by target only, never by model: vLLM counts the traffic
+// of a LoRA adapter under its base model's model_name, so the vllm_server_*
+// series of a target probing an adapter carry the base model (or, once the
+// collector joins them to the target, the target's model), while $model lists
+// the models the probes use. Selecting server series by $model would empty
+// every server panel when an adapter is chosen; a target is one server, so
+// target alone is the join key.
 const (
 	probeSel  = `job=~"$job", target=~"$target", model=~"$model"`
-	serverSel = `job=~"$job", target=~"$target", model=~"$model"`
+	serverSel = `job=~"$job", target=~"$target"`
+	// baselineSel selects the baseline curves. Every prober replica (shard)
+	// exports every baseline, so baseline queries always deduplicate them with
+	// max without (instance, pod) (see baselineQuery).
+	baselineSel = `job=~"$job", baseline=~"$baseline"`
 )
+
+// baselineQuery deduplicates a baseline series across prober replicas.
+func baselineQuery(metric, extra string) string {
+	sel := baselineSel
+	if extra != "" {
+		sel += ", " + extra
+	}
+	return fmt.Sprintf("max without (%s) (%s{%s})", replicaLabels, metric, sel)
+}
 
 type target struct {
 	Expr    string
 	Legend  string
 	Instant bool
+	// Hint marks a "signal not exported by this server" series: drawn grey and
+	// dashed, so that a missing signal does not read as an empty panel or zero.
+	Hint bool
 }
 
 type panel struct {
@@ -39,6 +63,14 @@ type panel struct {
 	Max         *float64
 	Min         *float64
 	Thresholds  []threshold // for stat panels
+	// Mappings are Grafana value mappings: value → text (and colour).
+	Mappings []mapping
+	// NoValue is shown instead of "No data".
+	NoValue string
+}
+
+type mapping struct {
+	Value, Text, Color string
 }
 
 type threshold struct {
@@ -75,8 +107,29 @@ func (p panel) json(id, x, y int) map[string]any {
 		}
 		defaults["thresholds"] = map[string]any{"mode": "absolute", "steps": steps}
 	}
+	if p.NoValue != "" {
+		defaults["noValue"] = p.NoValue
+	}
+	if len(p.Mappings) > 0 {
+		opts := map[string]any{}
+		for i, m := range p.Mappings {
+			opts[m.Value] = map[string]any{"text": m.Text, "color": m.Color, "index": i}
+		}
+		defaults["mappings"] = []any{map[string]any{"type": "value", "options": opts}}
+	}
+	overrides := []any{}
 	var targets []map[string]any
 	for i, t := range p.Targets {
+		if t.Hint {
+			overrides = append(overrides, map[string]any{
+				"matcher": map[string]any{"id": "byFrameRefID", "options": string(rune('A' + i))},
+				"properties": []any{
+					map[string]any{"id": "color", "value": map[string]any{"mode": "fixed", "fixedColor": "text"}},
+					map[string]any{"id": "custom.lineStyle", "value": map[string]any{"fill": "dash", "dash": []int{10, 10}}},
+					map[string]any{"id": "unit", "value": "none"},
+				},
+			})
+		}
 		tj := map[string]any{
 			"datasource":   ds,
 			"expr":         t.Expr,
@@ -97,7 +150,7 @@ func (p panel) json(id, x, y int) map[string]any {
 		"description": p.Description,
 		"datasource":  ds,
 		"gridPos":     map[string]int{"h": p.H, "w": p.W, "x": x, "y": y},
-		"fieldConfig": map[string]any{"defaults": defaults, "overrides": []any{}},
+		"fieldConfig": map[string]any{"defaults": defaults, "overrides": overrides},
 		"targets":     targets,
 	}
 	switch p.Type {
@@ -179,21 +232,53 @@ func queryVar(name, label, query string) map[string]any {
 		"name": name, "label": label, "type": "query", "datasource": ds,
 		"query":      map[string]string{"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
 		"definition": query,
-		"refresh":    2, "sort": 1, "multi": true, "includeAll": true, "allValue": ".*",
+		"refresh":    2, "sort": 1, "multi": true, "includeAll": true, "allValue": ".+",
 		"current": map[string]any{"selected": true, "text": []string{"All"}, "value": []string{"$__all"}},
 		"hide":    0, "regex": "", "options": []any{},
 	}
 }
 
+// singleVar is a query variable that takes exactly one value, the first option
+// by default.
+func singleVar(name, label, query string) map[string]any {
+	v := queryVar(name, label, query)
+	v["multi"], v["includeAll"] = false, false
+	delete(v, "allValue")
+	v["current"] = map[string]any{}
+	return v
+}
+
 // commonVars are the datasource, job, target and model variables, bound to the
-// prober's own series so they list probed endpoints only.
-func commonVars() []map[string]any {
+// prober's own series so they list probed endpoints only. With singleTarget the
+// target variable takes one value (a dashboard about one endpoint).
+func commonVars(singleTarget bool) []map[string]any {
+	targetVar := queryVar
+	if singleTarget {
+		targetVar = singleVar
+	}
 	return []map[string]any{
 		datasourceVar(),
 		queryVar("job", "Job", `label_values(vllm_probe_attempts_total, job)`),
-		queryVar("target", "Target", `label_values(vllm_probe_attempts_total{job=~"$job"}, target)`),
+		targetVar("target", "Target", `label_values(vllm_probe_attempts_total{job=~"$job"}, target)`),
 		queryVar("model", "Model", `label_values(vllm_probe_attempts_total{job=~"$job", target=~"$target"}, model)`),
 	}
+}
+
+// notExported is the hint series of a server panel whose signal the server may
+// not export (vllm_server_signal_available{signal} == 0, from the collector):
+// a dashed line named "<signal>: not exported by this server" instead of an
+// empty panel that reads as zero.
+func notExported(signal string) target {
+	return target{
+		Expr:   `max by (target, signal) (vllm_server_signal_available{` + serverSel + `, signal="` + signal + `"}) == 0`,
+		Legend: "{{target}} {{signal}}: not exported by this server",
+		Hint:   true,
+	}
+}
+
+// serverMean is the server's mean of a latency over the collector's window.
+func serverMean(metric string) string {
+	return `avg by (target) (` + metric + `{` + serverSel + `, stat="mean"})`
 }
 
 func quantile(q, metric, by string) string {
@@ -209,37 +294,37 @@ func fleetDashboard() dashboard {
 		UID:         "vllm-prober-fleet",
 		Title:       "vLLM / Fleet overview",
 		Description: "One row per probed vLLM endpoint: SLIs, latency, throughput, headroom, regressions and firing alerts (vllm_prober mixin).",
-		Variables:   commonVars(),
+		Variables:   commonVars(false),
 		Rows: []row{{
 			Title:  "$target",
 			Repeat: "target",
 			Panels: []panel{
 				{Type: "stat", Title: "Probe success (1h)", W: 3, H: 6, Unit: "percentunit", Min: f64(0), Max: f64(1),
-					Description: "Share of probes that succeeded over the last hour (recording rule target_module:vllm_probe_success:ratio_rate1h); the availability SLI.",
+					Description: "Share of probes that succeeded over the last hour, worst module (recording rule target_module:vllm_probe_success:ratio_rate1h, summed over prober replicas); the availability SLI.",
 					Thresholds:  []threshold{{"red", nil}, {"orange", f64(0.99)}, {"green", f64(0.995)}},
 					Targets:     []target{{Expr: `min by (target) (target_module:vllm_probe_success:ratio_rate1h{` + probeSel + `})`, Legend: "{{target}}"}}},
-				{Type: "timeseries", Title: "TTFT p50 / p99", W: 5, H: 6, Unit: "s",
-					Description: "Client-side time to first token of the probes (vllm_probe_time_to_first_token_seconds), 50th and 99th percentile.",
+				{Type: "timeseries", Title: "TTFT mean / p99", W: 5, H: 6, Unit: "s",
+					Description: "Client-side time to first token of the probes (vllm_probe_time_to_first_token_seconds): mean, and 99th percentile from the probe histogram.",
 					Targets: []target{
-						{Expr: quantile("0.5", "vllm_probe_time_to_first_token_seconds", "target"), Legend: "p50"},
-						{Expr: quantile("0.99", "vllm_probe_time_to_first_token_seconds", "target"), Legend: "p99"},
+						{Expr: mean("vllm_probe_time_to_first_token_seconds", "target"), Legend: "{{target}} mean"},
+						{Expr: quantile("0.99", "vllm_probe_time_to_first_token_seconds", "target"), Legend: "{{target}} p99"},
 					}},
-				{Type: "timeseries", Title: "TPOT p50", W: 4, H: 6, Unit: "s",
-					Description: "Median time per output token of the probes: (E2E − TTFT) / (output tokens − 1).",
-					Targets:     []target{{Expr: quantile("0.5", "vllm_probe_time_per_output_token_seconds", "target"), Legend: "p50"}}},
+				{Type: "timeseries", Title: "TPOT mean", W: 4, H: 6, Unit: "s",
+					Description: "Mean time per output token of the probes: (E2E − TTFT) / (output tokens − 1).",
+					Targets:     []target{{Expr: mean("vllm_probe_time_per_output_token_seconds", "target"), Legend: "{{target}} mean"}}},
 				{Type: "timeseries", Title: "Output tokens/s", W: 4, H: 6, Unit: "short",
 					Description: "Generation throughput of the whole server (vllm_server_generation_tokens_per_second) and the speed of the last probe (vllm_probe_output_tokens_per_second), in tokens per second.",
 					Targets: []target{
-						{Expr: `sum by (target) (vllm_server_generation_tokens_per_second{` + serverSel + `})`, Legend: "server"},
-						{Expr: `avg by (target) (vllm_probe_output_tokens_per_second{` + probeSel + `})`, Legend: "probe"},
+						{Expr: `sum by (target) (vllm_server_generation_tokens_per_second{` + serverSel + `})`, Legend: "{{target}} server"},
+						{Expr: `avg by (target) (vllm_probe_output_tokens_per_second{` + probeSel + `})`, Legend: "{{target}} probe"},
 					}},
 				{Type: "stat", Title: "Headroom", W: 2, H: 6, Unit: "percentunit", Min: f64(0), Max: f64(1),
 					Description: "Overall capacity headroom (vllm_server_headroom_ratio{resource=\"overall\"}): the share of capacity still free.",
 					Thresholds:  []threshold{{"red", nil}, {"orange", f64(0.1)}, {"green", f64(0.25)}},
 					Targets:     []target{{Expr: `min by (target) (vllm_server_headroom_ratio{` + serverSel + `, resource="overall"})`, Legend: "{{target}}"}}},
 				{Type: "timeseries", Title: "Regression ratio", W: 3, H: 6, Unit: "short",
-					Description: "Live value ÷ baseline per metric (vllm_probe_regression_ratio); above 1 is worse than the baseline.",
-					Targets:     []target{{Expr: `max by (metric) (vllm_probe_regression_ratio{` + probeSel + `})`, Legend: "{{metric}}"}}},
+					Description: "Live value ÷ baseline per metric, worst module and baseline (vllm_probe_regression_ratio); above 1 is worse than the baseline.",
+					Targets:     []target{{Expr: `max by (target, metric) (vllm_probe_regression_ratio{` + probeSel + `})`, Legend: "{{target}} {{metric}}"}}},
 				{Type: "stat", Title: "Firing alerts", W: 3, H: 6, Unit: "short",
 					Description: "Number of vLLM alerts firing for this target (ALERTS{alertstate=\"firing\"}).",
 					Thresholds:  []threshold{{"green", nil}, {"red", f64(1)}},
@@ -254,69 +339,88 @@ func fleetDashboard() dashboard {
 	}
 }
 
+// The endpoint dashboard is about one endpoint: its target variable takes a
+// single value, and the legends name what varies within one target (module,
+// baseline, metric, stat).
 func endpointDashboard() dashboard {
 	return dashboard{
 		UID:         "vllm-prober-endpoint",
 		Title:       "vLLM / Endpoint detail",
 		Description: "Client (probe) versus server view of one vLLM endpoint, with baseline overlays, saturation, failures and probe cost (vllm_prober mixin).",
-		Variables:   commonVars(),
+		Variables:   commonVars(true),
 		Rows: []row{
 			{Title: "Service level", Panels: []panel{
-				{Type: "timeseries", Title: "Probe success ratio", W: 8, H: 7, Unit: "percentunit", Max: f64(1),
-					Description: "Share of probes that succeeded over 5m and 1h windows (recording rules target_module:vllm_probe_success:ratio_rate5m / 1h).",
+				{Type: "timeseries", Title: "Probe success ratio", W: 6, H: 7, Unit: "percentunit", Max: f64(1),
+					Description: "Share of probes that succeeded over 5m and 1h windows, per module, worst model (recording rules target_module:vllm_probe_success:ratio_rate5m / 1h, summed over prober replicas).",
 					Targets: []target{
-						{Expr: `target_module:vllm_probe_success:ratio_rate5m{` + probeSel + `}`, Legend: "5m {{module}}"},
-						{Expr: `target_module:vllm_probe_success:ratio_rate1h{` + probeSel + `}`, Legend: "1h {{module}}"},
+						{Expr: `min by (module) (target_module:vllm_probe_success:ratio_rate5m{` + probeSel + `})`, Legend: "5m {{module}}"},
+						{Expr: `min by (module) (target_module:vllm_probe_success:ratio_rate1h{` + probeSel + `})`, Legend: "1h {{module}}"},
 					}},
-				{Type: "timeseries", Title: "Latency SLIs", W: 8, H: 7, Unit: "percentunit", Max: f64(1),
-					Description: "Share of successful probes within the TTFT and E2E thresholds of alerts/slo.yml, over 1h.",
+				{Type: "timeseries", Title: "Latency SLIs", W: 6, H: 7, Unit: "percentunit", Max: f64(1),
+					Description: "Share of successful probes within the TTFT and E2E thresholds of mixin/slo.yml, over 1h, per module, worst model.",
 					Targets: []target{
-						{Expr: `target_module:vllm_probe_ttft_within_slo:ratio_rate1h{` + probeSel + `}`, Legend: "TTFT {{module}}"},
-						{Expr: `target_module:vllm_probe_e2e_within_slo:ratio_rate1h{` + probeSel + `}`, Legend: "E2E {{module}}"},
+						{Expr: `min by (module) (target_module:vllm_probe_ttft_within_slo:ratio_rate1h{` + probeSel + `})`, Legend: "TTFT {{module}}"},
+						{Expr: `min by (module) (target_module:vllm_probe_e2e_within_slo:ratio_rate1h{` + probeSel + `})`, Legend: "E2E {{module}}"},
 					}},
-				{Type: "timeseries", Title: "Failures by reason", W: 8, H: 7, Unit: "reqps",
-					Description: "Failed probes per second by reason (vllm_probe_failures_total).",
-					Targets:     []target{{Expr: `sum by (reason) (rate(vllm_probe_failures_total{` + probeSel + `}[$__rate_interval]))`, Legend: "{{reason}}"}}},
+				{Type: "timeseries", Title: "Answer correctness", W: 6, H: 7, Unit: "percentunit", Min: f64(0), Max: f64(1),
+					Description: "Share of answer checks that were correct (vllm_probe_answer_checks_total{result}), per module with an expect: or questions:, and the last probe's verdict (vllm_probe_answer_correct). VLLMWrongAnswers fires when more than the slo.yml threshold is wrong.",
+					NoValue:     "no module checks answers",
+					Targets: []target{
+						{Expr: `sum by (module) (rate(vllm_probe_answer_checks_total{` + probeSel + `, result="correct"}[$__rate_interval])) / (sum by (module) (rate(vllm_probe_answer_checks_total{` + probeSel + `}[$__rate_interval])) > 0)`, Legend: "{{module}} correct share"},
+						{Expr: `min by (module) (vllm_probe_answer_correct{` + probeSel + `})`, Legend: "{{module}} last probe"},
+					}},
+				{Type: "timeseries", Title: "Failures by reason", W: 6, H: 7, Unit: "reqps",
+					Description: "Failed probes per second by module and reason (vllm_probe_failures_total).",
+					Targets:     []target{{Expr: `sum by (module, reason) (rate(vllm_probe_failures_total{` + probeSel + `}[$__rate_interval]))`, Legend: "{{module}} {{reason}}"}}},
 			}},
 			{Title: "Latency: client vs server", Panels: []panel{
 				{Type: "timeseries", Title: "TTFT: probe vs server vs baseline", W: 12, H: 8, Unit: "s",
-					Description: "Mean time to first token seen by the probes, the server's own mean TTFT, and the baseline's expected TTFT.",
+					Description: "Mean time to first token seen by the probes next to the server's own mean TTFT (vllm_server_time_to_first_token_seconds{stat=\"mean\"}), the probes' p99 and the baseline's expected TTFT. Means are compared, not quantiles: vLLM's coarse histogram buckets make server quantiles unreliable at low latencies.",
 					Targets: []target{
 						{Expr: mean("vllm_probe_time_to_first_token_seconds", "target"), Legend: "probe mean"},
 						{Expr: quantile("0.99", "vllm_probe_time_to_first_token_seconds", "target"), Legend: "probe p99"},
-						{Expr: `avg by (target) (vllm_server_time_to_first_token_seconds{` + serverSel + `, stat="mean"})`, Legend: "server mean"},
+						{Expr: serverMean("vllm_server_time_to_first_token_seconds"), Legend: "server mean"},
 						{Expr: `avg by (target, baseline) (vllm_probe_expected_time_to_first_token_seconds{` + probeSel + `})`, Legend: "baseline {{baseline}}"},
+						notExported("ttft"),
 					}},
 				{Type: "timeseries", Title: "TTFT gap (probe − server)", W: 12, H: 8, Unit: "s",
-					Description: "Probe mean TTFT minus server mean TTFT over the same window (vllm_probe_server_ttft_gap_seconds): network, proxy and queueing before vLLM counts the request.",
-					Targets:     []target{{Expr: `vllm_probe_server_ttft_gap_seconds{` + serverSel + `}`, Legend: "{{target}}"}}},
-				{Type: "timeseries", Title: "Inter-token latency", W: 8, H: 8, Unit: "s",
-					Description: "Gaps between consecutive streamed tokens: probe p50/p99 (vllm_probe_inter_token_latency_seconds) and server p50/p99.",
+					Description: "Probe mean TTFT minus server mean TTFT over the same window (vllm_probe_server_ttft_gap_seconds): network and proxies before vLLM counts the request (docs/metrics.md).",
 					Targets: []target{
-						{Expr: quantile("0.5", "vllm_probe_inter_token_latency_seconds", "target"), Legend: "probe p50"},
+						{Expr: `max by (target, module) (vllm_probe_server_ttft_gap_seconds{` + serverSel + `})`, Legend: "{{module}}"},
+						notExported("ttft"),
+					}},
+				{Type: "timeseries", Title: "Inter-token latency: means", W: 8, H: 8, Unit: "s",
+					Description: "Gaps between consecutive streamed tokens: probe mean (vllm_probe_inter_token_latency_seconds) next to the server mean (vllm_server_inter_token_latency_seconds{stat=\"mean\"}), and the probes' p99. No server quantile: when every gap falls in vLLM's lowest bucket, a server p50 reads half the bucket and invents a client/server gap.",
+					Targets: []target{
+						{Expr: mean("vllm_probe_inter_token_latency_seconds", "target"), Legend: "probe mean"},
+						{Expr: serverMean("vllm_server_inter_token_latency_seconds"), Legend: "server mean"},
 						{Expr: quantile("0.99", "vllm_probe_inter_token_latency_seconds", "target"), Legend: "probe p99"},
-						{Expr: `avg by (target, stat) (vllm_server_inter_token_latency_seconds{` + serverSel + `, stat=~"p50|p99"})`, Legend: "server {{stat}}"},
+						notExported("itl"),
 					}},
 				{Type: "timeseries", Title: "TPOT vs baseline", W: 8, H: 8, Unit: "s",
-					Description: "Time per output token of the probes (p50, p99) with the baseline's expected TPOT.",
+					Description: "Time per output token of the probes (mean, p99) with the baseline's expected TPOT.",
 					Targets: []target{
-						{Expr: quantile("0.5", "vllm_probe_time_per_output_token_seconds", "target"), Legend: "probe p50"},
+						{Expr: mean("vllm_probe_time_per_output_token_seconds", "target"), Legend: "probe mean"},
 						{Expr: quantile("0.99", "vllm_probe_time_per_output_token_seconds", "target"), Legend: "probe p99"},
 						{Expr: `avg by (target, baseline) (vllm_probe_expected_time_per_output_token_seconds{` + probeSel + `})`, Legend: "baseline {{baseline}}"},
 					}},
-				{Type: "timeseries", Title: "End-to-end latency", W: 8, H: 8, Unit: "s",
-					Description: "Request sent to last token: probe p50/p99 (vllm_probe_e2e_latency_seconds) and the server's p50/p99.",
+				{Type: "timeseries", Title: "End-to-end latency: means", W: 8, H: 8, Unit: "s",
+					Description: "Request sent to last token: probe mean (vllm_probe_e2e_latency_seconds) next to the server mean (vllm_server_e2e_latency_seconds{stat=\"mean\"}), and the probes' p99.",
 					Targets: []target{
-						{Expr: quantile("0.5", "vllm_probe_e2e_latency_seconds", "target"), Legend: "probe p50"},
+						{Expr: mean("vllm_probe_e2e_latency_seconds", "target"), Legend: "probe mean"},
+						{Expr: serverMean("vllm_server_e2e_latency_seconds"), Legend: "server mean"},
 						{Expr: quantile("0.99", "vllm_probe_e2e_latency_seconds", "target"), Legend: "probe p99"},
-						{Expr: `avg by (target, stat) (vllm_server_e2e_latency_seconds{` + serverSel + `, stat=~"p50|p99"})`, Legend: "server {{stat}}"},
+						notExported("e2e"),
 					}},
 				{Type: "timeseries", Title: "Regression ratios", W: 12, H: 7, Unit: "short",
-					Description: "Live ÷ baseline per metric and baseline (vllm_probe_regression_ratio); above 1 is worse. VLLMLatencyRegression / VLLMThroughputRegression fire above the slo.yml thresholds.",
-					Targets:     []target{{Expr: `vllm_probe_regression_ratio{` + probeSel + `}`, Legend: "{{metric}} vs {{baseline}}"}}},
+					Description: "Live ÷ baseline per module, metric and baseline, worst model (vllm_probe_regression_ratio); above 1 is worse. VLLMLatencyRegression / VLLMThroughputRegression fire above the slo.yml thresholds.",
+					Targets:     []target{{Expr: `max by (module, metric, baseline) (vllm_probe_regression_ratio{` + probeSel + `})`, Legend: "{{module}} {{metric}} vs {{baseline}}"}}},
 				{Type: "timeseries", Title: "Queue time", W: 12, H: 7, Unit: "s",
 					Description: "Time requests wait in the vLLM queue, server-side mean and p99 (vllm_server_queue_time_seconds).",
-					Targets:     []target{{Expr: `avg by (target, stat) (vllm_server_queue_time_seconds{` + serverSel + `, stat=~"mean|p99"})`, Legend: "{{stat}}"}}},
+					Targets: []target{
+						{Expr: `avg by (target, stat) (vllm_server_queue_time_seconds{` + serverSel + `, stat=~"mean|p99"})`, Legend: "{{stat}}"},
+						notExported("queue_time"),
+					}},
 			}},
 			{Title: "Throughput and saturation", Panels: []panel{
 				{Type: "timeseries", Title: "Tokens/s vs expected", W: 12, H: 8, Unit: "short",
@@ -328,49 +432,66 @@ func endpointDashboard() dashboard {
 					}},
 				{Type: "timeseries", Title: "Requests running / waiting", W: 12, H: 8, Unit: "short",
 					Description: "Requests in the running batch and in the waiting queue (vllm_server_requests by state).",
-					Targets:     []target{{Expr: `sum by (state) (vllm_server_requests{` + serverSel + `})`, Legend: "{{state}}"}}},
+					Targets: []target{
+						{Expr: `sum by (state) (vllm_server_requests{` + serverSel + `})`, Legend: "{{state}}"},
+						notExported("running"),
+						notExported("waiting"),
+					}},
 				{Type: "timeseries", Title: "KV cache usage", W: 8, H: 7, Unit: "percentunit", Min: f64(0), Max: f64(1),
 					Description: "Share of the GPU KV cache in use (vllm_server_kv_cache_usage_ratio); VLLMKVCacheSaturated fires above the slo.yml threshold.",
-					Targets:     []target{{Expr: `max by (target) (vllm_server_kv_cache_usage_ratio{` + serverSel + `})`, Legend: "{{target}}"}}},
+					Targets: []target{
+						{Expr: `max by (target) (vllm_server_kv_cache_usage_ratio{` + serverSel + `})`, Legend: "usage"},
+						notExported("kv_cache_usage"),
+					}},
 				{Type: "timeseries", Title: "Preemptions", W: 8, H: 7, Unit: "reqps",
-					Description: "Requests preempted per second (vllm_server_preemptions_per_second): sustained preemption means the KV cache is too small for the load.",
-					Targets:     []target{{Expr: `sum by (target) (vllm_server_preemptions_per_second{` + serverSel + `})`, Legend: "{{target}}"}}},
+					Description: "Requests preempted per second (vllm_server_preemptions_per_second): sustained preemption means the KV cache is too small for the load. A server that does not export preemptions shows a dashed hint, and VLLMPreemptionsHigh is blind on it.",
+					Targets: []target{
+						{Expr: `sum by (target) (vllm_server_preemptions_per_second{` + serverSel + `})`, Legend: "preemptions"},
+						notExported("preemptions"),
+					}},
 				{Type: "timeseries", Title: "Headroom by resource", W: 8, H: 7, Unit: "percentunit", Min: f64(0), Max: f64(1),
 					Description: "Capacity still free per resource (KV cache, batch slots, throughput) and overall (vllm_server_headroom_ratio).",
 					Targets:     []target{{Expr: `min by (resource) (vllm_server_headroom_ratio{` + serverSel + `})`, Legend: "{{resource}}"}}},
 			}},
 			{Title: "Probe health and cost", Panels: []panel{
-				{Type: "timeseries", Title: "Endpoint and scrape status", W: 8, H: 7, Unit: "bool_on_off",
+				{Type: "timeseries", Title: "Endpoint and scrape status", W: 6, H: 7, Unit: "bool_on_off",
 					Description: "/health answers 200 (vllm_probe_health_up), /v1/models lists the model (vllm_probe_models_up) and /metrics scrapes (vllm_server_up).",
 					Targets: []target{
 						{Expr: `max by (target) (vllm_probe_health_up{` + probeSel + `})`, Legend: "health"},
 						{Expr: `max by (target) (vllm_probe_models_up{` + probeSel + `})`, Legend: "models"},
-						{Expr: `max by (target) (vllm_server_up{job=~"$job", target=~"$target"})`, Legend: "metrics scrape"},
+						{Expr: `max by (target) (vllm_server_up{` + serverSel + `})`, Legend: "metrics scrape"},
 					}},
-				{Type: "timeseries", Title: "Probe cost", W: 8, H: 7, Unit: "short",
+				{Type: "timeseries", Title: "Time since last success", W: 6, H: 7, Unit: "s",
+					Description: "Seconds since the last successful probe per module (time() − vllm_probe_last_success_timestamp_seconds): how long a failing target has been failing, kept across the prober's history eviction.",
+					Targets:     []target{{Expr: `time() - max by (module) (vllm_probe_last_success_timestamp_seconds{` + probeSel + `})`, Legend: "{{module}}"}}},
+				{Type: "timeseries", Title: "Probe duration", W: 6, H: 7, Unit: "s",
+					Description: "Duration of the last probe per module, failures included (vllm_probe_duration_seconds, as blackbox_exporter's probe_duration_seconds): a stalled or timed-out probe shows its real elapsed time here, not in the latency histograms.",
+					Targets:     []target{{Expr: `max by (module) (vllm_probe_duration_seconds{` + probeSel + `})`, Legend: "{{module}}"}}},
+				{Type: "stat", Title: "Signals exported", W: 6, H: 7, Unit: "none",
+					Description: "Which signals the server's /metrics exports (vllm_server_signal_available). A signal marked \"not exported by this server\" leaves its panels with a dashed hint and the alerts built on it blind (docs/runbook.md, \"Blind alerts\").",
+					NoValue:     "unknown (prober without signal availability)",
+					Mappings:    []mapping{{"0", "not exported by this server", "orange"}, {"1", "exported", "green"}},
+					Targets:     []target{{Expr: `max by (signal) (vllm_server_signal_available{` + serverSel + `})`, Legend: "{{signal}}"}}},
+				{Type: "timeseries", Title: "Probe cost", W: 12, H: 7, Unit: "short",
 					Description: "Tokens spent by probes per second by kind (vllm_probe_tokens_total); multiply by 86400 for tokens per day.",
 					Targets:     []target{{Expr: `sum by (kind) (rate(vllm_probe_tokens_total{` + probeSel + `}[$__rate_interval]))`, Legend: "{{kind}}"}}},
-				{Type: "timeseries", Title: "Probes started and skipped", W: 8, H: 7, Unit: "reqps",
-					Description: "Probes started per second (vllm_probe_attempts_total) and probes not started, by reason (vllm_probe_skipped_total).",
+				{Type: "timeseries", Title: "Probes started and skipped", W: 12, H: 7, Unit: "reqps",
+					Description: "Probes started per second by module (vllm_probe_attempts_total) and probes not started, by reason (vllm_probe_skipped_total).",
 					Targets: []target{
-						{Expr: `sum by (target) (rate(vllm_probe_attempts_total{` + probeSel + `}[$__rate_interval]))`, Legend: "started"},
-						{Expr: `sum by (reason) (rate(vllm_probe_skipped_total{` + probeSel + `}[$__rate_interval]))`, Legend: "skipped: {{reason}}"},
+						{Expr: `sum by (module) (rate(vllm_probe_attempts_total{` + probeSel + `}[$__rate_interval]))`, Legend: "started {{module}}"},
+						{Expr: `sum by (module, reason) (rate(vllm_probe_skipped_total{` + probeSel + `}[$__rate_interval]))`, Legend: "skipped {{module}}: {{reason}}"},
 					}},
+				{Type: "table", Title: "Server facts", W: 24, H: 5, Unit: "none",
+					Description: "vllm_server_info of the target: vLLM version, metrics_schema (which metric names the server uses: v0, v0.10-transition, v1; a schema, not a version) and whether its TTFT includes queue time.",
+					Targets:     []target{{Expr: `max without (` + replicaLabels + `) (vllm_server_info{` + serverSel + `})`, Instant: true}}},
 			}},
 		},
 	}
 }
 
 func baselinesDashboard() dashboard {
-	vars := append(commonVars(), map[string]any{
-		"name": "baseline", "label": "Baseline", "type": "query", "datasource": ds,
-		"query":      map[string]string{"query": `label_values(vllm_baseline_output_throughput_tokens_per_second, baseline)`, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
-		"definition": `label_values(vllm_baseline_output_throughput_tokens_per_second, baseline)`,
-		"refresh":    2, "sort": 1, "multi": true, "includeAll": true, "allValue": ".*",
-		"current": map[string]any{"selected": true, "text": []string{"All"}, "value": []string{"$__all"}},
-		"hide":    0, "regex": "", "options": []any{},
-	})
-	bsel := `baseline=~"$baseline"`
+	baselineQ := `label_values(vllm_baseline_output_throughput_tokens_per_second{job=~"$job"}, baseline)`
+	vars := append(commonVars(false), queryVar("baseline", "Baseline", baselineQ))
 	curve := func(title, unit, desc, baselineExpr, liveExpr, liveLegend string) panel {
 		return panel{Type: "timeseries", Title: title, W: 12, H: 8, Unit: unit, Description: desc,
 			Targets: []target{
@@ -380,13 +501,13 @@ func baselinesDashboard() dashboard {
 	}
 	latency := func(metric, title, live string) panel {
 		return curve(title+" by load vs live", "s",
-			"Each line is one point of the baseline curve (benchmark "+metric+" median at one concurrency or request rate); the bold series is the live value. Where the live line falls between baseline lines is the live operating point.",
-			`vllm_baseline_latency_seconds{`+bsel+`, metric="`+metric+`", stat="median"}`, live, "live")
+			"Each line is one point of the baseline curve (benchmark "+metric+" mean at one concurrency or request rate); the live series is each target's probe mean: means against means, as quantiles from coarse histogram buckets are not comparable. Where the live line falls between baseline lines is the live operating point.",
+			baselineQuery("vllm_baseline_latency_seconds", `metric="`+metric+`", stat="mean"`), live, "live {{target}}")
 	}
 	return dashboard{
 		UID:         "vllm-prober-baselines",
 		Title:       "vLLM / Baselines vs live",
-		Description: "Benchmark baseline curves (one series per load point) with the live operating point of each endpoint (vllm_prober mixin).",
+		Description: "Benchmark baseline curves (one series per load point, deduplicated across prober replicas) with the live operating point of each endpoint (vllm_prober mixin).",
 		Variables:   vars,
 		Rows: []row{
 			{Title: "Live operating point", Panels: []panel{
@@ -398,36 +519,72 @@ func baselinesDashboard() dashboard {
 					Targets:     []target{{Expr: `sum by (target) (vllm_server_request_success_per_second{` + serverSel + `})`, Legend: "{{target}}"}}},
 				{Type: "stat", Title: "Saturation throughput", W: 6, H: 5, Unit: "short",
 					Description: "Output tokens per second at which each baseline saturates (vllm_baseline_saturation_output_tokens_per_second).",
-					Targets:     []target{{Expr: `vllm_baseline_saturation_output_tokens_per_second{` + bsel + `}`, Legend: "{{baseline}}"}}},
+					Targets:     []target{{Expr: baselineQuery("vllm_baseline_saturation_output_tokens_per_second", ""), Legend: "{{baseline}}"}}},
 				{Type: "stat", Title: "Live share of saturation", W: 6, H: 5, Unit: "percentunit",
-					Description: "Live generation throughput divided by the baseline's saturation throughput.",
-					Targets: []target{{Expr: `sum by (target) (vllm_server_generation_tokens_per_second{` + serverSel + `}) / on () group_left () max(vllm_baseline_saturation_output_tokens_per_second{` + bsel + `})`,
-						Legend: "{{target}}"}}},
+					Description: "Live generation throughput divided by the saturation throughput of the target's own baseline (the baseline of vllm_server_expected_generation_tokens_per_second).",
+					Targets: []target{{Expr: `sum by (target, baseline) (vllm_server_generation_tokens_per_second{` + serverSel + `} * on (job, target) group_left (baseline) max by (job, target, baseline) (vllm_server_expected_generation_tokens_per_second{` + serverSel + `, baseline=~"$baseline"} * 0 + 1)) / on (baseline) group_left () ` + baselineQuery("vllm_baseline_saturation_output_tokens_per_second", ""),
+						Legend: "{{target}} vs {{baseline}}"}}},
 			}},
 			{Title: "Curves", Panels: []panel{
 				curve("Output throughput by load vs live", "short",
 					"Each line is one point of the baseline throughput curve (output tokens/s at one concurrency or request rate); the live series is the server's generation throughput.",
-					`vllm_baseline_output_throughput_tokens_per_second{`+bsel+`}`,
+					baselineQuery("vllm_baseline_output_throughput_tokens_per_second", ""),
 					`sum by (target) (vllm_server_generation_tokens_per_second{`+serverSel+`})`, "live {{target}}"),
 				curve("Request throughput by load vs live", "reqps",
 					"Each line is one point of the baseline request-throughput curve; the live series is finished requests per second.",
-					`vllm_baseline_request_throughput_requests_per_second{`+bsel+`}`,
+					baselineQuery("vllm_baseline_request_throughput_requests_per_second", ""),
 					`sum by (target) (vllm_server_request_success_per_second{`+serverSel+`})`, "live {{target}}"),
-				latency("ttft", "TTFT", quantile("0.5", "vllm_probe_time_to_first_token_seconds", "target")),
-				latency("tpot", "TPOT", quantile("0.5", "vllm_probe_time_per_output_token_seconds", "target")),
-				latency("itl", "ITL", quantile("0.5", "vllm_probe_inter_token_latency_seconds", "target")),
-				latency("e2e", "E2E", quantile("0.5", "vllm_probe_e2e_latency_seconds", "target")),
+				latency("ttft", "TTFT", mean("vllm_probe_time_to_first_token_seconds", "target")),
+				latency("tpot", "TPOT", mean("vllm_probe_time_per_output_token_seconds", "target")),
+				latency("itl", "ITL", mean("vllm_probe_inter_token_latency_seconds", "target")),
+				latency("e2e", "E2E", mean("vllm_probe_e2e_latency_seconds", "target")),
 				{Type: "table", Title: "Baseline curve points", W: 24, H: 8, Unit: "none",
 					Description: "Every point of the selected baselines: load type, load and median latencies.",
-					Targets:     []target{{Expr: `vllm_baseline_latency_seconds{` + bsel + `, stat="median"}`, Instant: true}}},
+					Targets:     []target{{Expr: baselineQuery("vllm_baseline_latency_seconds", `stat="median"`), Instant: true}}},
 			}},
 		},
 	}
 }
 
-// Dashboards returns the Grafana dashboards, keyed by file name, as indented JSON.
+// LintFile is grafana/dashboard-linter's configuration, next to the dashboards:
+// the rules the dashboards deliberately do not follow, each with its reason,
+// so that `dashboard-linter lint dashboards/*.json` runs clean.
+const LintFile = ".lint"
+
+const lintConfig = `# grafana/dashboard-linter exclusions for the vllm_prober mixin's dashboards,
+# generated by mixin/dashboards.go (go test ./mixin/ -update). Each deviation is
+# deliberate; the reason says why.
+exclusions:
+  template-instance-rule:
+    reason: >-
+      Here instance is the vllm_prober replica that scraped a series, not the
+      monitored endpoint; the endpoint is the target label, which every
+      dashboard has a variable for. A restart or reshard changes instance, so
+      an instance variable would select a prober pod, not a vLLM server.
+  target-instance-rule:
+    reason: >-
+      Queries select the endpoint by target=~"$target" and aggregate the prober
+      replica away (by target, or max without (instance, pod) for baselines),
+      so that a series keeps one line when it moves between prober replicas.
+  uneditable-dashboard:
+    reason: >-
+      The dashboards are generated (mixin/dashboards.go) and provisioned, so
+      edits in the UI do not persist anyway; they stay editable so an operator
+      can explore a panel's query in place.
+  target-job-rule:
+    reason: >-
+      One query has no job matcher on purpose: the firing-alerts panels read
+      ALERTS, which Prometheus' rule manager writes without the prober's job
+      label; they select alertname=~"VLLM.*" instead.
+    entries:
+      - panel: Firing alerts
+      - panel: Firing vLLM alerts
+`
+
+// Dashboards returns the Grafana dashboards, keyed by file name, as indented
+// JSON, and the dashboard-linter configuration (LintFile).
 func Dashboards() (map[string][]byte, error) {
-	out := map[string][]byte{}
+	out := map[string][]byte{LintFile: []byte(lintConfig)}
 	for name, d := range map[string]dashboard{
 		FleetDashboard:     fleetDashboard(),
 		EndpointDashboard:  endpointDashboard(),

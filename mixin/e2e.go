@@ -19,18 +19,23 @@ import (
 	"time"
 )
 
-// PrometheusConfig returns a Prometheus configuration that scrapes vllm_prober at
-// proberAddr (host:port) under the spec's job name, evaluates ruleFiles every
-// interval, and scrapes every interval.
-func PrometheusConfig(spec *Spec, proberAddr string, interval time.Duration, ruleFiles []string) []byte {
+// PrometheusConfig returns a Prometheus configuration that scrapes the
+// vllm_prober replicas at proberAddrs (host:port each, e.g. one per shard) under
+// the spec's job name, evaluates ruleFiles every interval, and scrapes every
+// interval.
+func PrometheusConfig(spec *Spec, proberAddrs []string, interval time.Duration, ruleFiles []string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "global:\n  scrape_interval: %s\n  evaluation_interval: %s\n", interval, interval)
 	b.WriteString("rule_files:\n")
 	for _, f := range ruleFiles {
 		fmt.Fprintf(&b, "  - %s\n", yamlString(f))
 	}
+	quoted := make([]string, len(proberAddrs))
+	for i, a := range proberAddrs {
+		quoted[i] = yamlString(a)
+	}
 	fmt.Fprintf(&b, "scrape_configs:\n  - job_name: %s\n    static_configs:\n      - targets: [%s]\n",
-		yamlString(spec.ProberJob), yamlString(proberAddr))
+		yamlString(spec.ProberJob), strings.Join(quoted, ", "))
 	return []byte(b.String())
 }
 
@@ -41,25 +46,17 @@ type DashboardQuery struct {
 	Expr             string
 }
 
-// dashboardVars makes dashboard queries runnable: all jobs, targets, models and
-// baselines, and a rate interval of rateInterval.
-func dashboardVars(rateInterval time.Duration) *strings.Replacer {
-	ri := rateInterval.String()
-	return strings.NewReplacer(
-		"$__rate_interval", ri, "$__interval", ri, "$__range", ri,
-		"$job", ".*", "$target", ".*", "$model", ".*", "$baseline", ".*",
-	)
-}
+// allValues are the variables of the committed dashboards at "All" (.+).
+var allValues = map[string]string{"job": ".+", "target": ".+", "model": ".+", "baseline": ".+"}
 
 // DashboardQueries reads every *.json dashboard in dir and returns its panel
-// queries, sorted, with variables replaced (rateInterval stands in for
-// $__rate_interval).
+// queries, sorted, with every variable at All (.+) and rateInterval standing
+// in for $__rate_interval.
 func DashboardQueries(dir string, rateInterval time.Duration) ([]DashboardQuery, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, fmt.Errorf("listing dashboards: %w", err)
 	}
-	repl := dashboardVars(rateInterval)
 	var out []DashboardQuery
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
@@ -80,7 +77,7 @@ func DashboardQueries(dir string, rateInterval time.Duration) ([]DashboardQuery,
 		}
 		for _, panel := range d.Panels {
 			for _, t := range panel.Targets {
-				out = append(out, DashboardQuery{Dashboard: d.Title, Panel: panel.Title, Expr: repl.Replace(t.Expr)})
+				out = append(out, DashboardQuery{Dashboard: d.Title, Panel: panel.Title, Expr: Interpolate(t.Expr, allValues, rateInterval)})
 			}
 		}
 	}

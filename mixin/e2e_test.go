@@ -95,11 +95,11 @@ func TestDashboardQueriesAreRunnable(t *testing.T) {
 }
 
 func TestPrometheusConfig(t *testing.T) {
-	spec, err := LoadSpec(root("alerts/slo.yml"))
+	spec, err := LoadSpec(root("mixin/slo.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := PrometheusConfig(spec, "127.0.0.1:9116", 2*time.Second, []string{"/tmp/r/" + RulesFile, "/tmp/r/" + AlertsFile})
+	b := PrometheusConfig(spec, []string{"127.0.0.1:9116"}, 2*time.Second, []string{"/tmp/r/" + RulesFile, "/tmp/r/" + AlertsFile})
 	var cfg struct {
 		Global        map[string]string `yaml:"global"`
 		RuleFiles     []string          `yaml:"rule_files"`

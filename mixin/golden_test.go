@@ -16,13 +16,13 @@ const repoRoot = ".."
 func root(p string) string { return filepath.Join(repoRoot, filepath.FromSlash(p)) }
 
 // TestRulesUpToDate asserts that the committed rule files are exactly the
-// generator's default output for the committed alerts/slo.yml.
+// generator's default output for the committed mixin/slo.yml.
 func TestRulesUpToDate(t *testing.T) {
-	spec, err := LoadSpec(root("alerts/slo.yml"))
+	spec, err := LoadSpec(root("mixin/slo.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range Render(spec, "alerts/slo.yml") {
+	for name, want := range Render(spec, "mixin/slo.yml") {
 		path := root("alerts/" + name)
 		if *update {
 			if err := os.WriteFile(path, want, 0o644); err != nil {
@@ -35,7 +35,7 @@ func TestRulesUpToDate(t *testing.T) {
 			t.Fatalf("%v (run go test ./mixin/... -update)", err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from the output of the generator for alerts/slo.yml; run `go test ./mixin/... -update` or `vllm_prober rules generate`", path)
+			t.Errorf("%s differs from the output of the generator for mixin/slo.yml; run `go test ./mixin/... -update` or `vllm_prober rules generate`", path)
 		}
 	}
 }

@@ -251,6 +251,11 @@ func knownNames(t *testing.T) map[string]string {
 	for _, n := range readList(t, "testdata/vllm-metrics.txt") {
 		known[n] = "vllm"
 	}
+	for _, n := range readList(t, "testdata/interface-metrics.txt") {
+		if _, ok := known[n]; !ok {
+			known[n] = "interface"
+		}
+	}
 	for _, g := range loadRuleFile(t, RulesFile).Groups {
 		for _, r := range g.Rules {
 			known[r.Record] = "recording rule"
@@ -403,12 +408,12 @@ func TestMetricsDocListsContract(t *testing.T) {
 }
 
 func TestSpecMatchesProberBuckets(t *testing.T) {
-	spec, err := LoadSpec(root("alerts/slo.yml"))
+	spec, err := LoadSpec(root("mixin/slo.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(spec.Buckets, config.DefaultBuckets) {
-		t.Errorf("alerts/slo.yml histogram_buckets %v differ from config.DefaultBuckets %v", spec.Buckets, config.DefaultBuckets)
+		t.Errorf("mixin/slo.yml histogram_buckets %v differ from config.DefaultBuckets %v", spec.Buckets, config.DefaultBuckets)
 	}
 }
 
@@ -443,7 +448,7 @@ func alertRules(t *testing.T) (names []string, rules []struct {
 }
 
 func TestAlertConventions(t *testing.T) {
-	spec, err := LoadSpec(root("alerts/slo.yml"))
+	spec, err := LoadSpec(root("mixin/slo.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -607,7 +612,7 @@ func TestEveryAlertHasFireAndNoFireCases(t *testing.T) {
 		}
 	}
 	// Each recording-rule family is checked by a promql_expr_test.
-	spec, err := LoadSpec(root("alerts/slo.yml"))
+	spec, err := LoadSpec(root("mixin/slo.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -645,6 +650,31 @@ func TestPromtoolCheckRules(t *testing.T) {
 	}
 }
 
+// TestAlertsGlobLoads checks that alerts/ holds only loadable rule files: a
+// Prometheus configuration with `rule_files: [<repo>/alerts/*.yml]`, as the
+// README suggests, passes `promtool check config`, and the glob finds the
+// generated files (issue 14).
+func TestAlertsGlobLoads(t *testing.T) {
+	abs, err := filepath.Abs(root("alerts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "prometheus.yml")
+	body := "rule_files:\n  - " + yamlString(filepath.Join(abs, "*.yml")) + "\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(promtool(t), "check", "config", cfg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check config with rule_files %s/*.yml: %v\n%s", abs, err, out)
+	}
+	for _, f := range []string{RulesFile, AlertsFile} {
+		if !strings.Contains(string(out), f) {
+			t.Errorf("promtool check config did not load %s through the glob:\n%s", f, out)
+		}
+	}
+}
+
 func TestPromtoolTestRules(t *testing.T) {
 	paths, err := filepath.Glob(root("alerts/tests/*.yml"))
 	if err != nil || len(paths) == 0 {
@@ -660,7 +690,7 @@ func TestPromtoolTestRules(t *testing.T) {
 // end-to-end test would, and checks them with promtool.
 func TestScaledRulesAreValid(t *testing.T) {
 	dir := t.TempDir()
-	written, err := Generate(Options{SLOFile: root("alerts/slo.yml"), OutDir: dir, ForScale: 0.01})
+	written, err := Generate(Options{SLOFile: root("mixin/slo.yml"), OutDir: dir, ForScale: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -692,7 +722,7 @@ func TestScaledRulesAreValid(t *testing.T) {
 }
 
 func TestScaled(t *testing.T) {
-	spec, err := LoadSpec(root("alerts/slo.yml"))
+	spec, err := LoadSpec(root("mixin/slo.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -721,7 +751,7 @@ func TestScaled(t *testing.T) {
 }
 
 func TestParseSpecErrors(t *testing.T) {
-	good, err := os.ReadFile(root("alerts/slo.yml"))
+	good, err := os.ReadFile(root("mixin/slo.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}

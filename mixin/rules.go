@@ -66,32 +66,57 @@ func (s *Spec) slis() []sli {
 	}
 }
 
+// replicaLabels name the prober replica a series was scraped from, never the
+// probed endpoint: `instance` (the replica's address; under the chart's
+// ServiceMonitor the pod's IP:port, new at every restart) and `pod` (the pod
+// name the ServiceMonitor adds). The other labels the ServiceMonitor adds
+// (namespace, service, endpoint, container, job) are the same on every replica,
+// and sharding adds none: the shard index is only in vllm_prober_shard_info.
+// Aggregating these away keeps one SLI series per (target, module) across
+// prober restarts, reschedules and reshards.
+const replicaLabels = "instance, pod"
+
+// acrossReplicas sums a per-replica expression over the prober replicas.
+func acrossReplicas(extra, expr string) string {
+	l := replicaLabels
+	if extra != "" {
+		l += ", " + extra
+	}
+	return fmt.Sprintf("sum without (%s) (%s)", l, expr)
+}
+
 // RecordingGroups returns the recording rules: per SLI window, probe attempt and
 // failure counts, the probe success ratio, and for TTFT and E2E the count of probes
-// over the threshold and the ratio of probes within it.
+// over the threshold and the ratio of probes within it. Every rule aggregates the
+// prober replica away (replicaLabels): increase() runs per replica series, so a
+// series that moved from one replica to another mid-window counts on both sides,
+// and the sum is the window's total for the (target, module).
 func (s *Spec) RecordingGroups() []Group {
 	job := s.jobSel()
 	var rules []Rule
 	for _, nominal := range s.Windows {
 		w := nominal.String()
 		r := s.window(nominal).String()
+		attempts := acrossReplicas("", fmt.Sprintf("increase(vllm_probe_attempts_total{%s}[%s])", job, r))
 		rules = append(rules,
 			Rule{
 				Record: "target_module:vllm_probe_attempts:increase" + w,
-				Expr:   fmt.Sprintf("increase(vllm_probe_attempts_total{%s}[%s])", job, r),
+				Expr:   attempts,
 			},
 			Rule{
 				Record: "target_module:vllm_probe_failures:increase" + w,
 				Expr: lines(
-					fmt.Sprintf("sum without (reason) (increase(vllm_probe_failures_total{%s}[%s]))", job, r),
+					acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s}[%s])", job, r)),
 					"or",
-					fmt.Sprintf("0 * increase(vllm_probe_attempts_total{%s}[%s])", job, r),
+					"0 * "+attempts,
 				),
 			},
 			Rule{
 				// When no probe ran in the window (probe interval longer than the
 				// window), the last probe's result stands in, so a low probe rate
-				// cannot hide an outage from the short burn-rate windows.
+				// cannot hide an outage from the short burn-rate windows. While a
+				// target moves between replicas both may export it: the worse
+				// result stands.
 				Record: "target_module:vllm_probe_success:ratio_rate" + w,
 				Expr: lines(
 					"clamp(",
@@ -100,7 +125,7 @@ func (s *Spec) RecordingGroups() []Group {
 					"  0, 1",
 					")",
 					"or",
-					fmt.Sprintf("vllm_probe_success{%s}", job),
+					fmt.Sprintf("min without (%s) (vllm_probe_success{%s})", replicaLabels, job),
 				),
 			},
 		)
@@ -111,8 +136,8 @@ func (s *Spec) RecordingGroups() []Group {
 			{"ttft", "vllm_probe_time_to_first_token_seconds", s.SLOs.TTFT.ThresholdSeconds},
 			{"e2e", "vllm_probe_e2e_latency_seconds", s.SLOs.E2E.ThresholdSeconds},
 		} {
-			good := fmt.Sprintf("sum without (le) (increase(%s_bucket{%s,%s}[%s]))", l.metric, job, leMatcher(l.threshold), r)
-			total := fmt.Sprintf("increase(%s_count{%s}[%s])", l.metric, job, r)
+			good := acrossReplicas("le", fmt.Sprintf("increase(%s_bucket{%s,%s}[%s])", l.metric, job, leMatcher(l.threshold), r))
+			total := acrossReplicas("", fmt.Sprintf("increase(%s_count{%s}[%s])", l.metric, job, r))
 			rules = append(rules,
 				Rule{
 					Record: "target_module:vllm_probe_" + l.name + "_over_slo:increase" + w,
@@ -162,6 +187,12 @@ func (s *Spec) AlertGroups() []Group {
 	th := func(x AlertSpec) string { return formatFloat(*x.Threshold) }
 	healthDown := fmt.Sprintf("vllm_probe_health_up{%s} == 0", job)
 
+	// The short raw-series alerts (engine hung, probes failing, scrape failing,
+	// endpoint down) stay per replica: both sides of each comes from the same
+	// replica's scrape, so `on (job, instance, target)` pairs the probe and the
+	// health of one probing, and their windows (minutes) are short enough that a
+	// restart only delays them by a window. The SLIs and burn-rate alerts, whose
+	// windows reach 3d, aggregate the replica away (RecordingGroups).
 	ops := []Rule{
 		s.alert("VLLMEngineHung", a.EngineHung,
 			lines(
@@ -235,6 +266,17 @@ func (s *Spec) AlertGroups() []Group {
 			fmt.Sprintf("vllm_prober_config_last_reload_successful{%s} == 0", job),
 			"vllm_prober failed to reload its configuration.",
 			`vllm_prober {{ $labels.instance }} failed to reload its configuration (last_reload_successful = `+value+`) and still runs the previous one.`),
+		s.alert("VLLMWrongAnswers", a.WrongAnswers,
+			lines(
+				"(",
+				"  "+acrossReplicas("result", fmt.Sprintf("increase(vllm_probe_answer_checks_total{%s,result=\"wrong\"}[%s])", job, a.WrongAnswers.Window)),
+				"    / ("+acrossReplicas("result", fmt.Sprintf("increase(vllm_probe_answer_checks_total{%s}[%s])", job, a.WrongAnswers.Window))+" > 0)",
+				") > "+th(a.WrongAnswers),
+				"and",
+				acrossReplicas("result", fmt.Sprintf("increase(vllm_probe_answer_checks_total{%s,result=\"wrong\"}[%s])", job, a.WrongAnswers.Window))+" >= "+strconv.Itoa(s.MinBadProbes),
+			),
+			"vLLM answers are wrong.",
+			value+` of the answer checks of `+whoM+` were wrong over the last `+a.WrongAnswers.Window.String()+` (threshold `+th(a.WrongAnswers)+`): the endpoint is fast but its output is wrong (bad deploy, quantization, tokenizer or chat template).`),
 	}
 
 	var slo []Rule
@@ -358,7 +400,7 @@ func yamlString(s string) string {
 // Options control Generate.
 type Options struct {
 	// SLOFile is the SLO file to read; its path (slash-separated) is named in the
-	// generated header, so use "alerts/slo.yml" from the repository root to
+	// generated header, so use "mixin/slo.yml" from the repository root to
 	// reproduce the committed files byte for byte.
 	SLOFile string
 	// OutDir receives RulesFile and AlertsFile.

@@ -1,5 +1,5 @@
 // Package mixin renders the vLLM monitoring mixin: the recording rules and alerts in
-// alerts/ are generated from the objectives in alerts/slo.yml, and the Grafana
+// alerts/ are generated from the objectives in mixin/slo.yml, and the Grafana
 // dashboards in dashboards/ are generated from the panel lists in this package.
 //
 // The committed files are the generator's default output; tests keep them in sync
@@ -21,7 +21,7 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 )
 
-// Spec is the content of alerts/slo.yml: every objective, threshold, window and
+// Spec is the content of mixin/slo.yml: every objective, threshold, window and
 // `for` duration the generated rules use. Nothing else in the generator is tunable.
 type Spec struct {
 	// ProberJob is the Prometheus job name vllm_prober is scraped under.
@@ -90,10 +90,11 @@ type Alerts struct {
 	LatencyRegression    AlertSpec `yaml:"latency_regression"`
 	ProbeBudgetExhausted AlertSpec `yaml:"probe_budget_exhausted"`
 	ConfigReloadFailed   AlertSpec `yaml:"config_reload_failed"`
+	WrongAnswers         AlertSpec `yaml:"wrong_answers"`
 }
 
 // AlertSpec is the tunable part of one alert. Which of Threshold and Window an
-// alert uses is documented next to it in alerts/slo.yml; validation checks them.
+// alert uses is documented next to it in mixin/slo.yml; validation checks them.
 type AlertSpec struct {
 	Severity  string         `yaml:"severity"`
 	For       model.Duration `yaml:"for"`
@@ -240,6 +241,7 @@ func (s *Spec) alertSpecs() []namedAlertSpec {
 		{"latency_regression", &a.LatencyRegression, true, false},
 		{"probe_budget_exhausted", &a.ProbeBudgetExhausted, false, true},
 		{"config_reload_failed", &a.ConfigReloadFailed, false, false},
+		{"wrong_answers", &a.WrongAnswers, true, true},
 	}
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# chart-sync.sh DIR copies the Prometheus rule files of alerts/ (files with a
-# top-level `groups:` key) and the Grafana dashboards of dashboards/ into
+# chart-sync.sh DIR copies the Prometheus rule files of alerts/ (every
+# alerts/*.yml is a rule file; the generator's input is mixin/slo.yml) and the Grafana dashboards of dashboards/ into
 # DIR/alerts and DIR/dashboards of the Helm chart, removing stale copies, so
 # that the chart's templates can read them with .Files.Get.
 set -euo pipefail
@@ -12,9 +12,7 @@ mkdir -p "$dest/alerts" "$dest/dashboards"
 
 shopt -s nullglob
 for f in alerts/*.yml; do
-	if grep -q '^groups:' "$f"; then
-		cp "$f" "$dest/alerts/"
-	fi
+	cp "$f" "$dest/alerts/"
 done
 for f in dashboards/*.json; do
 	cp "$f" "$dest/dashboards/"

@@ -10,7 +10,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/mixin"
 )
 
-// registerRulesCommands adds `rules generate [--slo.file alerts/slo.yml] [--out DIR] [--for-scale F]` and returns
+// registerRulesCommands adds `rules generate [--slo.file mixin/slo.yml] [--out DIR] [--for-scale F]` and returns
 // the clause and its run function.
 //
 // `rules generate` renders the recording rules and alerts of the monitoring mixin from the SLO file. With the
@@ -21,7 +21,7 @@ func registerRulesCommands(app *kingpin.Application) (generateCmd *kingpin.CmdCl
 	rules := app.Command("rules", "Prometheus rules of the vLLM monitoring mixin.")
 	generateCmd = rules.Command("generate", "Render recording rules and alerts from the SLO file.")
 	opts := mixin.Options{}
-	generateCmd.Flag("slo.file", "SLO file with the objectives and thresholds.").Default("alerts/slo.yml").StringVar(&opts.SLOFile)
+	generateCmd.Flag("slo.file", "SLO file with the objectives and thresholds.").Default("mixin/slo.yml").StringVar(&opts.SLOFile)
 	generateCmd.Flag("out", "Directory to write "+mixin.RulesFile+" and "+mixin.AlertsFile+" to.").Default("alerts").StringVar(&opts.OutDir)
 	generateCmd.Flag("for-scale", "Multiply every `for` duration and evaluation window by this factor (testing only).").Default("1").Float64Var(&opts.ForScale)
 

@@ -66,7 +66,7 @@ func TestRulesGenerateReproducesCommittedFiles(t *testing.T) {
 
 func TestRulesGenerateForScale(t *testing.T) {
 	out := t.TempDir()
-	_, run := parseRules(t, "rules", "generate", "--slo.file", "../../alerts/slo.yml", "--out", out, "--for-scale", "0.1")
+	_, run := parseRules(t, "rules", "generate", "--slo.file", "../../mixin/slo.yml", "--out", out, "--for-scale", "0.1")
 	if code := run(context.Background(), log.NewNopLogger()); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
@@ -86,7 +86,7 @@ func TestRulesGenerateErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--slo.file", filepath.Join(t.TempDir(), "missing.yml")}, "reading SLO file"},
-		{[]string{"--slo.file", "../../alerts/slo.yml", "--for-scale=-1"}, "scale factor must be a positive number, got -1"},
+		{[]string{"--slo.file", "../../mixin/slo.yml", "--for-scale=-1"}, "scale factor must be a positive number, got -1"},
 	} {
 		_, run := parseRules(t, append([]string{"rules", "generate", "--out", t.TempDir()}, tc.args...)...)
 		var logs bytes.Buffer
@@ -99,7 +99,7 @@ func TestRulesGenerateErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, run := parseRules(t, "rules", "generate", "--slo.file", "../../alerts/slo.yml", "--out", t.TempDir())
+	_, run := parseRules(t, "rules", "generate", "--slo.file", "../../mixin/slo.yml", "--out", t.TempDir())
 	if code := run(ctx, log.NewNopLogger()); code != 1 {
 		t.Errorf("cancelled context: exit code %d, want 1", code)
 	}

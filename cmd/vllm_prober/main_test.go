@@ -112,7 +112,7 @@ func TestFlags(t *testing.T) {
 
 func TestSubcommandDispatch(t *testing.T) {
 	out := t.TempDir()
-	code, _, stderr := runCLI(t, "rules", "generate", "--slo.file=../../alerts/slo.yml", "--out="+out)
+	code, _, stderr := runCLI(t, "rules", "generate", "--slo.file=../../mixin/slo.yml", "--out="+out)
 	if code != 0 {
 		t.Fatalf("rules generate = %d, stderr:\n%s", code, stderr)
 	}
