@@ -45,6 +45,10 @@ const (
 	DefaultRequestTimeout = 30 * time.Minute
 	DefaultPollInterval   = time.Second
 	DefaultName           = "bench"
+	// DefaultMinSuccessRatio is the success ratio (completed / sent) below
+	// which a level is not a measurement of the server (issue: a failing run
+	// must never become a silent baseline).
+	DefaultMinSuccessRatio = 0.99
 )
 
 // DefaultPercentiles are the percentiles reported besides mean and median.
@@ -121,10 +125,23 @@ type Options struct {
 	StallTimeout   time.Duration
 	// PollInterval is the /metrics polling period (default 1s).
 	PollInterval time.Duration
+	// MinSuccessRatio in (0, 1] (default DefaultMinSuccessRatio): a level whose
+	// completed / sent is below it fails the run (Report.FailingLevels), and
+	// WriteAll writes no baseline file for the run unless ForceBaseline.
+	MinSuccessRatio float64
+	// ForceBaseline writes the baseline file even when levels fail; their
+	// points keep their failed count and are marked (see Point).
+	ForceBaseline bool
+	// SaveDetailed adds the per-request arrays of `vllm bench serve
+	// --save-detailed` to each level's JSON (see ServeJSON).
+	SaveDetailed bool
 	// Client sends every request; nil builds one sized for the largest level.
 	Client *http.Client
-	// Progress receives a progress bar (carriage-return redrawn); nil: none.
-	Progress io.Writer
+	// Progress receives each level's progress: a progress bar redrawn in place
+	// when ProgressBar is set (give it a terminal), otherwise one line per
+	// level when it ends; nil: nothing.
+	Progress    io.Writer
+	ProgressBar bool
 	// Summary receives each level's "Serving Benchmark Result" block as soon as
 	// the level finishes; nil: none.
 	Summary io.Writer
@@ -228,6 +245,12 @@ func (o *Options) setDefaults() error {
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
 	}
+	if o.MinSuccessRatio == 0 {
+		o.MinSuccessRatio = DefaultMinSuccessRatio
+	}
+	if !(o.MinSuccessRatio > 0 && o.MinSuccessRatio <= 1) {
+		errs = append(errs, fmt.Errorf("min success ratio must be in (0, 1], got %v", o.MinSuccessRatio))
+	}
 	if o.Logger == nil {
 		o.Logger = log.NewNopLogger()
 	}
@@ -253,6 +276,30 @@ type Report struct {
 	Seed        uint64
 	Percentiles []float64
 	Levels      []*LevelResult
+	// MinSuccessRatio, ForceBaseline and SaveDetailed are the Options'.
+	MinSuccessRatio float64
+	ForceBaseline   bool
+	SaveDetailed    bool
+}
+
+// FailingLevels returns the levels whose success ratio is below the run's
+// minimum, in run order.
+func (r *Report) FailingLevels() []*LevelResult {
+	var out []*LevelResult
+	for _, lr := range r.Levels {
+		if r.failing(lr) {
+			out = append(out, lr)
+		}
+	}
+	return out
+}
+
+func (r *Report) failing(lr *LevelResult) bool {
+	floor := r.MinSuccessRatio
+	if floor == 0 {
+		floor = DefaultMinSuccessRatio
+	}
+	return lr.Metrics.SuccessRatio() < floor
 }
 
 // LevelResult is one finished load level.

@@ -147,7 +147,7 @@ func benchSimOnce(t *testing.T, summary *bytes.Buffer) (*Report, []string) {
 		c := lr.Level.Value
 		m := lr.Metrics
 		if m.Completed != simRequests || m.Failed != 0 || m.TotalOutput != simRequests*n {
-			t.Fatalf("%s: completed %d failed %d output %d: %v", lr.Level, m.Completed, m.Failed, m.TotalOutput, m.Errors)
+			t.Fatalf("%s: completed %d failed %d output %d: %v", lr.Level, m.Completed, m.Failed, m.TotalOutput, m.Failures)
 		}
 		// Ground truth from the simulator's flush times.
 		var tTTFT, tTPOT, tE2E float64

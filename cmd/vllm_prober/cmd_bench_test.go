@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -123,5 +125,135 @@ func TestBenchCommandInterrupted(t *testing.T) {
 	code, _, stderr := runBenchCLI(t, ctx, "bench", "--url", "http://127.0.0.1:1", "--out", t.TempDir())
 	if code != 1 || !strings.Contains(stderr, "waiting for /v1/models: context canceled") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// startFaultySim serves a simulator that answers HTTP 500 to half of its
+// completions (drawn from its seeded generator).
+func startFaultySim(t *testing.T) string {
+	t.Helper()
+	cfg := simulator.DefaultConfig()
+	cfg.Model = "sim/model"
+	cfg.TTFT = 5 * time.Millisecond
+	cfg.ITL = 2 * time.Millisecond
+	cfg.Fault, cfg.FaultRate, cfg.FaultStatus = simulator.FaultHTTPStatus, 0.5, 500
+	sim, err := simulator.New(cfg, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() {
+		_ = sim.Close()
+		srv.Close()
+	})
+	return srv.URL
+}
+
+// TestBenchCommandFailingServer: against a server that fails half of the
+// requests with HTTP 500, bench prints the failure breakdown, puts it and the
+// per-request errors into the JSON, exits 1 and writes no baseline file;
+// with --force it writes one whose point carries the failed count.
+func TestBenchCommandFailingServer(t *testing.T) {
+	url := startFaultySim(t)
+	dir := filepath.Join(t.TempDir(), "out")
+	args := []string{"bench", "--url", url, "--out", dir, "--requests", "20", "--concurrency", "4",
+		"--max-tokens", "5", "--ignore-eos", "--name", "faulty"}
+	code, stdout, stderr := runBenchCLI(t, context.Background(), args...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "faulty-c4.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Completed      int      `json:"completed"`
+		Failed         int      `json:"failed"`
+		Errors         []string `json:"errors"`
+		FailureReasons []struct {
+			Reason  string `json:"reason"`
+			Status  int    `json:"status"`
+			Count   int    `json:"count"`
+			Example string `json:"example"`
+		} `json:"failure_reasons"`
+		TTFTs []float64 `json:"ttfts"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Failed < 5 || rec.Failed > 15 || rec.Completed+rec.Failed != 20 {
+		t.Fatalf("completed %d failed %d, want about half of 20 failed", rec.Completed, rec.Failed)
+	}
+	// The breakdown: one class, the prober's reason with the status.
+	if len(rec.FailureReasons) != 1 || rec.FailureReasons[0].Reason != "http_5xx" || rec.FailureReasons[0].Status != 500 ||
+		rec.FailureReasons[0].Count != rec.Failed || !strings.Contains(rec.FailureReasons[0].Example, "HTTP 500") {
+		t.Errorf("failure_reasons = %+v", rec.FailureReasons)
+	}
+	// vLLM's per-request errors: "" for a success, the reason and message for a failure.
+	failed := 0
+	for _, e := range rec.Errors {
+		if e != "" {
+			failed++
+			if !strings.HasPrefix(e, "http_5xx: HTTP 500") {
+				t.Errorf("error entry %q", e)
+			}
+		}
+	}
+	if len(rec.Errors) != 20 || failed != rec.Failed {
+		t.Errorf("%d errors entries, %d non-empty; want 20 and %d", len(rec.Errors), failed, rec.Failed)
+	}
+	if rec.TTFTs != nil {
+		t.Errorf("ttfts written without --save-detailed")
+	}
+	want := fmt.Sprintf("------------Failed requests by reason-------------\nhttp_5xx (HTTP 500):                     %-10d\n  first error: HTTP 500", rec.Failed)
+	if !strings.Contains(stdout, want) {
+		t.Errorf("stdout lacks the breakdown %q:\n%s", want, stdout)
+	}
+	for _, want := range []string{`msg="too many failed requests: the level does not measure the server" level="concurrency 4"`,
+		fmt.Sprintf(`failed=%d sent=20`, rec.Failed), `reasons="http_5xx (HTTP 500)=`,
+		`msg="no baseline file written: a level is below --min-success-ratio (--force writes one)"`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "faulty.baseline.yaml")); !os.IsNotExist(err) {
+		t.Errorf("a baseline file was written for a failing run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "faulty.csv")); err != nil {
+		t.Errorf("the results must still be written: %v", err)
+	}
+	// The printed blocks, breakdown included, still import as a vLLM text log.
+	if im, err := baseline.ImportBytes("stdout.txt", []byte(stdout)); err != nil || im.NumPoints() != 1 {
+		t.Errorf("printed summary does not import: %v", err)
+	}
+
+	// --force writes the baseline, its point marked by its failed count.
+	code, _, stderr = runBenchCLI(t, context.Background(), append(args, "--force")...)
+	if code != 1 {
+		t.Fatalf("--force: exit %d, want 1 (the run still failed); stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, `msg="--force: baseline written with the failing levels`) {
+		t.Errorf("stderr lacks the --force warning:\n%s", stderr)
+	}
+	f, err := baseline.ReadFile(context.Background(), filepath.Join(dir, "faulty.baseline.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok := f.Lookup("faulty")
+	if !ok || len(b.Points) != 1 {
+		t.Fatalf("baseline: %+v", f.Baselines)
+	}
+	p := b.Points[0]
+	if p.Failed == nil || *p.Failed < 5 || p.Completed == nil || *p.Completed+*p.Failed != 20 {
+		t.Errorf("forced point: completed %v failed %v, want the failures counted", p.Completed, p.Failed)
+	}
+}
+
+func TestBenchCommandMinSuccessRatio(t *testing.T) {
+	for _, v := range []string{"0", "1.5"} {
+		code, _, stderr := runBenchCLI(t, context.Background(), "bench", "--url", "http://127.0.0.1:1", "--out", t.TempDir(), "--min-success-ratio", v)
+		if code != 1 || !strings.Contains(stderr, `msg="invalid --min-success-ratio" err="`+v+` is not in (0, 1]"`) {
+			t.Errorf("--min-success-ratio %s: exit %d, stderr %q", v, code, stderr)
+		}
 	}
 }
