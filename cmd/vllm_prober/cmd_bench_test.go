@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -255,5 +256,82 @@ func TestBenchCommandMinSuccessRatio(t *testing.T) {
 		if code != 1 || !strings.Contains(stderr, `msg="invalid --min-success-ratio" err="`+v+` is not in (0, 1]"`) {
 			t.Errorf("--min-success-ratio %s: exit %d, stderr %q", v, code, stderr)
 		}
+	}
+}
+
+// TestBenchCommandSaveDetailed: --save-detailed adds vllm bench serve's
+// per-request arrays, one entry per request, in seconds; the file still
+// imports with the baseline package, and the arrays agree with the aggregates.
+func TestBenchCommandSaveDetailed(t *testing.T) {
+	url := startBenchSim(t)
+	dir := filepath.Join(t.TempDir(), "out")
+	code, _, stderr := runBenchCLI(t, context.Background(), "bench", "--url", url, "--out", dir, "--requests", "6",
+		"--concurrency", "3", "--max-tokens", "7", "--ignore-eos", "--name", "detail", "--save-detailed")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "concurrency 3: 6/6 requests in ") {
+		t.Errorf("stderr lacks the quiet progress line:\n%s", stderr)
+	}
+	path := filepath.Join(dir, "detail-c3.json")
+	im, err := baseline.ImportFile(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.Format != baseline.FormatVLLMServeJSON || im.NumPoints() != 1 {
+		t.Fatalf("imported as %s with %d points", im.Format, im.NumPoints())
+	}
+	p := im.Baselines[0].Points[0]
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Completed         int         `json:"completed"`
+		TotalInputTokens  int         `json:"total_input_tokens"`
+		TotalOutputTokens int         `json:"total_output_tokens"`
+		MeanTTFTms        float64     `json:"mean_ttft_ms"`
+		MeanITLms         float64     `json:"mean_itl_ms"`
+		InputLens         []int       `json:"input_lens"`
+		OutputLens        []int       `json:"output_lens"`
+		TTFTs             []float64   `json:"ttfts"`
+		ITLs              [][]float64 `json:"itls"`
+		StartTimes        []float64   `json:"start_times"`
+		Errors            []string    `json:"errors"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Completed != 6 || p.Completed == nil || *p.Completed != 6 {
+		t.Fatalf("completed %d (imported %v), want 6", rec.Completed, p.Completed)
+	}
+	for name, n := range map[string]int{"input_lens": len(rec.InputLens), "output_lens": len(rec.OutputLens), "ttfts": len(rec.TTFTs),
+		"itls": len(rec.ITLs), "start_times": len(rec.StartTimes), "errors": len(rec.Errors)} {
+		if n != rec.Completed {
+			t.Errorf("%s has %d entries, want completed = %d", name, n, rec.Completed)
+		}
+	}
+	sumIn, sumOut, sumTTFT, sumITL, nITL := 0, 0, 0.0, 0.0, 0
+	for i := range rec.TTFTs {
+		sumIn += rec.InputLens[i]
+		sumOut += rec.OutputLens[i]
+		sumTTFT += rec.TTFTs[i]
+		if rec.OutputLens[i] != 7 || len(rec.ITLs[i]) != 6 || rec.Errors[i] != "" || rec.StartTimes[i] < 0 || rec.StartTimes[i] > 10 {
+			t.Errorf("request %d: output_len %d, %d itls, error %q, start %v", i, rec.OutputLens[i], len(rec.ITLs[i]), rec.Errors[i], rec.StartTimes[i])
+		}
+		for _, g := range rec.ITLs[i] {
+			sumITL += g
+			nITL++
+		}
+	}
+	// Seconds per request, milliseconds in the aggregates.
+	if sumIn != rec.TotalInputTokens || sumOut != rec.TotalOutputTokens {
+		t.Errorf("sum of input_lens/output_lens %d/%d, totals %d/%d", sumIn, sumOut, rec.TotalInputTokens, rec.TotalOutputTokens)
+	}
+	if got := sumTTFT / 6 * 1000; math.Abs(got-rec.MeanTTFTms) > 1e-6 {
+		t.Errorf("mean of ttfts %v ms, mean_ttft_ms %v", got, rec.MeanTTFTms)
+	}
+	if got := sumITL / float64(nITL) * 1000; math.Abs(got-rec.MeanITLms) > 1e-6 {
+		t.Errorf("mean of itls %v ms, mean_itl_ms %v", got, rec.MeanITLms)
 	}
 }
