@@ -124,28 +124,14 @@ func (o *orderedJSON) add(key string, v any) {
 	case float64:
 		o.buf.WriteString(pyFloat(x))
 	case []float64:
-		o.buf.WriteByte('[')
-		for i, f := range x {
-			if i > 0 {
-				o.buf.WriteString(", ")
-			}
-			o.buf.WriteString(pyFloat(f))
-		}
-		o.buf.WriteByte(']')
+		pyFloats(&o.buf, x)
 	case [][]float64:
 		o.buf.WriteByte('[')
 		for i, fs := range x {
 			if i > 0 {
 				o.buf.WriteString(", ")
 			}
-			o.buf.WriteByte('[')
-			for j, f := range fs {
-				if j > 0 {
-					o.buf.WriteString(", ")
-				}
-				o.buf.WriteString(pyFloat(f))
-			}
-			o.buf.WriteByte(']')
+			pyFloats(&o.buf, fs)
 		}
 		o.buf.WriteByte(']')
 	case []int:
@@ -184,6 +170,18 @@ func (o *orderedJSON) bytes() []byte {
 		return []byte("{}")
 	}
 	return append(o.buf.Bytes(), '}')
+}
+
+// pyFloats writes a list of floats as Python's json.dump does.
+func pyFloats(b *bytes.Buffer, fs []float64) {
+	b.WriteByte('[')
+	for i, f := range fs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pyFloat(f))
+	}
+	b.WriteByte(']')
 }
 
 // pyString writes s as Python's json.dump does by default (ensure_ascii):

@@ -39,12 +39,16 @@ func runBenchCLI(t *testing.T, ctx context.Context, args ...string) (code int, s
 	return code, out.String(), errb.String()
 }
 
-func startBenchSim(t *testing.T) string {
+// startBenchSim serves a fast simulator; mutate (if not nil) changes its configuration.
+func startBenchSim(t *testing.T, mutate func(*simulator.Config)) string {
 	t.Helper()
 	cfg := simulator.DefaultConfig()
 	cfg.Model = "sim/model"
 	cfg.TTFT = 5 * time.Millisecond
 	cfg.ITL = 2 * time.Millisecond
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	sim, err := simulator.New(cfg, log.NewNopLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +62,7 @@ func startBenchSim(t *testing.T) string {
 }
 
 func TestBenchCommandWritesResults(t *testing.T) {
-	url := startBenchSim(t)
+	url := startBenchSim(t, nil)
 	dir := filepath.Join(t.TempDir(), "out")
 	code, stdout, stderr := runBenchCLI(t, context.Background(), "bench", "--url", url, "--out", dir, "--requests", "3",
 		"--concurrency", "1, 2", "--request-rate", "inf", "--max-tokens", "5", "--ignore-eos", "--name", "run1",
@@ -129,33 +133,15 @@ func TestBenchCommandInterrupted(t *testing.T) {
 	}
 }
 
-// startFaultySim serves a simulator that answers HTTP 500 to half of its
-// completions (drawn from its seeded generator).
-func startFaultySim(t *testing.T) string {
-	t.Helper()
-	cfg := simulator.DefaultConfig()
-	cfg.Model = "sim/model"
-	cfg.TTFT = 5 * time.Millisecond
-	cfg.ITL = 2 * time.Millisecond
-	cfg.Fault, cfg.FaultRate, cfg.FaultStatus = simulator.FaultHTTPStatus, 0.5, 500
-	sim, err := simulator.New(cfg, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() {
-		_ = sim.Close()
-		srv.Close()
-	})
-	return srv.URL
-}
-
 // TestBenchCommandFailingServer: against a server that fails half of the
 // requests with HTTP 500, bench prints the failure breakdown, puts it and the
 // per-request errors into the JSON, exits 1 and writes no baseline file;
 // with --force it writes one whose point carries the failed count.
 func TestBenchCommandFailingServer(t *testing.T) {
-	url := startFaultySim(t)
+	// Half of the completions get HTTP 500, drawn from the simulator's seeded generator.
+	url := startBenchSim(t, func(c *simulator.Config) {
+		c.Fault, c.FaultRate, c.FaultStatus = simulator.FaultHTTPStatus, 0.5, 500
+	})
 	dir := filepath.Join(t.TempDir(), "out")
 	args := []string{"bench", "--url", url, "--out", dir, "--requests", "20", "--concurrency", "4",
 		"--max-tokens", "5", "--ignore-eos", "--name", "faulty"}
@@ -263,7 +249,7 @@ func TestBenchCommandMinSuccessRatio(t *testing.T) {
 // per-request arrays, one entry per request, in seconds; the file still
 // imports with the baseline package, and the arrays agree with the aggregates.
 func TestBenchCommandSaveDetailed(t *testing.T) {
-	url := startBenchSim(t)
+	url := startBenchSim(t, nil)
 	dir := filepath.Join(t.TempDir(), "out")
 	code, _, stderr := runBenchCLI(t, context.Background(), "bench", "--url", url, "--out", dir, "--requests", "6",
 		"--concurrency", "3", "--max-tokens", "7", "--ignore-eos", "--name", "detail", "--save-detailed")

@@ -26,7 +26,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -319,28 +318,14 @@ func serverFigures(tracePath, arrivalsPath string, skipFirst bool) (*serverResul
 		}
 		delete(arrivals, first)
 	}
-	f, err := os.Open(tracePath)
-	if err != nil {
-		return nil, fmt.Errorf("reading the trace: %w", err)
-	}
-	defer f.Close()
 	tokens := map[string][]int64{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var l struct {
-			RequestID string `json:"request_id"`
-			Kind      string `json:"kind"`
-			Time      int64  `json:"time_unix_nano"`
+	err = perfutil.ReadTrace(tracePath, func(e perfutil.TraceEvent) {
+		if _, ok := arrivals[e.RequestID]; ok && e.Kind == "token" {
+			tokens[e.RequestID] = append(tokens[e.RequestID], e.Time)
 		}
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			return nil, fmt.Errorf("parsing the trace: %w", err)
-		}
-		if _, ok := arrivals[l.RequestID]; ok && l.Kind == "token" {
-			tokens[l.RequestID] = append(tokens[l.RequestID], l.Time)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading the trace: %w", err)
+	})
+	if err != nil {
+		return nil, err
 	}
 	var gaps []float64
 	ttft := 0.0
