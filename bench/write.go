@@ -124,38 +124,17 @@ func (o *orderedJSON) add(key string, v any) {
 	case float64:
 		o.buf.WriteString(pyFloat(x))
 	case []float64:
-		pyFloats(&o.buf, x)
+		pyList(&o.buf, x, writePyFloat)
 	case [][]float64:
-		o.buf.WriteByte('[')
-		for i, fs := range x {
-			if i > 0 {
-				o.buf.WriteString(", ")
-			}
-			pyFloats(&o.buf, fs)
-		}
-		o.buf.WriteByte(']')
+		pyList(&o.buf, x, func(b *bytes.Buffer, fs []float64) { pyList(b, fs, writePyFloat) })
 	case []int:
-		o.buf.WriteByte('[')
-		for i, n := range x {
-			if i > 0 {
-				o.buf.WriteString(", ")
-			}
-			o.buf.WriteString(strconv.Itoa(n))
-		}
-		o.buf.WriteByte(']')
+		pyList(&o.buf, x, func(b *bytes.Buffer, n int) { b.WriteString(strconv.Itoa(n)) })
 	case rawJSON:
 		o.buf.Write(x)
 	case string:
 		pyString(&o.buf, x)
 	case []string:
-		o.buf.WriteByte('[')
-		for i, str := range x {
-			if i > 0 {
-				o.buf.WriteString(", ")
-			}
-			pyString(&o.buf, str)
-		}
-		o.buf.WriteByte(']')
+		pyList(&o.buf, x, pyString)
 	default:
 		b, err := json.Marshal(x)
 		if err != nil {
@@ -172,17 +151,19 @@ func (o *orderedJSON) bytes() []byte {
 	return append(o.buf.Bytes(), '}')
 }
 
-// pyFloats writes a list of floats as Python's json.dump does.
-func pyFloats(b *bytes.Buffer, fs []float64) {
+// pyList writes xs as a JSON list with Python's ", " separator.
+func pyList[T any](b *bytes.Buffer, xs []T, write func(*bytes.Buffer, T)) {
 	b.WriteByte('[')
-	for i, f := range fs {
+	for i, x := range xs {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(pyFloat(f))
+		write(b, x)
 	}
 	b.WriteByte(']')
 }
+
+func writePyFloat(b *bytes.Buffer, f float64) { b.WriteString(pyFloat(f)) }
 
 // pyString writes s as Python's json.dump does by default (ensure_ascii):
 // non-ASCII as \uXXXX escapes (surrogate pairs above U+FFFF), control
