@@ -51,8 +51,9 @@ var chartMetrics = []chartMetric{
 }
 
 // Charts renders the SVG charts of rep by file name: a bar chart per metric
-// (the latencies with their mean and percentiles side by side) and the
-// throughput-vs-latency curve.
+// (like the multi-GPU presets report's; the latencies with their mean and
+// percentiles side by side) and the throughput-vs-latency curve (the Lambda
+// A100/H100 report).
 func Charts(rep *Report) map[string][]byte {
 	out := map[string][]byte{}
 	if len(rep.Levels) == 0 {
