@@ -295,11 +295,15 @@ func (r *Report) FailingLevels() []*LevelResult {
 }
 
 func (r *Report) failing(lr *LevelResult) bool {
-	floor := r.MinSuccessRatio
-	if floor == 0 {
-		floor = DefaultMinSuccessRatio
+	return lr.Metrics.SuccessRatio() < r.minSuccessRatio()
+}
+
+// minSuccessRatio is the run's minimum success ratio, DefaultMinSuccessRatio when unset.
+func (r *Report) minSuccessRatio() float64 {
+	if r.MinSuccessRatio == 0 {
+		return DefaultMinSuccessRatio
 	}
-	return lr.Metrics.SuccessRatio() < floor
+	return r.MinSuccessRatio
 }
 
 // LevelResult is one finished load level.
