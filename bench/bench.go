@@ -1,4 +1,4 @@
-// Package bench is the load generator behind `vllm_prober bench`: seed 000's
+// Package bench is the load generator behind `vllm_prober bench`: the multi-GPU presets report's
 // method (wait for /v1/models, N requests at fixed concurrency with a fixed
 // prompt, poll /metrics every second) and vLLM's serving benchmark (Poisson
 // request rates with a seed, per-request TTFT/TPOT/ITL/E2E aggregated like
@@ -6,7 +6,7 @@
 // every /metrics poll is read by collector.Scrape, so the numbers use the same
 // definitions as the daemon's probes and collector.
 //
-// Run produces a Report; the writers turn it into a CSV with seed 000's
+// Run produces a Report; the writers turn it into a CSV with the multi-GPU presets report's
 // columns, one `vllm bench serve --save-result` JSON per level, a baseline
 // file, SVG charts and the printed "Serving Benchmark Result" blocks.
 package bench
@@ -27,7 +27,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
-// DefaultPrompt is seed 000's fixed prompt.
+// DefaultPrompt is the multi-GPU presets report's fixed prompt.
 const DefaultPrompt = "Let's explore some architecture patterns for microservices"
 
 // Load types of a Level, as in the baseline series' load_type label.
@@ -45,6 +45,10 @@ const (
 	DefaultRequestTimeout = 30 * time.Minute
 	DefaultPollInterval   = time.Second
 	DefaultName           = "bench"
+	// DefaultMinSuccessRatio is the success ratio (completed / sent) below
+	// which a level is not a measurement of the server (issue: a failing run
+	// must never become a silent baseline).
+	DefaultMinSuccessRatio = 0.99
 )
 
 // DefaultPercentiles are the percentiles reported besides mean and median.
@@ -121,10 +125,23 @@ type Options struct {
 	StallTimeout   time.Duration
 	// PollInterval is the /metrics polling period (default 1s).
 	PollInterval time.Duration
+	// MinSuccessRatio in (0, 1] (default DefaultMinSuccessRatio): a level whose
+	// completed / sent is below it fails the run (Report.FailingLevels), and
+	// WriteAll writes no baseline file for the run unless ForceBaseline.
+	MinSuccessRatio float64
+	// ForceBaseline writes the baseline file even when levels fail; their
+	// points keep their failed count and are marked (see Point).
+	ForceBaseline bool
+	// SaveDetailed adds the per-request arrays of `vllm bench serve
+	// --save-detailed` to each level's JSON (see ServeJSON).
+	SaveDetailed bool
 	// Client sends every request; nil builds one sized for the largest level.
 	Client *http.Client
-	// Progress receives a progress bar (carriage-return redrawn); nil: none.
-	Progress io.Writer
+	// Progress receives each level's progress: a progress bar redrawn in place
+	// when ProgressBar is set (give it a terminal), otherwise one line per
+	// level when it ends; nil: nothing.
+	Progress    io.Writer
+	ProgressBar bool
 	// Summary receives each level's "Serving Benchmark Result" block as soon as
 	// the level finishes; nil: none.
 	Summary io.Writer
@@ -228,6 +245,12 @@ func (o *Options) setDefaults() error {
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
 	}
+	if o.MinSuccessRatio == 0 {
+		o.MinSuccessRatio = DefaultMinSuccessRatio
+	}
+	if !(o.MinSuccessRatio > 0 && o.MinSuccessRatio <= 1) {
+		errs = append(errs, fmt.Errorf("min success ratio must be in (0, 1], got %v", o.MinSuccessRatio))
+	}
 	if o.Logger == nil {
 		o.Logger = log.NewNopLogger()
 	}
@@ -253,6 +276,34 @@ type Report struct {
 	Seed        uint64
 	Percentiles []float64
 	Levels      []*LevelResult
+	// MinSuccessRatio, ForceBaseline and SaveDetailed are the Options'.
+	MinSuccessRatio float64
+	ForceBaseline   bool
+	SaveDetailed    bool
+}
+
+// FailingLevels returns the levels whose success ratio is below the run's
+// minimum, in run order.
+func (r *Report) FailingLevels() []*LevelResult {
+	var out []*LevelResult
+	for _, lr := range r.Levels {
+		if r.failing(lr) {
+			out = append(out, lr)
+		}
+	}
+	return out
+}
+
+func (r *Report) failing(lr *LevelResult) bool {
+	return lr.Metrics.SuccessRatio() < r.minSuccessRatio()
+}
+
+// minSuccessRatio is the run's minimum success ratio, DefaultMinSuccessRatio when unset.
+func (r *Report) minSuccessRatio() float64 {
+	if r.MinSuccessRatio == 0 {
+		return DefaultMinSuccessRatio
+	}
+	return r.MinSuccessRatio
 }
 
 // LevelResult is one finished load level.
@@ -274,13 +325,13 @@ type ServerSample struct {
 	KVUsage, CPUKVUsage            float64 // 0-1
 }
 
-// ServerStats are the polled series of one level and their averages (seed 000).
+// ServerStats are the polled series of one level and their averages (the multi-GPU presets report).
 type ServerStats struct {
 	Samples []ServerSample
 	// ScrapeErrors counts polls that failed.
 	ScrapeErrors int
 	// PromptTPS and GenerationTPS are the counters' increase (resets handled)
-	// between the first and the last poll, per second: seed 000's "Prompt TPS"
+	// between the first and the last poll, per second: the multi-GPU presets report's "Prompt TPS"
 	// and "Gen TPS". NaN with fewer than two polls.
 	PromptTPS, GenerationTPS float64
 	// Means over the polls, and the largest KV cache usage (NaN when not exposed).

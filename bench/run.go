@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-kit/log/level"
+	"github.com/schollz/progressbar/v3"
 
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
@@ -54,6 +55,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		Requests: opts.Requests, MaxTokens: opts.MaxTokens, Temperature: opts.Temperature,
 		IgnoreEOS: opts.IgnoreEOS, Prompt: opts.Prompt, InputLen: opts.RandomInputLen,
 		Seed: opts.Seed, Percentiles: opts.Percentiles,
+		MinSuccessRatio: opts.MinSuccessRatio, ForceBaseline: opts.ForceBaseline, SaveDetailed: opts.SaveDetailed,
 	}
 	if rep.Model == "" {
 		if len(models) == 0 {
@@ -92,7 +94,7 @@ type modelCard struct {
 }
 
 // waitReady polls /v1/models until it answers 200 with a model list, or
-// ReadyTimeout passes (seed 000's step 2).
+// ReadyTimeout passes (the multi-GPU presets report's step 2).
 func waitReady(ctx context.Context, client *http.Client, o *Options) ([]modelCard, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
 	defer cancel()
@@ -152,7 +154,7 @@ func fetchModels(ctx context.Context, client *http.Client, o *Options) ([]modelC
 }
 
 // requestBody is the JSON body of request i: vLLM's benchmark client's body
-// (shared/docs/bench-formats.md §1.1) with our prompt.
+// (vLLM's benchmarks/backend_request_func.py) with our prompt.
 func requestBody(o *Options, model, prompt string) map[string]any {
 	body := map[string]any{"model": model, "temperature": o.Temperature}
 	if o.IgnoreEOS {
@@ -229,7 +231,8 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 	n := o.Requests
 	ps := prompts(o, lv, n)
 	results := make([]prober.Result, n)
-	bar := newProgress(o.Progress, lv.String(), n)
+	bar := newProgress(o.Progress, o.ProgressBar, lv.String(), n)
+	var finished atomic.Int64
 
 	lctx, stopPoll := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -251,6 +254,7 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 		})
 		res.Events, res.RequestHeader, res.ResponseHeader = nil, nil, nil
 		results[i] = res
+		finished.Add(1)
 		bar.add(!res.Success)
 	}
 
@@ -290,14 +294,14 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 	}
 	reqs.Wait()
 	duration := time.Since(start)
-	bar.finish()
+	bar.finish(int(finished.Load()))
 	stopPoll()
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
-	// Seed 000 keeps polling until nothing is running, waiting or swapped: the
-	// server may finish its bookkeeping just after the client saw [DONE].
+	// The multi-GPU presets report's script keeps polling until nothing is running,
+	// waiting or swapped: the server may finish its bookkeeping just after the client saw [DONE].
 	drainCtx, cancel := context.WithTimeout(ctx, drainTimeout)
 	poller.drain(drainCtx, 50*time.Millisecond)
 	cancel()
@@ -516,72 +520,60 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
-// progress draws a one-line progress bar, redrawn with a carriage return.
+// progress reports a level's progress on Options.Progress: a progress bar
+// (github.com/schollz/progressbar) redrawn in place when ProgressBar is set
+// (a terminal), otherwise one quiet line when the level ends.
 type progress struct {
 	w     io.Writer
+	bar   *progressbar.ProgressBar
 	label string
 	total int
 	start time.Time
-
-	mu         sync.Mutex
-	done, fail int
+	fail  atomic.Int64
 }
 
-func newProgress(w io.Writer, label string, total int) *progress {
+func newProgress(w io.Writer, drawBar bool, label string, total int) *progress {
 	p := &progress{w: w, label: label, total: total, start: time.Now()}
-	p.draw()
+	if w != nil && drawBar {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription(label),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("req"),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionSetRenderBlankState(true),
+			progressbar.OptionOnCompletion(func() { _, _ = io.WriteString(w, "\n") }),
+		)
+	}
 	return p
 }
 
+// add counts one finished request.
 func (p *progress) add(failed bool) {
-	if p.w == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.done++
 	if failed {
-		p.fail++
+		if n := p.fail.Add(1); p.bar != nil {
+			p.bar.Describe(fmt.Sprintf("%s (%d failed)", p.label, n))
+		}
 	}
-	p.drawLocked()
+	if p.bar != nil {
+		_ = p.bar.Add(1)
+	}
 }
 
-func (p *progress) draw() {
-	if p.w == nil {
-		return
+// finish ends the bar, or writes the quiet line: "concurrency 4: 20 requests in 1.2s, 3 failed".
+func (p *progress) finish(done int) {
+	switch {
+	case p.bar != nil:
+		_ = p.bar.Finish()
+	case p.w != nil:
+		line := fmt.Sprintf("%s: %d/%d requests in %s", p.label, done, p.total, time.Since(p.start).Round(time.Millisecond))
+		if f := p.fail.Load(); f > 0 {
+			line += ", " + strconv.FormatInt(f, 10) + " failed"
+		}
+		_, _ = io.WriteString(p.w, line+"\n")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.drawLocked()
-}
-
-func (p *progress) drawLocked() {
-	const width = 30
-	filled := 0
-	if p.total > 0 {
-		filled = p.done * width / p.total
-	}
-	el := time.Since(p.start).Seconds()
-	rate := 0.0
-	if el > 0 {
-		rate = float64(p.done) / el
-	}
-	line := fmt.Sprintf("\r%s |%s%s| %d/%d [%s, %.2f req/s", p.label, strings.Repeat("#", filled),
-		strings.Repeat(" ", width-filled), p.done, p.total, formatElapsed(el), rate)
-	if p.fail > 0 {
-		line += ", " + strconv.Itoa(p.fail) + " failed"
-	}
-	_, _ = io.WriteString(p.w, line+"]")
-}
-
-func (p *progress) finish() {
-	if p.w == nil {
-		return
-	}
-	_, _ = io.WriteString(p.w, "\n")
-}
-
-func formatElapsed(s float64) string {
-	d := time.Duration(s * float64(time.Second)).Round(time.Second)
-	return fmt.Sprintf("%02d:%02d", int(d.Minutes()), int(d.Seconds())%60)
 }

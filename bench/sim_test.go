@@ -147,7 +147,7 @@ func benchSimOnce(t *testing.T, summary *bytes.Buffer) (*Report, []string) {
 		c := lr.Level.Value
 		m := lr.Metrics
 		if m.Completed != simRequests || m.Failed != 0 || m.TotalOutput != simRequests*n {
-			t.Fatalf("%s: completed %d failed %d output %d: %v", lr.Level, m.Completed, m.Failed, m.TotalOutput, m.Errors)
+			t.Fatalf("%s: completed %d failed %d output %d: %v", lr.Level, m.Completed, m.Failed, m.TotalOutput, m.Failures)
 		}
 		// Ground truth from the simulator's flush times.
 		var tTTFT, tTPOT, tE2E float64
@@ -277,7 +277,7 @@ func checkOutputs(t *testing.T, dir string, rep *Report, files *Files) {
 	if !near(b.SaturationOutputThroughput(), math.Max(rep.Levels[0].Metrics.OutputThroughput, rep.Levels[1].Metrics.OutputThroughput)) {
 		t.Errorf("saturation %v", b.SaturationOutputThroughput())
 	}
-	// The CSV has seed 000's columns and one row per level.
+	// The CSV has the multi-GPU presets report's columns and one row per level.
 	data, err := os.ReadFile(filepath.Join(dir, files.CSV))
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -78,7 +79,7 @@ func PercentileLabel(p float64) string {
 }
 
 // Metrics is the aggregate of one load level, computed like vLLM's
-// calculate_metrics (shared/docs/bench-formats.md §1.2). Latencies are in
+// calculate_metrics (vllm/benchmarks/serve.py). Latencies are in
 // seconds, throughputs per second.
 type Metrics struct {
 	Completed, Failed int
@@ -97,12 +98,20 @@ type Metrics struct {
 	MaxConcurrentRequests int
 
 	TTFT, TPOT, ITL, E2E Dist
-	// Per request, seed 000's "Request Generation Level TPS" (output tokens / E2E)
+	// Per request, the multi-GPU presets report's "Request Generation Level TPS" (output tokens / E2E)
 	// and "Request Prompt Level TPS" (prompt tokens / E2E).
 	OutputTPSPerRequest, InputTPSPerRequest Dist
 
-	// Errors counts failed requests by reason.
-	Errors map[prober.Reason]int
+	// Failures breaks the failed requests down by class (FailureBreakdown).
+	Failures []Failure
+}
+
+// SuccessRatio is completed / (completed + failed), 1 for an empty level.
+func (m *Metrics) SuccessRatio() float64 {
+	if n := m.Completed + m.Failed; n > 0 {
+		return float64(m.Completed) / float64(n)
+	}
+	return 1
 }
 
 // Calculate aggregates the results of one load level that took duration, at
@@ -113,13 +122,12 @@ type Metrics struct {
 // over requests; ITL pools every gap of every request (chunk-weighted); a
 // request whose output token count is 0 counts as 1 (no tokenizer).
 func Calculate(results []prober.Result, duration time.Duration, percentiles []float64) Metrics {
-	m := Metrics{Duration: duration, Errors: map[prober.Reason]int{}}
+	m := Metrics{Duration: duration, Failures: FailureBreakdown(results)}
 	var ttfts, tpots, itls, e2es, outTPS, inTPS []float64
 	for i := range results {
 		r := &results[i]
 		if !r.Success {
 			m.Failed++
-			m.Errors[r.Reason]++
 			continue
 		}
 		m.Completed++
@@ -208,4 +216,70 @@ func peaks(results []prober.Result) (float64, int) {
 		peak = max(peak, cur)
 	}
 	return float64(maxTok), peak
+}
+
+// Failure is one class of failed requests: the prober's failure reason (the
+// reason label of vllm_probe_failures_total, see prober.Reasons) and, when the
+// server answered with an error status, that status.
+type Failure struct {
+	Reason prober.Reason
+	// Status is the HTTP status of an error answer (not 2xx); 0 when the
+	// request failed without one (connection, timeout) or inside a 200 stream.
+	Status int
+	Count  int
+	// Example is the error message of the first request of the class, as the
+	// prober wrote it (credentials redacted).
+	Example string
+}
+
+// Class names the failure for people: "http_5xx (HTTP 500)", "timeout".
+func (f Failure) Class() string {
+	if f.Status != 0 {
+		return fmt.Sprintf("%s (HTTP %d)", f.Reason, f.Status)
+	}
+	return string(f.Reason)
+}
+
+// FailureBreakdown counts the failed results by reason and error status, the
+// largest class first (ties in the order of prober.Reasons, then by status).
+// The classification is the prober's own: bench reuses Result.Reason as
+// prober.Stream set it.
+func FailureBreakdown(results []prober.Result) []Failure {
+	type key struct {
+		reason prober.Reason
+		status int
+	}
+	idx := map[key]int{}
+	var out []Failure
+	for i := range results {
+		r := &results[i]
+		if r.Success {
+			continue
+		}
+		k := key{r.Reason, 0}
+		if r.StatusCode != 0 && (r.StatusCode < 200 || r.StatusCode > 299) {
+			k.status = r.StatusCode
+		}
+		j, ok := idx[k]
+		if !ok {
+			j = len(out)
+			idx[k] = j
+			out = append(out, Failure{Reason: k.reason, Status: k.status, Example: r.Err})
+		}
+		out[j].Count++
+	}
+	order := map[prober.Reason]int{}
+	for i, r := range prober.Reasons() {
+		order[r] = i + 1 // a reason the list lacks sorts first (0); none should
+	}
+	slices.SortStableFunc(out, func(a, b Failure) int {
+		if c := cmp.Compare(b.Count, a.Count); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(order[a.Reason], order[b.Reason]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Status, b.Status)
+	})
+	return out
 }

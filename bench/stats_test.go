@@ -69,14 +69,15 @@ func handResults() []prober.Result {
 		{Start: t0.Add(ms(50)), Success: true, TTFT: ms(200), E2E: ms(200), OutputTokens: 1, PromptTokens: 20},
 		{Start: t0.Add(ms(600)), Success: true, TTFT: ms(300), E2E: ms(700), OutputTokens: 3, PromptTokens: 30,
 			ITLs: []time.Duration{ms(150), ms(250)}},
-		{Start: t0.Add(ms(700)), Success: false, Reason: prober.ReasonHTTP5xx},
+		{Start: t0.Add(ms(700)), Success: false, Reason: prober.ReasonHTTP5xx, StatusCode: 500,
+			Err: "HTTP 500 InternalServerError: EngineCore encountered an issue."},
 	}
 }
 
 func TestCalculateMatchesHandComputation(t *testing.T) {
 	m := Calculate(handResults(), 2*time.Second, []float64{99})
-	if m.Completed != 3 || m.Failed != 1 || m.Errors[prober.ReasonHTTP5xx] != 1 {
-		t.Fatalf("completed/failed = %d/%d, errors %v", m.Completed, m.Failed, m.Errors)
+	if m.Completed != 3 || m.Failed != 1 || len(m.Failures) != 1 || m.Failures[0].Class() != "http_5xx (HTTP 500)" || m.Failures[0].Count != 1 {
+		t.Fatalf("completed/failed = %d/%d, failures %+v", m.Completed, m.Failed, m.Failures)
 	}
 	if m.TotalInput != 60 || m.TotalOutput != 9 {
 		t.Errorf("tokens in/out = %d/%d, want 60/9", m.TotalInput, m.TotalOutput)
@@ -201,32 +202,57 @@ func TestArrivalsPoisson(t *testing.T) {
 }
 
 func TestProgressBar(t *testing.T) {
+	// A terminal gets schollz/progressbar's bar, redrawn in place, with the failures in its description.
 	var buf bytes.Buffer
-	p := newProgress(&buf, "concurrency 4", 4)
+	p := newProgress(&buf, true, "concurrency 4", 4)
 	p.add(false)
 	p.add(true)
-	p.finish()
-	lines := strings.Split(buf.String(), "\r")
-	if len(lines) != 4 || lines[0] != "" {
-		t.Fatalf("progress output %q: want three carriage-return redraws", buf.String())
+	p.add(false)
+	p.add(false)
+	p.finish(4)
+	out := buf.String()
+	if !strings.Contains(out, "\r") || !strings.HasSuffix(out, "\n") {
+		t.Errorf("bar output %q: want carriage-return redraws and a final newline", out)
 	}
-	if want := "concurrency 4 |" + strings.Repeat(" ", 30) + "| 0/4 [00:00, "; !strings.HasPrefix(lines[1], want) {
-		t.Errorf("first draw %q, want prefix %q", lines[1], want)
+	last := out[strings.LastIndex(strings.TrimSuffix(out, "\n"), "\r")+1:]
+	for _, want := range []string{"concurrency 4 (1 failed)", "100%", "(4/4"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last draw %q lacks %q", last, want)
+		}
 	}
-	if want := "concurrency 4 |" + strings.Repeat("#", 15) + strings.Repeat(" ", 15) + "| 2/4 [00:00, "; !strings.HasPrefix(lines[3], want) ||
-		!strings.HasSuffix(lines[3], ", 1 failed]\n") {
-		t.Errorf("last draw %q, want prefix %q and a failure count", lines[3], want)
+	// Anything else gets one quiet line per level.
+	buf.Reset()
+	q := newProgress(&buf, false, "request rate inf", 3)
+	q.add(true)
+	q.add(false)
+	q.finish(2)
+	if got := buf.String(); !strings.HasPrefix(got, "request rate inf: 2/3 requests in ") || !strings.HasSuffix(got, ", 1 failed\n") ||
+		strings.Count(got, "\n") != 1 || strings.Contains(got, "\r") {
+		t.Errorf("quiet output %q", got)
 	}
-	silent := newProgress(nil, "x", 1)
+	silent := newProgress(nil, true, "x", 1)
 	silent.add(false)
-	silent.finish() // no writer: nothing to do, no panic
+	silent.finish(1) // no writer: nothing to do, no panic
 }
 
 func TestServeJSONGolden(t *testing.T) {
 	rep := &Report{Name: "golden", Model: "meta-llama/Llama-3.1-8B-Instruct", Endpoint: "completions",
 		Date: time.Date(2025, 9, 1, 10, 15, 0, 0, time.Local), Percentiles: []float64{90, 99}}
 	lr := goldenLevel()
-	lr.Metrics = Calculate(handResults(), 2*time.Second, rep.Percentiles)
+	lr.Results = handResults()
+	lr.Start = lr.Results[0].Start.Add(-ms(10))
+	lr.Metrics = Calculate(lr.Results, 2*time.Second, rep.Percentiles)
 	rep.Levels = []*LevelResult{lr}
 	checkGolden(t, "serve.golden.json", ServeJSON(rep, lr))
+	rep.SaveDetailed = true
+	checkGolden(t, "serve-detailed.golden.json", ServeJSON(rep, lr))
+}
+
+func TestPyStringLikePython(t *testing.T) {
+	var b bytes.Buffer
+	pyString(&b, "é<>&\n\x01\x7f😀\"\\")
+	// python3 -c 'import json; print(json.dumps("é<>&\n\x01\x7f😀\"\\"))'
+	if want := `"\u00e9<>&\n\u0001\u007f\ud83d\ude00\"\\"`; b.String() != want {
+		t.Errorf("pyString = %s, want %s", b.String(), want)
+	}
 }

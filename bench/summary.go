@@ -9,10 +9,11 @@ import (
 )
 
 // WriteSummary prints lr in the exact layout of `vllm bench serve`'s
-// "Serving Benchmark Result" block (shared/docs/bench-formats.md §1.4):
+// "Serving Benchmark Result" block (vllm/benchmarks/serve.py):
 // "{:<40} {:<10}" / "{:<40} {:<10.2f}" lines, the header and section rules
 // centred in 50 columns. E2EL is always included (as with
-// --percentile-metrics ttft,tpot,itl,e2el); there is no goodput line.
+// --percentile-metrics ttft,tpot,itl,e2el); there is no goodput line. When
+// requests failed, a "Failed requests by reason" block follows (writeFailures).
 func WriteSummary(w io.Writer, lr *LevelResult, percentiles []float64) error {
 	bw := bufio.NewWriter(w)
 	m := &lr.Metrics
@@ -52,7 +53,34 @@ func WriteSummary(w io.Writer, lr *LevelResult, percentiles []float64) error {
 		}
 	}
 	bw.WriteString(strings.Repeat("=", 50) + "\n")
+	writeFailures(bw, m.Failures)
 	return bw.Flush()
+}
+
+// maxExample bounds the error message printed under each failure class.
+const maxExample = 160
+
+// writeFailures prints the failure breakdown of a level below its result
+// block, in the block's layout, when a request failed: one line per class
+// (the prober's failure reason, with the HTTP status of an error answer) and
+// the first error message of the class. vLLM prints up to ten raw errors
+// there instead ("Failed requests during benchmark run detected").
+func writeFailures(bw *bufio.Writer, failures []Failure) {
+	if len(failures) == 0 {
+		return
+	}
+	bw.WriteString(center("Failed requests by reason", 50, '-') + "\n")
+	for _, f := range failures {
+		fmt.Fprintf(bw, "%-40s %-10d\n", f.Class()+":", f.Count)
+		if f.Example != "" {
+			ex := f.Example
+			if len(ex) > maxExample {
+				ex = strings.ToValidUTF8(ex[:maxExample], "") + "..."
+			}
+			fmt.Fprintf(bw, "  first error: %s\n", ex)
+		}
+	}
+	bw.WriteString(strings.Repeat("=", 50) + "\n")
 }
 
 // center is Python's "{s:{c}^{n}}".format(...): s centred in n columns, the

@@ -6,29 +6,54 @@ import (
 	"html"
 	"math"
 	"strconv"
+	"strings"
 )
 
-// chartMetric is one bar chart: a metric per level.
+// Scale says where a chart's value axis starts and how it is labelled.
+type Scale int
+
+const (
+	// ScaleZero starts the axis at 0 (throughputs).
+	ScaleZero Scale = iota
+	// ScaleNearData starts the axis at a round value just below the smallest
+	// value drawn (latencies), so that differences between levels show.
+	ScaleNearData
+	// ScaleCount starts at 0 with whole-number ticks and labels (counts).
+	ScaleCount
+)
+
+// Series is one bar per level, drawn side by side with the other series.
+type Series struct {
+	Name   string
+	Values []float64
+}
+
+// chartMetric is one bar chart: a metric per level, or for a latency the
+// mean with the run's percentiles next to it.
 type chartMetric struct {
 	file, title, unit string
+	scale             Scale
 	value             func(*LevelResult) float64
+	dist              func(*LevelResult) (d *Dist, scale float64) // latency charts: mean and percentiles
 }
 
 var chartMetrics = []chartMetric{
-	{"prompt-tps", "Prompt TPS (server)", "tokens/s", func(l *LevelResult) float64 { return l.Server.PromptTPS }},
-	{"gen-tps", "Gen TPS (server)", "tokens/s", func(l *LevelResult) float64 { return l.Server.GenerationTPS }},
-	{"avg-latency", "Avg Latency", "s", func(l *LevelResult) float64 { return l.Metrics.E2E.Mean }},
-	{"request-gen-tps", "Request Generation Level TPS", "tokens/s", func(l *LevelResult) float64 { return l.Metrics.OutputTPSPerRequest.Mean }},
-	{"request-prompt-tps", "Request Prompt Level TPS", "tokens/s", func(l *LevelResult) float64 { return l.Metrics.InputTPSPerRequest.Mean }},
-	{"errors", "Errors", "requests", func(l *LevelResult) float64 { return float64(l.Metrics.Failed) }},
-	{"output-throughput", "Output token throughput (client)", "tokens/s", func(l *LevelResult) float64 { return l.Metrics.OutputThroughput }},
-	{"mean-ttft", "Mean TTFT", "ms", func(l *LevelResult) float64 { return l.Metrics.TTFT.Mean * 1000 }},
-	{"mean-tpot", "Mean TPOT", "ms", func(l *LevelResult) float64 { return l.Metrics.TPOT.Mean * 1000 }},
-	{"mean-itl", "Mean ITL", "ms", func(l *LevelResult) float64 { return l.Metrics.ITL.Mean * 1000 }},
+	{file: "prompt-tps", title: "Prompt TPS (server)", unit: "tokens/s", value: func(l *LevelResult) float64 { return l.Server.PromptTPS }},
+	{file: "gen-tps", title: "Gen TPS (server)", unit: "tokens/s", value: func(l *LevelResult) float64 { return l.Server.GenerationTPS }},
+	{file: "avg-latency", title: "Latency (E2E)", unit: "s", scale: ScaleNearData, dist: func(l *LevelResult) (*Dist, float64) { return &l.Metrics.E2E, 1 }},
+	{file: "request-gen-tps", title: "Request Generation Level TPS", unit: "tokens/s", value: func(l *LevelResult) float64 { return l.Metrics.OutputTPSPerRequest.Mean }},
+	{file: "request-prompt-tps", title: "Request Prompt Level TPS", unit: "tokens/s", value: func(l *LevelResult) float64 { return l.Metrics.InputTPSPerRequest.Mean }},
+	{file: "errors", title: "Errors", unit: "requests", scale: ScaleCount, value: func(l *LevelResult) float64 { return float64(l.Metrics.Failed) }},
+	{file: "output-throughput", title: "Output token throughput (client)", unit: "tokens/s", value: func(l *LevelResult) float64 { return l.Metrics.OutputThroughput }},
+	{file: "mean-ttft", title: "TTFT", unit: "ms", scale: ScaleNearData, dist: func(l *LevelResult) (*Dist, float64) { return &l.Metrics.TTFT, 1000 }},
+	{file: "mean-tpot", title: "TPOT", unit: "ms", scale: ScaleNearData, dist: func(l *LevelResult) (*Dist, float64) { return &l.Metrics.TPOT, 1000 }},
+	{file: "mean-itl", title: "ITL", unit: "ms", scale: ScaleNearData, dist: func(l *LevelResult) (*Dist, float64) { return &l.Metrics.ITL, 1000 }},
 }
 
 // Charts renders the SVG charts of rep by file name: a bar chart per metric
-// (seed 000) and the throughput-vs-latency curve (seed 001).
+// (like the multi-GPU presets report's; the latencies with their mean and
+// percentiles side by side) and the throughput-vs-latency curve (the Lambda
+// A100/H100 report).
 func Charts(rep *Report) map[string][]byte {
 	out := map[string][]byte{}
 	if len(rep.Levels) == 0 {
@@ -39,16 +64,38 @@ func Charts(rep *Report) map[string][]byte {
 		labels[i] = lr.Level.Slug()
 	}
 	for _, cm := range chartMetrics {
-		vals := make([]float64, len(rep.Levels))
-		for i, lr := range rep.Levels {
-			vals[i] = cm.value(lr)
+		var series []Series
+		if cm.dist != nil {
+			mean := Series{Name: "mean", Values: make([]float64, len(rep.Levels))}
+			pcts := make([]Series, len(rep.Percentiles))
+			for j, p := range rep.Percentiles {
+				pcts[j] = Series{Name: "p" + PercentileLabel(p), Values: make([]float64, len(rep.Levels))}
+			}
+			for i, lr := range rep.Levels {
+				d, k := cm.dist(lr)
+				mean.Values[i] = levelValue(lr, d.Mean*k)
+				for j := range pcts {
+					pcts[j].Values[i] = levelValue(lr, d.Percentiles[j]*k)
+				}
+			}
+			series = append([]Series{mean}, pcts...)
+		} else {
+			vals := make([]float64, len(rep.Levels))
+			for i, lr := range rep.Levels {
+				vals[i] = cm.value(lr)
+			}
+			series = []Series{{Values: vals}}
 		}
-		out[rep.Name+"-"+cm.file+".svg"] = BarChart(rep.Name+": "+cm.title, cm.unit, labels, vals)
+		title := rep.Name + ": " + cm.title
+		if cm.dist != nil {
+			title += " (" + seriesNames(series) + ")"
+		}
+		out[rep.Name+"-"+cm.file+".svg"] = BarChart(title, cm.unit, labels, series, cm.scale)
 	}
 	xs := make([]float64, len(rep.Levels))
 	ys := make([]float64, len(rep.Levels))
 	for i, lr := range rep.Levels {
-		xs[i] = lr.Metrics.ITL.Mean * 1000
+		xs[i] = levelValue(lr, lr.Metrics.ITL.Mean*1000)
 		ys[i] = lr.Metrics.OutputThroughput
 	}
 	out[rep.Name+"-throughput-latency.svg"] = CurveChart(rep.Name+": throughput vs latency",
@@ -56,13 +103,45 @@ func Charts(rep *Report) map[string][]byte {
 	return out
 }
 
+// levelValue is v, or NaN (not measured, drawn "n/a") for a level where no
+// request completed: its latencies are vLLM's zeros, not measurements.
+func levelValue(lr *LevelResult, v float64) float64 {
+	if lr.Metrics.Completed == 0 {
+		return math.NaN()
+	}
+	return v
+}
+
+func seriesNames(series []Series) string {
+	names := make([]string, len(series))
+	for i, s := range series {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
 const (
 	svgW, svgH                     = 720, 420
 	padL, padR, padT, padB         = 80, 30, 50, 60
 	plotW, plotH                   = svgW - padL - padR, svgH - padT - padB
 	svgStyle                       = `font-family="sans-serif" font-size="12"`
-	barColor, lineColor, gridColor = "#4e79a7", "#e15759", "#dddddd"
+	lineColor, gridColor           = "#e15759", "#dddddd"
+	legendY                        = svgH - 14
+	maxTicks                       = 5
+	nearDataMargin                 = 0.25 // of the data's range, below its smallest value
+	barGroupWidth                  = 0.7  // of a level's slot
+	barColorMean, barColorFallback = "#4e79a7", "#bab0ac"
 )
+
+// barColors colour the series of a chart: the mean (or the only value) first.
+var barColors = []string{barColorMean, "#f28e2b", "#e15759", "#76b7b2", "#59a14f"}
+
+func barColor(i int) string {
+	if i < len(barColors) {
+		return barColors[i]
+	}
+	return barColorFallback
+}
 
 func svgOpen(b *bytes.Buffer, title string) {
 	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" %s>`+"\n", svgW, svgH, svgW, svgH, svgStyle)
@@ -71,29 +150,77 @@ func svgOpen(b *bytes.Buffer, title string) {
 	fmt.Fprintf(b, `<text x="%d" y="28" text-anchor="middle" font-size="16" font-weight="bold">%s</text>`+"\n", svgW/2, html.EscapeString(title))
 }
 
-// niceCeil returns a round axis maximum >= v and its tick step.
-func niceCeil(v float64) (top, step float64) {
-	if !(v > 0) || math.IsInf(v, 0) {
-		return 1, 0.2
-	}
-	raw := v / 5
+// axis is a value axis from lo to hi with a tick every step.
+type axis struct{ lo, hi, step float64 }
+
+// niceStep is the smallest of 1, 2, 2.5, 5 × 10^k that is at least raw.
+func niceStep(raw float64) float64 {
 	mag := math.Pow(10, math.Floor(math.Log10(raw)))
 	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if step = m * mag; step >= raw {
-			break
+		if step := m * mag; step >= raw*(1-1e-9) {
+			return step
 		}
 	}
-	return math.Ceil(v/step-1e-9) * step, step
+	return 10 * mag
+}
+
+// newAxis returns round bounds holding every finite value of vs: from 0, or
+// (ScaleNearData) from a round value a little below the smallest, with whole
+// steps for ScaleCount. Without a finite positive value it is 0 to 1.
+func newAxis(scale Scale, vs ...float64) axis {
+	lo, hi, found := math.Inf(1), math.Inf(-1), false
+	for _, v := range vs {
+		if ok(v) {
+			lo, hi, found = math.Min(lo, v), math.Max(hi, v), true
+		}
+	}
+	if !found || !(hi > 0) {
+		if scale == ScaleCount {
+			return axis{0, 1, 1}
+		}
+		return axis{0, 1, 0.2}
+	}
+	bottom := 0.0
+	if scale == ScaleNearData && lo > 0 {
+		bottom = lo - nearDataMargin*(hi-lo)
+		if hi == lo {
+			bottom = 0.9 * lo // one value: 10 % below it
+		}
+		bottom = math.Max(0, bottom)
+	}
+	step := niceStep((hi - bottom) / maxTicks)
+	if scale == ScaleCount {
+		step = math.Max(1, math.Ceil(step))
+	}
+	a := axis{lo: math.Floor(bottom/step+1e-9) * step, hi: math.Ceil(hi/step-1e-9) * step, step: step}
+	if a.hi <= a.lo {
+		a.hi = a.lo + step
+	}
+	return a
+}
+
+// pos maps v to a fraction of the axis, clamped to [0, 1].
+func (a axis) pos(v float64) float64 {
+	return math.Max(0, math.Min(1, (v-a.lo)/(a.hi-a.lo)))
+}
+
+func (a axis) ticks() []float64 {
+	var out []float64
+	n := int(math.Round((a.hi - a.lo) / a.step))
+	for i := 0; i <= n; i++ {
+		out = append(out, a.lo+float64(i)*a.step)
+	}
+	return out
 }
 
 func fmtTick(v float64) string {
 	return strconv.FormatFloat(v, 'g', 6, 64)
 }
 
-// yAxis draws horizontal grid lines and labels from 0 to top.
-func yAxis(b *bytes.Buffer, top, step float64, label string) {
-	for v := 0.0; v <= top+step/2; v += step {
-		y := padT + plotH - int(math.Round(v/top*plotH))
+// yAxis draws horizontal grid lines and labels over a.
+func yAxis(b *bytes.Buffer, a axis, label string) {
+	for _, v := range a.ticks() {
+		y := padT + plotH - int(math.Round(a.pos(v)*plotH))
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"/>`+"\n", padL, y, padL+plotW, y, gridColor)
 		fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", padL-6, y+4, fmtTick(v))
 	}
@@ -102,34 +229,52 @@ func yAxis(b *bytes.Buffer, top, step float64, label string) {
 	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", padL, padT+plotH, padL+plotW, padT+plotH)
 }
 
-// BarChart renders one bar per label. A NaN value (not measured) draws no bar
-// and is labelled "n/a".
-func BarChart(title, unit string, labels []string, values []float64) []byte {
+// BarChart renders, per label, one bar for each series side by side, with a
+// legend when there is more than one series. A NaN value (not measured) draws
+// no bar and is labelled "n/a". ScaleCount values are labelled as integers.
+func BarChart(title, unit string, labels []string, series []Series, scale Scale) []byte {
 	var b bytes.Buffer
 	svgOpen(&b, title)
-	hi := 0.0
-	for _, v := range values {
-		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			hi = math.Max(hi, v)
+	var all []float64
+	for _, s := range series {
+		all = append(all, s.Values...)
+	}
+	a := newAxis(scale, all...)
+	yAxis(&b, a, unit)
+	slot := float64(plotW) / float64(max(len(labels), 1))
+	bw := slot * barGroupWidth / float64(max(len(series), 1))
+	for i, label := range labels {
+		x0 := float64(padL) + slot*float64(i) + slot*(1-barGroupWidth)/2
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", float64(padL)+slot*(float64(i)+0.5), padT+plotH+18, html.EscapeString(label))
+		for j, s := range series {
+			x := x0 + bw*float64(j)
+			cx := x + bw/2
+			v := s.Values[i]
+			if !ok(v) {
+				fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#888888">n/a</text>`+"\n", cx, padT+plotH-6)
+				continue
+			}
+			text := fmtValue(v)
+			if scale == ScaleCount {
+				text = strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+			}
+			name := html.EscapeString(label)
+			if s.Name != "" {
+				name += " " + html.EscapeString(s.Name)
+			}
+			h := a.pos(v) * plotH
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s: %s %s</title></rect>`+"\n",
+				x, float64(padT+plotH)-h, bw, h, barColor(j), name, text, html.EscapeString(unit))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", cx, float64(padT+plotH)-h-5, text)
 		}
 	}
-	top, step := niceCeil(hi)
-	yAxis(&b, top, step, unit)
-	n := len(values)
-	slot := float64(plotW) / float64(max(n, 1))
-	bw := slot * 0.6
-	for i, v := range values {
-		x := float64(padL) + slot*float64(i) + (slot-bw)/2
-		cx := x + bw/2
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", cx, padT+plotH+18, html.EscapeString(labels[i]))
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#888888">n/a</text>`+"\n", cx, padT+plotH-6)
-			continue
+	if len(series) > 1 {
+		x := padL
+		for j, s := range series {
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/>`+"\n", x, legendY-10, barColor(j))
+			fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", x+16, legendY, html.EscapeString(s.Name))
+			x += 80
 		}
-		h := v / top * plotH
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s: %s %s</title></rect>`+"\n",
-			x, float64(padT+plotH)-h, bw, h, barColor, html.EscapeString(labels[i]), fmtValue(v), html.EscapeString(unit))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", cx, float64(padT+plotH)-h-5, fmtValue(v))
 	}
 	b.WriteString("</svg>\n")
 	return b.Bytes()
@@ -138,27 +283,28 @@ func BarChart(title, unit string, labels []string, values []float64) []byte {
 func fmtValue(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
 // CurveChart renders points (xs[i], ys[i]) joined in order, each labelled;
-// points with a NaN coordinate are skipped.
+// points with a NaN coordinate are skipped. The latency (x) axis starts near
+// the data, the throughput (y) axis at 0.
 func CurveChart(title, xLabel, yLabel string, labels []string, xs, ys []float64) []byte {
 	var b bytes.Buffer
 	svgOpen(&b, title)
-	hx, hy := 0.0, 0.0
+	var px0, py0 []float64
 	for i := range xs {
 		if ok(xs[i]) && ok(ys[i]) {
-			hx, hy = math.Max(hx, xs[i]), math.Max(hy, ys[i])
+			px0, py0 = append(px0, xs[i]), append(py0, ys[i])
 		}
 	}
-	topY, stepY := niceCeil(hy)
-	topX, stepX := niceCeil(hx)
-	yAxis(&b, topY, stepY, yLabel)
-	for v := 0.0; v <= topX+stepX/2; v += stepX {
-		x := padL + int(math.Round(v/topX*plotW))
+	ay := newAxis(ScaleZero, py0...)
+	ax := newAxis(ScaleNearData, px0...)
+	yAxis(&b, ay, yLabel)
+	for _, v := range ax.ticks() {
+		x := padL + int(math.Round(ax.pos(v)*plotW))
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"/>`+"\n", x, padT, x, padT+plotH, gridColor)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", x, padT+plotH+16, fmtTick(v))
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", padL+plotW/2, svgH-16, html.EscapeString(xLabel))
-	px := func(v float64) float64 { return float64(padL) + v/topX*plotW }
-	py := func(v float64) float64 { return float64(padT+plotH) - v/topY*plotH }
+	px := func(v float64) float64 { return float64(padL) + ax.pos(v)*plotW }
+	py := func(v float64) float64 { return float64(padT+plotH) - ay.pos(v)*plotH }
 	var pts bytes.Buffer
 	for i := range xs {
 		if ok(xs[i]) && ok(ys[i]) {

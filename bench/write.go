@@ -12,16 +12,18 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/atomicfile"
+	"github.com/vllm-prober/vllm_prober/prober"
 )
 
 // Tool is the source.tool of the baseline files bench writes.
 const Tool = "vllm_prober bench"
 
-// CSVHeader returns the CSV columns: seed 000's six (Prompt TPS, Gen TPS, Avg
+// CSVHeader returns the CSV columns: the multi-GPU presets report's six (Prompt TPS, Gen TPS, Avg
 // Latency, Request Generation Level TPS, Request Prompt Level TPS, Errors)
 // after the level, then vLLM's throughputs and latency statistics.
 func CSVHeader(percentiles []float64) []string {
@@ -38,7 +40,7 @@ func CSVHeader(percentiles []float64) []string {
 	return append(h, "Mean Running", "Mean Waiting", "Mean Swapped", "Mean KV Cache Usage", "Max KV Cache Usage", "Max CPU KV Cache Usage")
 }
 
-// WriteCSV writes one row per level. Seed 000's Prompt TPS and Gen TPS are the
+// WriteCSV writes one row per level. The multi-GPU presets report's Prompt TPS and Gen TPS are the
 // server's token counters polled from /metrics; an empty cell is a value the
 // server did not expose.
 func WriteCSV(w io.Writer, rep *Report) error {
@@ -98,6 +100,9 @@ func WriteServerCSV(w io.Writer, lr *LevelResult) error {
 	return nil
 }
 
+// rawJSON is JSON text that orderedJSON.add writes as it is.
+type rawJSON []byte
+
 // orderedJSON writes a JSON object with keys in insertion order, formatted like
 // Python's json.dump (", " and ": " separators, floats keep a ".0").
 type orderedJSON struct {
@@ -118,6 +123,18 @@ func (o *orderedJSON) add(key string, v any) {
 	switch x := v.(type) {
 	case float64:
 		o.buf.WriteString(pyFloat(x))
+	case []float64:
+		pyList(&o.buf, x, writePyFloat)
+	case [][]float64:
+		pyList(&o.buf, x, func(b *bytes.Buffer, fs []float64) { pyList(b, fs, writePyFloat) })
+	case []int:
+		pyList(&o.buf, x, func(b *bytes.Buffer, n int) { b.WriteString(strconv.Itoa(n)) })
+	case rawJSON:
+		o.buf.Write(x)
+	case string:
+		pyString(&o.buf, x)
+	case []string:
+		pyList(&o.buf, x, pyString)
 	default:
 		b, err := json.Marshal(x)
 		if err != nil {
@@ -132,6 +149,54 @@ func (o *orderedJSON) bytes() []byte {
 		return []byte("{}")
 	}
 	return append(o.buf.Bytes(), '}')
+}
+
+// pyList writes xs as a JSON list with Python's ", " separator.
+func pyList[T any](b *bytes.Buffer, xs []T, write func(*bytes.Buffer, T)) {
+	b.WriteByte('[')
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		write(b, x)
+	}
+	b.WriteByte(']')
+}
+
+func writePyFloat(b *bytes.Buffer, f float64) { b.WriteString(pyFloat(f)) }
+
+// pyString writes s as Python's json.dump does by default (ensure_ascii):
+// non-ASCII as \uXXXX escapes (surrogate pairs above U+FFFF), control
+// characters as \n, \t, ... or \u00XX, and "<", ">", "&" unescaped (unlike
+// encoding/json). Invalid UTF-8 is written as U+FFFD.
+func pyString(b *bytes.Buffer, s string) {
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\b':
+			b.WriteString(`\b`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case r < 0x20 || (r >= 0x7f && r <= 0xffff):
+			fmt.Fprintf(b, `\u%04x`, r)
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(b, `\u%04x\u%04x`, hi, lo)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
 }
 
 // pyFloat formats v like Python's float repr (shortest round trip, "1.0").
@@ -158,9 +223,24 @@ func pyFloat(v float64) string {
 }
 
 // ServeJSON encodes one level as a `vllm bench serve --save-result` result
-// (shared/docs/bench-formats.md §1.3): the same keys in the same order, times
-// in ms for the statistics, request_rate "inf" for concurrency levels, the
-// per-request arrays left out (as without --save-detailed).
+// (vLLM's vllm/benchmarks/serve.py, benchmark() and main_async): the same keys
+// in the same order, times in ms for the statistics, request_rate "inf" for
+// concurrency levels.
+//
+// With rep.SaveDetailed the per-request arrays of --save-detailed follow
+// total_token_throughput, one entry per request sent (failed ones included),
+// in request order: input_lens (prompt tokens from the server's usage, 0 when
+// the request failed), output_lens (0 for a failed request), ttfts (seconds),
+// itls (seconds, a list per request), start_times (seconds since the level
+// started; vLLM's are time.perf_counter() readings, whose origin is arbitrary
+// too) and errors ("" for a successful request). generated_texts is not
+// written: the prober's stream reader does not keep the text.
+//
+// When a request failed, errors is written even without SaveDetailed, each
+// entry "<reason>: <message>" with the prober's failure reason, and
+// failure_reasons (not a vLLM key) holds the breakdown of FailureBreakdown:
+// [{"reason", "status" (when the server answered an error status), "count",
+// "example"}].
 func ServeJSON(rep *Report, lr *LevelResult) []byte {
 	m := &lr.Metrics
 	backend := "vllm"
@@ -195,6 +275,15 @@ func ServeJSON(rep *Report, lr *LevelResult) []byte {
 	o.add("request_goodput", nil)
 	o.add("output_throughput", m.OutputThroughput)
 	o.add("total_token_throughput", m.TotalTokenThroughput)
+	if rep.SaveDetailed {
+		addDetail(o, lr)
+	}
+	if m.Failed > 0 {
+		if !rep.SaveDetailed {
+			o.add("errors", requestErrors(lr.Results))
+		}
+		o.add("failure_reasons", failureReasons(m.Failures))
+	}
 	o.add("max_output_tokens_per_s", m.MaxOutputTokensPerS)
 	o.add("max_concurrent_requests", m.MaxConcurrentRequests)
 	for _, s := range []struct {
@@ -211,6 +300,69 @@ func ServeJSON(rep *Report, lr *LevelResult) []byte {
 	return append(o.bytes(), '\n')
 }
 
+// addDetail adds the per-request arrays of --save-detailed (see ServeJSON).
+func addDetail(o *orderedJSON, lr *LevelResult) {
+	n := len(lr.Results)
+	inputs, outputs := make([]int, n), make([]int, n)
+	ttfts, starts := make([]float64, n), make([]float64, n)
+	itls := make([][]float64, n)
+	for i := range lr.Results {
+		r := &lr.Results[i]
+		itls[i] = make([]float64, len(r.ITLs))
+		for j, g := range r.ITLs {
+			itls[i][j] = g.Seconds()
+		}
+		ttfts[i] = r.TTFT.Seconds()
+		if !r.Start.IsZero() {
+			starts[i] = r.Start.Sub(lr.Start).Seconds()
+		}
+		if r.Success {
+			inputs[i] = r.PromptTokens
+			outputs[i] = max(r.OutputTokens, 1) // as Calculate counts it
+		}
+	}
+	o.add("input_lens", inputs)
+	o.add("output_lens", outputs)
+	o.add("ttfts", ttfts)
+	o.add("itls", itls)
+	o.add("start_times", starts)
+	o.add("errors", requestErrors(lr.Results))
+}
+
+// requestErrors is vLLM's per-request errors array: "" for a success, else
+// the prober's reason and message.
+func requestErrors(results []prober.Result) []string {
+	out := make([]string, len(results))
+	for i := range results {
+		if r := &results[i]; !r.Success {
+			out[i] = string(r.Reason) + ": " + r.Err
+		}
+	}
+	return out
+}
+
+// failureReasons encodes the breakdown as failure_reasons: a list of
+// {"reason", "status" (only for an error status), "count", "example"}.
+func failureReasons(fs []Failure) rawJSON {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, f := range fs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		o := &orderedJSON{}
+		o.add("reason", string(f.Reason))
+		if f.Status != 0 {
+			o.add("status", f.Status)
+		}
+		o.add("count", f.Count)
+		o.add("example", f.Example)
+		b.Write(o.bytes())
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
 // definitions documents what bench's baseline metrics mean (source.definitions).
 var definitions = map[string]string{
 	"ttft_seconds":                  "client (prober.Stream): first SSE event carrying generated text minus the time just before the POST; chat's role-only first event does not count",
@@ -223,8 +375,8 @@ var definitions = map[string]string{
 	"request_throughput":            "completed requests / level duration, requests/s",
 	"peak_output_throughput":        "largest 1-second bucket of streamed content events (vLLM's max_output_tokens_per_s)",
 	"peak_concurrent_requests":      "sweep-line peak of requests in flight (vLLM's max_concurrent_requests)",
-	"output_throughput_per_request": "seed 000's \"Request Generation Level TPS\": per request output tokens / E2E",
-	"input_throughput_per_request":  "seed 000's \"Request Prompt Level TPS\": per request prompt tokens / E2E",
+	"output_throughput_per_request": "the multi-GPU presets report's \"Request Generation Level TPS\": per request output tokens / E2E",
+	"input_throughput_per_request":  "the multi-GPU presets report's \"Request Prompt Level TPS\": per request prompt tokens / E2E",
 	"completed":                     "successful requests",
 	"failed":                        "failed requests (any prober failure reason)",
 }
@@ -332,7 +484,9 @@ func (f *Files) Paths(dir string) []string {
 
 // WriteAll writes every output of rep into dir (created if missing): the CSV,
 // a vllm-serve JSON and a server-series CSV per level, the baseline file and
-// the SVG charts. Each file is written to a temporary name and renamed.
+// the SVG charts. Each file is written to a temporary name and renamed. When a
+// level's success ratio is below rep.MinSuccessRatio the baseline file is
+// not written (Files.Baseline stays empty) unless rep.ForceBaseline.
 func WriteAll(dir string, rep *Report) (*Files, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating output directory: %w", err)
@@ -365,7 +519,7 @@ func WriteAll(dir string, rep *Report) (*Files, error) {
 		}
 		out.Server = append(out.Server, name)
 	}
-	if len(rep.Levels) > 0 {
+	if len(rep.Levels) > 0 && (len(rep.FailingLevels()) == 0 || rep.ForceBaseline) {
 		f, err := Baseline(rep, out.JSON)
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -38,7 +39,7 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 	rates := cmd.Flag("request-rate", "Comma-separated Poisson request rates in requests/s; \"inf\" sends every request at once.").String()
 	seed := cmd.Flag("seed", "Seed of the Poisson arrivals and random prompts.").Default("0").Uint64()
 	maxTokens := cmd.Flag("max-tokens", "max_tokens (max_completion_tokens for chat) of every request.").Default(strconv.Itoa(bench.DefaultMaxTokens)).Int()
-	prompt := cmd.Flag("prompt", "Fixed prompt of every request (default: seed 000's \""+bench.DefaultPrompt+"\").").String()
+	prompt := cmd.Flag("prompt", "Fixed prompt of every request (default: the multi-GPU presets report's \""+bench.DefaultPrompt+"\").").String()
 	inputLen := cmd.Flag("random-input-len", "Send random prompts of about this many tokens instead of a fixed prompt.").Default("0").Int()
 	temperature := cmd.Flag("temperature", "Sampling temperature.").Default(strconv.FormatFloat(bench.DefaultTemperature, 'f', -1, 64)).Float64()
 	ignoreEOS := cmd.Flag("ignore-eos", "Set ignore_eos so that every request generates max tokens.").Bool()
@@ -51,6 +52,10 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 	readyTimeout := cmd.Flag("ready-timeout", "How long to wait for /v1/models to answer.").Default(bench.DefaultReadyTimeout.String()).Duration()
 	requestTimeout := cmd.Flag("request-timeout", "Timeout of each request.").Default(bench.DefaultRequestTimeout.String()).Duration()
 	stallTimeout := cmd.Flag("stall-timeout", "Fail a stream that sends nothing for this long (0: never).").Default("0s").Duration()
+	minSuccess := cmd.Flag("min-success-ratio", "A level whose completed/sent ratio is below this fails the command (exit 1) and withholds the baseline file.").
+		Default(strconv.FormatFloat(bench.DefaultMinSuccessRatio, 'f', -1, 64)).Float64()
+	force := cmd.Flag("force", "Write the baseline file even when a level is below --min-success-ratio; its points keep their failed counts.").Bool()
+	saveDetailed := cmd.Flag("save-detailed", "Add the per-request arrays of `vllm bench serve --save-detailed` (ttfts, itls, input_lens, output_lens, start_times, errors) to each level's JSON.").Bool()
 
 	run := func(ctx context.Context, logger log.Logger) int {
 		opts := bench.Options{
@@ -58,7 +63,12 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 			MaxTokens: *maxTokens, Temperature: *temperature, IgnoreEOS: *ignoreEOS, Prompt: *prompt,
 			RandomInputLen: *inputLen, MetricsPath: *metricsPath, Name: *name,
 			ReadyTimeout: *readyTimeout, RequestTimeout: *requestTimeout, StallTimeout: *stallTimeout,
-			Summary: stdout, Logger: logger,
+			Summary: stdout, Logger: logger, MinSuccessRatio: *minSuccess, ForceBaseline: *force, SaveDetailed: *saveDetailed,
+			Progress: stderr, ProgressBar: isTerminal(stderr),
+		}
+		if !(*minSuccess > 0 && *minSuccess <= 1) {
+			level.Error(logger).Log("msg", "invalid --min-success-ratio", "err", fmt.Sprintf("%v is not in (0, 1]", *minSuccess))
+			return 1
 		}
 		var err error
 		if opts.Concurrencies, err = parseConcurrencies(*concurrency); err != nil {
@@ -84,21 +94,35 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 			}
 			opts.Header = http.Header{"Authorization": {"Bearer " + strings.TrimSpace(string(key))}}
 		}
-		if isTerminal(stderr) {
-			opts.Progress = stderr
-		}
 		rep, runErr := bench.Run(ctx, opts)
 		if rep == nil {
 			level.Error(logger).Log("msg", "benchmark failed", "err", runErr)
 			return 1
 		}
+		var files *bench.Files
 		if len(rep.Levels) > 0 {
-			files, err := bench.WriteAll(*out, rep)
+			var err error
+			files, err = bench.WriteAll(*out, rep)
 			if err != nil {
 				level.Error(logger).Log("msg", "cannot write the results", "err", err)
 				return 1
 			}
 			fmt.Fprintf(stderr, "wrote %s\n", strings.Join(files.Paths(*out), ", "))
+		}
+		failing := rep.FailingLevels()
+		for _, lr := range failing {
+			m := &lr.Metrics
+			level.Error(logger).Log("msg", "too many failed requests: the level does not measure the server", "level", lr.Level,
+				"failed", m.Failed, "sent", m.Completed+m.Failed, "success_ratio", strconv.FormatFloat(m.SuccessRatio(), 'f', 3, 64),
+				"min_success_ratio", rep.MinSuccessRatio, "reasons", failureSummary(m.Failures))
+		}
+		if len(failing) > 0 {
+			if files.Baseline != "" {
+				level.Warn(logger).Log("msg", "--force: baseline written with the failing levels; their points carry their failed counts",
+					"file", filepath.Join(*out, files.Baseline))
+			} else {
+				level.Error(logger).Log("msg", "no baseline file written: a level is below --min-success-ratio (--force writes one)")
+			}
 		}
 		if runErr != nil {
 			if errors.Is(runErr, context.Canceled) {
@@ -108,9 +132,22 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 			}
 			return 1
 		}
+		if len(failing) > 0 {
+			return 1
+		}
 		return 0
 	}
 	return cmd, run
+}
+
+// failureSummary is a level's failure breakdown on one line:
+// "http_5xx (HTTP 500)=11, timeout=2".
+func failureSummary(fs []bench.Failure) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = f.Class() + "=" + strconv.Itoa(f.Count)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // isTerminal reports whether w is a character device (a terminal).

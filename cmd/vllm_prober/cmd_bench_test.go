@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"math"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -36,12 +39,16 @@ func runBenchCLI(t *testing.T, ctx context.Context, args ...string) (code int, s
 	return code, out.String(), errb.String()
 }
 
-func startBenchSim(t *testing.T) string {
+// startBenchSim serves a fast simulator; mutate (if not nil) changes its configuration.
+func startBenchSim(t *testing.T, mutate func(*simulator.Config)) string {
 	t.Helper()
 	cfg := simulator.DefaultConfig()
 	cfg.Model = "sim/model"
 	cfg.TTFT = 5 * time.Millisecond
 	cfg.ITL = 2 * time.Millisecond
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	sim, err := simulator.New(cfg, log.NewNopLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +62,7 @@ func startBenchSim(t *testing.T) string {
 }
 
 func TestBenchCommandWritesResults(t *testing.T) {
-	url := startBenchSim(t)
+	url := startBenchSim(t, nil)
 	dir := filepath.Join(t.TempDir(), "out")
 	code, stdout, stderr := runBenchCLI(t, context.Background(), "bench", "--url", url, "--out", dir, "--requests", "3",
 		"--concurrency", "1, 2", "--request-rate", "inf", "--max-tokens", "5", "--ignore-eos", "--name", "run1",
@@ -123,5 +130,194 @@ func TestBenchCommandInterrupted(t *testing.T) {
 	code, _, stderr := runBenchCLI(t, ctx, "bench", "--url", "http://127.0.0.1:1", "--out", t.TempDir())
 	if code != 1 || !strings.Contains(stderr, "waiting for /v1/models: context canceled") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestBenchCommandFailingServer: against a server that fails half of the
+// requests with HTTP 500, bench prints the failure breakdown, puts it and the
+// per-request errors into the JSON, exits 1 and writes no baseline file;
+// with --force it writes one whose point carries the failed count.
+func TestBenchCommandFailingServer(t *testing.T) {
+	// Half of the completions get HTTP 500, drawn from the simulator's seeded generator.
+	url := startBenchSim(t, func(c *simulator.Config) {
+		c.Fault, c.FaultRate, c.FaultStatus = simulator.FaultHTTPStatus, 0.5, 500
+	})
+	dir := filepath.Join(t.TempDir(), "out")
+	args := []string{"bench", "--url", url, "--out", dir, "--requests", "20", "--concurrency", "4",
+		"--max-tokens", "5", "--ignore-eos", "--name", "faulty"}
+	code, stdout, stderr := runBenchCLI(t, context.Background(), args...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "faulty-c4.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Completed      int      `json:"completed"`
+		Failed         int      `json:"failed"`
+		Errors         []string `json:"errors"`
+		FailureReasons []struct {
+			Reason  string `json:"reason"`
+			Status  int    `json:"status"`
+			Count   int    `json:"count"`
+			Example string `json:"example"`
+		} `json:"failure_reasons"`
+		TTFTs []float64 `json:"ttfts"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Failed < 5 || rec.Failed > 15 || rec.Completed+rec.Failed != 20 {
+		t.Fatalf("completed %d failed %d, want about half of 20 failed", rec.Completed, rec.Failed)
+	}
+	// The breakdown: one class, the prober's reason with the status.
+	if len(rec.FailureReasons) != 1 || rec.FailureReasons[0].Reason != "http_5xx" || rec.FailureReasons[0].Status != 500 ||
+		rec.FailureReasons[0].Count != rec.Failed || !strings.Contains(rec.FailureReasons[0].Example, "HTTP 500") {
+		t.Errorf("failure_reasons = %+v", rec.FailureReasons)
+	}
+	// vLLM's per-request errors: "" for a success, the reason and message for a failure.
+	failed := 0
+	for _, e := range rec.Errors {
+		if e != "" {
+			failed++
+			if !strings.HasPrefix(e, "http_5xx: HTTP 500") {
+				t.Errorf("error entry %q", e)
+			}
+		}
+	}
+	if len(rec.Errors) != 20 || failed != rec.Failed {
+		t.Errorf("%d errors entries, %d non-empty; want 20 and %d", len(rec.Errors), failed, rec.Failed)
+	}
+	if rec.TTFTs != nil {
+		t.Errorf("ttfts written without --save-detailed")
+	}
+	want := fmt.Sprintf("------------Failed requests by reason-------------\nhttp_5xx (HTTP 500):                     %-10d\n  first error: HTTP 500", rec.Failed)
+	if !strings.Contains(stdout, want) {
+		t.Errorf("stdout lacks the breakdown %q:\n%s", want, stdout)
+	}
+	for _, want := range []string{`msg="too many failed requests: the level does not measure the server" level="concurrency 4"`,
+		fmt.Sprintf(`failed=%d sent=20`, rec.Failed), `reasons="http_5xx (HTTP 500)=`,
+		`msg="no baseline file written: a level is below --min-success-ratio (--force writes one)"`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "faulty.baseline.yaml")); !os.IsNotExist(err) {
+		t.Errorf("a baseline file was written for a failing run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "faulty.csv")); err != nil {
+		t.Errorf("the results must still be written: %v", err)
+	}
+	// The printed blocks, breakdown included, still import as a vLLM text log.
+	if im, err := baseline.ImportBytes("stdout.txt", []byte(stdout)); err != nil || im.NumPoints() != 1 {
+		t.Errorf("printed summary does not import: %v", err)
+	}
+
+	// --force writes the baseline, its point marked by its failed count.
+	code, _, stderr = runBenchCLI(t, context.Background(), append(args, "--force")...)
+	if code != 1 {
+		t.Fatalf("--force: exit %d, want 1 (the run still failed); stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, `msg="--force: baseline written with the failing levels`) {
+		t.Errorf("stderr lacks the --force warning:\n%s", stderr)
+	}
+	f, err := baseline.ReadFile(context.Background(), filepath.Join(dir, "faulty.baseline.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok := f.Lookup("faulty")
+	if !ok || len(b.Points) != 1 {
+		t.Fatalf("baseline: %+v", f.Baselines)
+	}
+	p := b.Points[0]
+	if p.Failed == nil || *p.Failed < 5 || p.Completed == nil || *p.Completed+*p.Failed != 20 {
+		t.Errorf("forced point: completed %v failed %v, want the failures counted", p.Completed, p.Failed)
+	}
+}
+
+func TestBenchCommandMinSuccessRatio(t *testing.T) {
+	for _, v := range []string{"0", "1.5"} {
+		code, _, stderr := runBenchCLI(t, context.Background(), "bench", "--url", "http://127.0.0.1:1", "--out", t.TempDir(), "--min-success-ratio", v)
+		if code != 1 || !strings.Contains(stderr, `msg="invalid --min-success-ratio" err="`+v+` is not in (0, 1]"`) {
+			t.Errorf("--min-success-ratio %s: exit %d, stderr %q", v, code, stderr)
+		}
+	}
+}
+
+// TestBenchCommandSaveDetailed: --save-detailed adds vllm bench serve's
+// per-request arrays, one entry per request, in seconds; the file still
+// imports with the baseline package, and the arrays agree with the aggregates.
+func TestBenchCommandSaveDetailed(t *testing.T) {
+	url := startBenchSim(t, nil)
+	dir := filepath.Join(t.TempDir(), "out")
+	code, _, stderr := runBenchCLI(t, context.Background(), "bench", "--url", url, "--out", dir, "--requests", "6",
+		"--concurrency", "3", "--max-tokens", "7", "--ignore-eos", "--name", "detail", "--save-detailed")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "concurrency 3: 6/6 requests in ") {
+		t.Errorf("stderr lacks the quiet progress line:\n%s", stderr)
+	}
+	path := filepath.Join(dir, "detail-c3.json")
+	im, err := baseline.ImportFile(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.Format != baseline.FormatVLLMServeJSON || im.NumPoints() != 1 {
+		t.Fatalf("imported as %s with %d points", im.Format, im.NumPoints())
+	}
+	p := im.Baselines[0].Points[0]
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Completed         int         `json:"completed"`
+		TotalInputTokens  int         `json:"total_input_tokens"`
+		TotalOutputTokens int         `json:"total_output_tokens"`
+		MeanTTFTms        float64     `json:"mean_ttft_ms"`
+		MeanITLms         float64     `json:"mean_itl_ms"`
+		InputLens         []int       `json:"input_lens"`
+		OutputLens        []int       `json:"output_lens"`
+		TTFTs             []float64   `json:"ttfts"`
+		ITLs              [][]float64 `json:"itls"`
+		StartTimes        []float64   `json:"start_times"`
+		Errors            []string    `json:"errors"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Completed != 6 || p.Completed == nil || *p.Completed != 6 {
+		t.Fatalf("completed %d (imported %v), want 6", rec.Completed, p.Completed)
+	}
+	for name, n := range map[string]int{"input_lens": len(rec.InputLens), "output_lens": len(rec.OutputLens), "ttfts": len(rec.TTFTs),
+		"itls": len(rec.ITLs), "start_times": len(rec.StartTimes), "errors": len(rec.Errors)} {
+		if n != rec.Completed {
+			t.Errorf("%s has %d entries, want completed = %d", name, n, rec.Completed)
+		}
+	}
+	sumIn, sumOut, sumTTFT, sumITL, nITL := 0, 0, 0.0, 0.0, 0
+	for i := range rec.TTFTs {
+		sumIn += rec.InputLens[i]
+		sumOut += rec.OutputLens[i]
+		sumTTFT += rec.TTFTs[i]
+		if rec.OutputLens[i] != 7 || len(rec.ITLs[i]) != 6 || rec.Errors[i] != "" || rec.StartTimes[i] < 0 || rec.StartTimes[i] > 10 {
+			t.Errorf("request %d: output_len %d, %d itls, error %q, start %v", i, rec.OutputLens[i], len(rec.ITLs[i]), rec.Errors[i], rec.StartTimes[i])
+		}
+		for _, g := range rec.ITLs[i] {
+			sumITL += g
+			nITL++
+		}
+	}
+	// Seconds per request, milliseconds in the aggregates.
+	if sumIn != rec.TotalInputTokens || sumOut != rec.TotalOutputTokens {
+		t.Errorf("sum of input_lens/output_lens %d/%d, totals %d/%d", sumIn, sumOut, rec.TotalInputTokens, rec.TotalOutputTokens)
+	}
+	if got := sumTTFT / 6 * 1000; math.Abs(got-rec.MeanTTFTms) > 1e-6 {
+		t.Errorf("mean of ttfts %v ms, mean_ttft_ms %v", got, rec.MeanTTFTms)
+	}
+	if got := sumITL / float64(nITL) * 1000; math.Abs(got-rec.MeanITLms) > 1e-6 {
+		t.Errorf("mean of itls %v ms, mean_itl_ms %v", got, rec.MeanITLms)
 	}
 }

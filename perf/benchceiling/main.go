@@ -16,9 +16,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -131,29 +129,11 @@ func level(conc, requests, tokens int, itl time.Duration, inProcess bool) (*leve
 
 // firstTokens maps request ids to the trace time of their first token.
 func firstTokens(path string) (map[string]int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the trace: %w", err)
-	}
-	defer f.Close()
 	m := map[string]int64{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var l struct {
-			RequestID string `json:"request_id"`
-			Kind      string `json:"kind"`
-			Token     int    `json:"token"`
-			Time      int64  `json:"time_unix_nano"`
+	err := perfutil.ReadTrace(path, func(e perfutil.TraceEvent) {
+		if e.Kind == "token" && e.Token == 1 {
+			m[e.RequestID] = e.Time
 		}
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			return nil, fmt.Errorf("parsing the trace: %w", err)
-		}
-		if l.Kind == "token" && l.Token == 1 {
-			m[l.RequestID] = l.Time
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading the trace: %w", err)
-	}
-	return m, nil
+	})
+	return m, err
 }

@@ -56,7 +56,8 @@ func runSimChild(raw string) error {
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
-	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	handler, writeArrivals := recordArrivals(sim.Handler())
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	fmt.Printf("ADDR %s\n", l.Addr())
@@ -81,7 +82,7 @@ func runSimChild(raw string) error {
 	if err := srv.Shutdown(ctx); err != nil {
 		return errors.Join(closeErr, fmt.Errorf("shutting down: %w", err))
 	}
-	return closeErr
+	return errors.Join(closeErr, writeArrivals())
 }
 
 // Sim is a vllm_sim server. Started by StartSim it runs in a child process
@@ -116,7 +117,10 @@ func RunSim(cfg simulator.Config, inProcess bool) (*Sim, error) {
 
 // StartSim starts the simulator child with cfg (ListenAddress is ignored) and
 // returns once it listens.
-func StartSim(cfg simulator.Config) (*Sim, error) {
+func StartSim(cfg simulator.Config) (*Sim, error) { return startSim(cfg) }
+
+// startSim starts the simulator child with extra environment variables.
+func startSim(cfg simulator.Config, env ...string) (*Sim, error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the simulator configuration: %w", err)
@@ -126,7 +130,7 @@ func StartSim(cfg simulator.Config) (*Sim, error) {
 		return nil, fmt.Errorf("finding this program: %w", err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), simEnv+"="+string(raw))
+	cmd.Env = append(append(os.Environ(), simEnv+"="+string(raw)), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

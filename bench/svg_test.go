@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"math"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewAxis(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		scale Scale
+		vs    []float64
+		want  axis
+	}{
+		// Latencies of 180-240 ms: the axis starts just below the data, not at 0.
+		{"near data", ScaleNearData, []float64{200, 240, 180}, axis{160, 240, 20}},
+		{"near data, one value", ScaleNearData, []float64{50}, axis{45, 50, 1}},
+		{"near data, close to 0", ScaleNearData, []float64{1, 100}, axis{0, 100, 20}},
+		{"from zero", ScaleZero, []float64{200, 240}, axis{0, 250, 50}},
+		// Counts: whole steps, even for 3 failures.
+		{"count", ScaleCount, []float64{0, 3}, axis{0, 3, 1}},
+		{"count, large", ScaleCount, []float64{11, 47}, axis{0, 50, 10}},
+		{"nothing measured", ScaleNearData, []float64{nan()}, axis{0, 1, 0.2}},
+	} {
+		if got := newAxis(c.scale, c.vs...); !near(got.lo, c.want.lo) || !near(got.hi, c.want.hi) || !near(got.step, c.want.step) {
+			t.Errorf("%s: axis %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestChartsShowPercentilesAndCounts checks the rendered charts: each latency
+// chart draws the mean with P90 and P99 beside it and an axis that starts
+// near the data, the error chart whole numbers, and a level where nothing
+// completed "n/a" instead of vLLM's zeros.
+func TestChartsShowPercentilesAndCounts(t *testing.T) {
+	ok := goldenLevel() // TTFT mean 200 ms, p90 280, p99 298; 1 of 4 failed
+	failed := goldenLevel()
+	failed.Level = Level{LoadConcurrency, 8}
+	failed.Metrics.Completed, failed.Metrics.Failed = 0, 4
+	rep := &Report{Name: "c", Percentiles: []float64{90, 99}, Levels: []*LevelResult{ok, failed}, Date: time.Now()}
+	charts := Charts(rep)
+	ttft := string(charts["c-mean-ttft.svg"])
+	for _, want := range []string{"<title>c: TTFT (mean, p90, p99)</title>", "<title>c4 mean: 200.00 ms</title>",
+		"<title>c4 p90: 280.00 ms</title>", "<title>c4 p99: 298.00 ms</title>", ">n/a</text>"} {
+		if !strings.Contains(ttft, want) {
+			t.Errorf("TTFT chart lacks %q", want)
+		}
+	}
+	ticks := regexp.MustCompile(`text-anchor="end">([0-9.]+)</text>`).FindAllStringSubmatch(ttft, -1)
+	if len(ticks) == 0 || ticks[0][1] == "0" {
+		t.Errorf("TTFT axis ticks %v: want the axis to start near 200 ms, not at 0", ticks)
+	}
+	errs := string(charts["c-errors.svg"])
+	for _, want := range []string{"<title>c4: 1 requests</title>", "<title>c8: 4 requests</title>", `text-anchor="middle">4</text>`} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("errors chart lacks %q", want)
+		}
+	}
+	if regexp.MustCompile(`>\d+\.\d+</text>`).MatchString(errs) {
+		t.Errorf("errors chart has fractional labels:\n%s", errs)
+	}
+	for name, data := range charts {
+		if err := wellFormedXML(data); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+func nan() float64 { return math.NaN() }

@@ -1,0 +1,104 @@
+package perfutil
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/vllm-prober/vllm_prober/simulator"
+)
+
+// arrivalsEnv names the file in which the simulator child of
+// StartSimRecordingArrivals records when each generation request arrived.
+const arrivalsEnv = "VLLM_PROBER_PERF_SIM_ARRIVALS"
+
+// Arrival is when the simulator's HTTP server handed a generation request to
+// the simulator: the server's side of a client's TTFT.
+type Arrival struct {
+	RequestID string `json:"request_id"`
+	Time      int64  `json:"time_unix_nano"`
+}
+
+// StartSimRecordingArrivals is StartSim whose child, when it stops, also
+// writes to path one JSON line (an Arrival) per completion or chat request.
+// A request without an X-Request-Id gets one ("arrival-N"), which the
+// simulator then uses in its trace, so arrivals and trace events match.
+func StartSimRecordingArrivals(cfg simulator.Config, path string) (*Sim, error) {
+	return startSim(cfg, arrivalsEnv+"="+path)
+}
+
+// ReadArrivals reads a file written by a StartSimRecordingArrivals child.
+func ReadArrivals(path string) (map[string]int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the arrivals: %w", err)
+	}
+	defer f.Close()
+	out := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var a Arrival
+		if err := json.Unmarshal(sc.Bytes(), &a); err != nil {
+			return nil, fmt.Errorf("parsing the arrivals: %w", err)
+		}
+		out[a.RequestID] = a.Time
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the arrivals: %w", err)
+	}
+	return out, nil
+}
+
+// recordArrivals wraps the simulator's handler when the child was asked to
+// record arrivals; write saves them (call it once the server has stopped).
+func recordArrivals(h http.Handler) (wrapped http.Handler, write func() error) {
+	path := os.Getenv(arrivalsEnv)
+	if path == "" {
+		return h, func() error { return nil }
+	}
+	var (
+		mu   sync.Mutex
+		seen []Arrival
+	)
+	wrapped = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && (r.URL.Path == "/v1/completions" || r.URL.Path == "/v1/chat/completions") {
+			now := time.Now().UnixNano()
+			mu.Lock()
+			id := r.Header.Get("X-Request-Id")
+			if id == "" {
+				id = "arrival-" + strconv.Itoa(len(seen))
+				r.Header.Set("X-Request-Id", id)
+			}
+			seen = append(seen, Arrival{RequestID: id, Time: now})
+			mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	})
+	write = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("writing the arrivals: %w", err)
+		}
+		bw := bufio.NewWriter(f)
+		enc := json.NewEncoder(bw)
+		for _, a := range seen {
+			if err := enc.Encode(a); err != nil {
+				f.Close()
+				return fmt.Errorf("writing the arrivals: %w", err)
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			f.Close()
+			return fmt.Errorf("writing the arrivals: %w", err)
+		}
+		return f.Close()
+	}
+	return wrapped, write
+}
