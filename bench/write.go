@@ -403,6 +403,12 @@ func Baseline(rep *Report, files []string) (*baseline.File, error) {
 		b.Points = append(b.Points, Point(rep, lr))
 	}
 	f := &baseline.File{Version: baseline.FormatVersion, Baselines: []*baseline.Baseline{b}}
+	// Levels below the run's minimum success ratio are marked excluded, and a
+	// baseline left without a usable point unusable, as `baseline import`
+	// marks them; WriteAll writes such a file only with ForceBaseline.
+	if _, err := baseline.Assess(f, baseline.AssessOptions{MinSuccessRatio: rep.minSuccessRatio(), Force: true}); err != nil {
+		return nil, fmt.Errorf("assessing the baseline: %w", err)
+	}
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("building the baseline: %w", err)
 	}

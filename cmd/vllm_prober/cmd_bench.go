@@ -54,7 +54,7 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 	stallTimeout := cmd.Flag("stall-timeout", "Fail a stream that sends nothing for this long (0: never).").Default("0s").Duration()
 	minSuccess := cmd.Flag("min-success-ratio", "A level whose completed/sent ratio is below this fails the command (exit 1) and withholds the baseline file.").
 		Default(strconv.FormatFloat(bench.DefaultMinSuccessRatio, 'f', -1, 64)).Float64()
-	force := cmd.Flag("force", "Write the baseline file even when a level is below --min-success-ratio; its points keep their failed counts.").Bool()
+	force := cmd.Flag("force", "Write the baseline file even when a level is below --min-success-ratio; such points are marked excluded (a baseline without a usable point unusable), as baseline import --force marks them.").Bool()
 	saveDetailed := cmd.Flag("save-detailed", "Add the per-request arrays of `vllm bench serve --save-detailed` (ttfts, itls, input_lens, output_lens, start_times, errors) to each level's JSON.").Bool()
 
 	run := func(ctx context.Context, logger log.Logger) int {
@@ -118,7 +118,7 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 		}
 		if len(failing) > 0 {
 			if files.Baseline != "" {
-				level.Warn(logger).Log("msg", "--force: baseline written with the failing levels; their points carry their failed counts",
+				level.Warn(logger).Log("msg", "--force: baseline written with the failing levels marked excluded",
 					"file", filepath.Join(*out, files.Baseline))
 			} else {
 				level.Error(logger).Log("msg", "no baseline file written: a level is below --min-success-ratio (--force writes one)")

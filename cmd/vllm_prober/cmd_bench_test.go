@@ -219,10 +219,15 @@ func TestBenchCommandFailingServer(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("--force: exit %d, want 1 (the run still failed); stderr:\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr, `msg="--force: baseline written with the failing levels`) {
+	if !strings.Contains(stderr, `msg="--force: baseline written with the failing levels marked excluded"`) {
 		t.Errorf("stderr lacks the --force warning:\n%s", stderr)
 	}
-	f, err := baseline.ReadFile(context.Background(), filepath.Join(dir, "faulty.baseline.yaml"))
+	forced := filepath.Join(dir, "faulty.baseline.yaml")
+	data, err = os.ReadFile(forced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := baseline.Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,6 +238,14 @@ func TestBenchCommandFailingServer(t *testing.T) {
 	p := b.Points[0]
 	if p.Failed == nil || *p.Failed < 5 || p.Completed == nil || *p.Completed+*p.Failed != 20 {
 		t.Errorf("forced point: completed %v failed %v, want the failures counted", p.Completed, p.Failed)
+	}
+	// Marked as baseline import marks it: the point excluded, the baseline unusable, and so
+	// refused by the loader the daemon uses.
+	if !strings.HasPrefix(p.Excluded, "success ratio ") || b.Unusable == "" {
+		t.Errorf("forced baseline not marked: point excluded %q, baseline unusable %q", p.Excluded, b.Unusable)
+	}
+	if _, err := baseline.ReadFile(context.Background(), forced); err == nil || !strings.Contains(err.Error(), "no usable point") {
+		t.Errorf("the daemon's loader accepted the forced baseline: %v", err)
 	}
 }
 
