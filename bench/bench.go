@@ -1,4 +1,4 @@
-// Package bench is the load generator behind `vllm_prober bench`: seed 000's
+// Package bench is the load generator behind `vllm_prober bench`: the multi-GPU presets report's
 // method (wait for /v1/models, N requests at fixed concurrency with a fixed
 // prompt, poll /metrics every second) and vLLM's serving benchmark (Poisson
 // request rates with a seed, per-request TTFT/TPOT/ITL/E2E aggregated like
@@ -6,7 +6,7 @@
 // every /metrics poll is read by collector.Scrape, so the numbers use the same
 // definitions as the daemon's probes and collector.
 //
-// Run produces a Report; the writers turn it into a CSV with seed 000's
+// Run produces a Report; the writers turn it into a CSV with the multi-GPU presets report's
 // columns, one `vllm bench serve --save-result` JSON per level, a baseline
 // file, SVG charts and the printed "Serving Benchmark Result" blocks.
 package bench
@@ -27,7 +27,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
-// DefaultPrompt is seed 000's fixed prompt.
+// DefaultPrompt is the multi-GPU presets report's fixed prompt.
 const DefaultPrompt = "Let's explore some architecture patterns for microservices"
 
 // Load types of a Level, as in the baseline series' load_type label.
@@ -274,13 +274,13 @@ type ServerSample struct {
 	KVUsage, CPUKVUsage            float64 // 0-1
 }
 
-// ServerStats are the polled series of one level and their averages (seed 000).
+// ServerStats are the polled series of one level and their averages (the multi-GPU presets report).
 type ServerStats struct {
 	Samples []ServerSample
 	// ScrapeErrors counts polls that failed.
 	ScrapeErrors int
 	// PromptTPS and GenerationTPS are the counters' increase (resets handled)
-	// between the first and the last poll, per second: seed 000's "Prompt TPS"
+	// between the first and the last poll, per second: the multi-GPU presets report's "Prompt TPS"
 	// and "Gen TPS". NaN with fewer than two polls.
 	PromptTPS, GenerationTPS float64
 	// Means over the polls, and the largest KV cache usage (NaN when not exposed).

@@ -92,7 +92,7 @@ type modelCard struct {
 }
 
 // waitReady polls /v1/models until it answers 200 with a model list, or
-// ReadyTimeout passes (seed 000's step 2).
+// ReadyTimeout passes (the multi-GPU presets report's step 2).
 func waitReady(ctx context.Context, client *http.Client, o *Options) ([]modelCard, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
 	defer cancel()
@@ -152,7 +152,7 @@ func fetchModels(ctx context.Context, client *http.Client, o *Options) ([]modelC
 }
 
 // requestBody is the JSON body of request i: vLLM's benchmark client's body
-// (shared/docs/bench-formats.md §1.1) with our prompt.
+// (vLLM's benchmarks/backend_request_func.py) with our prompt.
 func requestBody(o *Options, model, prompt string) map[string]any {
 	body := map[string]any{"model": model, "temperature": o.Temperature}
 	if o.IgnoreEOS {
@@ -296,8 +296,8 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
-	// Seed 000 keeps polling until nothing is running, waiting or swapped: the
-	// server may finish its bookkeeping just after the client saw [DONE].
+	// The multi-GPU presets report's script keeps polling until nothing is running,
+	// waiting or swapped: the server may finish its bookkeeping just after the client saw [DONE].
 	drainCtx, cancel := context.WithTimeout(ctx, drainTimeout)
 	poller.drain(drainCtx, 50*time.Millisecond)
 	cancel()

@@ -277,7 +277,7 @@ func checkOutputs(t *testing.T, dir string, rep *Report, files *Files) {
 	if !near(b.SaturationOutputThroughput(), math.Max(rep.Levels[0].Metrics.OutputThroughput, rep.Levels[1].Metrics.OutputThroughput)) {
 		t.Errorf("saturation %v", b.SaturationOutputThroughput())
 	}
-	// The CSV has seed 000's columns and one row per level.
+	// The CSV has the multi-GPU presets report's columns and one row per level.
 	data, err := os.ReadFile(filepath.Join(dir, files.CSV))
 	if err != nil {
 		t.Fatal(err)

@@ -78,7 +78,7 @@ func PercentileLabel(p float64) string {
 }
 
 // Metrics is the aggregate of one load level, computed like vLLM's
-// calculate_metrics (shared/docs/bench-formats.md §1.2). Latencies are in
+// calculate_metrics (vllm/benchmarks/serve.py). Latencies are in
 // seconds, throughputs per second.
 type Metrics struct {
 	Completed, Failed int
@@ -97,7 +97,7 @@ type Metrics struct {
 	MaxConcurrentRequests int
 
 	TTFT, TPOT, ITL, E2E Dist
-	// Per request, seed 000's "Request Generation Level TPS" (output tokens / E2E)
+	// Per request, the multi-GPU presets report's "Request Generation Level TPS" (output tokens / E2E)
 	// and "Request Prompt Level TPS" (prompt tokens / E2E).
 	OutputTPSPerRequest, InputTPSPerRequest Dist
 

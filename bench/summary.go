@@ -9,7 +9,7 @@ import (
 )
 
 // WriteSummary prints lr in the exact layout of `vllm bench serve`'s
-// "Serving Benchmark Result" block (shared/docs/bench-formats.md §1.4):
+// "Serving Benchmark Result" block (vllm/benchmarks/serve.py):
 // "{:<40} {:<10}" / "{:<40} {:<10.2f}" lines, the header and section rules
 // centred in 50 columns. E2EL is always included (as with
 // --percentile-metrics ttft,tpot,itl,e2el); there is no goodput line.

@@ -28,7 +28,7 @@ var chartMetrics = []chartMetric{
 }
 
 // Charts renders the SVG charts of rep by file name: a bar chart per metric
-// (seed 000) and the throughput-vs-latency curve (seed 001).
+// (the multi-GPU presets report) and the throughput-vs-latency curve (the Lambda A100/H100 report).
 func Charts(rep *Report) map[string][]byte {
 	out := map[string][]byte{}
 	if len(rep.Levels) == 0 {

@@ -21,7 +21,7 @@ import (
 // Tool is the source.tool of the baseline files bench writes.
 const Tool = "vllm_prober bench"
 
-// CSVHeader returns the CSV columns: seed 000's six (Prompt TPS, Gen TPS, Avg
+// CSVHeader returns the CSV columns: the multi-GPU presets report's six (Prompt TPS, Gen TPS, Avg
 // Latency, Request Generation Level TPS, Request Prompt Level TPS, Errors)
 // after the level, then vLLM's throughputs and latency statistics.
 func CSVHeader(percentiles []float64) []string {
@@ -38,7 +38,7 @@ func CSVHeader(percentiles []float64) []string {
 	return append(h, "Mean Running", "Mean Waiting", "Mean Swapped", "Mean KV Cache Usage", "Max KV Cache Usage", "Max CPU KV Cache Usage")
 }
 
-// WriteCSV writes one row per level. Seed 000's Prompt TPS and Gen TPS are the
+// WriteCSV writes one row per level. The multi-GPU presets report's Prompt TPS and Gen TPS are the
 // server's token counters polled from /metrics; an empty cell is a value the
 // server did not expose.
 func WriteCSV(w io.Writer, rep *Report) error {
@@ -158,7 +158,7 @@ func pyFloat(v float64) string {
 }
 
 // ServeJSON encodes one level as a `vllm bench serve --save-result` result
-// (shared/docs/bench-formats.md §1.3): the same keys in the same order, times
+// (vllm/benchmarks/serve.py): the same keys in the same order, times
 // in ms for the statistics, request_rate "inf" for concurrency levels, the
 // per-request arrays left out (as without --save-detailed).
 func ServeJSON(rep *Report, lr *LevelResult) []byte {
@@ -223,8 +223,8 @@ var definitions = map[string]string{
 	"request_throughput":            "completed requests / level duration, requests/s",
 	"peak_output_throughput":        "largest 1-second bucket of streamed content events (vLLM's max_output_tokens_per_s)",
 	"peak_concurrent_requests":      "sweep-line peak of requests in flight (vLLM's max_concurrent_requests)",
-	"output_throughput_per_request": "seed 000's \"Request Generation Level TPS\": per request output tokens / E2E",
-	"input_throughput_per_request":  "seed 000's \"Request Prompt Level TPS\": per request prompt tokens / E2E",
+	"output_throughput_per_request": "the multi-GPU presets report's \"Request Generation Level TPS\": per request output tokens / E2E",
+	"input_throughput_per_request":  "the multi-GPU presets report's \"Request Prompt Level TPS\": per request prompt tokens / E2E",
 	"completed":                     "successful requests",
 	"failed":                        "failed requests (any prober failure reason)",
 }
