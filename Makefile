@@ -7,7 +7,8 @@
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
-# best effort) with `go install`, promtool with apt-get when running as root.
+# best effort) with `go install`; promtool, and gcc with libc6-dev for
+# `go test -race` (which needs cgo), with apt-get when running as root.
 
 GO       ?= go
 GOOS     ?= $(shell $(GO) env GOOS)
@@ -141,6 +142,18 @@ promtool:
 		fi; \
 	fi
 
+# go test -race needs cgo, hence a C compiler and the C library headers.
+.PHONY: cc
+cc:
+	@if ! command -v gcc >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo ">> installing gcc and libc6-dev for go test -race"; \
+			DEBIAN_FRONTEND=noninteractive scripts/apt-install.sh gcc libc6-dev; \
+		else \
+			echo "gcc is missing: go test -race needs cgo (Debian: apt-get install gcc libc6-dev)" >&2; exit 1; \
+		fi; \
+	fi
+
 # helm is optional: the chart tests render the chart with helm when it is on
 # PATH and otherwise with their own renderer of the chart's template subset.
 .PHONY: helm
@@ -152,7 +165,7 @@ helm:
 	fi
 
 .PHONY: tools-test
-tools-test: promtool helm
+tools-test: promtool helm cc
 
 # Copy the rule files and dashboards into the chart, where .Files.Get can see
 # them. deploy/chart_test.go fails when the copies are stale.
