@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
-	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/daemon"
 	"github.com/vllm-prober/vllm_prober/discovery"
 )
@@ -52,7 +51,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// The daemon's flags belong to the application, not to the run command, so that
 	// `vllm_prober --help` lists them as every Prometheus exporter does.
 	configFile := app.Flag("config.file", "vllm_prober configuration file.").Default("vllm_prober.yml").String()
-	configCheck := app.Flag("config.check", "If true, validate the configuration file (and --web.config.file, if set) and exit.").Default("false").Bool()
+	configCheck := app.Flag("config.check", "If true, load the configuration file as the daemon does (its baseline files and the files its file_sd_configs match too) and --web.config.file, if set, then exit.").Default("false").Bool()
 	telemetryPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(daemon.DefaultTelemetryPath).String()
 	historyLimit := app.Flag("history.limit", "Recent probes per target and module kept for the landing page (plus up to as many older failures).").
 		Default(fmt.Sprint(daemon.DefaultHistoryLimit)).Int()
@@ -96,7 +95,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *configCheck {
-		if _, err := config.LoadFile(*configFile); err != nil {
+		if err := daemon.CheckConfig(daemon.Options{ConfigFile: *configFile, TelemetryPath: *telemetryPath}); err != nil {
 			level.Error(logger).Log("msg", "Error loading config", "err", err)
 			return 1
 		}
