@@ -158,8 +158,7 @@ type BaselineRef struct {
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (g *Global) UnmarshalYAML(unmarshal func(any) error) error {
-	*g = DefaultGlobal
-	g.Buckets = append([]float64(nil), DefaultGlobal.Buckets...)
+	g.setDefaults()
 	type plain Global
 	return unmarshal((*plain)(g))
 }
@@ -184,8 +183,7 @@ func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 // unknown key, a bad duration, an invalid http_client_config) names the section,
 // module or target it comes from.
 func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
-	*c = Config{Global: DefaultGlobal}
-	c.Global.Buckets = append([]float64(nil), DefaultGlobal.Buckets...)
+	c.setDefaults()
 	type plain struct {
 		Global    *deferred            `yaml:"global"`
 		Modules   map[string]*deferred `yaml:"modules"`
@@ -239,6 +237,20 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
+// setDefaults makes c the configuration of an empty file.
+func (c *Config) setDefaults() {
+	*c = Config{}
+	c.Global.setDefaults()
+}
+
+// setDefaults makes g DefaultGlobal with scrape_timeout unset: validate
+// resolves it against scrape_interval.
+func (g *Global) setDefaults() {
+	*g = DefaultGlobal
+	g.Buckets = append([]float64(nil), DefaultGlobal.Buckets...)
+	g.ScrapeTimeout = 0
+}
+
 // deferred captures a YAML node so that it can be decoded later, inside the
 // UnmarshalYAML call that received it, with error context added.
 type deferred struct {
@@ -263,6 +275,7 @@ func (d *deferred) decode(v any) error {
 // relative file paths (baselines, credentials files) are resolved against.
 func Load(data []byte, dir string) (*Config, error) {
 	cfg := &Config{}
+	cfg.setDefaults() // an empty document does not call UnmarshalYAML
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		return nil, err
 	}
@@ -297,6 +310,11 @@ var ReservedLabels = []string{
 
 func (c *Config) validate(dir string) error {
 	g := &c.Global
+	// Prometheus' convention: an unset scrape_timeout is the default or, when
+	// shorter, scrape_interval; only an explicit longer one is an error.
+	if g.ScrapeTimeout == 0 {
+		g.ScrapeTimeout = min(DefaultGlobal.ScrapeTimeout, g.ScrapeInterval)
+	}
 	// A slice, not a map, so that the first bad key is reported deterministically.
 	for _, d := range []struct {
 		name string
@@ -614,6 +632,13 @@ func (c *Config) ScrapeInterval(t *Target) time.Duration {
 		return time.Duration(t.ScrapeInterval)
 	}
 	return time.Duration(c.Global.ScrapeInterval)
+}
+
+// ScrapeTimeout is the effective /metrics scrape timeout of t: the global
+// scrape_timeout, or t's scrape_interval when that is shorter (Prometheus'
+// rule for a scrape config that sets no timeout).
+func (c *Config) ScrapeTimeout(t *Target) time.Duration {
+	return min(time.Duration(c.Global.ScrapeTimeout), c.ScrapeInterval(t))
 }
 
 // StaticLabelNames is the sorted union of every target's static label names. Every
