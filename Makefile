@@ -196,7 +196,7 @@ soak: build
 
 .PHONY: docker
 docker:
-	docker build -t "$(DOCKER_IMAGE_NAME):$(DOCKER_IMAGE_TAG)" \
+	docker build -t "$(DOCKER_IMAGE_NAME):$(DOCKER_IMAGE_TAG)" -t "$(DOCKER_IMAGE_NAME):latest" \
 		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
 		--build-arg BRANCH=$(BRANCH) .
 
