@@ -198,7 +198,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	if raw.Global != nil {
 		if err := raw.Global.decode(&c.Global); err != nil {
-			return fmt.Errorf("global: %w", err)
+			return fmt.Errorf("global: %w", YAMLError(err, "in global"))
 		}
 	}
 	if raw.Modules != nil {
@@ -206,7 +206,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		for _, name := range sortedKeys(raw.Modules) {
 			m := DefaultModule
 			if err := raw.Modules[name].decode(&m); err != nil {
-				return fmt.Errorf("module %q: %w", name, err)
+				return fmt.Errorf("module %q: %w", name, YAMLError(err, fmt.Sprintf("in module %q", name)))
 			}
 			c.Modules[name] = m
 		}
@@ -215,9 +215,9 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		t := DefaultTarget
 		if err := n.decode(&t); err != nil {
 			if t.Name != "" {
-				return fmt.Errorf("target %q: %w", t.Name, err)
+				return fmt.Errorf("target %q: %w", t.Name, YAMLError(err, fmt.Sprintf("in target %q", t.Name)))
 			}
-			return fmt.Errorf("targets[%d]: %w", i, err)
+			return fmt.Errorf("targets[%d]: %w", i, YAMLError(err, fmt.Sprintf("in targets[%d]", i)))
 		}
 		c.Targets = append(c.Targets, t)
 	}
@@ -230,7 +230,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	if raw.Discovery.TargetDefaults != nil {
 		t := DefaultTarget
 		if err := raw.Discovery.TargetDefaults.decode(&t); err != nil {
-			return fmt.Errorf("target_defaults: %w", err)
+			return fmt.Errorf("target_defaults: %w", YAMLError(err, "in target_defaults"))
 		}
 		c.Discovery.TargetDefaults = &t
 	}
@@ -277,7 +277,7 @@ func Load(data []byte, dir string) (*Config, error) {
 	cfg := &Config{}
 	cfg.setDefaults() // an empty document does not call UnmarshalYAML
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
-		return nil, err
+		return nil, YAMLError(err, "")
 	}
 	if err := cfg.validate(dir); err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 	yaml "go.yaml.in/yaml/v2"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
 )
 
@@ -193,7 +194,7 @@ func readTargetFile(path string) ([]*targetgroup.Group, error) {
 		}
 	case ".yml", ".yaml":
 		if err := yaml.UnmarshalStrict(data, &groups); err != nil {
-			return nil, fmt.Errorf("parsing YAML: %w", err)
+			return nil, fmt.Errorf("parsing YAML: %w", config.YAMLError(err, "in a target group"))
 		}
 	default:
 		return nil, fmt.Errorf("extension %q is not .json, .yml or .yaml", ext)
