@@ -106,3 +106,42 @@ func TestConfigCheckIsTheDaemonsLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestSubcommandHelp: a subcommand's --help lists its own flags and the common
+// logging ones, not the daemon's; the application's --help still lists the
+// daemon's (run is the default command).
+func TestSubcommandHelp(t *testing.T) {
+	daemonFlags := []string{"config.file", "config.check", "web.listen-address", "web.telemetry-path", "history.limit", "shard.count"}
+	lists := func(help, flag string) bool {
+		return regexp.MustCompile(`--(\[no-\])?` + regexp.QuoteMeta(flag) + `\b`).MatchString(help)
+	}
+	for _, args := range [][]string{{"bench", "--help"}, {"baseline", "import", "--help"}, {"rules", "generate", "--help"}, {"help", "bench"}} {
+		code, stdout, _ := runCLI(t, args...)
+		if code != 0 {
+			t.Errorf("%v = %d", args, code)
+		}
+		if !strings.Contains(stdout, "--log.level") {
+			t.Errorf("%v lacks --log.level:\n%s", args, stdout)
+		}
+		for _, f := range daemonFlags {
+			if lists(stdout, f) {
+				t.Errorf("%v lists the daemon flag %s:\n%s", args, f, stdout)
+			}
+		}
+	}
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}} {
+		_, stdout, _ := runCLI(t, args...)
+		for _, f := range daemonFlags {
+			if !lists(stdout, f) {
+				t.Errorf("%v lacks the daemon flag %s:\n%s", args, f, stdout)
+			}
+		}
+	}
+	// Daemon flags still work without naming the default command.
+	if code, _, stderr := runCLI(t, "--config.check", "--config.file=../../examples/demo.yml"); code != 0 {
+		t.Errorf("--config.check without run = %d:\n%s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "run", "--config.check", "--config.file=../../examples/demo.yml"); code != 0 {
+		t.Errorf("run --config.check = %d:\n%s", code, stderr)
+	}
+}
