@@ -3,11 +3,13 @@
 # version ldflags.
 #
 #   make build    both binaries into bin/
-#   make test     lint + go test -race + promtool rules checks + chart tests
+#   make test     check + go test -race + promtool rules checks + chart tests
+#   make lint     check + golangci-lint + govulncheck (slower; not part of test)
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
-# best effort) with `go install`, promtool with apt-get when running as root.
+# best effort) with `go install`; promtool, and gcc with libc6-dev for
+# `go test -race` (which needs cgo), with apt-get when running as root.
 
 GO       ?= go
 GOOS     ?= $(shell $(GO) env GOOS)
@@ -20,6 +22,14 @@ BINARIES := vllm_prober vllm_sim
 
 STATICCHECK_VERSION ?= v0.7.0
 STATICCHECK         ?= $(GOBIN)/staticcheck
+# golangci-lint and govulncheck install from the Go module proxy on first use
+# (golangci-lint builds for several minutes). govulncheck needs its database,
+# GOVULNCHECK_DB (vuln.go.dev); offline, `make lint` says it skipped it.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT         ?= $(GOBIN)/golangci-lint
+GOVULNCHECK_VERSION   ?= v1.9.0
+GOVULNCHECK           ?= $(GOBIN)/govulncheck
+GOVULNCHECK_DB        ?= https://vuln.go.dev
 HELM_VERSION        ?= v3.17.3
 PROMTOOL            ?= promtool
 
@@ -67,7 +77,7 @@ DOCKER_IMAGE_NAME ?= vllm_prober
 DOCKER_IMAGE_TAG  ?= $(subst /,-,$(VERSION))
 
 .PHONY: all
-all: lint build test
+all: build test
 
 .PHONY: build
 build: $(addprefix $(BIN_DIR)/,$(BINARIES))
@@ -84,7 +94,7 @@ print-ldflags:
 
 .PHONY: test
 # go test runs last so that its summary closes the output (CI reads it).
-test: lint test-rules test-go
+test: check test-rules test-go
 
 .PHONY: test-go
 test-go: tools-test
@@ -114,13 +124,27 @@ test-chart: tools-test
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) reliability/fuzz.sh
 
-.PHONY: lint
-lint: staticcheck
+# check is what make test runs: fast and stable.
+.PHONY: check
+check: staticcheck
 	@echo ">> checking gofmt"
 	@out="$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*' -not -path './.build/*'))"; \
 	if [ -n "$$out" ]; then echo "gofmt needs to be run on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+
+# lint adds golangci-lint (.golangci.yml) and govulncheck to check.
+.PHONY: lint
+lint: check golangci-lint govulncheck
+	$(GOLANGCI_LINT) run ./...
+	@echo ">> govulncheck"; \
+	out="$$($(GOVULNCHECK) -db $(GOVULNCHECK_DB) ./... 2>&1)"; rc=$$?; \
+	if [ $$rc -ne 0 ] && printf '%s' "$$out" | grep -q 'fetching vulnerabilities'; then \
+		echo "!! govulncheck skipped: its database $(GOVULNCHECK_DB) is unreachable:" >&2; \
+		printf '%s\n' "$$out" | tail -1 >&2; \
+	else \
+		printf '%s\n' "$$out"; exit $$rc; \
+	fi
 
 # Tools. Each is installed only when missing.
 .PHONY: staticcheck
@@ -128,6 +152,20 @@ staticcheck:
 	@if [ ! -x "$(STATICCHECK)" ]; then \
 		echo ">> installing staticcheck $(STATICCHECK_VERSION)"; \
 		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+	fi
+
+.PHONY: golangci-lint
+golangci-lint:
+	@if [ ! -x "$(GOLANGCI_LINT)" ]; then \
+		echo ">> installing golangci-lint $(GOLANGCI_LINT_VERSION) (builds for several minutes, once)"; \
+		$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
+	fi
+
+.PHONY: govulncheck
+govulncheck:
+	@if [ ! -x "$(GOVULNCHECK)" ]; then \
+		echo ">> installing govulncheck $(GOVULNCHECK_VERSION)"; \
+		$(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION); \
 	fi
 
 .PHONY: promtool
@@ -138,6 +176,18 @@ promtool:
 			DEBIAN_FRONTEND=noninteractive scripts/apt-install.sh prometheus; \
 		else \
 			echo "promtool is missing: install the Prometheus package (Debian: apt-get install prometheus)" >&2; exit 1; \
+		fi; \
+	fi
+
+# go test -race needs cgo, hence a C compiler and the C library headers.
+.PHONY: cc
+cc:
+	@if ! command -v gcc >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo ">> installing gcc and libc6-dev for go test -race"; \
+			DEBIAN_FRONTEND=noninteractive scripts/apt-install.sh gcc libc6-dev; \
+		else \
+			echo "gcc is missing: go test -race needs cgo (Debian: apt-get install gcc libc6-dev)" >&2; exit 1; \
 		fi; \
 	fi
 
@@ -152,7 +202,7 @@ helm:
 	fi
 
 .PHONY: tools-test
-tools-test: promtool helm
+tools-test: promtool helm cc
 
 # Copy the rule files and dashboards into the chart, where .Files.Get can see
 # them. deploy/chart_test.go fails when the copies are stale.
@@ -185,7 +235,7 @@ soak: build
 
 .PHONY: docker
 docker:
-	docker build -t "$(DOCKER_IMAGE_NAME):$(DOCKER_IMAGE_TAG)" \
+	docker build -t "$(DOCKER_IMAGE_NAME):$(DOCKER_IMAGE_TAG)" -t "$(DOCKER_IMAGE_NAME):latest" \
 		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
 		--build-arg BRANCH=$(BRANCH) .
 

@@ -18,17 +18,12 @@ func TestGolden(t *testing.T) {
 		name   string
 		inputs []string
 	}{
-		{"seed003.yaml", "mi300", []string{filepath.Join(seedDir, "003_040c923192cb04a5.txt")}},
+		{"mi300.yaml", "mi300", []string{mi300ServingRuns}},
 		{"append_allfailed.yaml", "llama8b-h100", []string{"testdata/vllm_serve_append.json", "testdata/vllm_serve_allfailed.json"}},
 		{"guidellm.yaml", "qwen3", []string{"testdata/guidellm_v05.json"}},
 	}
 	for _, c := range cases {
 		t.Run(c.golden, func(t *testing.T) {
-			for _, in := range c.inputs {
-				if _, err := os.Stat(in); err != nil {
-					t.Skipf("input missing: %v", err)
-				}
-			}
 			f, _, _ := importAndBuild(t, c.name, c.inputs...)
 			got, err := f.Marshal()
 			if err != nil {
@@ -205,8 +200,8 @@ func TestExpectedInterpolation(t *testing.T) {
 }
 
 func TestExpectedLittlesLaw(t *testing.T) {
-	// Seed 002 is keyed by request rate and has no E2E: concurrency = req/s x (TTFT + TPOT x (tokens/req - 1)).
-	f, _, _ := importAndBuild(t, "ci", filepath.Join(seedDir, "002_0d8cbbe58b6b541d.txt"))
+	// vLLM's CI serving benchmarks are keyed by request rate and has no E2E: concurrency = req/s x (TTFT + TPOT x (tokens/req - 1)).
+	f, _, _ := importAndBuild(t, "ci", vllmCIServingBenchmarks)
 	b := f.Baselines[0]
 	p := pointAt(t, b, "request_rate", 1)
 	c, ok := p.effectiveConcurrency()
@@ -228,10 +223,10 @@ func TestExpectedLittlesLaw(t *testing.T) {
 	if _, ok := (&Point{RequestRate: lp(2), OutputThroughput: fp(10)}).effectiveConcurrency(); ok {
 		t.Error("placed a point without request throughput")
 	}
-	// Seed 001 (rate inf, no E2E, no TTFT): no expectation at all.
-	g, _, _ := importAndBuild(t, "l", filepath.Join(seedDir, "001_35ea427f31acce9d.txt"))
+	// The Lambda A100/H100 report (rate inf, no E2E, no TTFT): no expectation at all.
+	g, _, _ := importAndBuild(t, "l", lambdaA100H100Report)
 	if _, ok := g.Baselines[0].Expected(10); ok {
-		t.Error("seed 001 baseline cannot be placed on the concurrency axis")
+		t.Error("the Lambda A100/H100 report's baseline cannot be placed on the concurrency axis")
 	}
 }
 

@@ -12,7 +12,7 @@ const (
 )
 
 // vllmDefinitions are the definitions of vLLM's benchmark_serving.py / vllm bench serve
-// (shared/docs/bench-formats.md §1.1-1.2), which vLLM's CI reuses.
+// (backend_request_func.py's request timing and calculate_metrics), which vLLM's CI reuses.
 var vllmDefinitions = map[string]string{
 	"ttft_seconds":             "client: first SSE chunk with non-empty choices minus the time just before the POST (vLLM *_ttft_ms / 1000)",
 	"tpot_seconds":             "client, per request (E2E - TTFT)/(output_tokens - 1) for requests with more than one output token, then averaged over requests (vLLM *_tpot_ms / 1000)",

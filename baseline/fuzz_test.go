@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// Each fuzz target starts from the samples of one format (testdata/ and the seeds) and checks that
-// importing never panics and that whatever imports cleanly also builds into a file its own strict
-// reader accepts. Run one with e.g.
+// Each fuzz target starts from the samples of one format (testdata/ and the public reports in
+// testdata/reports) and checks that importing never panics and that whatever imports cleanly also
+// builds into a file its own strict reader accepts. Run one with e.g.
 //
 //	go test -run "^$" -fuzz=FuzzImportVLLMServeText -fuzztime=30s -fuzzminimizetime=1s ./baseline
 //
@@ -19,18 +19,10 @@ func addFiles(f *testing.F, paths ...string) {
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
-			continue // seeds outside the module may be absent
+			f.Fatalf("fuzz corpus: %v", err)
 		}
 		f.Add(data)
 	}
-}
-
-func seedFile(num string) string {
-	m, _ := filepath.Glob(filepath.Join(seedDir, num+"_*.txt"))
-	if len(m) == 0 {
-		return filepath.Join(seedDir, num+"_missing.txt")
-	}
-	return m[0]
 }
 
 func checkImport(t *testing.T, name string, data []byte) {
@@ -59,9 +51,9 @@ func checkImport(t *testing.T, name string, data []byte) {
 }
 
 func FuzzDetect(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*")
+	files, _ := filepath.Glob("testdata/*.*") // the samples, not the golden/ and reports/ directories
 	addFiles(f, files...)
-	addFiles(f, seedFile("000"), seedFile("001"), seedFile("002"), seedFile("003"))
+	addFiles(f, multiGPUPresetsReport, lambdaA100H100Report, vllmCIServingBenchmarks, mi300ServingRuns)
 	f.Add([]byte("{\"reason\": \"x\"}"))
 	f.Add([]byte("[[1]]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -79,12 +71,12 @@ func FuzzImportVLLMServeJSON(f *testing.F) {
 }
 
 func FuzzImportVLLMServeText(f *testing.F) {
-	addFiles(f, "testdata/vllm_serve_printed_new.txt", seedFile("003"))
+	addFiles(f, "testdata/vllm_serve_printed_new.txt", mi300ServingRuns)
 	f.Fuzz(func(t *testing.T, data []byte) { checkImport(t, "run.txt", data) })
 }
 
 func FuzzImportVLLMCI(f *testing.F) {
-	addFiles(f, "testdata/ci_results_nan.json", "testdata/ci_benchmark_results.json", seedFile("002"))
+	addFiles(f, "testdata/ci_results_nan.json", "testdata/ci_benchmark_results.json", vllmCIServingBenchmarks)
 	f.Fuzz(func(t *testing.T, data []byte) { checkImport(t, "ci.json", data) })
 }
 
@@ -109,19 +101,19 @@ func FuzzImportLLMPerf(f *testing.F) {
 }
 
 func FuzzImportPresetHTML(f *testing.F) {
-	addFiles(f, seedFile("000"))
+	addFiles(f, multiGPUPresetsReport)
 	f.Add([]byte("| Preset | GPU Count | GPU Type |\n|--|--|--|\n| p | 2 | X |\n**1.5B - 2k context length @4req for 10 total requests**\n<table><tr><th>Preset</th><th>Gen TPS</th><th>Errors</th></tr><tr><td>p</td><td>5</td><td>1</td></tr></table>\n"))
 	f.Fuzz(func(t *testing.T, data []byte) { checkImport(t, "report.md", data) })
 }
 
 func FuzzImportThroughputLatencyTable(f *testing.F) {
-	addFiles(f, seedFile("001"))
+	addFiles(f, lambdaA100H100Report)
 	f.Add([]byte("| | m |\n|--|--|\n| 1xA | 12/3 |\n"))
 	f.Fuzz(func(t *testing.T, data []byte) { checkImport(t, "report.md", data) })
 }
 
 func FuzzParseBaseline(f *testing.F) {
-	addFiles(f, "testdata/golden/seed003.yaml", "testdata/golden/append_allfailed.yaml", "testdata/golden/guidellm.yaml")
+	addFiles(f, "testdata/golden/mi300.yaml", "testdata/golden/append_allfailed.yaml", "testdata/golden/guidellm.yaml")
 	f.Add([]byte(minimalYAML))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := Parse(data)

@@ -29,8 +29,8 @@ const (
 	FormatAIPerf                 Format = "aiperf-json"              // aiperf profile_export_aiperf.json
 	FormatGenAIPerf              Format = "genai-perf-json"          // genai-perf profile_export_genai_perf.json
 	FormatLLMPerf                Format = "llmperf-summary"          // llmperf *_summary.json
-	FormatPresetHTMLTables       Format = "preset-html-tables"       // seed 000's per-preset HTML tables
-	FormatThroughputLatencyTable Format = "throughput-latency-table" // seed 001's throughput/latency table
+	FormatPresetHTMLTables       Format = "preset-html-tables"       // the multi-GPU presets report's tables
+	FormatThroughputLatencyTable Format = "throughput-latency-table" // the Lambda A100/H100 report's table
 )
 
 // Import is what one input file yielded: partial baselines (no names yet) and notes about what

@@ -8,7 +8,8 @@ import (
 	"strings"
 )
 
-// ciColumns maps vLLM CI serving-table columns (bench-formats.md §2, [CI24]/[CI25]/[CI26]) to the
+// ciColumns maps vLLM CI serving-table columns (as written by vLLM's
+// .buildkite/nightly-benchmarks/scripts/convert-results-json-to-markdown.py, 2024 to 2026) to the
 // vllm bench serve result keys they were renamed from. "Median" and "P99" right after
 // "Mean TPOT (ms)" are TPOT columns without the metric name.
 var ciColumns = map[string]string{

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// ---- seed 000: per-preset HTML tables of a /metrics-polling benchmark script ----
+// ---- multi-GPU presets report: per-preset HTML tables of a /metrics-polling script ----
 
 var (
 	reHTMLTable   = regexp.MustCompile(`(?s)<table.*?</table>`)
@@ -330,7 +330,7 @@ func cellAt(row, header []string, name string) string {
 	return ""
 }
 
-// ---- seed 001: "throughput/latency" table (GPU rows x model columns) ----
+// ---- the Lambda A100/H100 report: "throughput/latency" table (GPU rows x model columns) ----
 
 var (
 	reTLValue      = regexp.MustCompile(`^(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)$`)

@@ -9,17 +9,14 @@ import (
 	"testing"
 )
 
-const seedDir = "../../shared/seeds"
-
-// seedPath finds a seed file by its number; the seeds live outside the module (shared/seeds).
-func seedPath(t *testing.T, num string) string {
-	t.Helper()
-	m, err := filepath.Glob(filepath.Join(seedDir, num+"_*.txt"))
-	if err != nil || len(m) != 1 {
-		t.Skipf("seed %s not found in %s (%v)", num, seedDir, err)
-	}
-	return m[0]
-}
+// The four public benchmark reports the importer tests read; testdata/reports/README.md names
+// each one's public source.
+const (
+	multiGPUPresetsReport   = "testdata/reports/multi-gpu-presets-report.md"
+	lambdaA100H100Report    = "testdata/reports/lambda-a100-h100-report.md"
+	vllmCIServingBenchmarks = "testdata/reports/vllm-ci-serving-benchmarks.md"
+	mi300ServingRuns        = "testdata/reports/mi300-benchmark-serving-runs.md"
+)
 
 func importAndBuild(t *testing.T, name string, paths ...string) (*File, []*Import, []string) {
 	t.Helper()
@@ -118,8 +115,8 @@ func median(s *Stats) *float64 {
 	return s.Median
 }
 
-func TestSeed000PresetTables(t *testing.T) {
-	f, ims, notes := importAndBuild(t, "seed000", seedPath(t, "000"))
+func TestImportMultiGPUPresetsReport(t *testing.T) {
+	f, ims, notes := importAndBuild(t, "presets", multiGPUPresetsReport)
 	if ims[0].Format != FormatPresetHTMLTables {
 		t.Fatalf("format %s", ims[0].Format)
 	}
@@ -205,8 +202,8 @@ func TestSeed000PresetTables(t *testing.T) {
 	}
 }
 
-func TestSeed001ThroughputLatencyTable(t *testing.T) {
-	f, ims, _ := importAndBuild(t, "lambda", seedPath(t, "001"))
+func TestImportLambdaA100H100Report(t *testing.T) {
+	f, ims, _ := importAndBuild(t, "lambda", lambdaA100H100Report)
 	if ims[0].Format != FormatThroughputLatencyTable {
 		t.Fatalf("format %s", ims[0].Format)
 	}
@@ -234,8 +231,8 @@ func TestSeed001ThroughputLatencyTable(t *testing.T) {
 	}
 }
 
-func TestSeed002CIJSONAndMarkdown(t *testing.T) {
-	f, ims, _ := importAndBuild(t, "ci", seedPath(t, "002"))
+func TestImportVLLMCIServingBenchmarks(t *testing.T) {
+	f, ims, _ := importAndBuild(t, "ci", vllmCIServingBenchmarks)
 	if ims[0].Format != FormatVLLMCIJSON {
 		t.Fatalf("format %s: the embedded JSON (full precision) must win over the markdown table", ims[0].Format)
 	}
@@ -279,8 +276,8 @@ func TestSeed002CIJSONAndMarkdown(t *testing.T) {
 	}
 }
 
-func TestSeed003PrintedBlocks(t *testing.T) {
-	f, ims, _ := importAndBuild(t, "mi300", seedPath(t, "003"))
+func TestImportMI300ServingRuns(t *testing.T) {
+	f, ims, _ := importAndBuild(t, "mi300", mi300ServingRuns)
 	if ims[0].Format != FormatVLLMServeText || ims[0].NumPoints() != 9 {
 		t.Fatalf("format %s, %d points; want vllm-serve-text, 9", ims[0].Format, ims[0].NumPoints())
 	}

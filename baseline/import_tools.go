@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// ---- guidellm (bench-formats.md §3.1) ----
+// ---- guidellm (vllm-project/guidellm benchmarks.json) ----
 
 // guidellmPercentiles maps guidellm percentile keys to quantiles.
 var guidellmPercentiles = map[string]float64{"p001": 0.1, "p01": 1, "p05": 5, "p10": 10, "p25": 25, "p50": 50,
@@ -306,7 +306,7 @@ func guidellmStats(metrics map[string]any, name string, scale float64) (*Stats, 
 	return s, nil
 }
 
-// ---- aiperf and genai-perf (bench-formats.md §3.2, §3.3) ----
+// ---- aiperf and genai-perf (profile_export_aiperf.json, profile_export_genai_perf.json) ----
 
 var reAIPerfPercentile = regexp.MustCompile(`^p(\d+(?:\.\d+)?)$`)
 
@@ -657,7 +657,7 @@ func aiperfStats(top map[string]any, name string, latency bool) (*Stats, error) 
 	return s, nil
 }
 
-// ---- llmperf (bench-formats.md §3.4) ----
+// ---- llmperf (ray-project/llmperf *_summary.json) ----
 
 var llmperfQuantiles = []string{"p25", "p50", "p75", "p90", "p95", "p99"}
 

@@ -8,7 +8,7 @@ import (
 )
 
 // vllmResultKeys are the keys of a vllm bench serve result that are not user metadata or swept
-// parameters (bench-formats.md §1.3).
+// parameters (vLLM's vllm/benchmarks/serve.py --save-result).
 var vllmResultKeys = map[string]bool{
 	"date": true, "endpoint_type": true, "backend": true, "label": true, "model_id": true, "tokenizer_id": true,
 	"num_prompts": true, "request_rate": true, "burstiness": true, "max_concurrency": true,
@@ -132,7 +132,7 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 		PeakConcurrency:      r.f("max_concurrent_requests"),
 	}
 	if p.RequestGoodput == nil {
-		p.RequestGoodput = r.f("request_goodput:") // benchmark_serving.py's typo (bench-formats.md §1.3)
+		p.RequestGoodput = r.f("request_goodput:") // benchmark_serving.py's typo (v0.8 --save-result)
 	}
 	stats := map[string]*Stats{}
 	for _, k := range sortedKeys(rec) {
@@ -218,7 +218,7 @@ func filepathBase(name string) string {
 	return name[i+1:]
 }
 
-// printedKeys maps the labels of the printed summary block (bench-formats.md §1.4) to the JSON keys
+// printedKeys maps the labels of the printed summary block (vllm/benchmarks/serve.py) to the JSON keys
 // of --save-result, so that both go through vllmServeBaseline.
 var printedKeys = map[string]string{
 	"successful requests":                  "completed",

@@ -120,7 +120,6 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	}
 	names := cfg.StaticLabelNames()
 	window := time.Duration(cfg.Global.RateWindow)
-	timeout := time.Duration(cfg.Global.ScrapeTimeout)
 
 	type want struct {
 		t      *config.Target
@@ -131,7 +130,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	defer m.mu.Unlock()
 	unchanged := func(s *scraper, t *config.Target) bool {
 		return s.metricsURL == joinURL(t.URL, t.MetricsPath) && s.interval == cfg.ScrapeInterval(t) &&
-			s.timeout == timeout && reflect.DeepEqual(s.clientCfg, t.HTTPClientConfig)
+			s.timeout == cfg.ScrapeTimeout(t) && reflect.DeepEqual(s.clientCfg, t.HTTPClientConfig)
 	}
 	// Build clients first so that a bad config changes nothing.
 	for i := range cfg.Targets {
@@ -175,7 +174,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 				clientCfg:  w.t.HTTPClientConfig,
 				client:     w.client,
 				interval:   cfg.ScrapeInterval(w.t),
-				timeout:    timeout,
+				timeout:    cfg.ScrapeTimeout(w.t),
 				logger:     log.With(m.logger, "target", name),
 				needInfo:   true,
 			}

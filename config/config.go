@@ -158,8 +158,7 @@ type BaselineRef struct {
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (g *Global) UnmarshalYAML(unmarshal func(any) error) error {
-	*g = DefaultGlobal
-	g.Buckets = append([]float64(nil), DefaultGlobal.Buckets...)
+	g.setDefaults()
 	type plain Global
 	return unmarshal((*plain)(g))
 }
@@ -184,8 +183,7 @@ func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 // unknown key, a bad duration, an invalid http_client_config) names the section,
 // module or target it comes from.
 func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
-	*c = Config{Global: DefaultGlobal}
-	c.Global.Buckets = append([]float64(nil), DefaultGlobal.Buckets...)
+	c.setDefaults()
 	type plain struct {
 		Global    *deferred            `yaml:"global"`
 		Modules   map[string]*deferred `yaml:"modules"`
@@ -200,7 +198,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	if raw.Global != nil {
 		if err := raw.Global.decode(&c.Global); err != nil {
-			return fmt.Errorf("global: %w", err)
+			return fmt.Errorf("global: %w", YAMLError(err, "in global"))
 		}
 	}
 	if raw.Modules != nil {
@@ -208,7 +206,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		for _, name := range sortedKeys(raw.Modules) {
 			m := DefaultModule
 			if err := raw.Modules[name].decode(&m); err != nil {
-				return fmt.Errorf("module %q: %w", name, err)
+				return fmt.Errorf("module %q: %w", name, YAMLError(err, fmt.Sprintf("in module %q", name)))
 			}
 			c.Modules[name] = m
 		}
@@ -217,9 +215,9 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		t := DefaultTarget
 		if err := n.decode(&t); err != nil {
 			if t.Name != "" {
-				return fmt.Errorf("target %q: %w", t.Name, err)
+				return fmt.Errorf("target %q: %w", t.Name, YAMLError(err, fmt.Sprintf("in target %q", t.Name)))
 			}
-			return fmt.Errorf("targets[%d]: %w", i, err)
+			return fmt.Errorf("targets[%d]: %w", i, YAMLError(err, fmt.Sprintf("in targets[%d]", i)))
 		}
 		c.Targets = append(c.Targets, t)
 	}
@@ -232,11 +230,25 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	if raw.Discovery.TargetDefaults != nil {
 		t := DefaultTarget
 		if err := raw.Discovery.TargetDefaults.decode(&t); err != nil {
-			return fmt.Errorf("target_defaults: %w", err)
+			return fmt.Errorf("target_defaults: %w", YAMLError(err, "in target_defaults"))
 		}
 		c.Discovery.TargetDefaults = &t
 	}
 	return nil
+}
+
+// setDefaults makes c the configuration of an empty file.
+func (c *Config) setDefaults() {
+	*c = Config{}
+	c.Global.setDefaults()
+}
+
+// setDefaults makes g DefaultGlobal with scrape_timeout unset: validate
+// resolves it against scrape_interval.
+func (g *Global) setDefaults() {
+	*g = DefaultGlobal
+	g.Buckets = append([]float64(nil), DefaultGlobal.Buckets...)
+	g.ScrapeTimeout = 0
 }
 
 // deferred captures a YAML node so that it can be decoded later, inside the
@@ -263,8 +275,9 @@ func (d *deferred) decode(v any) error {
 // relative file paths (baselines, credentials files) are resolved against.
 func Load(data []byte, dir string) (*Config, error) {
 	cfg := &Config{}
+	cfg.setDefaults() // an empty document does not call UnmarshalYAML
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
-		return nil, err
+		return nil, YAMLError(err, "")
 	}
 	if err := cfg.validate(dir); err != nil {
 		return nil, err
@@ -297,6 +310,11 @@ var ReservedLabels = []string{
 
 func (c *Config) validate(dir string) error {
 	g := &c.Global
+	// Prometheus' convention: an unset scrape_timeout is the default or, when
+	// shorter, scrape_interval; only an explicit longer one is an error.
+	if g.ScrapeTimeout == 0 {
+		g.ScrapeTimeout = min(DefaultGlobal.ScrapeTimeout, g.ScrapeInterval)
+	}
 	// A slice, not a map, so that the first bad key is reported deterministically.
 	for _, d := range []struct {
 		name string
@@ -614,6 +632,13 @@ func (c *Config) ScrapeInterval(t *Target) time.Duration {
 		return time.Duration(t.ScrapeInterval)
 	}
 	return time.Duration(c.Global.ScrapeInterval)
+}
+
+// ScrapeTimeout is the effective /metrics scrape timeout of t: the global
+// scrape_timeout, or t's scrape_interval when that is shorter (Prometheus'
+// rule for a scrape config that sets no timeout).
+func (c *Config) ScrapeTimeout(t *Target) time.Duration {
+	return min(time.Duration(c.Global.ScrapeTimeout), c.ScrapeInterval(t))
 }
 
 // StaticLabelNames is the sorted union of every target's static label names. Every

@@ -190,6 +190,16 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	return d, nil
 }
 
+// CheckConfig is --config.check: the daemon's own load (New) of
+// opts.ConfigFile — the file, its baseline files, the files its
+// file_sd_configs match, every target's HTTP client — on a private registry,
+// without running anything. It fails exactly when New would, with New's error.
+func CheckConfig(opts Options) error {
+	opts.Registry = prometheus.NewRegistry()
+	_, err := New(opts, nil)
+	return err
+}
+
 func checkTelemetryPath(p string) error {
 	if !strings.HasPrefix(p, "/") {
 		return fmt.Errorf("telemetry path %q must start with /", p)

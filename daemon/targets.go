@@ -40,6 +40,9 @@ func (d *Daemon) apply(cfg *config.Config) error {
 		if err != nil {
 			return fmt.Errorf("discovery: %w", err)
 		}
+		if err := m.CheckFiles(); err != nil {
+			return fmt.Errorf("discovery: %w", err)
+		}
 		list = m.Targets() // the static targets, until discovery reports
 	}
 

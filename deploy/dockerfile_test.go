@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -372,4 +373,94 @@ func get(ctx context.Context, url string) (string, error) {
 		return string(b), fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), err
+}
+
+// TestDockerfileVersion runs the builder's `make build` line as Docker would
+// (/bin/sh -c, build args as environment variables, defaults from ARG) with a
+// stand-in make that prints its arguments: without a VERSION build arg the
+// version is the VERSION file's, with one it is the argument.
+func TestDockerfileVersion(t *testing.T) {
+	builder := parseDockerfile(t)[0]
+	var build string
+	for _, r := range builder.all("RUN") {
+		if strings.Contains(r, "make build") {
+			build = r
+		}
+	}
+	if build == "" {
+		t.Fatal("the builder has no RUN make build")
+	}
+	args := map[string]string{}
+	for _, a := range builder.all("ARG") {
+		name, def, _ := strings.Cut(a, "=")
+		args[name] = strings.Trim(def, `"`)
+	}
+	if def, ok := args["VERSION"]; !ok || def != "" {
+		t.Errorf("ARG VERSION default %q (declared %v): want an empty default, so that the VERSION file applies", def, ok)
+	}
+	if dockerignored(t, "VERSION") {
+		t.Error(".dockerignore excludes VERSION, which the builder reads")
+	}
+	fileVersion, err := os.ReadFile(filepath.Join(repoRoot, "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctxDir, binDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(ctxDir, "VERSION"), fileVersion, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fakeMake := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n"
+	if err := os.WriteFile(filepath.Join(binDir, "make"), []byte(fakeMake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, buildArg, want string
+	}{
+		{"no build arg", "", strings.TrimSpace(string(fileVersion))},
+		{"build arg", "1.2.3-rc.1", "1.2.3-rc.1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command("/bin/sh", "-c", build)
+			cmd.Dir = ctxDir
+			cmd.Env = []string{"PATH=" + binDir + ":/usr/bin:/bin"}
+			for name, def := range args {
+				v := def
+				if name == "VERSION" && c.buildArg != "" {
+					v = c.buildArg
+				}
+				cmd.Env = append(cmd.Env, name+"="+v)
+			}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", build, err, out)
+			}
+			if lines := strings.Split(string(out), "\n"); !slices.Contains(lines, "VERSION="+c.want) {
+				t.Errorf("make got %q, want VERSION=%s", lines, c.want)
+			}
+		})
+	}
+}
+
+// TestMakeDockerTags: `make docker` tags the image :VERSION and :latest, so
+// that the README's `docker run ... vllm_prober` finds it.
+func TestMakeDockerTags(t *testing.T) {
+	cmd := exec.Command("make", "-C", repoRoot, "--no-print-directory", "-n", "docker", "VERSION=1.2.3")
+	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "MAKELEVEL=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n docker: %v\n%s", err, out)
+	}
+	for _, want := range []string{`-t "vllm_prober:1.2.3"`, `-t "vllm_prober:latest"`, "--build-arg VERSION=1.2.3"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("make docker lacks %s:\n%s", want, out)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`docker run [^\n]* vllm_prober\n`).Match(readme) {
+		t.Error("README's docker run no longer runs vllm_prober (:latest)")
+	}
 }

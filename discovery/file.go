@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 	yaml "go.yaml.in/yaml/v2"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
 )
 
@@ -123,23 +124,7 @@ func (p *fileProvider) run(ctx context.Context, send func([]*targetgroup.Group))
 // refresh reads every matching file and returns the groups of all of them, in
 // file order.
 func (p *fileProvider) refresh() []*targetgroup.Group {
-	var files []string
-	seen := map[string]bool{}
-	for _, pat := range p.cfg.Files {
-		matches, err := filepath.Glob(pat)
-		if err != nil { // validated at load time; cannot happen
-			level.Error(p.logger).Log("msg", "Bad file pattern", "pattern", pat, "err", err)
-			continue
-		}
-		for _, f := range matches {
-			if !seen[f] {
-				seen[f] = true
-				files = append(files, f)
-			}
-		}
-	}
-	sort.Strings(files)
-
+	files := p.files()
 	good := make(map[string][]*targetgroup.Group, len(files))
 	var all []*targetgroup.Group
 	for _, f := range files {
@@ -157,6 +142,37 @@ func (p *fileProvider) refresh() []*targetgroup.Group {
 	}
 	p.lastGood = good
 	return all
+}
+
+// files returns the files the patterns match now, sorted, each once.
+func (p *fileProvider) files() []string {
+	var files []string
+	seen := map[string]bool{}
+	for _, pat := range p.cfg.Files {
+		matches, err := filepath.Glob(pat)
+		if err != nil { // validated at load time; cannot happen
+			level.Error(p.logger).Log("msg", "Bad file pattern", "pattern", pat, "err", err)
+			continue
+		}
+		for _, f := range matches {
+			if !seen[f] {
+				seen[f] = true
+				files = append(files, f)
+			}
+		}
+	}
+	sort.Strings(files)
+	return files
+}
+
+// check reads every file the patterns match now and returns the first error.
+func (p *fileProvider) check() error {
+	for _, f := range p.files() {
+		if _, err := readTargetFile(f); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	return nil
 }
 
 // readTargetFile parses a JSON or YAML list of target groups, as Prometheus
@@ -178,7 +194,7 @@ func readTargetFile(path string) ([]*targetgroup.Group, error) {
 		}
 	case ".yml", ".yaml":
 		if err := yaml.UnmarshalStrict(data, &groups); err != nil {
-			return nil, fmt.Errorf("parsing YAML: %w", err)
+			return nil, fmt.Errorf("parsing YAML: %w", config.YAMLError(err, "in a target group"))
 		}
 	default:
 		return nil, fmt.Errorf("extension %q is not .json, .yml or .yaml", ext)

@@ -1,7 +1,7 @@
 // Package prober sends real streaming completions to vLLM endpoints and measures
-// them exactly like vLLM's benchmark client does (shared/docs/bench-formats.md
-// §1.1 and §4), and runs those probes continuously for every configured
-// (target, module) pair.
+// them exactly like vLLM's benchmark client does (benchmarks/backend_request_func.py,
+// vllm/benchmarks/lib/endpoint_request_func.py), and runs those probes continuously
+// for every configured (target, module) pair.
 //
 // # Measurement
 //

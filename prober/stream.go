@@ -74,7 +74,7 @@ const (
 var errStalled = errors.New("stalled")
 
 // Stream sends one streaming completion and measures it exactly like vLLM's
-// benchmark client (shared/docs/bench-formats.md §1.1 and §4):
+// benchmark client (vLLM's vllm/benchmarks/lib/endpoint_request_func.py):
 //
 //   - t0 is taken from the monotonic clock just before the request is sent;
 //   - TTFT is t0 → the first event carrying generated text;
@@ -89,7 +89,7 @@ var errStalled = errors.New("stalled")
 // A content event is one whose choices carry non-empty text: completions
 // choices[].text, chat delta.content, delta.reasoning_content / delta.reasoning or
 // delta.tool_calls. Chat's first event is role-only ({"role":"assistant",
-// "content":""}, vllm-surface.md §2.3) and is emitted as soon as the engine produces
+// "content":""}, vLLM's serving_chat.py) and is emitted as soon as the engine produces
 // its first output; it is deliberately NOT counted as the first token: a probe
 // must measure when the user sees text. The newest vLLM bench client counts any
 // choices event, so our chat TTFT can be later than its by one event at most.

@@ -135,9 +135,15 @@ func TestFaultStall(t *testing.T) {
 	}
 	cancel()
 	<-got
-	mfs = waitMetric(t, ts.URL, 2*time.Second, func(m map[string]*dto.MetricFamily) bool {
+	waitMetric(t, ts.URL, 2*time.Second, func(m map[string]*dto.MetricFamily) bool {
 		return value(t, m, "vllm:request_success_total", map[string]string{"finished_reason": "abort"}) == 1
 	})
+	// A scrape is not a snapshot (nor is vLLM's): it reads the running gauge
+	// before the counters, so the scrape that first shows the abort may have
+	// read running just before the request left the engine. The request leaves
+	// the engine (run.finish → engine.finish) before its abort is counted, so
+	// every scrape started after the abort was seen must show it gone.
+	mfs, _ = scrape(t, ts.URL)
 	if v := value(t, mfs, "vllm:num_requests_running", nil); v != 0 {
 		t.Errorf("running = %v after the client left", v)
 	}

@@ -41,7 +41,8 @@ var (
 	tHist    = dto.MetricType_HISTOGRAM
 )
 
-// Expected surfaces, taken from shared/docs/vllm-surface.md §1.2, §1.5, §1.6.
+// Expected surfaces, taken from vLLM's vllm/v1/metrics/loggers.py and docs/usage/metrics.md
+// (current names, cache_config_info labels, renamed and removed names).
 func expectedFamilies(names string) map[string]famSpec {
 	el := []string{"engine", "model_name"}
 	if names == MetricsLegacy {

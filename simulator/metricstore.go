@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Bucket families of vllm/v1/metrics/buckets.py (vllm-surface.md §1.4).
+// Bucket families of vLLM's vllm/v1/metrics/buckets.py.
 var (
 	bucketsRequestLatency = []float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}
 	bucketsTTFT           = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}

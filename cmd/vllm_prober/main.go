@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -18,7 +19,6 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
-	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/daemon"
 	"github.com/vllm-prober/vllm_prober/discovery"
 )
@@ -41,6 +41,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app.ErrorWriter(stderr)
 	app.Version(version.Print("vllm_prober"))
 	app.HelpFlag.Short('h')
+	app.UsageTemplate(usageTemplate)
 	terminated, exitCode := false, 0
 	app.Terminate(func(code int) { terminated, exitCode = true, code })
 
@@ -49,16 +50,17 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logFormat := app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").
 		Default("logfmt").Enum("logfmt", "json")
 
-	// The daemon's flags belong to the application, not to the run command, so that
-	// `vllm_prober --help` lists them as every Prometheus exporter does.
-	configFile := app.Flag("config.file", "vllm_prober configuration file.").Default("vllm_prober.yml").String()
-	configCheck := app.Flag("config.check", "If true, validate the configuration file (and --web.config.file, if set) and exit.").Default("false").Bool()
-	telemetryPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(daemon.DefaultTelemetryPath).String()
-	historyLimit := app.Flag("history.limit", "Recent probes per target and module kept for the landing page (plus up to as many older failures).").
-		Default(fmt.Sprint(daemon.DefaultHistoryLimit)).Int()
-	toolkitFlags := kingpinflag.AddFlags(app, daemon.DefaultListenAddress)
-	shardFlags := discovery.AddShardFlags(app)
+	// The daemon's flags belong to the run command, the default one, so that
+	// `vllm_prober --config.file=...` works as with every exporter while
+	// `vllm_prober bench --help` lists only what bench takes.
 	runCmd := app.Command("run", "Run the prober daemon (the default command).").Default()
+	configFile := runCmd.Flag("config.file", "vllm_prober configuration file.").Default("vllm_prober.yml").String()
+	configCheck := runCmd.Flag("config.check", "If true, load the configuration file as the daemon does (its baseline files and the files its file_sd_configs match too) and --web.config.file, if set, then exit.").Default("false").Bool()
+	telemetryPath := runCmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(daemon.DefaultTelemetryPath).String()
+	historyLimit := runCmd.Flag("history.limit", "Recent probes per target and module kept for the landing page (plus up to as many older failures).").
+		Default(fmt.Sprint(daemon.DefaultHistoryLimit)).Int()
+	toolkitFlags := kingpinflag.AddFlags(runCmd, daemon.DefaultListenAddress)
+	shardFlags := discovery.AddShardFlags(runCmd)
 
 	type subcommand struct {
 		clause *kingpin.CmdClause
@@ -96,7 +98,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *configCheck {
-		if _, err := config.LoadFile(*configFile); err != nil {
+		if err := daemon.CheckConfig(daemon.Options{ConfigFile: *configFile, TelemetryPath: *telemetryPath}); err != nil {
 			level.Error(logger).Log("msg", "Error loading config", "err", err)
 			return 1
 		}
@@ -140,6 +142,17 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// usageTemplate is kingpin's default with, in the application's help, the
+// flags of the default command (run): `vllm_prober --help` lists the daemon's
+// flags as every exporter's does, and a subcommand's help lists only its own.
+var usageTemplate = strings.Replace(kingpin.DefaultUsageTemplate, "{{if .Context.Args -}}", `{{if not .Context.SelectedCommand -}}
+{{range .App.Commands}}{{if .Default -}}
+Flags of {{.FullCommand}}, the default command:
+{{.Flags|FlagsToTwoColumns|FormatTwoColumns}}
+{{end}}{{end -}}
+{{end -}}
+{{if .Context.Args -}}`, 1)
 
 // newLogger returns a go-kit logger writing to w in format ("logfmt" or "json")
 // that drops messages below lvl ("debug", "info", "warn" or "error"). It stamps

@@ -33,8 +33,8 @@ const prompt = "Let's explore some architecture patterns for microservices"
 
 func main() {
 	probes := flag.Int("probes", 10, "probes to measure")
-	// Seed 000: Llama-3.2-3B on one H100, 10 concurrent requests: 573.8
-	// generation tokens/s (docs/simulator.md, shared/seeds/000_*.txt).
+	// The multi-GPU presets report: Llama-3.2-3B on one H100, 10 concurrent requests:
+	// 573.8 generation tokens/s (docs/simulator.md, baseline/testdata/reports/).
 	saturation := flag.Float64("saturation", 573.8, "baseline saturation throughput, generation tokens/s")
 	flag.Parse()
 	if err := run(*probes, *saturation); err != nil {
