@@ -102,6 +102,7 @@ type scraper struct {
 	attempted   bool
 	up          bool
 	duration    float64
+	last        ScrapeState
 	ring        []*Snapshot // oldest first
 	derived     map[string]*Derived
 	info        ServerInfo
@@ -282,7 +283,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	defer cancel()
 	start := time.Now()
 	snap, err := Scrape(sctx, s.client, s.metricsURL)
-	dur := time.Since(start).Seconds()
+	dur := time.Since(start)
 	if snap != nil && s.now != nil {
 		snap.Time = s.now()
 	}
@@ -291,19 +292,13 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	}
 
 	s.mu.Lock()
-	wasUp := s.up
-	s.attempted = true
-	s.duration = dur
+	s.duration = dur.Seconds()
+	s.noteScrapeLocked(start, dur, err)
 	if err != nil {
 		s.up = false
 		s.derived = nil
 		s.needInfo = true // the server may come back as another version
 		s.mu.Unlock()
-		if wasUp {
-			level.Warn(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", err)
-		} else {
-			level.Debug(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", err)
-		}
 		return
 	}
 	if n := len(s.ring); n > 0 && restarted(s.ring[n-1], snap) {
