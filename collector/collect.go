@@ -29,7 +29,7 @@ func newDescs(static []string) *descs {
 		up:       d("vllm_server_up", "1 if the last scrape of the target's vLLM /metrics succeeded, 0 otherwise.", withTarget),
 		duration: d("vllm_server_scrape_duration_seconds", "Duration of the last scrape of the target's vLLM /metrics.", withTarget),
 		info: d("vllm_server_info", "vLLM server facts from /version, /v1/models and vllm:cache_config_info; always 1.",
-			with("version", "max_model_len", "block_size", "kv_cache_size_tokens", "metrics_era")),
+			with("version", "max_model_len", "block_size", "kv_cache_size_tokens", "metrics_schema")),
 		promptRate:  d("vllm_server_prompt_tokens_per_second", "Prompt (prefill) tokens processed per second over the rate window.", base),
 		genRate:     d("vllm_server_generation_tokens_per_second", "Generated tokens per second over the rate window.", base),
 		requests:    d("vllm_server_requests", "Requests in the server by state (running, waiting; swapped on legacy servers), summed over engines.", with("state")),
@@ -122,7 +122,7 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 			maxLen = strconv.Itoa(n)
 		}
 		ch <- prometheus.MustNewConstMetric(d.info, prometheus.GaugeValue, 1,
-			with(info.Version, maxLen, formatCount(mod.BlockSize), formatCount(mod.KVCapacityTokens), latest.Era)...)
+			with(info.Version, maxLen, formatCount(mod.BlockSize), formatCount(mod.KVCapacityTokens), latest.Schema)...)
 
 		gauge(d.requests, mod.Running, with("running"))
 		gauge(d.requests, mod.Waiting, with("waiting"))

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -77,7 +78,8 @@ func expositions(t testing.TB) []exposition {
 		name := filepath.Base(p)
 		out = append(out, exposition{name + "/text", data, expfmt.FmtText})
 		parser := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := parser.TextToMetricFamilies(bytes.NewReader(data))
+		// A real capture may lack its final newline (real-0.4.3.prom).
+		fams, err := parser.TextToMetricFamilies(&lineTerminated{r: bytes.NewReader(data)})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -330,4 +332,32 @@ func simulatorBody(b *testing.B) []byte {
 		b.Fatalf("simulator /metrics: %v\n%s", err, data)
 	}
 	return data
+}
+
+// A body without a final newline is accepted whichever family its last line
+// belongs to: one the collector reads, or one the filter drops.
+func TestFinalNewline(t *testing.T) {
+	for _, tc := range []struct{ name, body string }{
+		{"read family last", "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 1\n" +
+			"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3"},
+		{"dropped family last", "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n" +
+			"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 1\n" +
+			"# TYPE vllm:avg_generation_throughput_toks_per_s gauge\nvllm:avg_generation_throughput_toks_per_s{model_name=\"m\"} 0.0"},
+		{"comment last", "vllm:num_requests_running{model_name=\"m\"} 3\nvllm:num_requests_waiting{model_name=\"m\"} 1\n# a comment"},
+	} {
+		for _, filter := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/filter=%v", tc.name, filter), func(t *testing.T) {
+				// iotest.OneByteReader makes the newline land in a call of its own.
+				for _, r := range []io.Reader{strings.NewReader(tc.body), iotest.OneByteReader(strings.NewReader(tc.body))} {
+					fs, err := decodeFamilies(r, expfmt.FmtText, filter)
+					if err != nil {
+						t.Fatalf("refused: %v", err)
+					}
+					if m := normalise(fs, time.Unix(0, 0)).Models["m"]; m == nil || m.Running != 3 || m.Waiting != 1 {
+						t.Fatalf("model m = %+v", m)
+					}
+				}
+			})
+		}
+	}
 }

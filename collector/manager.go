@@ -331,9 +331,9 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 }
 
 // restarted reports whether cur looks like a new server process compared to
-// prev: a counter went backwards or the naming era changed.
+// prev: a counter went backwards or the metric schema changed.
 func restarted(prev, cur *Snapshot) bool {
-	if prev.Era != cur.Era {
+	if prev.Schema != cur.Schema {
 		return true
 	}
 	for name, c := range cur.Models {
