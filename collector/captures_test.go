@@ -237,3 +237,13 @@ func TestSchemaDetection(t *testing.T) {
 		t.Errorf("0.9 multiprocess fixture misread: %+v", m)
 	}
 }
+
+// TestFinishReasonLabel: a server labelling vllm:request_success_total with
+// finish_reason instead of vLLM's finished_reason keeps its reasons apart.
+func TestFinishReasonLabel(t *testing.T) {
+	m := scrapeFixture(t, "finish-reason.prom").Models["m"]
+	want := map[string]float64{"stop": 12, "length": 3, "abort": 1}
+	if m == nil || fmt.Sprint(m.RequestSuccess) != fmt.Sprint(want) {
+		t.Fatalf("finish reasons = %v, want %v", m.RequestSuccess, want)
+	}
+}

@@ -272,7 +272,12 @@ func normalise(fs families, at time.Time) *Snapshot {
 		if !ok {
 			return
 		}
-		reason, _ := labelValue(mt, "finished_reason")
+		// vLLM labels finished_reason; some servers speaking its names use
+		// finish_reason (the OpenAI field's name) instead.
+		reason, ok := labelValue(mt, "finished_reason")
+		if !ok {
+			reason, _ = labelValue(mt, "finish_reason")
+		}
 		m := s.Models[model]
 		if m.RequestSuccess == nil {
 			m.RequestSuccess = map[string]float64{}
