@@ -33,13 +33,13 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7882e+09
 # HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
 # TYPE vllm:cache_config_info gauge
 vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1000"} 1.0
-# HELP vllm:request_prefill_time_seconds Histogram of time spent in PREFILL phase for request.
-# TYPE vllm:request_prefill_time_seconds histogram
-vllm:request_prefill_time_seconds_bucket{engine="0",le="0.3",model_name="m"} 1.0
-vllm:request_prefill_time_seconds_bucket{engine="0",le="+Inf",model_name="m"} 1.0
-vllm:request_prefill_time_seconds_count{engine="0",model_name="m"} 1.0
-vllm:request_prefill_time_seconds_sum{engine="0",model_name="m"} 0.2
-vllm:request_prefill_time_seconds_created{engine="0",model_name="m"} 1.7882e+09
+# HELP vllm:request_decode_time_seconds Histogram of time spent in DECODE phase for request.
+# TYPE vllm:request_decode_time_seconds histogram
+vllm:request_decode_time_seconds_bucket{engine="0",le="0.3",model_name="m"} 1.0
+vllm:request_decode_time_seconds_bucket{engine="0",le="+Inf",model_name="m"} 1.0
+vllm:request_decode_time_seconds_count{engine="0",model_name="m"} 1.0
+vllm:request_decode_time_seconds_sum{engine="0",model_name="m"} 0.2
+vllm:request_decode_time_seconds_created{engine="0",model_name="m"} 1.7882e+09
 # HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
 # TYPE vllm:time_to_first_token_seconds histogram
 vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="m"} 0.0
@@ -184,8 +184,8 @@ func TestFamilyFilterErrorLine(t *testing.T) {
 // A family the collector does not read is checked for line structure only: a
 // bad value there does not fail the scrape (documented in familyFilter).
 func TestFamilyFilterSkippedFamilyValue(t *testing.T) {
-	body := "# TYPE vllm:request_prefill_time_seconds histogram\n" +
-		"vllm:request_prefill_time_seconds_sum{model_name=\"m\"} NaNaN\n" +
+	body := "# TYPE vllm:request_decode_time_seconds histogram\n" +
+		"vllm:request_decode_time_seconds_sum{model_name=\"m\"} NaNaN\n" +
 		"# TYPE vllm:num_requests_running gauge\n" +
 		"vllm:num_requests_running{model_name=\"m\"} 2\n"
 	fs, err := decodeFamilies(strings.NewReader(body), expfmt.FmtText, true)
@@ -240,7 +240,7 @@ func TestFamilyFilterSmallReads(t *testing.T) {
 			t.Errorf("filtered output lacks %q:\n%s", want, out.String())
 		}
 	}
-	for _, unwanted := range []string{"python_gc", "_created", "prefill"} {
+	for _, unwanted := range []string{"python_gc", "_created", "decode"} {
 		if strings.Contains(out.String(), unwanted) {
 			t.Errorf("filtered output keeps %q:\n%s", unwanted, out.String())
 		}

@@ -105,10 +105,14 @@ type scraper struct {
 	last        ScrapeState
 	ring        []*Snapshot // oldest first
 	derived     map[string]*Derived
-	info        ServerInfo
-	infoOK      bool
-	infoAt      time.Time
-	needInfo    bool
+	// ttftQueue holds, per model, whether the server's TTFT counts the
+	// queue time, once a window told (ttftQueueEvidence); forgotten when
+	// the server restarts.
+	ttftQueue map[string]bool
+	info      ServerInfo
+	infoOK    bool
+	infoAt    time.Time
+	needInfo  bool
 }
 
 // Apply (re)configures the manager. Targets whose URL, metrics path, HTTP
@@ -303,6 +307,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	}
 	if n := len(s.ring); n > 0 && restarted(s.ring[n-1], snap) {
 		s.needInfo = true
+		s.ttftQueue = nil
 	}
 	fetchInfo := s.needInfo && (s.infoAt.IsZero() || s.infoOK || time.Since(s.infoAt) >= infoRetry)
 	s.mu.Unlock()
@@ -368,8 +373,27 @@ func (s *scraper) deriveLocked() {
 	latest := s.ring[len(s.ring)-1]
 	s.derived = make(map[string]*Derived, len(latest.Models))
 	for name := range latest.Models {
-		s.derived[name] = derive(s.ring, name)
+		d := derive(s.ring, name)
+		s.derived[name] = d
+		if includes, ok := ttftQueueEvidence(d); ok {
+			if s.ttftQueue == nil {
+				s.ttftQueue = map[string]bool{}
+			}
+			if prev, known := s.ttftQueue[name]; !known || prev != includes {
+				level.Info(s.logger).Log("msg", "server TTFT queue accounting decided", "model", name, "ttft_includes_queue", includes)
+			}
+			s.ttftQueue[name] = includes
+		}
 	}
+}
+
+// ttftIncludesQueueLocked is what the collector assumes of model's server
+// TTFT: what a window showed, else vLLM's own accounting (from arrival).
+func (s *scraper) ttftIncludesQueueLocked(model string) bool {
+	if v, ok := s.ttftQueue[model]; ok {
+		return v
+	}
+	return true
 }
 
 // Load returns the latest running and waiting requests of target, summed over

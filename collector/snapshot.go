@@ -71,6 +71,9 @@ type Model struct {
 	ITL   *Histogram // vllm:inter_token_latency_seconds, else vllm:time_per_output_token_seconds
 	E2E   *Histogram // vllm:e2e_request_latency_seconds
 	Queue *Histogram // vllm:request_queue_time_seconds
+	// Prefill is vllm:request_prefill_time_seconds (scheduled → first
+	// token); it tells whether TTFT counts the queue (ttftQueueEvidence).
+	Prefill *Histogram
 	// GenerationTokensPerRequest is vllm:request_generation_tokens: output
 	// tokens of each finished request.
 	GenerationTokensPerRequest *Histogram
@@ -127,6 +130,7 @@ const (
 	mTPOTOld          = "vllm:time_per_output_token_seconds"
 	mE2E              = "vllm:e2e_request_latency_seconds"
 	mQueue            = "vllm:request_queue_time_seconds"
+	mPrefill          = "vllm:request_prefill_time_seconds"
 	mReqGenTokens     = "vllm:request_generation_tokens"
 	mCacheConfig      = "vllm:cache_config_info"
 
@@ -292,6 +296,7 @@ func normalise(fs families, at time.Time) *Snapshot {
 		}
 		m.E2E = histogram(fs, mE2E, model)
 		m.Queue = histogram(fs, mQueue, model)
+		m.Prefill = histogram(fs, mPrefill, model)
 		m.GenerationTokensPerRequest = histogram(fs, mReqGenTokens, model)
 		m.Engines = len(engines[model])
 	}
