@@ -16,6 +16,7 @@ type descs struct {
 	preemptions, success            *prometheus.Desc
 	ttft, itl, e2e, queue           *prometheus.Desc
 	ttftGap, headroom               *prometheus.Desc
+	signal                          *prometheus.Desc
 }
 
 func newDescs(static []string) *descs {
@@ -43,7 +44,9 @@ func newDescs(static []string) *descs {
 		e2e:         d("vllm_server_e2e_latency_seconds", "Server-side end-to-end request latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
 		queue:       d("vllm_server_queue_time_seconds", "Server-side queue time over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
 		ttftGap:     d("vllm_probe_server_ttft_gap_seconds", "Mean TTFT of the probes minus the server's mean TTFT (plus its mean queue time when its TTFT excludes queueing) over the same window.", base),
-		headroom:    d("vllm_server_headroom_ratio", "Remaining capacity (0-1) by resource: kv_cache, batch_slots, throughput and overall (their minimum).", with("resource")),
+		signal: d("vllm_server_signal_available", "1 if the target's vLLM /metrics exports the signal's family (for any model), 0 if it does not: its panels and alerts then have no data, which is not zero.",
+			append(append([]string(nil), withTarget...), "signal")),
+		headroom: d("vllm_server_headroom_ratio", "Remaining capacity (0-1) by resource: kv_cache, batch_slots, throughput and overall (their minimum).", with("resource")),
 	}
 }
 
@@ -90,6 +93,14 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 		includesQueue[name] = s.ttftIncludesQueueLocked(name)
 	}
 	s.mu.Unlock()
+
+	for i, ok := range signalAvailability(latest) {
+		v := 0.0
+		if ok {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d.signal, prometheus.GaugeValue, v, append(append([]string(nil), tl...), signals[i].name)...)
+	}
 
 	models := make([]string, 0, len(latest.Models))
 	for name := range latest.Models {
