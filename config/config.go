@@ -57,6 +57,7 @@ var (
 		Nonce:       true,
 	}
 	DefaultTarget = Target{
+		Probe:            true,
 		MetricsPath:      "/metrics",
 		ScrapeMetrics:    true,
 		HTTPClientConfig: commoncfg.DefaultHTTPClientConfig,
@@ -129,8 +130,11 @@ type Target struct {
 	URL    string            `yaml:"url"`
 	Model  string            `yaml:"model,omitempty"`
 	Labels map[string]string `yaml:"labels,omitempty"`
-	// Modules to probe with; empty means every module of the file.
+	// Modules to probe with; empty means every module of the file. The
+	// scalar `modules: none` means none, as Probe false does.
 	Modules []string `yaml:"modules,omitempty"`
+	// Probe false makes a scrape-only target: no module probes it.
+	Probe bool `yaml:"probe"`
 	// MaxNumSeqs is vLLM's --max-num-seqs (not exported by vLLM), for batch-slot headroom.
 	MaxNumSeqs int `yaml:"max_num_seqs,omitempty"`
 	// Baseline names an entry of the top-level baselines list.
@@ -175,7 +179,18 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 	*t = DefaultTarget
 	type plain Target
-	return unmarshal((*plain)(t))
+	err := unmarshal((*plain)(t))
+	// `modules: none` cannot decode into the list; every other field has
+	// been decoded when that is the only error.
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) == 1 {
+		var raw map[string]any
+		if unmarshal(&raw) == nil && raw["modules"] == "none" {
+			t.Modules, t.Probe = nil, false
+			return nil
+		}
+	}
+	return err
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
@@ -518,7 +533,12 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 			}
 		}
 	}
-	if len(t.Modules) == 0 {
+	switch {
+	case !t.Probe && len(t.Modules) > 0:
+		return errors.New("probe: false (or modules: none) and a modules list exclude each other")
+	case !t.Probe && !t.ScrapeMetrics:
+		return errors.New("the target neither probes (probe: false or modules: none) nor scrapes metrics (scrape_metrics: false)")
+	case t.Probe && len(t.Modules) == 0:
 		t.Modules = sortedKeys(c.Modules)
 	}
 	mods := map[string]bool{}
