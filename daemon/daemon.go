@@ -180,7 +180,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.regr.SetServer(d.coll)
 	// Each probe records its target's load when it starts, so that the
 	// regression series compare it with the baseline at that load.
-	d.probes.SetLoadSource(d.coll.Load)
+	d.probes.SetLoadSource(d.coll.RecentLoad)
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {

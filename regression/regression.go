@@ -359,7 +359,7 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 		// Each probe is compared with the baseline at the load it saw when
 		// it started; the scrape-time expectation only stands in while no
 		// probe of the window succeeded.
-		live, pexp, pok := probeExpectation(c.probes, l.b, t.name, mod, now, window, load)
+		live, pexp, ratios, pok := probeExpectation(c.probes, l.b, t.name, mod, now, window, load)
 		if !pok {
 			pexp = exp
 		}
@@ -369,8 +369,8 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 			r := throughputRatio
 			if m != baseline.MetricOutputThroughput {
 				r = math.NaN()
-				if live.N > 0 && pok {
-					r = baseline.RegressionRatio(m, live.Mean(m), pexp.Mean(m))
+				if v, ok := ratios[m]; ok && live.N > 0 && pok {
+					r = v
 				}
 			}
 			gauge(ch, st.descs[mRatio], r, append(slices.Clone(plv), string(m))...)
