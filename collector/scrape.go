@@ -74,11 +74,19 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 // decodeFamilies decodes an exposition in format. With filter, a text or
 // OpenMetrics body is first cut down to the families normalise reads
 // (familyFilter); protobuf is decoded whole.
+//
+// A text or OpenMetrics body whose last line has no final newline is
+// accepted, whatever family that line belongs to: the line is completed
+// before decoding (prometheus_client always ends its lines, but bodies
+// stored or relayed by other tools may not).
 func decodeFamilies(r io.Reader, format expfmt.Format, filter bool) (families, error) {
 	var ff *familyFilter
-	if filter && format.FormatType() != expfmt.TypeProtoDelim {
-		ff = newFamilyFilter(r)
-		r = ff
+	if format.FormatType() != expfmt.TypeProtoDelim {
+		r = &lineTerminated{r: r}
+		if filter {
+			ff = newFamilyFilter(r)
+			r = ff
+		}
 	}
 	dec := expfmt.NewDecoder(r, format)
 	fs := families{}
@@ -124,6 +132,34 @@ func decodeFormat(h http.Header) expfmt.Format {
 	return f.WithEscapingScheme(model.NoEscaping)
 }
 
+// lineTerminated passes r on and adds a final newline when r's last byte is
+// not one.
+type lineTerminated struct {
+	r     io.Reader
+	last  byte // last byte passed on; 0 before any
+	added bool
+}
+
+func (l *lineTerminated) Read(p []byte) (int, error) {
+	if l.added {
+		return 0, io.EOF
+	}
+	n, err := l.r.Read(p)
+	if n > 0 {
+		l.last = p[n-1]
+	}
+	if errors.Is(err, io.EOF) && l.last != 0 && l.last != '\n' {
+		if n < len(p) {
+			p[n] = '\n'
+			n++
+			l.added = true
+			return n, nil
+		}
+		return n, nil // room for the newline at the next call
+	}
+	return n, err
+}
+
 type limitedReader struct {
 	r io.Reader
 	n int64
@@ -152,12 +188,17 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 type ServerInfo struct {
 	Version     string         // /version "version"; "" when unknown
 	MaxModelLen map[string]int // /v1/models max_model_len by model id
+	// Base maps every model id of /v1/models to the model whose name its
+	// traffic is counted under in /metrics: a LoRA adapter's parent (vLLM
+	// lists adapters with parent = the base model and root = the adapter's
+	// path; serving_models.py, show_available_models), else the id itself.
+	Base map[string]string
 }
 
 // FetchServerInfo reads baseURL/version and baseURL/v1/models. It returns what
 // it could read together with an error naming what failed.
 func FetchServerInfo(ctx context.Context, client *http.Client, baseURL string) (ServerInfo, error) {
-	info := ServerInfo{MaxModelLen: map[string]int{}}
+	info := ServerInfo{MaxModelLen: map[string]int{}, Base: map[string]string{}}
 	var errs []error
 	var version struct {
 		Version string `json:"version"`
@@ -169,17 +210,34 @@ func FetchServerInfo(ctx context.Context, client *http.Client, baseURL string) (
 	}
 	var models struct {
 		Data []struct {
-			ID          string `json:"id"`
-			MaxModelLen int    `json:"max_model_len"`
+			ID          string  `json:"id"`
+			MaxModelLen int     `json:"max_model_len"`
+			Root        string  `json:"root"`
+			Parent      *string `json:"parent"`
 		} `json:"data"`
 	}
 	if err := getJSON(ctx, client, baseURL+"/v1/models", &models); err != nil {
 		errs = append(errs, fmt.Errorf("reading /v1/models: %w", err))
 	} else {
+		ids := map[string]bool{}
 		for _, d := range models.Data {
-			if d.ID != "" && d.MaxModelLen > 0 {
+			ids[d.ID] = true
+		}
+		for _, d := range models.Data {
+			if d.ID == "" {
+				continue
+			}
+			if d.MaxModelLen > 0 {
 				info.MaxModelLen[d.ID] = d.MaxModelLen
 			}
+			base := d.ID
+			switch {
+			case d.Parent != nil && *d.Parent != "":
+				base = *d.Parent
+			case d.Root != "" && d.Root != d.ID && ids[d.Root]:
+				base = d.Root // an adapter whose root names a listed model
+			}
+			info.Base[d.ID] = base
 		}
 	}
 	return info, errors.Join(errs...)

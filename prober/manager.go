@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"reflect"
@@ -59,6 +60,7 @@ type Manager struct {
 	metrics      *metrics
 	targets      map[string]*target
 	pairs        map[pairKey]*pair
+	order        []*pair // the pairs sorted by target and module (AllStats)
 	historyLimit int
 	inFlight     int             // probes in flight across all pairs
 	maxInFlight  int             // cfg.Global.MaxConcurrentProbes
@@ -72,6 +74,8 @@ type Manager struct {
 	clients *clientCache
 	// offset places a pair in its interval; tests pin it.
 	offset func(pairKey, time.Duration) time.Duration
+	// load tells a probe its target's load when it starts (SetLoadSource).
+	load func(target string) (running, waiting float64, ok bool)
 }
 
 type pairKey struct{ target, module string }
@@ -90,6 +94,8 @@ type target struct {
 	healthUp, modelsUp bool
 	gen                *metrics // generation labels was initialised in
 	labels             []string // target, model, static values of the health series
+
+	pairs []*pair // its pairs, in configuration order
 
 	ledger   []spend // probes of the last hour
 	reserved int     // worst-case cost of probes in flight
@@ -117,6 +123,7 @@ type pair struct {
 	promptEstimate int     // observed usage.prompt_tokens + slack, else a heuristic
 	lastEnd        float64 // Unix time the last recorded probe finished
 	hist           history
+	state          pairState // statistics that outlive the history (stats.go)
 	gen            *metrics
 	labels         []string
 
@@ -178,7 +185,8 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		}
 		clients[t.Name] = c
 	}
-	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), nativeFactor: cfg.Global.NativeHistogramBucketFactor}
+	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), tokenBuckets: slices.Clone(cfg.Global.TokenLatencyBuckets),
+		nativeFactor: cfg.Global.NativeHistogramBucketFactor}
 	static := cfg.StaticLabelNames()
 	if !m.registered && m.reg != nil {
 		if err := m.reg.Register(generations{current: m.currentMetrics}); err != nil {
@@ -241,6 +249,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	for i := range cfg.Targets {
 		tc := &cfg.Targets[i]
 		t := m.targets[tc.Name]
+		t.pairs = t.pairs[:0]
 		for _, mod := range tc.Modules {
 			mc := cfg.Modules[mod]
 			key := pairKey{tc.Name, mod}
@@ -256,6 +265,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			}
 			restart := !ok || p.interval != interval
 			p.tgt, p.mod, p.interval = t, mc, interval
+			t.pairs = append(t.pairs, p)
 			p.timeout, p.stall = cfg.ProbeTimeout(tc, &mc), cfg.StallTimeout(&mc)
 			if restart {
 				m.stopPair(p)
@@ -273,6 +283,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			delete(m.pairs, key)
 		}
 	}
+	m.sortPairs()
 	for _, t := range m.targets {
 		m.relabelTarget(t)
 	}
@@ -526,7 +537,9 @@ func (m *Manager) record(p *pair, res *Result) {
 		p.promptEstimate = res.PromptTokens + promptSlack
 	}
 	p.hist.add(res)
-	p.lastEnd = float64(m.now().UnixNano()) / 1e9
+	end := m.now()
+	p.state.record(res, end, p.hist.limit)
+	p.lastEnd = float64(end.UnixNano()) / 1e9
 	m.metrics.observe(p.labels, res, p.lastEnd)
 	if !res.Success {
 		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
@@ -568,6 +581,7 @@ type probeSpec struct {
 	secrets        []string
 	promptEstimate int
 	tgt            *target
+	load           func(target string) (running, waiting float64, ok bool)
 }
 
 func (m *Manager) snapshot(p *pair) probeSpec {
@@ -579,6 +593,7 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 		target: p.key.target, module: p.key.module,
 		url: p.tgt.cfg.URL, client: p.tgt.client, mod: p.mod, model: p.tgt.model,
 		timeout: p.timeout, stall: p.stall, secrets: p.tgt.secrets, promptEstimate: est, tgt: p.tgt,
+		load: m.load,
 	}
 }
 
@@ -588,6 +603,12 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Result {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	load := math.NaN()
+	if s.load != nil {
+		if running, waiting, ok := s.load(s.target); ok {
+			load = running + waiting + 1
+		}
+	}
 	if s.model == "" {
 		ids, res := m.fetchModels(ctx, s.client, s.url)
 		if res == nil && len(ids) == 0 {
@@ -596,6 +617,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		if res != nil {
 			started()
 			scrubResult(res, s.secrets)
+			res.Load = load
 			return res
 		}
 		s.model = ids[0]
@@ -613,6 +635,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		StallTimeout: s.stall,
 	})
 	scrubResult(&res, s.secrets)
+	res.Load = load
 	return &res
 }
 
@@ -863,21 +886,22 @@ func (m *Manager) Model(targetName string) string {
 
 // MeanTTFT returns the mean TTFT in seconds of the successful scheduled probes of
 // target (all modules) that started at or after since, and how many there were.
+// O(modules of the target); it copies no history.
 func (m *Manager) MeanTTFT(targetName string, since time.Time) (seconds float64, n int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var sum time.Duration
-	for _, p := range m.pairs {
-		if p.key.target != targetName {
-			continue
-		}
-		p.hist.successesSince(since, func(r *Result) {
-			sum += r.TTFT
-			n++
-		})
+	t, ok := m.targets[targetName]
+	if !ok {
+		return 0, 0
+	}
+	var sum float64
+	for _, p := range t.pairs {
+		s := p.state.window.since(since.UnixNano())
+		sum += s.ttft
+		n += s.n
 	}
 	if n == 0 {
 		return 0, 0
 	}
-	return sum.Seconds() / float64(n), n
+	return sum / float64(n), n
 }
