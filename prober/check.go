@@ -114,6 +114,7 @@ func (m *Manager) fetchModels(ctx context.Context, client *http.Client, base str
 	if resp.StatusCode != http.StatusOK {
 		reason, msg := classifyHTTPError(resp.StatusCode, body)
 		res.Reason, res.Err = reason, sanitize("/v1/models: "+msg)
+		res.ErrorBody = excerpt(body, maxErrorExcerpt)
 		return nil, res
 	}
 	var list struct {

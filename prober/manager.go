@@ -117,6 +117,7 @@ type pair struct {
 	promptEstimate int     // observed usage.prompt_tokens + slack, else a heuristic
 	lastEnd        float64 // Unix time the last recorded probe finished
 	hist           history
+	state          pairState // survives history eviction
 	gen            *metrics
 	labels         []string
 
@@ -322,6 +323,10 @@ func (m *Manager) relabelPair(p *pair) {
 	if last, ok := p.hist.last(); ok {
 		m.metrics.success.WithLabelValues(lv...).Set(b2f(last.Success))
 		m.metrics.lastTimestamp.WithLabelValues(lv...).Set(p.lastEnd)
+		m.metrics.duration.WithLabelValues(lv...).Set(last.Duration.Seconds())
+		if !p.state.lastSuccess.IsZero() {
+			m.metrics.lastSuccess.WithLabelValues(lv...).Set(unixSeconds(p.state.lastSuccess))
+		}
 		if last.Success {
 			m.metrics.outputTPS.WithLabelValues(lv...).Set(last.OutputTokensPerSecond())
 		}
@@ -525,14 +530,18 @@ func (m *Manager) record(p *pair, res *Result) {
 	if res.PromptTokens > 0 {
 		p.promptEstimate = res.PromptTokens + promptSlack
 	}
+	end := m.now()
+	p.state.note(res, end) // gives res its record id
 	p.hist.add(res)
-	p.lastEnd = float64(m.now().UnixNano()) / 1e9
+	p.lastEnd = unixSeconds(end)
 	m.metrics.observe(p.labels, res, p.lastEnd)
 	if !res.Success {
 		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
 			"reason", res.Reason, "err", res.Err)
 	}
 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // promptSlack covers the variation of the nonce's tokenisation between probes.
 const promptSlack = 8
@@ -588,13 +597,17 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Result {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	begin := m.now() // the manager's clock, which tests pin
 	if s.model == "" {
 		ids, res := m.fetchModels(ctx, s.client, s.url)
 		if res == nil && len(ids) == 0 {
-			res = &Result{Start: time.Now(), Reason: ReasonModelNotFound, Err: "/v1/models lists no model"}
+			res = &Result{Start: begin, Reason: ReasonModelNotFound, Err: "/v1/models lists no model"}
 		}
 		if res != nil {
 			started()
+			res.Phase, res.Request = PhaseModels, http.MethodGet+" /v1/models"
+			res.Duration = m.now().Sub(begin)
+			res.E2E = res.Duration
 			scrubResult(res, s.secrets)
 			return res
 		}
@@ -612,6 +625,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		Header:       requestHeader(&s.mod, s.target, s.module, nonce),
 		StallTimeout: s.stall,
 	})
+	res.Duration = m.now().Sub(begin)
 	scrubResult(&res, s.secrets)
 	return &res
 }
@@ -758,7 +772,9 @@ func secretsOf(c *commoncfg.HTTPClientConfig) []string {
 // never puts one there itself, but a server may echo a key in its error message.
 func scrubResult(r *Result, secrets []string) {
 	for _, sec := range secrets {
-		r.Err = strings.ReplaceAll(r.Err, sec, "<secret>")
+		for _, s := range []*string{&r.Err, &r.RequestBody, &r.ErrorBody, &r.Text} {
+			*s = strings.ReplaceAll(*s, sec, "<secret>")
+		}
 		for _, h := range []http.Header{r.RequestHeader, r.ResponseHeader} {
 			for k, vs := range h {
 				for i, v := range vs {
@@ -834,21 +850,25 @@ func (m *Manager) Status() []TargetStatus {
 	}
 	out := make([]TargetStatus, 0, len(m.cfg.Targets))
 	for i := range m.cfg.Targets {
-		tc := &m.cfg.Targets[i]
-		t := m.targets[tc.Name]
-		ts := TargetStatus{Name: tc.Name, URL: redactURL(tc.URL), Model: t.model,
-			HealthUp: t.healthUp, ModelsUp: t.modelsUp, Checked: t.checked}
-		for _, mod := range tc.Modules {
-			p := m.pairs[pairKey{tc.Name, mod}]
-			ms := ModuleStatus{Module: mod, History: p.hist.list()}
-			if l, ok := p.hist.last(); ok {
-				ms.Last = &l
-			}
-			ts.Modules = append(ts.Modules, ms)
-		}
-		out = append(out, ts)
+		out = append(out, m.targetStatus(&m.cfg.Targets[i]))
 	}
 	return out
+}
+
+// targetStatus is the state of a configured target. m.mu must be held.
+func (m *Manager) targetStatus(tc *config.Target) TargetStatus {
+	t := m.targets[tc.Name]
+	ts := TargetStatus{Name: tc.Name, URL: redactURL(tc.URL), Model: t.model,
+		HealthUp: t.healthUp, ModelsUp: t.modelsUp, Checked: t.checked}
+	for _, mod := range tc.Modules {
+		p := m.pairs[pairKey{tc.Name, mod}]
+		ms := ModuleStatus{Module: mod, History: p.hist.list()}
+		if l, ok := p.hist.last(); ok {
+			ms.Last = &l
+		}
+		ts.Modules = append(ts.Modules, ms)
+	}
+	return ts
 }
 
 // Model returns the resolved model of target, "" if unknown.
