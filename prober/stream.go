@@ -71,7 +71,7 @@ const (
 	maxRequestBody  = 1 << 10
 	maxErrorExcerpt = 512
 	maxTextExcerpt  = 256
-	drainTimeout      = 100 * time.Millisecond
+	drainTimeout    = 100 * time.Millisecond
 )
 
 // errStalled is the cancellation cause set by the stall detector.
