@@ -140,3 +140,22 @@ func (m *Manager) TargetStatus(name string) (TargetStatus, bool) {
 	}
 	return m.targetStatus(tc), true
 }
+
+// Successes returns copies of the kept successful results of (target, module)
+// that started at or after since, newest first, without headers: what the
+// regression ratios average. It does not copy the rest of the history.
+func (m *Manager) Successes(target, module string, since time.Time) []Result {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pairs[pairKey{target, module}]
+	if !ok {
+		return nil
+	}
+	var out []Result
+	p.hist.successesSince(since, func(r *Result) {
+		c := *r
+		c.packedHeaders = ""
+		out = append(out, c)
+	})
+	return out
+}

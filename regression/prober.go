@@ -9,7 +9,9 @@ import (
 
 // StatusSource is the part of *prober.Manager that FromProber reads.
 type StatusSource interface {
-	Status() []prober.TargetStatus
+	// Successes returns the kept successful results of (target, module) that
+	// started at or after since, without headers.
+	Successes(target, module string, since time.Time) []prober.Result
 	Model(target string) string
 }
 
@@ -23,17 +25,8 @@ type proberSource struct{ s StatusSource }
 func (p proberSource) Model(target string) string { return p.s.Model(target) }
 
 func (p proberSource) MeanStats(target, module string, since time.Time) ProbeMeans {
-	for _, ts := range p.s.Status() {
-		if ts.Name != target {
-			continue
-		}
-		for _, ms := range ts.Modules {
-			if ms.Module == module {
-				return Means(ms.History, since)
-			}
-		}
-	}
-	return Means(nil, since)
+	// Only the pair's successes: the landing page asks for every pair.
+	return Means(p.s.Successes(target, module, since), since)
 }
 
 // Means averages the successful results that started at or after since, with

@@ -357,10 +357,7 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 		for _, m := range baseline.Metrics {
 			r := throughputRatio
 			if m != baseline.MetricOutputThroughput {
-				r = math.NaN()
-				if live.N > 0 {
-					r = baseline.RegressionRatio(m, live.Mean(m), expectedFor(m, exp, live))
-				}
+				r = latencyRatio(m, exp, live)
 			}
 			gauge(ch, st.descs[mRatio], r, append(slices.Clone(plv), string(m))...)
 		}

@@ -227,8 +227,17 @@ targets: [{name: t1, url: "http://127.0.0.1:1", baseline: b}, {name: t2, url: "h
 
 type fakeStatus []prober.TargetStatus
 
-func (f fakeStatus) Status() []prober.TargetStatus { return f }
-func (f fakeStatus) Model(string) string           { return "m" }
+func (f fakeStatus) Successes(target, module string, since time.Time) []prober.Result {
+	for _, ts := range f {
+		for _, ms := range ts.Modules {
+			if ts.Name == target && ms.Module == module {
+				return ms.History // Means filters by success and since
+			}
+		}
+	}
+	return nil
+}
+func (f fakeStatus) Model(string) string { return "m" }
 
 func TestFromProberMeans(t *testing.T) {
 	t0 := time.Unix(1700000000, 0)
