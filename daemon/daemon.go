@@ -195,7 +195,7 @@ func checkTelemetryPath(p string) error {
 		return fmt.Errorf("telemetry path %q must start with /", p)
 	}
 	switch p {
-	case "/", "/probe", "/config", "/-/reload", "/-/healthy", "/-/ready":
+	case "/", "/probe", "/probe/record", "/target", "/config", "/-/reload", "/-/healthy", "/-/ready":
 		return fmt.Errorf("telemetry path %q collides with another endpoint", p)
 	}
 	return nil
