@@ -133,7 +133,7 @@ targets:
 %s`, simURL, simKey, echoURL, echoKey, extraTarget)
 }
 
-func writeConfig(t *testing.T, path, content string) {
+func writeConfig(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)

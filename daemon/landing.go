@@ -91,7 +91,7 @@ States:{{range .States}} <label><input type="checkbox" name="state" value="{{.Na
 <thead><tr><th>State</th><th>Target</th><th>Module</th><th>Reason</th><th>Since</th><th>Last hour</th><th>History</th><th>TTFT / baseline</th><th>TPOT / baseline</th><th>Last scrape</th><th>Labels</th><th>Last failure</th></tr></thead>
 <tbody>
 {{- range .Rows}}
-<tr class="{{.State}}"><td class="st">{{.State}}</td><td><a href="{{.Section}}">{{.Target}}</a></td><td>{{.Module}}</td><td>{{.Reason}}</td><td>{{.Since}}</td><td{{if .Hour.Hot}} class="hot"{{end}}>{{.Hour.Percent}}</td><td{{if .Hist.Hot}} class="hot"{{end}}>{{.Hist.Percent}}</td><td{{if .TTFT.Hot}} class="hot"{{end}}>{{.TTFT.Times}}</td><td{{if .TPOT.Hot}} class="hot"{{end}}>{{.TPOT.Times}}</td><td{{if .ScrapeBad}} class="hot"{{end}}>{{or .Scrape "-"}}</td><td>{{.Labels}}</td><td>{{if .Record}}<a class="rec" href="{{.Record}}">record</a>{{else}}-{{end}}</td></tr>
+{{.HTML}}
 {{- else}}
 <tr><td colspan="12" class="unknown">{{if .Total}}No pair matches the filters.{{else}}No targets configured.{{end}}</td></tr>
 {{- end}}

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"fmt"
+	"html"
+	"html/template"
 	"math"
 	"net/url"
 	"slices"
@@ -158,6 +160,48 @@ func (d *Daemon) summaryRows(cfg *config.Config, sums []prober.PairSummary, now 
 		return strings.Compare(a.Module, b.Module)
 	})
 	return rows
+}
+
+// HTML renders the row. It is written by hand rather than by html/template,
+// whose reflection made / take about 100 ms at 2,000 rows; every text is
+// escaped here (html.EscapeString), and links are built by url.Values.
+func (r *pairRow) HTML() template.HTML {
+	var b strings.Builder
+	b.Grow(512)
+	w := func(parts ...string) {
+		for _, p := range parts {
+			b.WriteString(p)
+		}
+	}
+	e := html.EscapeString
+	td := func(hot bool, text string) {
+		if hot {
+			w(`<td class="hot">`, e(text), "</td>")
+		} else {
+			w("<td>", e(text), "</td>")
+		}
+	}
+	w(`<tr class="`, e(r.State), `"><td class="st">`, e(r.State), `</td><td><a href="`, e(r.Section), `">`, e(r.Target), "</a></td>")
+	td(false, r.Module)
+	td(false, r.Reason)
+	td(false, r.Since)
+	td(r.Hour.Hot, r.Hour.Percent())
+	td(r.Hist.Hot, r.Hist.Percent())
+	td(r.TTFT.Hot, r.TTFT.Times())
+	td(r.TPOT.Hot, r.TPOT.Times())
+	scrape := r.Scrape
+	if scrape == "" {
+		scrape = "-"
+	}
+	td(r.ScrapeBad, scrape)
+	td(false, r.Labels)
+	if r.Record != "" {
+		w(`<td><a class="rec" href="`, e(r.Record), `">record</a></td>`)
+	} else {
+		w("<td>-</td>")
+	}
+	w("</tr>")
+	return template.HTML(b.String()) //nolint:gosec // every part is escaped above
 }
 
 func recordURL(target, module string, id uint64) string {

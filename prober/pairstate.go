@@ -91,7 +91,7 @@ func (m *Manager) Summaries() []PairSummary {
 		return nil
 	}
 	now := m.now()
-	var out []PairSummary
+	out := make([]PairSummary, 0, len(m.pairs))
 	for i := range m.cfg.Targets {
 		tc := &m.cfg.Targets[i]
 		for _, mod := range tc.Modules {
