@@ -132,13 +132,14 @@ func TestLandingPageGolden(t *testing.T) {
 	// What the prober knows: sim's chat module fails since 11 minutes and
 	// succeeded 12 minutes ago; its other module never ran; the other target
 	// is unknown to it.
-	sums := []prober.PairSummary{
-		{Target: "sim", Module: "short_chat", Model: "m1", Probes: 20, Successes: 9, HourProbes: 40, HourSuccesses: 29,
+	sums := []prober.PairStats{
+		{Target: "sim", Module: "short_chat", Model: "m1", Probes: 20, Successes: 9,
 			LastProbe: now.Add(-2 * time.Second), LastSuccess: res.Start.Add(-time.Minute), FailingSince: res.Start,
-			LastReason: res.Reason, LastErr: res.Err, LastStatusCode: 200, LastID: 41, LastFailureID: 41},
+			LastReason: string(res.Reason), RecordStats: prober.RecordStats{LastErr: res.Err, LastStatusCode: 200,
+				LastID: 41, LastFailureID: 41, HourProbes: 40, HourSuccesses: 29}},
 		{Target: "sim", Module: "never_ran"},
 		{Target: "unchecked", Module: "never_ran", LastProbe: now.Add(-time.Second), LastSuccess: now.Add(-time.Second),
-			LastSuccessful: true, Probes: 20, Successes: 15, HourProbes: 20, HourSuccesses: 15, LastID: 20, LastFailureID: 12},
+			Probes: 20, Successes: 15, RecordStats: prober.RecordStats{HourProbes: 20, HourSuccesses: 15, LastID: 20, LastFailureID: 12}},
 	}
 	data := d.landingData(url.Values{}, sums, now)
 	data.Version = "(version=1.2.3, branch=main, revision=abc)"

@@ -130,15 +130,15 @@ type stateFilter struct {
 
 func (d *Daemon) landingPage(w http.ResponseWriter, r *http.Request) {
 	d.renderPage(w, func(b io.Writer) error {
-		return landingTemplate.Execute(b, d.landingData(r.URL.Query(), d.probes.Summaries(), time.Now()))
+		return landingTemplate.Execute(b, d.landingData(r.URL.Query(), d.probes.AllStats(), time.Now()))
 	})
 }
 
-// landingData builds /'s data from the prober's pair summaries and the filters
+// landingData builds /'s data from the prober's pair statistics and the filters
 // of the query (state, repeatable; label "k=v"; refresh seconds).
-func (d *Daemon) landingData(q url.Values, sums []prober.PairSummary, now time.Time) landingData {
+func (d *Daemon) landingData(q url.Values, stats []prober.PairStats, now time.Time) landingData {
 	cfg := d.Running()
-	rows := d.summaryRows(cfg, sums, now)
+	rows := d.summaryRows(cfg, stats, now)
 	data := landingData{
 		Version:        version.Info(),
 		MetricsPath:    d.metricsLink(),

@@ -15,8 +15,8 @@ import (
 // with a full history behind its summary (--history.limit 20): 10 % failing
 // with an error text, 5 % flapping, the rest healthy. It reports the page's
 // size (bytes/page) next to ns/op; docs/performance.md has the figures. The
-// summary reads no history (prober.BenchmarkSummaries measures the read of the
-// pair summaries themselves).
+// summary reads no history (prober.BenchmarkAllStats measures the read of the
+// pair statistics themselves).
 func BenchmarkLandingPage(b *testing.B) {
 	const targets = 1000
 	var cfg strings.Builder
@@ -31,16 +31,16 @@ func BenchmarkLandingPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	var sums []prober.PairSummary
+	var sums []prober.PairStats
 	for i := range targets {
 		for j, mod := range []string{"short_completion", "short_chat"} {
-			s := prober.PairSummary{Target: fmt.Sprintf("vllm-%04d", i), Module: mod, Model: "meta-llama/Llama-3.1-8B-Instruct",
-				Probes: 20, Successes: 20, HourProbes: 240, HourSuccesses: 240, LastSuccessful: true,
-				LastProbe: now.Add(-2 * time.Second), LastSuccess: now.Add(-2 * time.Second), LastID: 240}
+			s := prober.PairStats{Target: fmt.Sprintf("vllm-%04d", i), Module: mod, Model: "meta-llama/Llama-3.1-8B-Instruct",
+				Probes: 20, Successes: 20, LastProbe: now.Add(-2 * time.Second), LastSuccess: now.Add(-2 * time.Second),
+				RecordStats: prober.RecordStats{HourProbes: 240, HourSuccesses: 240, LastID: 240}}
 			switch n := 2*i + j; {
 			case n%10 == 0:
-				s.LastSuccessful, s.Successes, s.HourSuccesses = false, 0, 180
-				s.LastReason, s.LastStatusCode = prober.ReasonHTTP5xx, 500
+				s.Successes, s.HourSuccesses = 0, 180
+				s.LastReason, s.LastStatusCode = string(prober.ReasonHTTP5xx), 500
 				s.LastErr = "HTTP 500 InternalServerError: EngineCore encountered an issue. See stack trace (above) for the root cause."
 				s.FailingSince, s.LastSuccess, s.LastFailureID = now.Add(-11*time.Minute), now.Add(-11*time.Minute), 240
 			case n%20 == 1:

@@ -77,17 +77,17 @@ func (r ratio) Times() string {
 }
 
 // summaryRows builds one row per (target, module) from the prober's
-// per-pair summaries (no history is copied) and sorts them failing first,
+// per-pair statistics (no history is copied) and sorts them failing first,
 // then flapping, regressed, healthy and pending; by target and module within.
-func (d *Daemon) summaryRows(cfg *config.Config, sums []prober.PairSummary, now time.Time) []pairRow {
+func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now time.Time) []pairRow {
 	s := d.scrubber.Load()
 	byName := make(map[string]*config.Target, len(cfg.Targets))
 	for i := range cfg.Targets {
 		byName[cfg.Targets[i].Name] = &cfg.Targets[i]
 	}
-	rows := make([]pairRow, 0, len(sums))
-	for i := range sums {
-		ps := &sums[i]
+	rows := make([]pairRow, 0, len(stats))
+	for i := range stats {
+		ps := &stats[i]
 		t, ok := byName[ps.Target]
 		if !ok {
 			continue
@@ -113,9 +113,9 @@ func (d *Daemon) summaryRows(cfg *config.Config, sums []prober.PairSummary, now 
 		switch {
 		case ps.LastProbe.IsZero():
 			r.State, r.Since = statePending, "no probe yet"
-		case !ps.LastSuccessful:
+		case ps.LastReason != "":
 			r.State = stateFailing
-			r.Reason = string(ps.LastReason)
+			r.Reason = ps.LastReason
 			if ps.LastStatusCode != 0 {
 				r.Reason += " (HTTP " + strconv.Itoa(ps.LastStatusCode) + ")"
 			}

@@ -47,10 +47,10 @@ func BenchmarkStream(b *testing.B) {
 	}
 }
 
-// BenchmarkSummaries reads the pair summaries of 1,000 targets × 2 modules
+// BenchmarkAllStats reads the pair statistics of 1,000 targets × 2 modules
 // with full histories (20 recent probes and 20 failures each), as the
 // landing page does on every render.
-func BenchmarkSummaries(b *testing.B) {
+func BenchmarkAllStats(b *testing.B) {
 	var yml strings.Builder
 	yml.WriteString("modules:\n  a: {prober: completions, prompt: hi, max_tokens: 8}\n  b: {prober: completions, prompt: hi, max_tokens: 8}\ntargets:\n")
 	for i := range 1000 {
@@ -76,7 +76,7 @@ func BenchmarkSummaries(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if n := len(m.Summaries()); n != 2000 {
+		if n := len(m.AllStats()); n != 2000 {
 			b.Fatalf("%d summaries", n)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 )
 
 // DefaultHistoryLimit is how many recent results each (target, module) pair keeps
@@ -143,17 +142,6 @@ func unpackHeader(s string) http.Header {
 	return h
 }
 
-// counts returns how many recent results are kept (the failures kept on top
-// of them would bias a ratio) and how many of them succeeded.
-func (h *history) counts() (probes, successes int) {
-	for _, r := range h.recent {
-		if r.Success {
-			successes++
-		}
-	}
-	return len(h.recent), successes
-}
-
 // find returns a copy of the kept result with the given id, headers included.
 func (h *history) find(id uint64) (Result, bool) {
 	for _, s := range [][]*Result{h.recent, h.failures} {
@@ -164,17 +152,4 @@ func (h *history) find(id uint64) (Result, bool) {
 		}
 	}
 	return Result{}, false
-}
-
-// successesSince calls f for every successful result that started at or after since.
-func (h *history) successesSince(since time.Time, f func(*Result)) {
-	for i := len(h.recent) - 1; i >= 0; i-- {
-		r := h.recent[i]
-		if r.Start.Before(since) {
-			return
-		}
-		if r.Success {
-			f(r)
-		}
-	}
 }

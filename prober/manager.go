@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"reflect"
@@ -59,6 +60,7 @@ type Manager struct {
 	metrics      *metrics
 	targets      map[string]*target
 	pairs        map[pairKey]*pair
+	order        []*pair // the pairs sorted by target and module (AllStats)
 	historyLimit int
 	inFlight     int             // probes in flight across all pairs
 	maxInFlight  int             // cfg.Global.MaxConcurrentProbes
@@ -72,6 +74,8 @@ type Manager struct {
 	clients *clientCache
 	// offset places a pair in its interval; tests pin it.
 	offset func(pairKey, time.Duration) time.Duration
+	// load tells a probe its target's load when it starts (SetLoadSource).
+	load func(target string) (running, waiting float64, ok bool)
 }
 
 type pairKey struct{ target, module string }
@@ -90,6 +94,8 @@ type target struct {
 	healthUp, modelsUp bool
 	gen                *metrics // generation labels was initialised in
 	labels             []string // target, model, static values of the health series
+
+	pairs []*pair // its pairs, in configuration order
 
 	ledger   []spend // probes of the last hour
 	reserved int     // worst-case cost of probes in flight
@@ -117,7 +123,8 @@ type pair struct {
 	promptEstimate int     // observed usage.prompt_tokens + slack, else a heuristic
 	lastEnd        float64 // Unix time the last recorded probe finished
 	hist           history
-	state          pairState // survives history eviction
+	state          pairState // statistics that outlive the history (stats.go)
+	records        recordState // record ids and the last hour's counts (pairstate.go)
 	gen            *metrics
 	labels         []string
 
@@ -242,6 +249,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	for i := range cfg.Targets {
 		tc := &cfg.Targets[i]
 		t := m.targets[tc.Name]
+		t.pairs = t.pairs[:0]
 		for _, mod := range tc.Modules {
 			mc := cfg.Modules[mod]
 			key := pairKey{tc.Name, mod}
@@ -257,6 +265,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			}
 			restart := !ok || p.interval != interval
 			p.tgt, p.mod, p.interval = t, mc, interval
+			t.pairs = append(t.pairs, p)
 			p.timeout, p.stall = cfg.ProbeTimeout(tc, &mc), cfg.StallTimeout(&mc)
 			if restart {
 				m.stopPair(p)
@@ -274,6 +283,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			delete(m.pairs, key)
 		}
 	}
+	m.sortPairs()
 	for _, t := range m.targets {
 		m.relabelTarget(t)
 	}
@@ -531,8 +541,9 @@ func (m *Manager) record(p *pair, res *Result) {
 		p.promptEstimate = res.PromptTokens + promptSlack
 	}
 	end := m.now()
-	p.state.note(res, end) // gives res its record id
+	p.records.note(res, end) // gives res its record id
 	p.hist.add(res)
+	p.state.record(res, end, p.hist.limit)
 	p.lastEnd = unixSeconds(end)
 	m.metrics.observe(p.labels, res, p.lastEnd)
 	if !res.Success {
@@ -577,6 +588,7 @@ type probeSpec struct {
 	secrets        []string
 	promptEstimate int
 	tgt            *target
+	load           func(target string) (running, waiting float64, ok bool)
 }
 
 func (m *Manager) snapshot(p *pair) probeSpec {
@@ -588,6 +600,7 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 		target: p.key.target, module: p.key.module,
 		url: p.tgt.cfg.URL, client: p.tgt.client, mod: p.mod, model: p.tgt.model,
 		timeout: p.timeout, stall: p.stall, secrets: p.tgt.secrets, promptEstimate: est, tgt: p.tgt,
+		load: m.load,
 	}
 }
 
@@ -598,6 +611,12 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	begin := m.now() // the manager's clock, which tests pin
+	load := math.NaN()
+	if s.load != nil {
+		if running, waiting, ok := s.load(s.target); ok {
+			load = running + waiting + 1
+		}
+	}
 	if s.model == "" {
 		ids, res := m.fetchModels(ctx, s.client, s.url)
 		if res == nil && len(ids) == 0 {
@@ -609,6 +628,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 			res.Duration = m.now().Sub(begin)
 			res.E2E = res.Duration
 			scrubResult(res, s.secrets)
+			res.Load = load
 			return res
 		}
 		s.model = ids[0]
@@ -627,6 +647,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 	})
 	res.Duration = m.now().Sub(begin)
 	scrubResult(&res, s.secrets)
+	res.Load = load
 	return &res
 }
 
@@ -883,21 +904,22 @@ func (m *Manager) Model(targetName string) string {
 
 // MeanTTFT returns the mean TTFT in seconds of the successful scheduled probes of
 // target (all modules) that started at or after since, and how many there were.
+// O(modules of the target); it copies no history.
 func (m *Manager) MeanTTFT(targetName string, since time.Time) (seconds float64, n int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var sum time.Duration
-	for _, p := range m.pairs {
-		if p.key.target != targetName {
-			continue
-		}
-		p.hist.successesSince(since, func(r *Result) {
-			sum += r.TTFT
-			n++
-		})
+	t, ok := m.targets[targetName]
+	if !ok {
+		return 0, 0
+	}
+	var sum float64
+	for _, p := range t.pairs {
+		s := p.state.window.since(since.UnixNano())
+		sum += s.ttft
+		n += s.n
 	}
 	if n == 0 {
 		return 0, 0
 	}
-	return sum.Seconds() / float64(n), n
+	return sum / float64(n), n
 }

@@ -99,7 +99,7 @@ func TestExcerpt(t *testing.T) {
 }
 
 // The last success and the start of a run of failures survive the history's
-// eviction; records are found by id while kept; the model resolution phase is
+// eviction (stats.go; TestPairStateOutlivesEviction); records are found by id while kept; the model resolution phase is
 // named; the duration gauge covers failures.
 func TestPairStateAcrossEviction(t *testing.T) {
 	f, ts := newFake(t, "m1")
@@ -132,15 +132,15 @@ targets:
 	}
 	successAt := clock.Add(-time.Minute)
 	f.mode.Store("dead")
-	first := run()
+	run()
 	for range 5 {
 		run()
 	}
-	s := m.Summaries()[0]
-	if !s.LastSuccess.Equal(successAt) || !s.FailingSince.Equal(first.Start) {
-		t.Errorf("last success %v (want %v), failing since %v (want %v)", s.LastSuccess, successAt, s.FailingSince, first.Start)
+	s, _ := m.Stats("fake", "short")
+	if !s.LastSuccess.Equal(successAt) || !s.FailingSince.Equal(successAt.Add(time.Minute)) {
+		t.Errorf("last success %v (want %v), failing since %v (want the end of the first failure %v)", s.LastSuccess, successAt, s.FailingSince, successAt.Add(time.Minute))
 	}
-	if s.LastSuccessful || s.LastReason != ReasonHTTP5xx || s.LastFailureID != 7 || s.LastID != 7 {
+	if s.LastReason != string(ReasonHTTP5xx) || s.LastFailureID != 7 || s.LastID != 7 || s.LastStatusCode != 500 || s.LastErr == "" {
 		t.Errorf("summary %+v", s)
 	}
 	if s.Probes != 2 || s.Successes != 0 || s.HourProbes != 7 || s.HourSuccesses != 1 {
@@ -159,12 +159,12 @@ targets:
 	}
 	f.mode.Store("ok")
 	run()
-	if s := m.Summaries()[0]; !s.FailingSince.IsZero() || !s.LastSuccessful {
-		t.Errorf("after a success: failing since %v, last successful %v", s.FailingSince, s.LastSuccessful)
+	if s, _ := m.Stats("fake", "short"); !s.FailingSince.IsZero() || s.LastReason != "" || s.LastErr != "" {
+		t.Errorf("after a success: failing since %v, last reason %q, error %q", s.FailingSince, s.LastReason, s.LastErr)
 	}
 	// Beyond an hour the minute counts drop out.
 	clock = clock.Add(2 * time.Hour)
-	if s := m.Summaries()[0]; s.HourProbes != 0 {
+	if s, _ := m.Stats("fake", "short"); s.HourProbes != 0 {
 		t.Errorf("hour probes after 2h idle = %d", s.HourProbes)
 	}
 }

@@ -359,8 +359,8 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			return // fail set E2E to the failure; there is no TPOT
 		}
 		s.res.E2E = last
-		if s.res.OutputTokens > 1 && contentEvents > 0 {
-			s.res.TPOT = (s.res.E2E - s.res.TTFT) / time.Duration(s.res.OutputTokens-1)
+		if contentEvents > 0 {
+			s.res.TPOT, _ = TPOT(s.res.TTFT, s.res.E2E, s.res.OutputTokens)
 		}
 	}
 	defer finish()

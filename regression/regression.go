@@ -31,7 +31,7 @@ import (
 var (
 	_ collector.Baselines = (*Collector)(nil)
 	_ ServerSource        = (*collector.Manager)(nil)
-	_ StatusSource        = (*prober.Manager)(nil)
+	_ StatsSource         = (*prober.Manager)(nil)
 )
 
 // ProbeMeans are the means of the successful probes of one (target, module)
@@ -44,7 +44,10 @@ type ProbeMeans struct {
 	// OutputTokens is the mean output tokens per successful probe, used to
 	// scale the baseline's latencies to the probe's length.
 	OutputTokens float64
-	N            int // successful probes
+	// Load is the mean running + waiting + 1 of the target when the probes
+	// started, NaN when unknown.
+	Load float64
+	N    int // successful probes
 }
 
 // Mean returns the live value of a latency metric, NaN for others.
