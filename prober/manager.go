@@ -123,7 +123,7 @@ type pair struct {
 	promptEstimate int     // observed usage.prompt_tokens + slack, else a heuristic
 	lastEnd        float64 // Unix time the last recorded probe finished
 	hist           history
-	state          pairState // statistics that outlive the history (stats.go)
+	state          pairState   // statistics that outlive the history (stats.go)
 	records        recordState // record ids and the last hour's counts (pairstate.go)
 	gen            *metrics
 	labels         []string

@@ -48,7 +48,7 @@ type PairStats struct {
 	// survive history eviction. Zero when unknown.
 	LastProbe, LastSuccess, FailingSince time.Time
 	// LastReason is the failure reason of the last probe, "" if it succeeded.
-	LastReason string
+	LastReason  string
 	RecordStats // the landing page's (pairstate.go)
 
 	window statWindow
