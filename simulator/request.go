@@ -45,6 +45,7 @@ type chatRequest struct {
 
 // genRequest is a validated completion or chat request.
 type genRequest struct {
+	model           string // answered in "model": the base model or the adapter asked for
 	chat            bool
 	seq             uint64 // arrival order, seeds jitter
 	requestID       string // X-Request-Id when given, else generated
@@ -154,7 +155,8 @@ func (s *Simulator) writeAPIError(w http.ResponseWriter, err error) {
 }
 
 func (s *Simulator) newGenRequest(r *http.Request, arrival time.Time, chat bool, model string, n *int, stream bool, so *streamOptions) (*genRequest, error) {
-	if model != "" && model != s.cfg.Model {
+	served, ok := s.servedModel(model)
+	if !ok {
 		return nil, &apiError{http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model), strPtr("model")}
 	}
 	if n != nil && *n != 1 {
@@ -165,7 +167,7 @@ func (s *Simulator) newGenRequest(r *http.Request, arrival time.Time, chat bool,
 	if rid == "" {
 		rid = fmt.Sprintf("%016x%08x", uint64(s.start.UnixNano()), seq)
 	}
-	g := &genRequest{chat: chat, seq: seq, requestID: rid, created: arrival.Unix(), arrival: arrival, stream: stream}
+	g := &genRequest{model: served, chat: chat, seq: seq, requestID: rid, created: arrival.Unix(), arrival: arrival, stream: stream}
 	if chat {
 		g.id = "chatcmpl-" + rid
 	} else {
