@@ -100,6 +100,15 @@ func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now t
 		if ps.LastFailureID != 0 {
 			r.Record = recordURL(ps.Target, ps.Module, ps.LastFailureID)
 		}
+		if d.coll != nil {
+			if sc, ok := d.coll.LastScrape(ps.Target); ok {
+				if sc.Up {
+					r.Scrape = "up, " + fmtAgo(now.Sub(sc.At)) + " ago"
+				} else {
+					r.Scrape, r.ScrapeBad = "down, "+fmtAgo(now.Sub(sc.At))+" ago: "+shorten(s.scrub(sc.Err), 80), true
+				}
+			}
+		}
 		if d.regr != nil && t.Baseline != "" {
 			if c, ok := d.regr.Compare(ps.Target, ps.Module); ok {
 				if !math.IsNaN(c.TTFT) {
