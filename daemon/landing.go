@@ -51,6 +51,11 @@ tr.flapping td.st { background: #ef6c00; color: #fff; font-weight: bold; }
 tr.regressed td.st { background: #f9a825; font-weight: bold; }
 tr.healthy td.st { background: #2e7d32; color: #fff; }
 tr.pending td.st { background: #9e9e9e; color: #fff; }
+#summary td, #summary th { font-size: 85%; }
+#summary td:nth-child(n+6):nth-child(-n+10) { white-space: nowrap; }
+#summary td:nth-child(4) { max-width: 24em; }
+#summary td:nth-child(5) { max-width: 11em; }
+#summary td:nth-child(11) { max-width: 16em; }
 .counts { font-size: 120%; }
 .counts .failing { color: #c62828; font-weight: bold; }
 .counts .flapping { color: #ef6c00; font-weight: bold; }
@@ -88,7 +93,7 @@ States:{{range .States}} <label><input type="checkbox" name="state" value="{{.Na
 <noscript><button>Apply</button></noscript>
 </form>
 <table id="summary">
-<thead><tr><th>State</th><th>Target</th><th>Module</th><th>Reason</th><th>Since</th><th>Last hour</th><th>History</th><th>TTFT / baseline</th><th>TPOT / baseline</th><th>Last scrape</th><th>Labels</th><th>Last failure</th></tr></thead>
+<thead><tr><th>State</th><th>Target</th><th>Module</th><th>Reason</th><th>Since</th><th>Last failure</th><th>Last hour</th><th>History</th><th>TTFT / baseline</th><th>TPOT / baseline</th><th>Last scrape</th><th>Labels</th></tr></thead>
 <tbody>
 {{- range .Rows}}
 {{.HTML}}

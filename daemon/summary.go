@@ -194,6 +194,11 @@ func (r *pairRow) HTML() template.HTML {
 	td(false, r.Module)
 	td(false, r.Reason)
 	td(false, r.Since)
+	if r.Record != "" {
+		w(`<td><a class="rec" href="`, e(r.Record), `">record</a></td>`)
+	} else {
+		w("<td>-</td>")
+	}
 	td(r.Hour.Hot, r.Hour.Percent())
 	td(r.Hist.Hot, r.Hist.Percent())
 	td(r.TTFT.Hot, r.TTFT.Times())
@@ -204,11 +209,6 @@ func (r *pairRow) HTML() template.HTML {
 	}
 	td(r.ScrapeBad, scrape)
 	td(false, r.Labels)
-	if r.Record != "" {
-		w(`<td><a class="rec" href="`, e(r.Record), `">record</a></td>`)
-	} else {
-		w("<td>-</td>")
-	}
 	w("</tr>")
 	return template.HTML(b.String()) //nolint:gosec // every part is escaped above
 }
