@@ -98,7 +98,7 @@ func TestOnCallViewInBrowser(t *testing.T) {
 		return fmt.Sprintf("  - {name: %s, url: %q, %s http_client_config: {bearer_token: %s}}\n", name, url, extra, browserKey)
 	}
 	writeConfig(t, f.path, `
-global: {probe_interval: 250ms, probe_timeout: 3s, stall_timeout: 300ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
+global: {probe_interval: 250ms, probe_timeout: 3s, stall_timeout: 300ms, scrape_interval: 1s, scrape_timeout: 900ms, rate_window: 3s}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
 baselines: [{name: simbase, file: `+baselineFile+`}]
@@ -109,6 +109,9 @@ targets:
 		target("stalling", stalling, "labels: {pool: b},")+
 		target("slow", slow, "baseline: simbase, labels: {pool: a},"))
 	f.start(Options{ConfigFile: f.path, HistoryLimit: 20})
+	// The regression means reach back a minute, not 3 s: once the daemon is
+	// stopped below, the page must still compare the probes it ran.
+	f.d.regr.SetWindow(time.Minute)
 
 	waitFor(t, 60*time.Second, "every pair in its state", func() bool {
 		st := func(name string) (probes, successes int, reason string) {
@@ -130,6 +133,11 @@ targets:
 		c, ok := f.d.regr.Compare("slow", "short")
 		return ok && c.TTFT > regressionAlertRatio
 	})
+	// The debug report of the regressed target compares with its baseline.
+	_, debug := f.get("/probe?target=slow&module=short&debug=true")
+	if !strings.Contains(debug, `Baseline "simbase" at load `) || !strings.Contains(debug, "  TTFT expected ") || !strings.Contains(debug, "(above the alert threshold 1.2)") {
+		t.Errorf("the debug report of the regressed target lacks its baseline comparison:\n%s", debug)
+	}
 	// Stop probing: what follows must not start a probe of its own.
 	f.stop()
 	attempts := func() float64 {
@@ -191,7 +199,7 @@ targets:
 	if got, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#counts"))); err != nil || !strings.Contains(got, "2 failing") && !strings.Contains(got, "3 failing") {
 		t.Errorf("counts line %q (%v)", got, err)
 	}
-	pages := []string{pageHTML(t, ctx)}
+	pages := []string{pageHTML(t, ctx), debug}
 
 	// The first failing row's record: a click opens the stored record.
 	first := rows[0][1]
