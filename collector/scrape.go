@@ -49,7 +49,6 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 		return nil, time.Time{}, fmt.Errorf("creating scrape request: %w", err)
 	}
 	req.Header.Set("Accept", AcceptHeader)
-	req.Header.Set("User-Agent", "vllm_prober")
 	if dl, ok := ctx.Deadline(); ok {
 		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(time.Until(dl).Seconds(), 'f', 3, 64))
 	}

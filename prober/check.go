@@ -48,7 +48,7 @@ func (m *Manager) checkLoop(ctx context.Context, t *target) {
 // check runs one /health and /v1/models check of t and records it.
 func (m *Manager) check(ctx context.Context, t *target) {
 	m.mu.Lock()
-	client, base, timeout, name := t.client, t.cfg.URL, t.timeout, t.cfg.Name
+	client, base, timeout, name, red := t.client, t.cfg.URL, t.timeout, t.cfg.Name, m.red
 	m.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -62,6 +62,9 @@ func (m *Manager) check(ctx context.Context, t *target) {
 		}
 	}
 	ids, fail := m.fetchModels(ctx, client, base)
+	if fail != nil {
+		scrubResult(fail, red)
+	}
 	if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
 		return // shutting down or reconfigured
 	}
