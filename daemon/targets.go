@@ -40,7 +40,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	var m *discovery.Manager
 	if cfg.Discovery.Enabled() {
 		var err error
-		m, err = discovery.New(cfg.Discovery, cfg.Targets, log.With(d.logger, "component", "discovery"))
+		m, err = discovery.New(cfg.Discovery, cfg.Targets, log.With(d.logger, "component", "discovery"), discovery.WithClients(d.clients))
 		if err != nil {
 			return fmt.Errorf("discovery: %w", err)
 		}
@@ -60,11 +60,12 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	if err := d.applyTargets(cfg, list); err != nil {
 		if prev := d.running.Load(); prev != nil {
 			// Back to the baselines of the configuration still in force.
-			if err := d.regr.ApplyConfig(d.sc.Config()); err == nil {
-				err = d.regr.SetTargets(prev)
+			rerr := d.regr.ApplyConfig(d.sc.Config())
+			if rerr == nil {
+				rerr = d.regr.SetTargets(prev)
 			}
-			if err != nil {
-				level.Error(d.logger).Log("msg", "Cannot restore the previous baselines", "err", err)
+			if rerr != nil {
+				level.Error(d.logger).Log("msg", "Cannot restore the previous baselines", "err", rerr)
 			}
 		}
 		d.applyMu.Unlock()
