@@ -16,7 +16,7 @@ type descs struct {
 	preemptions, success            *prometheus.Desc
 	ttft, itl, e2e, queue           *prometheus.Desc
 	ttftGap, headroom               *prometheus.Desc
-	signal                          *prometheus.Desc
+	signal, servedModel             *prometheus.Desc
 }
 
 func newDescs(static []string) *descs {
@@ -46,6 +46,8 @@ func newDescs(static []string) *descs {
 		ttftGap:     d("vllm_probe_server_ttft_gap_seconds", "Mean TTFT of the probes minus the server's mean TTFT (plus its mean queue time when its TTFT excludes queueing) over the same window.", base),
 		signal: d("vllm_server_signal_available", "1 if the target's vLLM /metrics exports the signal's family (for any model), 0 if it does not: its panels and alerts then have no data, which is not zero.",
 			append(append([]string(nil), withTarget...), "signal")),
+		servedModel: d("vllm_server_served_model_info", "Models the target serves (/v1/models) and the model_name their traffic is counted under in vLLM's /metrics: a LoRA adapter's base model, else the model itself; always 1.",
+			with("base_model")),
 		headroom: d("vllm_server_headroom_ratio", "Remaining capacity (0-1) by resource: kv_cache, batch_slots, throughput and overall (their minimum).", with("resource")),
 	}
 }
@@ -115,6 +117,24 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 	if probeModel == "" && len(models) == 1 {
 		probeModel = models[0]
 	}
+	// vLLM counts a LoRA adapter's traffic under its base model's
+	// model_name: the probes of an adapter are joined with the base
+	// model's server figures.
+	serverModel := probeModel
+	if _, ok := latest.Models[probeModel]; !ok {
+		if base := info.Base[probeModel]; base != "" {
+			serverModel = base
+		}
+	}
+	served := make([]string, 0, len(info.Base))
+	for id := range info.Base {
+		served = append(served, id)
+	}
+	sort.Strings(served)
+	for _, id := range served {
+		ch <- prometheus.MustNewConstMetric(d.servedModel, prometheus.GaugeValue, 1,
+			append(append([]string{s.name, id}, static...), info.Base[id])...)
+	}
 	saturation, hasSaturation := 0.0, false
 	if m.baselines != nil {
 		saturation, hasSaturation = m.baselines.SaturationOutputThroughput(s.name)
@@ -168,14 +188,17 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 					gauge(desc, l.P99, with("p99"))
 				}
 			}
-			if name == probeModel && m.probes != nil && !dv.Start.IsZero() {
+			if name == serverModel && m.probes != nil && !dv.Start.IsZero() {
 				if l, ok := dv.Latencies["ttft"]; ok {
 					if probeMean, n := m.probes.MeanTTFT(s.name, dv.Start); n > 0 {
 						queue := math.NaN()
 						if q, ok := dv.Latencies["queue"]; ok {
 							queue = q.Mean
 						}
-						gauge(d.ttftGap, TTFTGap(probeMean, l.Mean, queue, includesQueue[name]), labels)
+						// Under the probes' model (the adapter's name when
+						// they probe one), with the base model's figures.
+						gapLabels := append([]string{s.name, probeModel}, static...)
+						gauge(d.ttftGap, TTFTGap(probeMean, l.Mean, queue, includesQueue[name]), gapLabels)
 					}
 				}
 			}

@@ -434,6 +434,32 @@ func (m *Manager) Load(target string) (running, waiting float64, ok bool) {
 	return running, waiting, true
 }
 
+// RecentLoad is Load for a probe about to start: the running and waiting
+// requests of target's latest successful scrape, even when a later scrape
+// failed, as long as it is at most three scrape intervals old. A busy
+// server's scrapes time out first; the probes started then are the ones
+// whose load matters most.
+func (m *Manager) RecentLoad(target string) (running, waiting float64, ok bool) {
+	s := m.target(target)
+	if s == nil {
+		return 0, 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ring) == 0 {
+		return 0, 0, false
+	}
+	latest := s.ring[len(s.ring)-1]
+	if time.Since(latest.Time) > 3*s.interval {
+		return 0, 0, false
+	}
+	running, waiting = latest.Running(), latest.Waiting()
+	if math.IsNaN(running) || math.IsNaN(waiting) {
+		return 0, 0, false
+	}
+	return running, waiting, true
+}
+
 // GenerationTokensPerSecond returns target's generation tokens/s over the
 // rate window, summed over its models; ok is false without a rate.
 func (m *Manager) GenerationTokensPerSecond(target string) (float64, bool) {

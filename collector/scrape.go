@@ -188,12 +188,17 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 type ServerInfo struct {
 	Version     string         // /version "version"; "" when unknown
 	MaxModelLen map[string]int // /v1/models max_model_len by model id
+	// Base maps every model id of /v1/models to the model whose name its
+	// traffic is counted under in /metrics: a LoRA adapter's parent (vLLM
+	// lists adapters with parent = the base model and root = the adapter's
+	// path; serving_models.py, show_available_models), else the id itself.
+	Base map[string]string
 }
 
 // FetchServerInfo reads baseURL/version and baseURL/v1/models. It returns what
 // it could read together with an error naming what failed.
 func FetchServerInfo(ctx context.Context, client *http.Client, baseURL string) (ServerInfo, error) {
-	info := ServerInfo{MaxModelLen: map[string]int{}}
+	info := ServerInfo{MaxModelLen: map[string]int{}, Base: map[string]string{}}
 	var errs []error
 	if v, err := vllmapi.Version(ctx, client, baseURL); err != nil {
 		errs = append(errs, fmt.Errorf("reading /version: %w", err))
@@ -203,10 +208,25 @@ func FetchServerInfo(ctx context.Context, client *http.Client, baseURL string) (
 	if models, err := vllmapi.Models(ctx, client, baseURL, nil); err != nil {
 		errs = append(errs, fmt.Errorf("reading /v1/models: %w", err))
 	} else {
+		ids := map[string]bool{}
 		for _, d := range models {
-			if d.ID != "" && d.MaxModelLen > 0 {
+			ids[d.ID] = true
+		}
+		for _, d := range models {
+			if d.ID == "" {
+				continue
+			}
+			if d.MaxModelLen > 0 {
 				info.MaxModelLen[d.ID] = d.MaxModelLen
 			}
+			base := d.ID
+			switch {
+			case d.Parent != "":
+				base = d.Parent
+			case d.Root != "" && d.Root != d.ID && ids[d.Root]:
+				base = d.Root // an adapter whose root names a listed model
+			}
+			info.Base[d.ID] = base
 		}
 	}
 	return info, errors.Join(errs...)

@@ -192,7 +192,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.coll.SetClients(d.clients)
 	d.regr = regression.New(reg, log.With(logger, "component", "regression"), regression.FromProber(d.probes), d.coll)
 	// The probes record the load of their target when they start.
-	d.probes.SetLoadSource(d.coll.Load)
+	d.probes.SetLoadSource(d.coll.RecentLoad)
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {

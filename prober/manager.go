@@ -202,7 +202,8 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		secrets = append(secrets, redact.ClientSecrets(&cfg.Targets[i].HTTPClientConfig)...)
 	}
 	m.red.Set("prober", secrets)
-	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), nativeFactor: cfg.Global.NativeHistogramBucketFactor}
+	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), tokenBuckets: slices.Clone(cfg.Global.TokenLatencyBuckets),
+		nativeFactor: cfg.Global.NativeHistogramBucketFactor}
 	static := cfg.StaticLabelNames()
 	if !m.registered && m.reg != nil {
 		if err := m.reg.Register(generations{current: m.currentMetrics}); err != nil {

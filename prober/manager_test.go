@@ -147,6 +147,7 @@ func TestManagerOneProbeGolden(t *testing.T) {
 global:
   probe_interval: 1h
   buckets: [0.01, 0.05, 0.1, 0.5]
+  token_latency_buckets: [0.01, 0.0125, 0.015, 0.0175, 0.02]
 modules:
   short:
     prober: completions

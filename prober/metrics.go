@@ -27,16 +27,26 @@ const (
 
 // histOpts says how the latency histograms are bucketed.
 type histOpts struct {
-	buckets      []float64
-	nativeFactor float64 // > 1 adds native histograms
+	buckets      []float64 // TTFT and E2E
+	tokenBuckets []float64 // ITL and TPOT
+	nativeFactor float64   // > 1 adds native histograms
 }
 
 func (o histOpts) equal(p histOpts) bool {
-	return o.nativeFactor == p.nativeFactor && slices.Equal(o.buckets, p.buckets)
+	return o.nativeFactor == p.nativeFactor && slices.Equal(o.buckets, p.buckets) && slices.Equal(o.tokenBuckets, p.tokenBuckets)
 }
 
 func (o histOpts) histogram(name, help string) prometheus.HistogramOpts {
-	h := prometheus.HistogramOpts{Name: name, Help: help, Buckets: o.buckets}
+	return o.histogramWith(o.buckets, name, help)
+}
+
+// tokenHistogram is for per-token latencies: ITL and TPOT.
+func (o histOpts) tokenHistogram(name, help string) prometheus.HistogramOpts {
+	return o.histogramWith(o.tokenBuckets, name, help)
+}
+
+func (o histOpts) histogramWith(buckets []float64, name, help string) prometheus.HistogramOpts {
+	h := prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}
 	if o.nativeFactor > 1 {
 		h.NativeHistogramBucketFactor = o.nativeFactor
 		h.NativeHistogramMaxBucketNumber = 160
@@ -86,9 +96,9 @@ func newMetricsLabels(pair, tgt, static []string, hist histOpts) *metrics {
 			Help: "Output tokens per second (output tokens / end-to-end latency) of the last successful probe."}, pair),
 		ttft: prometheus.NewHistogramVec(hist.histogram(metricTTFT,
 			"Time from sending the request to the first event carrying generated text, of successful probes."), pair),
-		itl: prometheus.NewHistogramVec(hist.histogram(metricITL,
+		itl: prometheus.NewHistogramVec(hist.tokenHistogram(metricITL,
 			"Gaps between consecutive content events of successful probes."), pair),
-		tpot: prometheus.NewHistogramVec(hist.histogram(metricTPOT,
+		tpot: prometheus.NewHistogramVec(hist.tokenHistogram(metricTPOT,
 			"(End-to-end latency - time to first token) / (output tokens - 1) of successful probes with more than one output token."), pair),
 		e2e: prometheus.NewHistogramVec(hist.histogram(metricE2E,
 			"Time from sending the request to the last content event, of successful probes."), pair),

@@ -7,14 +7,17 @@ import (
 )
 
 // Comparison is one (target, module)'s live probe means against its
-// baseline's expectation at the target's current load: what the landing
-// page and the debug report show next to vllm_probe_regression_ratio.
+// baseline's expectation: what the landing page and the debug report show
+// next to vllm_probe_regression_ratio, computed the same way.
 type Comparison struct {
 	Baseline string  // configuration name of the target's baseline
-	Load     float64 // running + waiting + 1
+	Load     float64 // the latest scraped running + waiting + 1
+	// Expected is the baseline at the loads the window's probes saw (at
+	// Load while no probe of the window succeeded).
 	Expected baseline.Expectation
 	Live     ProbeMeans
-	// TTFT and TPOT are the regression ratios (live / expected; above 1 is
+	// TTFT and TPOT are the regression ratios (vllm_probe_regression_ratio:
+	// the median of the window's per-probe live / expected; above 1 is
 	// worse), NaN when unknown.
 	TTFT, TPOT float64
 }
@@ -45,17 +48,21 @@ func (c *Collector) Compare(target, module string) (Comparison, bool) {
 			window = t.window
 		}
 	}
-	live := c.probes.MeanStats(target, module, c.now().Add(-window))
-	return Comparison{Baseline: l.name, Load: load, Expected: exp, Live: live,
-		TTFT: latencyRatio(baseline.MetricTTFT, exp, live),
-		TPOT: latencyRatio(baseline.MetricTPOT, exp, live)}, true
+	live, pexp, ratios, pok := probeExpectation(c.probes, l.b, target, module, c.now(), window, load)
+	if !pok {
+		pexp = exp
+	}
+	return Comparison{Baseline: l.name, Load: load, Expected: pexp, Live: live,
+		TTFT: latencyRatio(baseline.MetricTTFT, ratios, live, pok),
+		TPOT: latencyRatio(baseline.MetricTPOT, ratios, live, pok)}, true
 }
 
-// latencyRatio is vllm_probe_regression_ratio of a latency metric: NaN
-// without successful probes.
-func latencyRatio(m baseline.Metric, exp baseline.Expectation, live ProbeMeans) float64 {
-	if live.N == 0 {
-		return math.NaN()
+// latencyRatio is vllm_probe_regression_ratio of a latency metric, from the
+// window's per-probe ratios (probeExpectation): NaN without successful probes
+// or an expectation at their loads.
+func latencyRatio(m baseline.Metric, ratios map[baseline.Metric]float64, live ProbeMeans, ok bool) float64 {
+	if v, found := ratios[m]; found && live.N > 0 && ok {
+		return v
 	}
-	return baseline.RegressionRatio(m, live.Mean(m), expectedFor(m, exp, live))
+	return math.NaN()
 }

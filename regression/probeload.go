@@ -1,0 +1,157 @@
+package regression
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/vllm-prober/vllm_prober/baseline"
+)
+
+// probeSlices is how many slices probeExpectation cuts a pair's window
+// into. A slice usually holds at most one probe (the window is the larger of
+// the rate window and three probe intervals), so each probe is compared with
+// the baseline at its own load.
+const probeSlices = 16
+
+// probeExpectation is the baseline's expectation for the probes of (target,
+// module) that started in [now−window, now), each compared at the load it
+// saw when it started (ProbeMeans.Load: running + waiting + 1), not at the
+// load of the moment: a probe that queued behind a burst is compared with
+// the baseline at the burst's load, and an idle probe with the idle
+// expectation, even when both are in one window.
+//
+// The window is cut into probeSlices slices; the sums of each slice are two
+// ProbeSource means apart. exp holds means over the same probes as live: the
+// baseline's value at each slice's mean load, weighted by the slice's
+// probes. ratios holds, per latency metric, the median over the slices of
+// the slice's regression ratio: one probe misjudged (one that started in the
+// instant between a burst's arrival and the scrape that saw it) cannot move
+// it, while a regression of the server moves every slice. Probes that did not know their load are
+// left out when others did; when none did, fallbackLoad (the latest scraped
+// load) stands in. ok is false when no probe of the window has an
+// expectation.
+func probeExpectation(src ProbeSource, b *baseline.Baseline, target, module string, now time.Time, window time.Duration, fallbackLoad float64) (live ProbeMeans, exp baseline.Expectation, ratios map[baseline.Metric]float64, ok bool) {
+	since := now.Add(-window)
+	all := src.MeanStats(target, module, since)
+	nan := math.NaN()
+	exp = baseline.Expectation{Concurrency: nan, TTFTMean: nan, TPOTMean: nan, ITLMean: nan, E2EMean: nan,
+		TTFTP99: nan, TPOTP99: nan, ITLP99: nan, E2EP99: nan, OutputThroughput: nan}
+	if all.N == 0 {
+		return all, exp, nil, false
+	}
+	// sums is what the probes since some time add up to: the means times
+	// the number of probes (TPOT and ITL weighted by probes, not by their
+	// own counts: a slice holds about one probe).
+	type sums struct{ n, load, out, ttft, tpot, itl, e2e float64 }
+	at := func(t time.Time) sums {
+		m := src.MeanStats(target, module, t)
+		if m.N == 0 {
+			return sums{}
+		}
+		n := float64(m.N)
+		return sums{n: n, load: m.Load * n, out: m.OutputTokens * n, ttft: m.TTFT * n, tpot: m.TPOT * n, itl: m.ITL * n, e2e: m.E2E * n}
+	}
+	type slice struct {
+		n, load, out, ttft, tpot, itl, e2e float64 // means over the slice's probes
+	}
+	var slices []slice
+	step := window / probeSlices
+	cur := at(since)
+	for k := 1; k <= probeSlices && cur.n > 0; k++ {
+		next := sums{}
+		if k < probeSlices {
+			next = at(since.Add(time.Duration(k) * step))
+		}
+		if n := cur.n - next.n; n > 0.5 {
+			d := func(a, b float64) float64 { return (a - b) / n }
+			slices = append(slices, slice{n: n, load: d(cur.load, next.load), out: d(cur.out, next.out),
+				ttft: d(cur.ttft, next.ttft), tpot: d(cur.tpot, next.tpot), itl: d(cur.itl, next.itl), e2e: d(cur.e2e, next.e2e)})
+		}
+		cur = next
+	}
+	// Probes that did not know their load (the scrape before them failed)
+	// are left out while others did: comparing them at the load of the
+	// moment is what made a burst read 13 times better or worse. Only when
+	// no probe of the window knew its load is the latest scraped load used.
+	known := false
+	for _, sl := range slices {
+		known = known || sl.load > 0
+	}
+	var n, load, ttft, tpot, itl, e2e, lTTFT, lTPOT, lITL, lE2E, lOut weighted
+	perSlice := map[baseline.Metric][]float64{}
+	for _, sl := range slices {
+		l := sl.load
+		if !(l > 0) {
+			if known {
+				continue
+			}
+			l = fallbackLoad
+		}
+		e, eok := b.Expected(l)
+		if !eok {
+			continue
+		}
+		n.add(1, sl.n)
+		load.add(l, sl.n)
+		lOut.add(sl.out, sl.n)
+		both := func(m baseline.Metric, exp, lv *weighted, e, v float64) {
+			if !math.IsNaN(e) && !math.IsNaN(v) {
+				exp.add(e, sl.n)
+				lv.add(v, sl.n)
+				perSlice[m] = append(perSlice[m], baseline.RegressionRatio(m, v, e))
+			}
+		}
+		both(baseline.MetricTTFT, &ttft, &lTTFT, e.TTFTMean, sl.ttft)
+		both(baseline.MetricTPOT, &tpot, &lTPOT, e.TPOTMean, sl.tpot)
+		both(baseline.MetricITL, &itl, &lITL, e.ITLMean, sl.itl)
+		if sl.out >= 1 {
+			both(baseline.MetricE2E, &e2e, &lE2E, e.TTFTMean+e.TPOTMean*(sl.out-1), sl.e2e)
+		}
+	}
+	if n.n == 0 {
+		return all, exp, nil, false
+	}
+	live = ProbeMeans{TTFT: lTTFT.mean(), TPOT: lTPOT.mean(), ITL: lITL.mean(), E2E: lE2E.mean(),
+		OutputTokens: lOut.mean(), Load: load.mean(), N: int(math.Round(n.n))}
+	exp.Concurrency, exp.TTFTMean, exp.TPOTMean, exp.ITLMean, exp.E2EMean = load.mean(), ttft.mean(), tpot.mean(), itl.mean(), e2e.mean()
+	ratios = map[baseline.Metric]float64{}
+	for m, rs := range perSlice {
+		ratios[m] = median(rs)
+	}
+	return live, exp, ratios, true
+}
+
+// median of rs (not empty), which it sorts; NaN values sort first and are
+// left out.
+func median(rs []float64) float64 {
+	sort.Float64s(rs)
+	for len(rs) > 0 && math.IsNaN(rs[0]) {
+		rs = rs[1:]
+	}
+	if len(rs) == 0 {
+		return math.NaN()
+	}
+	if k := len(rs); k%2 == 1 {
+		return rs[k/2]
+	} else {
+		return (rs[k/2-1] + rs[k/2]) / 2
+	}
+}
+
+// weighted is a weighted mean that skips NaN values.
+type weighted struct{ sum, n float64 }
+
+func (w *weighted) add(v, n float64) {
+	if !math.IsNaN(v) {
+		w.sum += v * n
+		w.n += n
+	}
+}
+
+func (w *weighted) mean() float64 {
+	if w.n == 0 {
+		return math.NaN()
+	}
+	return w.sum / w.n
+}
