@@ -83,8 +83,12 @@ func baselineRun(sizes []int, sims int, minInterval time.Duration, rate float64,
 			if err != nil {
 				return err
 			}
-			defer d.Stop()
 			ds[i] = d
+			defer func() {
+				if ds[i] != nil { // not stopped below
+					_ = ds[i].Stop()
+				}
+			}()
 		}
 		time.Sleep(time.Duration(history+1)*interval + 5*time.Second)
 		var renders [2][]float64
@@ -100,7 +104,8 @@ func baselineRun(sizes []int, sims int, minInterval time.Duration, rate float64,
 			}
 			time.Sleep(time.Second)
 		}
-		for _, d := range ds {
+		for i, d := range ds {
+			ds[i] = nil
 			if err := d.Stop(); err != nil {
 				return err
 			}
