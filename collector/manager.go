@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"net/http"
 	"reflect"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/schedule"
 )
 
 // ProbeStats is what the collector needs from the prober.
@@ -278,24 +278,7 @@ func (m *Manager) Run(ctx context.Context) {
 // most an interval after the first), so that the scrapes of many targets
 // started together do not all fire at once.
 func (s *scraper) loop(ctx context.Context) {
-	s.scrapeOnce(ctx)
-	timer := time.NewTimer(scrapeOffset(s.name, s.interval))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return
-	case <-timer.C:
-	}
-	ticker := time.NewTicker(s.interval)
-	defer ticker.Stop()
-	for {
-		s.scrapeOnce(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	schedule.Run(ctx, s.interval, scrapeOffset(s.name, s.interval), true, s.scrapeOnce)
 }
 
 // scrapeOnce scrapes /metrics (and, for a new or restarted server, /version
@@ -547,7 +530,5 @@ func scrapeOffset(name string, interval time.Duration) time.Duration {
 	if interval <= 0 {
 		return interval
 	}
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return time.Duration(h.Sum64()%uint64(interval)) + 1
+	return schedule.Phase(interval, name) + 1
 }

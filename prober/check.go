@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-kit/log/level"
 
+	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 )
 
@@ -22,27 +23,10 @@ func (m *Manager) checkLoop(ctx context.Context, t *target) {
 	interval := t.interval
 	offset := m.offset(pairKey{target: t.cfg.Name}, interval)
 	m.mu.Unlock()
-	m.check(ctx, t)
 	if offset <= 0 {
 		offset = interval
 	}
-	timer := time.NewTimer(offset)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return
-	case <-timer.C:
-	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		m.check(ctx, t)
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	schedule.Run(ctx, interval, offset, true, func(ctx context.Context) { m.check(ctx, t) })
 }
 
 // check runs one /health and /v1/models check of t and records it.

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"net/http"
 	"reflect"
@@ -21,6 +20,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/schedule"
 )
 
 // ErrBudgetExceeded is returned by ProbeNow when the probe could exceed the
@@ -446,31 +446,11 @@ func (m *Manager) stopPair(p *pair) {
 // scheduleOffset spreads the pairs over the interval, stably across restarts and
 // reloads, so that they do not all fire at once.
 func scheduleOffset(k pairKey, interval time.Duration) time.Duration {
-	h := fnv.New64a()
-	h.Write([]byte(k.target))
-	h.Write([]byte{0})
-	h.Write([]byte(k.module))
-	return time.Duration(h.Sum64() % uint64(interval))
+	return schedule.Phase(interval, k.target, k.module)
 }
 
 func (m *Manager) pairLoop(ctx context.Context, p *pair, interval, offset time.Duration) {
-	timer := time.NewTimer(offset)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return
-	case <-timer.C:
-	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		m.tick(ctx, p)
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	schedule.Run(ctx, interval, offset, false, func(ctx context.Context) { m.tick(ctx, p) })
 }
 
 // tick starts one scheduled probe of p unless a limit says skip.
