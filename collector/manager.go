@@ -409,8 +409,12 @@ func (m *Manager) Load(target string) (running, waiting float64, ok bool) {
 	if !s.up || len(s.ring) == 0 {
 		return 0, 0, false
 	}
-	latest := s.ring[len(s.ring)-1]
-	running, waiting = latest.Running(), latest.Waiting()
+	return loadOf(s.ring[len(s.ring)-1])
+}
+
+// loadOf is the running and waiting requests of snap, summed over models.
+func loadOf(snap *Snapshot) (running, waiting float64, ok bool) {
+	running, waiting = snap.Running(), snap.Waiting()
 	if math.IsNaN(running) || math.IsNaN(waiting) {
 		return 0, 0, false
 	}
@@ -436,11 +440,7 @@ func (m *Manager) RecentLoad(target string) (running, waiting float64, ok bool) 
 	if time.Since(latest.Time) > 3*s.interval {
 		return 0, 0, false
 	}
-	running, waiting = latest.Running(), latest.Waiting()
-	if math.IsNaN(running) || math.IsNaN(waiting) {
-		return 0, 0, false
-	}
-	return running, waiting, true
+	return loadOf(latest)
 }
 
 // GenerationTokensPerSecond returns target's generation tokens/s over the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -120,4 +121,32 @@ targets:
 	}
 	noSecret("LastScrape", st.Err)
 	s.client.CloseIdleConnections()
+}
+
+// TestRecentLoad: after a failed scrape, Load has nothing while RecentLoad
+// still gives the last good scrape's load, until it is three intervals old.
+func TestRecentLoad(t *testing.T) {
+	srv := newFakeVLLM(t)
+	m := NewManager(nil, nil, nil, nil)
+	if err := m.Apply(configFor(t, srv.URL, "10s", 4)); err != nil {
+		t.Fatal(err)
+	}
+	s := m.target("a")
+	srv.set(state{Running: 3, Waiting: 2})
+	s.scrapeOnce(context.Background())
+	srv.setFailure(http.StatusServiceUnavailable, false)
+	s.scrapeOnce(context.Background())
+	s.client.CloseIdleConnections()
+	if _, _, ok := m.Load("a"); ok {
+		t.Error("Load reports a load after a failed scrape")
+	}
+	if r, w, ok := m.RecentLoad("a"); !ok || r != 3 || w != 2 {
+		t.Errorf("RecentLoad = %g, %g, %v; want 3, 2 from the last good scrape", r, w, ok)
+	}
+	s.mu.Lock()
+	s.ring[len(s.ring)-1].Time = time.Now().Add(-4 * s.interval)
+	s.mu.Unlock()
+	if _, _, ok := m.RecentLoad("a"); ok {
+		t.Error("RecentLoad reports a load four scrape intervals old")
+	}
 }

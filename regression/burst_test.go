@@ -212,39 +212,28 @@ targets: [{name: sim, url: %q, baseline: sim}]
 
 // serverMeanITL is the collector's server-side mean inter-token latency.
 func serverMeanITL(t *testing.T, reg *prometheus.Registry) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "vllm_server_inter_token_latency_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "stat" && l.GetValue() == "mean" {
-					return m.GetGauge().GetValue(), true
-				}
-			}
-		}
-	}
-	return 0, false
+	return gaugeWithLabel(t, reg, "vllm_server_inter_token_latency_seconds", "stat", "mean")
 }
 
 func ratioOf(t *testing.T, reg *prometheus.Registry, metric string) (float64, bool) {
+	return gaugeWithLabel(t, reg, "vllm_probe_regression_ratio", "metric", metric)
+}
+
+// gaugeWithLabel is the value of the first series of gauge name whose label
+// has value.
+func gaugeWithLabel(t *testing.T, reg *prometheus.Registry, name, label, value string) (float64, bool) {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "vllm_probe_regression_ratio" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "metric" && l.GetValue() == metric {
+				if l.GetName() == label && l.GetValue() == value {
 					return m.GetGauge().GetValue(), true
 				}
 			}

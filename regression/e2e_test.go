@@ -99,25 +99,7 @@ targets: [{name: sim, url: %q, baseline: sim, labels: {preset: test}}]
 		wg.Wait()
 	}()
 
-	ratio := func(metric string) (float64, bool) {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "vllm_probe_regression_ratio" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "metric" && l.GetValue() == metric {
-						return m.GetGauge().GetValue(), true
-					}
-				}
-			}
-		}
-		return 0, false
-	}
+	ratio := func(metric string) (float64, bool) { return ratioOf(t, reg, metric) }
 	// eventually waits for the metric's ratio to satisfy ok; the ratios seen
 	// are reported on failure.
 	eventually := func(what, metric string, ok func(float64) bool) float64 {
