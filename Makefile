@@ -228,6 +228,8 @@ bench:
 	@set -e; for p in $(BENCH_PROGRAMS); do echo ">> $$p"; $(GO) run $$p; done
 	@echo ">> P2 as a sharded fleet: the same 1,000 targets over 12 replicas"
 	$(GO) run ./perf/footprint -shards 12
+	@echo ">> P2 with baselines: the /metrics render with every target baselined vs without, at 100, 300 and 1,000 targets"
+	$(GO) run ./perf/footprint -baselines
 
 .PHONY: soak
 soak: build

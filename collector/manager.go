@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"net/http"
 	"reflect"
@@ -18,6 +17,8 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/schedule"
 )
 
 // ProbeStats is what the collector needs from the prober.
@@ -34,6 +35,14 @@ type Baselines interface {
 	// attached to target saturates.
 	SaturationOutputThroughput(target string) (float64, bool)
 }
+
+// BaselinesFunc adapts a function to Baselines, so that the daemon can hand
+// the collector a lookup without a setter cycle between the collector and
+// the regression series, each of which needs the other.
+type BaselinesFunc func(target string) (float64, bool)
+
+// SaturationOutputThroughput calls f.
+func (f BaselinesFunc) SaturationOutputThroughput(target string) (float64, bool) { return f(target) }
 
 // infoRetry is how long after a failed /version or /v1/models read the
 // collector tries again; a successful read is repeated only when the server
@@ -53,7 +62,7 @@ type Manager struct {
 
 	mu         sync.Mutex
 	targets    map[string]*scraper // by target name
-	clients    *clientCache        // shared between targets of equal HTTP client config; under mu
+	clients    *httpclient.Pool    // shared between targets of equal HTTP client config (and with the prober, SetClients)
 	labelNames []string            // static label names
 	window     time.Duration
 	runCtx     context.Context // set while Run runs
@@ -72,12 +81,21 @@ func NewManager(reg prometheus.Registerer, logger log.Logger, probes ProbeStats,
 		baselines: baselines,
 		targets:   map[string]*scraper{},
 		window:    time.Duration(config.DefaultGlobal.RateWindow),
-		clients:   newClientCache(),
+		clients:   httpclient.New(nil),
 	}
 	if reg != nil {
 		reg.MustRegister(m)
 	}
 	return m
+}
+
+// SetClients makes the Manager take its HTTP clients from pool, shared with
+// the prober and discovery: one connection pool per distinct
+// http_client_config. Call it before the first Apply.
+func (m *Manager) SetClients(pool *httpclient.Pool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.clients = pool
 }
 
 // scraper is one target's loop and state.
@@ -147,11 +165,11 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			wants[t.Name] = want{t: t}
 			continue
 		}
-		client, err := m.clients.acquire(t.HTTPClientConfig)
+		client, err := m.clients.Acquire(t.HTTPClientConfig)
 		if err != nil {
 			for _, w := range wants {
 				if w.client != nil {
-					m.clients.release(w.client)
+					m.clients.Release(w.client)
 				}
 			}
 			return fmt.Errorf("collector: target %q: %w", t.Name, err)
@@ -166,7 +184,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			continue // unchanged: keep loop and history
 		}
 		m.stopLocked(s)
-		m.clients.release(s.client) // the last holder closes the idle keep-alive connections
+		m.clients.Release(s.client) // the last holder closes the idle keep-alive connections
 		delete(m.targets, name)
 	}
 	for name, w := range wants {
@@ -259,24 +277,7 @@ func (m *Manager) Run(ctx context.Context) {
 // most an interval after the first), so that the scrapes of many targets
 // started together do not all fire at once.
 func (s *scraper) loop(ctx context.Context) {
-	s.scrapeOnce(ctx)
-	timer := time.NewTimer(scrapeOffset(s.name, s.interval))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return
-	case <-timer.C:
-	}
-	ticker := time.NewTicker(s.interval)
-	defer ticker.Stop()
-	for {
-		s.scrapeOnce(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	schedule.Run(ctx, s.interval, scrapeOffset(s.name, s.interval), true, s.scrapeOnce)
 }
 
 // scrapeOnce scrapes /metrics (and, for a new or restarted server, /version
@@ -528,7 +529,5 @@ func scrapeOffset(name string, interval time.Duration) time.Duration {
 	if interval <= 0 {
 		return interval
 	}
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return time.Duration(h.Sum64()%uint64(interval)) + 1
+	return schedule.Phase(interval, name) + 1
 }

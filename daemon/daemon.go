@@ -31,6 +31,8 @@ import (
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/regression"
 )
@@ -101,9 +103,14 @@ type Daemon struct {
 	disc   *discoveryRun
 	runCtx context.Context
 
-	// scrubber removes the current configuration's secrets from text shown to
-	// users; swapped on every applied configuration.
+	// red is the one redactor: the configuration's secrets (set on every
+	// applied configuration) and the tokens the HTTP clients obtained. The
+	// logger, the prober and every page go through it.
+	red      *redact.Redactor
 	scrubber atomic.Pointer[scrubber]
+	// clients is the one HTTP client pool of the prober, the collector and
+	// discovery.
+	clients *httpclient.Pool
 
 	ready   atomic.Bool
 	started atomic.Bool
@@ -141,8 +148,10 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	d := &Daemon{opts: opts, logger: logger, reg: reg}
-	d.scrubber.Store(newScrubber(nil))
+	red := redact.New()
+	logger = redact.Logger(logger, red) // every level, every component
+	d := &Daemon{opts: opts, logger: logger, reg: reg, red: red, clients: httpclient.New(red)}
+	d.scrubber.Store(&scrubber{red: red})
 
 	if err := reg.Register(versioncollector.NewCollector("vllm_prober")); err != nil {
 		return nil, fmt.Errorf("registering the build info collector: %w", err)
@@ -171,15 +180,18 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 
 	d.probes = prober.NewManager(reg, log.With(logger, "component", "prober"))
 	d.probes.SetHistoryLimit(opts.HistoryLimit)
+	d.probes.SetShared(d.clients, d.red)
 	// Baselines and regression series: probe means from the prober, load and
 	// throughput from the collector, which in turn takes the baselines'
 	// saturation throughput for its throughput headroom.
-	d.regr = regression.New(reg, log.With(logger, "component", "regression"), regression.FromProber(d.probes), nil)
-	// The collector compares server-side TTFT with the probes' own.
-	d.coll = collector.NewManager(reg, log.With(logger, "component", "collector"), d.probes, d.regr)
-	d.regr.SetServer(d.coll)
-	// Each probe records its target's load when it starts, so that the
-	// regression series compare it with the baseline at that load.
+	// Each gets what it needs, none is set on another: the collector reads the
+	// baselines' saturation through a lookup of the regression series, which
+	// read the collector's load.
+	d.coll = collector.NewManager(reg, log.With(logger, "component", "collector"), d.probes,
+		collector.BaselinesFunc(func(target string) (float64, bool) { return d.regr.SaturationOutputThroughput(target) }))
+	d.coll.SetClients(d.clients)
+	d.regr = regression.New(reg, log.With(logger, "component", "regression"), regression.FromProber(d.probes), d.coll)
+	// The probes record the load of their target when they start.
 	d.probes.SetLoadSource(d.coll.RecentLoad)
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
@@ -208,7 +220,7 @@ func checkTelemetryPath(p string) error {
 		return fmt.Errorf("telemetry path %q must start with /", p)
 	}
 	switch p {
-	case "/", "/probe", "/config", "/-/reload", "/-/healthy", "/-/ready":
+	case "/", "/probe", "/probe/record", "/target", "/config", "/-/reload", "/-/healthy", "/-/ready":
 		return fmt.Errorf("telemetry path %q collides with another endpoint", p)
 	}
 	return nil

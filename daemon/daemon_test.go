@@ -133,7 +133,7 @@ targets:
 %s`, simURL, simKey, echoURL, echoKey, extraTarget)
 }
 
-func writeConfig(t *testing.T, path, content string) {
+func writeConfig(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -310,28 +310,79 @@ func TestDaemonServesProbes(t *testing.T) {
 			t.Fatalf("/ = %d", code)
 		}
 		for _, want := range []string{
-			`<h2 id="target-sim">sim</h2>`, `<h2 id="target-echo">echo</h2>`,
-			f.sim.URL, "meta-llama/Llama-3.1-8B-Instruct", `<span class="ok">up</span>`,
-			"<tr><td>short_completion</td>", "<tr><td>short_chat</td>",
-			`<span class="ok">success</span> (HTTP 200)`,
-			`<span class="fail">unauthorized</span> (HTTP 401)`,
-			"Recent probes of short_completion", "request_sent", "content",
+			`<tr class="failing"><td class="st">failing</td><td><a href="target?name=echo#module-short_completion">echo</a></td><td>short_completion</td><td>unauthorized (HTTP 401)`,
+			`<tr class="healthy"><td class="st">healthy</td><td><a href="target?name=sim#module-short_chat">sim</a></td><td>short_chat</td>`,
+			`<span class="failing">1 failing</span>`, `<span class="healthy">2 healthy</span>`,
+			"failing for ", "last success ", `href="probe/record?id=`,
 			`<a href="metrics">Metrics</a>`, `<a href="config">Configuration</a>`,
-			`<a href="probe?module=short_chat&amp;target=sim">metrics</a>`,
-			`<a href="probe?debug=true&amp;module=short_chat&amp;target=sim">debug</a>`,
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("landing page lacks %q", want)
 			}
 		}
-		// The history is bounded by the history limit (5 recent probes plus up
-		// to 5 older failures per pair); each probe has its timeline.
-		if n := strings.Count(body, "<summary>timeline ("); n < 3*3 || n > 3*10 {
-			t.Errorf("landing page shows %d probe timelines, want 9 to 30 (3 pairs with 3 to 10 each)", n)
+		if strings.Contains(body, "<summary>timeline (") {
+			t.Error("the landing page carries timelines; they belong on the targets' pages")
 		}
 		secretFree(t, "the landing page", body)
 		if code, _ := f.get("/nope"); code != http.StatusNotFound {
 			t.Errorf("/nope = %d, want 404", code)
+		}
+	})
+
+	t.Run("target page", func(t *testing.T) {
+		code, body := f.get("/target?name=sim")
+		if code != http.StatusOK {
+			t.Fatalf("/target = %d", code)
+		}
+		for _, want := range []string{
+			`<h2 id="target-sim">sim</h2>`, f.sim.URL, "meta-llama/Llama-3.1-8B-Instruct", `<span class="ok">up</span>`,
+			"<tr><td>short_completion</td>", "<tr><td>short_chat</td>",
+			`<span class="ok">success</span> (HTTP 200)`, `<h3 id="module-short_completion">short_completion</h3>`,
+			"request_sent", "content", "spends tokens and can block",
+			`<a href="probe?module=short_chat&amp;target=sim">metrics</a>`,
+			`<a href="probe?debug=true&amp;module=short_chat&amp;target=sim">debug report</a>`,
+			`<a href="probe/record?id=1&amp;module=short_chat&amp;target=sim">record</a>`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("target page lacks %q", want)
+			}
+		}
+		// The history is bounded by the history limit (5 recent probes plus up
+		// to 5 older failures per pair); each probe has its timeline.
+		if n := strings.Count(body, "<summary>timeline ("); n < 2*3 || n > 2*10 {
+			t.Errorf("target page shows %d probe timelines, want 6 to 20 (2 pairs with 3 to 10 each)", n)
+		}
+		_, echo := f.get("/target?name=echo")
+		secretFree(t, "the target pages", body+echo)
+		if code, _ := f.get("/target?name=nope"); code != http.StatusNotFound {
+			t.Errorf("/target?name=nope = %d, want 404", code)
+		}
+	})
+
+	t.Run("record", func(t *testing.T) {
+		code, body := f.get("/probe/record?target=echo&module=short_completion&id=1")
+		if code != http.StatusOK {
+			t.Fatalf("/probe/record = %d: %s", code, body)
+		}
+		for _, want := range []string{
+			`Stored record 1 of target "echo" module "short_completion" (no new probe was run)`,
+			"Result: failure (reason unauthorized)\n", "Failed during the response status: POST /v1/completions\n",
+			"Authorization: <secret>  (added by the HTTP client from http_client_config)\n",
+			"\nError response body (excerpt):\n", "\nRequest:\n  POST /v1/completions\n  {",
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/probe/record lacks %q:\n%s", want, body)
+			}
+		}
+		secretFree(t, "/probe/record", body)
+		for q, want := range map[string]int{
+			"target=echo&module=short_completion&id=999999": http.StatusNotFound,
+			"target=echo&module=short_completion&id=x":      http.StatusBadRequest,
+			"target=nope&module=short_completion&id=1":      http.StatusNotFound,
+		} {
+			if code, _ := f.get("/probe/record?" + q); code != want {
+				t.Errorf("/probe/record?%s = %d, want %d", q, code, want)
+			}
 		}
 	})
 
@@ -523,7 +574,7 @@ func TestReloadOverHTTP(t *testing.T) {
 		t.Errorf("reload gauge after a good reload = %s, want 1", v)
 	}
 	waitFor(t, 10*time.Second, "the new target to be probed", func() bool { return f.historyLen("sim2", "short_chat") > 0 })
-	if _, body := f.get("/"); !strings.Contains(body, `<h2 id="target-sim2">sim2</h2>`) {
+	if _, body := f.get("/"); !strings.Contains(body, `<a href="target?name=sim2#module-short_chat">sim2</a>`) {
 		t.Error("landing page does not show the new target")
 	}
 	if code, _ := f.get("/probe?target=sim2&module=short_chat"); code != http.StatusOK {

@@ -173,7 +173,7 @@ target_defaults:
 	if code, body := f.get("/probe?target=disc-b"); code != http.StatusOK || !strings.Contains(body, "\nvllm_probe_success 1\n") {
 		t.Errorf("/probe of the discovered target = %d:\n%s", code, body)
 	}
-	if _, body := f.get("/"); !strings.Contains(body, `<h2 id="target-disc-b">disc-b</h2>`) {
+	if _, body := f.get("/"); !strings.Contains(body, `<a href="target?name=disc-b#module-short">disc-b</a>`) {
 		t.Error("the landing page does not show the discovered target")
 	}
 

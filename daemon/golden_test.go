@@ -3,6 +3,7 @@ package daemon
 import (
 	"flag"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,11 +52,13 @@ targets:
   - name: sim
     url: http://127.0.0.1:8000
     model: m1
+    labels: {pool: a, cluster: c1}
     modules: [short_chat, never_ran]
     http_client_config:
       authorization: {credentials: `+goldenSecret+`}
   - name: unchecked
     url: http://127.0.0.1:8001
+    labels: {pool: b}
     modules: [never_ran]
 `)
 	d, err := New(Options{ConfigFile: path}, nil)
@@ -75,7 +78,12 @@ func goldenResult() *prober.Result {
 		Reason:     prober.ReasonTruncated,
 		Err:        "stream ended without [DONE] (key " + goldenSecret + ")",
 		StatusCode: 200,
-		TTFT:       50 * ms, E2E: 70 * ms, TPOT: 10 * ms,
+		Phase:      prober.PhaseStream,
+		Request:    "POST /v1/chat/completions",
+		RequestBody: `{"max_completion_tokens":3,"messages":[{"content":"3f9a0c1b2d4e Name three prime numbers.","role":"user"}],` +
+			`"model":"m1","stream":true,"stream_options":{"include_usage":true},"temperature":0}`,
+		Text: "2, 3",
+		TTFT: 50 * ms, E2E: 5080 * ms, Duration: 5081 * ms,
 		ITLs:         []time.Duration{10 * ms, 10 * ms},
 		PromptTokens: 12, OutputTokens: 3, OutputTokensFromUsage: false,
 		Events: []prober.Event{
@@ -107,32 +115,66 @@ func TestDebugReportGolden(t *testing.T) {
 	reg.MustRegister(g)
 	out := d.debugReport(cfg, tg, "short_chat", goldenResult(), reg)
 	golden(t, "debug-report.golden", out)
+
+	// A stored record of a refused connection: no response, no timeline.
+	refused := &prober.Result{ID: 7, Start: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Reason: prober.ReasonConnection,
+		Err: "connection refused: dial tcp 127.0.0.1:8000: connect: connection refused", Phase: prober.PhaseRequest,
+		Request: "POST /v1/chat/completions", RequestBody: `{"model":"m1"}`, E2E: 2 * time.Millisecond, Duration: 2 * time.Millisecond,
+		Events:        []prober.Event{{Offset: 2 * time.Millisecond, Kind: prober.EventFailed}},
+		RequestHeader: http.Header{"Content-Type": {"application/json"}}}
+	golden(t, "record-refused.golden", d.debugReport(cfg, tg, "short_chat", refused, nil))
 }
 
 func TestLandingPageGolden(t *testing.T) {
 	d := goldenDaemon(t)
 	res := goldenResult()
-	ok := *res
-	ok.Success, ok.Reason, ok.Err = true, "", ""
-	ok.Start = res.Start.Add(time.Minute)
-	// What the prober knows: sim's chat module ran twice, the other target is
-	// unknown to it (not applied yet) and gets listed from the configuration.
-	statuses := []prober.TargetStatus{{
-		Name: "sim", URL: "http://127.0.0.1:8000", Model: "m1", HealthUp: true, Checked: true,
-		Modules: []prober.ModuleStatus{{Module: "short_chat", Last: &ok, History: []prober.Result{ok, *res}}},
-	}}
-	data := landingData{
-		Version:     "(version=1.2.3, branch=main, revision=abc)",
-		MetricsPath: "metrics",
-		Targets:     d.pageTargets(d.Config(), statuses),
+	now := res.Start.Add(11 * time.Minute)
+	// What the prober knows: sim's chat module fails since 11 minutes and
+	// succeeded 12 minutes ago; its other module never ran; the other target
+	// is unknown to it.
+	sums := []prober.PairStats{
+		{Target: "sim", Module: "short_chat", Model: "m1", Probes: 20, Successes: 9,
+			LastProbe: now.Add(-2 * time.Second), LastSuccess: res.Start.Add(-time.Minute), FailingSince: res.Start,
+			LastReason: string(res.Reason), RecordStats: prober.RecordStats{LastErr: res.Err, LastStatusCode: 200,
+				LastID: 41, LastFailureID: 41, HourProbes: 40, HourSuccesses: 29}},
+		{Target: "sim", Module: "never_ran"},
+		{Target: "unchecked", Module: "never_ran", LastProbe: now.Add(-time.Second), LastSuccess: now.Add(-time.Second),
+			Probes: 20, Successes: 15, RecordStats: prober.RecordStats{HourProbes: 20, HourSuccesses: 15, LastID: 20, LastFailureID: 12}},
 	}
+	data := d.landingData(url.Values{}, sums, now)
+	data.Version = "(version=1.2.3, branch=main, revision=abc)"
 	var b testWriter
 	if err := landingTemplate.Execute(&b, data); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "landing.golden.html", b.String())
+
+	// Filters: only failing, then by label value.
+	if got := d.landingData(url.Values{"state": {"failing"}}, sums, now).Rows; len(got) != 1 || got[0].Module != "short_chat" {
+		t.Errorf("state=failing rows: %+v", got)
+	}
+	if got := d.landingData(url.Values{"label": {"pool=a"}}, sums, now).Rows; len(got) != 2 || got[0].Target != "sim" {
+		t.Errorf("label=pool=a rows: %+v", got)
+	}
+}
+
+func TestTargetPageGolden(t *testing.T) {
+	d := goldenDaemon(t)
+	res := goldenResult()
+	res.ID = 41
+	ok := *res
+	ok.ID, ok.Success, ok.Reason, ok.Err = 42, true, "", ""
+	ok.Start = res.Start.Add(time.Minute)
+	ts := prober.TargetStatus{Name: "sim", URL: "http://127.0.0.1:8000", Model: "m1", HealthUp: true, Checked: true,
+		Modules: []prober.ModuleStatus{{Module: "short_chat", Last: &ok, History: []prober.Result{ok, *res}}}}
+	tg, _ := d.Config().Target("sim")
+	var b testWriter
+	if err := targetTemplate.Execute(&b, d.targetPage(tg, ts)); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "target.golden.html", b.String())
 	if res.Err != "stream ended without [DONE] (key "+goldenSecret+")" {
-		t.Error("pageTargets modified the prober's result instead of a copy")
+		t.Error("targetPage modified the prober's result instead of a copy")
 	}
 }
 

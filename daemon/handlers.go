@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/expfmt"
 	yaml "go.yaml.in/yaml/v2"
 
@@ -37,6 +39,8 @@ func (d *Daemon) newHandler() http.Handler {
 			MaxRequestsInFlight: 10,
 		})))
 	mux.HandleFunc("/probe", d.probeHandler)
+	mux.HandleFunc("/probe/record", d.recordHandler)
+	mux.HandleFunc("/target", d.targetHandler)
 	mux.HandleFunc("/config", d.configHandler)
 	mux.HandleFunc("/-/reload", d.reloadHandler)
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
@@ -167,12 +171,45 @@ func targetNames(cfg *config.Config) []string {
 	return names
 }
 
-// debugReport is /probe?debug=true: what was sent, what came back and when, and
-// the metrics the probe would have returned. Everything goes through the scrubber.
+// recordHandler is /probe/record?target=T&module=M&id=N: the report of a
+// probe the scheduler ran, from what the history kept. It runs no probe.
+func (d *Daemon) recordHandler(w http.ResponseWriter, r *http.Request) {
+	cfg := d.Running()
+	q := r.URL.Query()
+	t, ok := cfg.Target(q.Get("target"))
+	if !ok {
+		textResponse(w, http.StatusNotFound, "unknown target %q; targets: %s", q.Get("target"), strings.Join(targetNames(cfg), ", "))
+		return
+	}
+	module := q.Get("module")
+	id, err := strconv.ParseUint(q.Get("id"), 10, 64)
+	if err != nil || id == 0 {
+		textResponse(w, http.StatusBadRequest, "id %q is not a record id (a positive integer)", q.Get("id"))
+		return
+	}
+	res, ok := d.probes.Record(t.Name, module, id)
+	if !ok {
+		textResponse(w, http.StatusNotFound, "record %d of target %q module %q is not kept: the history keeps the last %d probes and as many failures (--history.limit)",
+			id, t.Name, module, d.opts.HistoryLimit)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write([]byte(d.debugReport(cfg, t, module, &res, nil)))
+}
+
+// debugReport is /probe?debug=true (reg: the metrics the probe would have
+// returned) and /probe/record (reg nil: a stored record): what was sent, what
+// came back and when, where it failed, and how it compares with the
+// baseline. Everything goes through the scrubber.
 func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string, res *prober.Result, reg *prometheus.Registry) string {
 	s := d.scrubber.Load()
 	var b strings.Builder
-	fmt.Fprintf(&b, "Probe of target %q module %q\n", t.Name, module)
+	if reg == nil {
+		fmt.Fprintf(&b, "Stored record %d of target %q module %q (no new probe was run)\n", res.ID, t.Name, module)
+	} else {
+		fmt.Fprintf(&b, "Probe of target %q module %q\n", t.Name, module)
+	}
 	fmt.Fprintf(&b, "URL: %s\n", t.URL)
 	if m := d.probes.Model(t.Name); m != "" {
 		fmt.Fprintf(&b, "Model: %s\n", m)
@@ -182,6 +219,9 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 		b.WriteString("Result: success\n")
 	} else {
 		fmt.Fprintf(&b, "Result: failure (reason %s)\n", res.Reason)
+		if res.Phase != "" {
+			fmt.Fprintf(&b, "Failed during %s: %s\n", res.Phase, res.Request)
+		}
 	}
 	if res.Err != "" {
 		fmt.Fprintf(&b, "Error: %s\n", res.Err)
@@ -189,7 +229,14 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 	if res.StatusCode != 0 {
 		fmt.Fprintf(&b, "HTTP status: %d\n", res.StatusCode)
 	}
-	fmt.Fprintf(&b, "TTFT: %s\nTPOT: %s\nE2E: %s\n", fmtDur(res.TTFT), fmtDur(res.TPOT), fmtDur(res.E2E))
+	if res.Duration > 0 {
+		fmt.Fprintf(&b, "Duration: %s\n", fmtDur(res.Duration))
+	}
+	e2e := fmtDur(res.E2E)
+	if !res.Success && res.E2E > 0 {
+		e2e += " (until the failure)"
+	}
+	fmt.Fprintf(&b, "TTFT: %s\nTPOT: %s\nE2E: %s\n", fmtDur(res.TTFT), fmtDur(res.TPOT), e2e)
 	src := "counted"
 	if res.OutputTokensFromUsage {
 		src = "from usage"
@@ -197,6 +244,8 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 	fmt.Fprintf(&b, "Prompt tokens: %d\nOutput tokens: %d (%s)\n", res.PromptTokens, res.OutputTokens, src)
 	if tps := res.OutputTokensPerSecond(); tps > 0 {
 		fmt.Fprintf(&b, "Output tokens per second: %.2f\n", tps)
+	} else {
+		b.WriteString("Output tokens per second: -\n")
 	}
 	if n := len(res.ITLs); n > 0 {
 		lo, hi, sum := res.ITLs[0], res.ITLs[0], time.Duration(0)
@@ -205,8 +254,22 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 		}
 		fmt.Fprintf(&b, "Inter-token latencies: %d, min %s, mean %s, max %s\n", n, fmtDur(lo), fmtDur(sum/time.Duration(n)), fmtDur(hi))
 	}
+	d.writeBaseline(&b, t, module)
+
+	b.WriteString("\nRequest:\n")
+	if res.Request == "" {
+		b.WriteString("  (none sent)\n")
+	} else {
+		fmt.Fprintf(&b, "  %s\n", res.Request)
+		if res.RequestBody != "" {
+			fmt.Fprintf(&b, "  %s\n", res.RequestBody)
+		}
+	}
 
 	b.WriteString("\nTimeline:\n")
+	if len(res.Events) == 0 {
+		b.WriteString("  (empty: the probe failed before its completion request was sent)\n")
+	}
 	for _, ev := range res.Events {
 		fmt.Fprintf(&b, "  %10.6fs  %s", ev.Offset.Seconds(), ev.Kind)
 		if ev.Bytes > 0 {
@@ -215,33 +278,101 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 		b.WriteString("\n")
 	}
 	b.WriteString("\nRequest headers:\n")
-	for _, l := range s.headerLines(res.RequestHeader) {
+	if hasCredentials(&t.HTTPClientConfig) && res.RequestHeader.Get("Authorization") == "" {
+		b.WriteString("  Authorization: <secret>  (added by the HTTP client from http_client_config)\n")
+	}
+	lines := s.headerLines(res.RequestHeader)
+	if len(lines) == 0 && res.Phase == prober.PhaseModels {
+		b.WriteString("  (the completion request was not sent)\n")
+	}
+	for _, l := range lines {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
 	b.WriteString("\nResponse headers:\n")
-	for _, l := range s.headerLines(res.ResponseHeader) {
-		fmt.Fprintf(&b, "  %s\n", l)
-	}
-
-	b.WriteString("\nMetrics that would have been returned:\n")
-	mfs, err := reg.Gather()
-	if err != nil {
-		fmt.Fprintf(&b, "# error gathering metrics: %s\n", err)
-	}
-	var mb bytes.Buffer
-	enc := expfmt.NewEncoder(&mb, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			fmt.Fprintf(&b, "# error encoding %s: %s\n", mf.GetName(), err)
+	lines = s.headerLines(res.ResponseHeader)
+	if len(lines) == 0 {
+		if res.StatusCode != 0 {
+			b.WriteString("  (not kept: the failure was in model resolution)\n")
+		} else {
+			b.WriteString("  (none: no response was received)\n")
 		}
 	}
-	b.Write(mb.Bytes())
+	for _, l := range lines {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	if res.ErrorBody != "" {
+		fmt.Fprintf(&b, "\nError response body (excerpt):\n  %s\n", res.ErrorBody)
+	}
+	if res.Text != "" {
+		fmt.Fprintf(&b, "\nGenerated text (start):\n  %s\n", strings.ReplaceAll(res.Text, "\n", "\n  "))
+	}
+
+	if reg != nil {
+		b.WriteString("\nMetrics that would have been returned:\n")
+		mfs, err := reg.Gather()
+		if err != nil {
+			fmt.Fprintf(&b, "# error gathering metrics: %s\n", err)
+		}
+		var mb bytes.Buffer
+		enc := expfmt.NewEncoder(&mb, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				fmt.Fprintf(&b, "# error encoding %s: %s\n", mf.GetName(), err)
+			}
+		}
+		b.Write(mb.Bytes())
+	}
 
 	b.WriteString("\nModule configuration:\n")
 	if out, err := yaml.Marshal(cfg.Modules[module]); err == nil {
 		b.Write(out)
 	}
 	return s.scrub(b.String())
+}
+
+// writeBaseline adds the baseline's expectation at the target's current load
+// and the live means' ratios to it, when the target has a baseline.
+func (d *Daemon) writeBaseline(b *strings.Builder, t *config.Target, module string) {
+	if t.Baseline == "" {
+		return
+	}
+	c, ok := d.regr.Compare(t.Name, module)
+	if !ok {
+		fmt.Fprintf(b, "Baseline %q: no expectation yet (the target's load is not known)\n", t.Baseline)
+		return
+	}
+	fmt.Fprintf(b, "Baseline %q at load %.1f (running + waiting + 1), live means of %d successful probes:\n", c.Baseline, c.Load, c.Live.N)
+	for _, m := range []struct {
+		name           string
+		expected, live float64
+		ratio          float64
+	}{{"TTFT", c.Expected.TTFTMean, c.Live.TTFT, c.TTFT}, {"TPOT", c.Expected.TPOTMean, c.Live.TPOT, c.TPOT}} {
+		fmt.Fprintf(b, "  %s expected %s, live %s, ratio %s", m.name, fmtSecondsMs(m.expected), fmtSecondsMs(m.live), fmtRatio(m.ratio))
+		if m.ratio > regressionAlertRatio {
+			fmt.Fprintf(b, " (above the alert threshold %.1f)", regressionAlertRatio)
+		}
+		b.WriteString("\n")
+	}
+}
+
+func fmtSecondsMs(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmtDur(time.Duration(v * float64(time.Second)))
+}
+
+func fmtRatio(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// hasCredentials reports whether the HTTP client adds an Authorization header
+// of its own (the request headers a result keeps are those the prober set).
+func hasCredentials(c *commoncfg.HTTPClientConfig) bool {
+	return c.BearerToken != "" || c.BearerTokenFile != "" || c.Authorization != nil || c.BasicAuth != nil || c.OAuth2 != nil
 }
 
 // fmtDur renders a duration in milliseconds with microsecond resolution, "-" for 0.

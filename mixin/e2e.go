@@ -9,14 +9,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 )
 
 // PrometheusConfig returns a Prometheus configuration that scrapes the
@@ -93,7 +95,7 @@ func DashboardQueries(dir string, rateInterval time.Duration) ([]DashboardQuery,
 	return out, nil
 }
 
-// Client talks to the Prometheus HTTP API.
+// Client talks to the Prometheus HTTP API through client_golang's api/v1.
 type Client struct {
 	BaseURL string       // e.g. http://127.0.0.1:9090
 	HTTP    *http.Client // nil means http.DefaultClient
@@ -107,75 +109,60 @@ type Alert struct {
 	Value       string            `json:"value"`
 }
 
-func (c *Client) get(ctx context.Context, path string, q url.Values, into any) error {
-	u := strings.TrimRight(c.BaseURL, "/") + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+// api is the Prometheus HTTP API client of client_golang.
+func (c *Client) api() (promv1.API, error) {
+	cl, err := promapi.NewClient(promapi.Config{Address: c.BaseURL, Client: c.HTTP})
 	if err != nil {
-		return fmt.Errorf("building request: %w", err)
+		return nil, fmt.Errorf("creating the Prometheus API client: %w", err)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("querying Prometheus: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fmt.Errorf("reading Prometheus response: %w", err)
-	}
-	var env struct {
-		Status string          `json:"status"`
-		Error  string          `json:"error"`
-		Data   json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil {
-		return fmt.Errorf("decoding Prometheus response (HTTP %d): %w", resp.StatusCode, err)
-	}
-	if env.Status != "success" {
-		return fmt.Errorf("prometheus %s: %s (HTTP %d)", path, env.Error, resp.StatusCode)
-	}
-	if err := json.Unmarshal(env.Data, into); err != nil {
-		return fmt.Errorf("decoding Prometheus data: %w", err)
-	}
-	return nil
+	return promv1.NewAPI(cl), nil
 }
 
 // Query runs an instant query and returns the number of series (or 1 for a
 // scalar) it returned.
 func (c *Client) Query(ctx context.Context, expr string) (int, error) {
-	var data struct {
-		ResultType string          `json:"resultType"`
-		Result     json.RawMessage `json:"result"`
-	}
-	if err := c.get(ctx, "/api/v1/query", url.Values{"query": {expr}}, &data); err != nil {
+	a, err := c.api()
+	if err != nil {
 		return 0, err
 	}
-	switch data.ResultType {
-	case "scalar", "string":
+	v, _, _, err := a.Query(ctx, expr, time.Now())
+	if err != nil {
+		return 0, fmt.Errorf("querying Prometheus: %w", err)
+	}
+	switch v := v.(type) {
+	case model.Vector:
+		return len(v), nil
+	case model.Matrix:
+		return len(v), nil
+	case *model.Scalar, *model.String:
 		return 1, nil
 	}
-	var series []json.RawMessage
-	if err := json.Unmarshal(data.Result, &series); err != nil {
-		return 0, fmt.Errorf("decoding query result: %w", err)
-	}
-	return len(series), nil
+	return 0, fmt.Errorf("unexpected result type %s", v.Type())
 }
 
 // Alerts returns the pending and firing alerts.
 func (c *Client) Alerts(ctx context.Context) ([]Alert, error) {
-	var data struct {
-		Alerts []Alert `json:"alerts"`
-	}
-	if err := c.get(ctx, "/api/v1/alerts", nil, &data); err != nil {
+	a, err := c.api()
+	if err != nil {
 		return nil, err
 	}
-	return data.Alerts, nil
+	res, err := a.Alerts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing alerts: %w", err)
+	}
+	out := make([]Alert, len(res.Alerts))
+	for i, al := range res.Alerts {
+		out[i] = Alert{Labels: labelMap(al.Labels), Annotations: labelMap(al.Annotations), State: string(al.State), Value: al.Value}
+	}
+	return out, nil
+}
+
+func labelMap(ls model.LabelSet) map[string]string {
+	m := make(map[string]string, len(ls))
+	for k, v := range ls {
+		m[string(k)] = string(v)
+	}
+	return m
 }
 
 // WaitForAlert polls until an alert named name whose labels include match is

@@ -21,7 +21,8 @@ func fakePrometheus(t *testing.T, firingAfter int32) (*httptest.Server, *atomic.
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/api/v1/query":
-			switch r.URL.Query().Get("query") {
+			_ = r.ParseForm() // client_golang's API client POSTs the form
+			switch r.Form.Get("query") {
 			case "up":
 				w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"vllm_prober"},"value":[1,"1"]},{"metric":{"job":"x"},"value":[1,"0"]}]}}`))
 			case "empty":
@@ -54,7 +55,7 @@ func TestClientQuery(t *testing.T) {
 	if n, err := c.Query(ctx, "empty"); err != nil || n != 0 {
 		t.Errorf("Query(empty) = %d, %v; want 0", n, err)
 	}
-	if _, err := c.Query(ctx, "bad("); err == nil || err.Error() != "prometheus /api/v1/query: parse error (HTTP 400)" {
+	if _, err := c.Query(ctx, "bad("); err == nil || err.Error() != "querying Prometheus: bad_data: parse error" {
 		t.Errorf("Query(bad) err = %v", err)
 	}
 }

@@ -10,13 +10,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 )
 
 // Dashboard is the part of a committed Grafana dashboard the checks need.
@@ -130,17 +131,22 @@ func (c *Client) VariableOptions(ctx context.Context, v Variable, vals map[strin
 		return nil, fmt.Errorf("variable %s: query %q is not label_values(selector, label)", v.Name, v.Query)
 	}
 	sel := Interpolate(m[1], vals, 0)
+	a, err := c.api()
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
-	q := url.Values{"match[]": {sel}, "start": {unix(now.Add(-lookback))}, "end": {unix(now)}}
-	var out []string
-	if err := c.get(ctx, "/api/v1/label/"+url.PathEscape(m[2])+"/values", q, &out); err != nil {
+	vals2, _, _, err := a.LabelValues(ctx, m[2], []string{sel}, now.Add(-lookback), now)
+	if err != nil {
 		return nil, fmt.Errorf("variable %s: %w", v.Name, err)
+	}
+	out := make([]string, len(vals2))
+	for i, lv := range vals2 {
+		out[i] = string(lv)
 	}
 	sort.Strings(out)
 	return out, nil
 }
-
-func unix(t time.Time) string { return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', 3, 64) }
 
 // Interpolate replaces the variables of expr as Grafana does for Prometheus:
 // $name and ${name} by vals[name] (a regex: the All value, a single value, or
@@ -207,19 +213,24 @@ func RenderLegend(format string, labels map[string]string) string {
 // RangeSeries runs a range query and returns the label set of every series it
 // returned.
 func (c *Client) RangeSeries(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]map[string]string, error) {
-	var data struct {
-		ResultType string `json:"resultType"`
-		Result     []struct {
-			Metric map[string]string `json:"metric"`
-		} `json:"result"`
-	}
-	q := url.Values{"query": {expr}, "start": {unix(start)}, "end": {unix(end)}, "step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)}}
-	if err := c.get(ctx, "/api/v1/query_range", q, &data); err != nil {
+	a, err := c.api()
+	if err != nil {
 		return nil, err
 	}
-	out := make([]map[string]string, len(data.Result))
-	for i, r := range data.Result {
-		out[i] = r.Metric
+	v, _, _, err := a.QueryRange(ctx, expr, promv1.Range{Start: start, End: end, Step: step})
+	if err != nil {
+		return nil, fmt.Errorf("querying Prometheus: %w", err)
+	}
+	mat, ok := v.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("range query %q returned %s, not a matrix", expr, v.Type())
+	}
+	out := make([]map[string]string, len(mat))
+	for i, ss := range mat {
+		out[i] = make(map[string]string, len(ss.Metric))
+		for k, lv := range ss.Metric {
+			out[i][string(k)] = string(lv)
+		}
 	}
 	return out, nil
 }

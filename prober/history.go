@@ -141,3 +141,15 @@ func unpackHeader(s string) http.Header {
 	}
 	return h
 }
+
+// find returns a copy of the kept result with the given id, headers included.
+func (h *history) find(id uint64) (Result, bool) {
+	for _, s := range [][]*Result{h.recent, h.failures} {
+		for _, r := range s {
+			if r.ID == id {
+				return r.unpacked(), true
+			}
+		}
+	}
+	return Result{}, false
+}

@@ -6,23 +6,21 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"math"
 	"net/http"
-	"os"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
-	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/schedule"
 )
 
 // ErrBudgetExceeded is returned by ProbeNow when the probe could exceed the
@@ -70,8 +68,11 @@ type Manager struct {
 	// stream sends the probes; tests wrap it to pin timings for golden output.
 	registered bool
 	stream     func(context.Context, *http.Client, StreamRequest) Result
-	// clients shares one HTTP client between targets of equal configuration.
-	clients *clientCache
+	// clients shares one HTTP client between targets of equal configuration
+	// (with the collector and discovery when the daemon hands the same Pool).
+	clients *httpclient.Pool
+	// red scrubs every text the prober keeps (results' errors and headers).
+	red *redact.Redactor
 	// offset places a pair in its interval; tests pin it.
 	offset func(pairKey, time.Duration) time.Duration
 	// load tells a probe its target's load when it starts (SetLoadSource).
@@ -87,7 +88,6 @@ type target struct {
 	client   *http.Client
 	interval time.Duration
 	timeout  time.Duration // for /health and /v1/models
-	secrets  []string      // credential strings scrubbed from every text we keep
 
 	model              string // configured, or the first id of /v1/models
 	checked            bool
@@ -123,7 +123,8 @@ type pair struct {
 	promptEstimate int     // observed usage.prompt_tokens + slack, else a heuristic
 	lastEnd        float64 // Unix time the last recorded probe finished
 	hist           history
-	state          pairState // statistics that outlive the history (stats.go)
+	state          pairState   // statistics that outlive the history (stats.go)
+	records        recordState // record ids and the last hour's counts (pairstate.go)
 	gen            *metrics
 	labels         []string
 
@@ -135,6 +136,7 @@ func NewManager(reg prometheus.Registerer, logger log.Logger) *Manager {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
+	red := redact.New()
 	return &Manager{
 		reg:          reg,
 		logger:       logger,
@@ -144,8 +146,18 @@ func NewManager(reg prometheus.Registerer, logger log.Logger) *Manager {
 		now:          time.Now,
 		stream:       Stream,
 		offset:       scheduleOffset,
-		clients:      newClientCache(),
+		red:          red,
+		clients:      httpclient.New(red),
 	}
+}
+
+// SetShared makes the Manager use pool for its HTTP clients and red to scrub
+// the texts it keeps, shared with the rest of the daemon. Call it before the
+// first Apply.
+func (m *Manager) SetShared(pool *httpclient.Pool, red *redact.Redactor) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.clients, m.red = pool, red
 }
 
 // SetHistoryLimit sets how many recent results (and, on top, recent failures)
@@ -176,15 +188,20 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		if old, ok := m.targets[t.Name]; ok && reflect.DeepEqual(old.cfg.HTTPClientConfig, t.HTTPClientConfig) {
 			continue
 		}
-		c, err := m.clients.acquire(t.HTTPClientConfig)
+		c, err := m.clients.Acquire(t.HTTPClientConfig)
 		if err != nil {
 			for _, c := range clients {
-				m.clients.release(c)
+				m.clients.Release(c)
 			}
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
 		clients[t.Name] = c
 	}
+	var secrets []string
+	for i := range cfg.Targets {
+		secrets = append(secrets, redact.ClientSecrets(&cfg.Targets[i].HTTPClientConfig)...)
+	}
+	m.red.Set("prober", secrets)
 	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), tokenBuckets: slices.Clone(cfg.Global.TokenLatencyBuckets),
 		nativeFactor: cfg.Global.NativeHistogramBucketFactor}
 	static := cfg.StaticLabelNames()
@@ -215,7 +232,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		restart := !ok || t.cfg.URL != tc.URL || t.interval != interval || clients[tc.Name] != nil
 		if c := clients[tc.Name]; c != nil {
 			if t.client != nil {
-				m.clients.release(t.client)
+				m.clients.Release(t.client)
 			}
 			t.client = c
 		}
@@ -223,7 +240,6 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			t.model = "" // re-resolve
 		}
 		t.cfg, t.interval, t.timeout = tc, interval, timeout
-		t.secrets = secretsOf(&tc.HTTPClientConfig)
 		if tc.Model != "" {
 			t.model = tc.Model
 		}
@@ -239,7 +255,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 				m.metrics.healthUp.DeleteLabelValues(t.labels...)
 				m.metrics.modelsUp.DeleteLabelValues(t.labels...)
 			}
-			m.clients.release(t.client)
+			m.clients.Release(t.client)
 			delete(m.targets, name)
 		}
 	}
@@ -333,6 +349,10 @@ func (m *Manager) relabelPair(p *pair) {
 	if last, ok := p.hist.last(); ok {
 		m.metrics.success.WithLabelValues(lv...).Set(b2f(last.Success))
 		m.metrics.lastTimestamp.WithLabelValues(lv...).Set(p.lastEnd)
+		m.metrics.duration.WithLabelValues(lv...).Set(last.Duration.Seconds())
+		if !p.state.lastSuccess.IsZero() {
+			m.metrics.lastSuccess.WithLabelValues(lv...).Set(unixSeconds(p.state.lastSuccess))
+		}
 		if last.Success {
 			m.metrics.outputTPS.WithLabelValues(lv...).Set(last.OutputTokensPerSecond())
 		}
@@ -426,31 +446,11 @@ func (m *Manager) stopPair(p *pair) {
 // scheduleOffset spreads the pairs over the interval, stably across restarts and
 // reloads, so that they do not all fire at once.
 func scheduleOffset(k pairKey, interval time.Duration) time.Duration {
-	h := fnv.New64a()
-	h.Write([]byte(k.target))
-	h.Write([]byte{0})
-	h.Write([]byte(k.module))
-	return time.Duration(h.Sum64() % uint64(interval))
+	return schedule.Phase(interval, k.target, k.module)
 }
 
 func (m *Manager) pairLoop(ctx context.Context, p *pair, interval, offset time.Duration) {
-	timer := time.NewTimer(offset)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return
-	case <-timer.C:
-	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		m.tick(ctx, p)
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	schedule.Run(ctx, interval, offset, false, func(ctx context.Context) { m.tick(ctx, p) })
 }
 
 // tick starts one scheduled probe of p unless a limit says skip.
@@ -536,16 +536,19 @@ func (m *Manager) record(p *pair, res *Result) {
 	if res.PromptTokens > 0 {
 		p.promptEstimate = res.PromptTokens + promptSlack
 	}
-	p.hist.add(res)
 	end := m.now()
+	p.records.note(res, end) // gives res its record id
+	p.hist.add(res)
 	p.state.record(res, end, p.hist.limit)
-	p.lastEnd = float64(end.UnixNano()) / 1e9
+	p.lastEnd = unixSeconds(end)
 	m.metrics.observe(p.labels, res, p.lastEnd)
 	if !res.Success {
 		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
 			"reason", res.Reason, "err", res.Err)
 	}
 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // promptSlack covers the variation of the nonce's tokenisation between probes.
 const promptSlack = 8
@@ -578,7 +581,7 @@ type probeSpec struct {
 	mod            config.Module
 	model          string
 	timeout, stall time.Duration
-	secrets        []string
+	red            *redact.Redactor
 	promptEstimate int
 	tgt            *target
 	load           func(target string) (running, waiting float64, ok bool)
@@ -592,7 +595,7 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 	return probeSpec{
 		target: p.key.target, module: p.key.module,
 		url: p.tgt.cfg.URL, client: p.tgt.client, mod: p.mod, model: p.tgt.model,
-		timeout: p.timeout, stall: p.stall, secrets: p.tgt.secrets, promptEstimate: est, tgt: p.tgt,
+		timeout: p.timeout, stall: p.stall, red: m.red, promptEstimate: est, tgt: p.tgt,
 		load: m.load,
 	}
 }
@@ -603,6 +606,7 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Result {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	begin := m.now() // the manager's clock, which tests pin
 	load := math.NaN()
 	if s.load != nil {
 		if running, waiting, ok := s.load(s.target); ok {
@@ -612,11 +616,14 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 	if s.model == "" {
 		ids, res := m.fetchModels(ctx, s.client, s.url)
 		if res == nil && len(ids) == 0 {
-			res = &Result{Start: time.Now(), Reason: ReasonModelNotFound, Err: "/v1/models lists no model"}
+			res = &Result{Start: begin, Reason: ReasonModelNotFound, Err: "/v1/models lists no model"}
 		}
 		if res != nil {
 			started()
-			scrubResult(res, s.secrets)
+			res.Phase, res.Request = PhaseModels, http.MethodGet+" /v1/models"
+			res.Duration = m.now().Sub(begin)
+			res.E2E = res.Duration
+			scrubResult(res, s.red)
 			res.Load = load
 			return res
 		}
@@ -634,7 +641,8 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		Header:       requestHeader(&s.mod, s.target, s.module, nonce),
 		StallTimeout: s.stall,
 	})
-	scrubResult(&res, s.secrets)
+	res.Duration = m.now().Sub(begin)
+	scrubResult(&res, s.red)
 	res.Load = load
 	return &res
 }
@@ -738,58 +746,15 @@ func requestHeader(mod *config.Module, target, module, nonce string) http.Header
 	return h
 }
 
-// secretsOf lists the credentials of an HTTP client config: inline ones and the
-// current contents of credential files.
-func secretsOf(c *commoncfg.HTTPClientConfig) []string {
-	var s []string
-	add := func(v string) {
-		v = strings.TrimSpace(v)
-		if len(v) >= 4 { // shorter strings would scrub innocent text
-			s = append(s, v)
-		}
+// scrubResult removes the credentials of the configuration, and the tokens
+// its clients obtained, from the result's texts. Stream never puts one there
+// itself, but a server may echo a key or a request header in its error body.
+func scrubResult(r *Result, red *redact.Redactor) {
+	for _, s := range []*string{&r.Err, &r.RequestBody, &r.ErrorBody, &r.Text} {
+		*s = red.String(*s)
 	}
-	addFile := func(path string) {
-		if path == "" {
-			return
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return // the client reports unreadable files itself
-		}
-		defer f.Close()
-		b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
-		add(string(b))
-	}
-	add(string(c.BearerToken))
-	addFile(c.BearerTokenFile)
-	if c.BasicAuth != nil {
-		add(string(c.BasicAuth.Password))
-		addFile(c.BasicAuth.PasswordFile)
-	}
-	if c.Authorization != nil {
-		add(string(c.Authorization.Credentials))
-		addFile(c.Authorization.CredentialsFile)
-	}
-	if c.OAuth2 != nil {
-		add(string(c.OAuth2.ClientSecret))
-		addFile(c.OAuth2.ClientSecretFile)
-	}
-	return s
-}
-
-// scrubResult replaces any configured credential in the result's texts. Stream
-// never puts one there itself, but a server may echo a key in its error message.
-func scrubResult(r *Result, secrets []string) {
-	for _, sec := range secrets {
-		r.Err = strings.ReplaceAll(r.Err, sec, "<secret>")
-		for _, h := range []http.Header{r.RequestHeader, r.ResponseHeader} {
-			for k, vs := range h {
-				for i, v := range vs {
-					h[k][i] = strings.ReplaceAll(v, sec, "<secret>")
-				}
-			}
-		}
-	}
+	red.Header(r.RequestHeader)
+	red.Header(r.ResponseHeader)
 }
 
 // ProbeNow runs one probe of module on target now, outside the schedule, and
@@ -857,21 +822,25 @@ func (m *Manager) Status() []TargetStatus {
 	}
 	out := make([]TargetStatus, 0, len(m.cfg.Targets))
 	for i := range m.cfg.Targets {
-		tc := &m.cfg.Targets[i]
-		t := m.targets[tc.Name]
-		ts := TargetStatus{Name: tc.Name, URL: redactURL(tc.URL), Model: t.model,
-			HealthUp: t.healthUp, ModelsUp: t.modelsUp, Checked: t.checked}
-		for _, mod := range tc.Modules {
-			p := m.pairs[pairKey{tc.Name, mod}]
-			ms := ModuleStatus{Module: mod, History: p.hist.list()}
-			if l, ok := p.hist.last(); ok {
-				ms.Last = &l
-			}
-			ts.Modules = append(ts.Modules, ms)
-		}
-		out = append(out, ts)
+		out = append(out, m.targetStatus(&m.cfg.Targets[i]))
 	}
 	return out
+}
+
+// targetStatus is the state of a configured target. m.mu must be held.
+func (m *Manager) targetStatus(tc *config.Target) TargetStatus {
+	t := m.targets[tc.Name]
+	ts := TargetStatus{Name: tc.Name, URL: redactURL(tc.URL), Model: t.model,
+		HealthUp: t.healthUp, ModelsUp: t.modelsUp, Checked: t.checked}
+	for _, mod := range tc.Modules {
+		p := m.pairs[pairKey{tc.Name, mod}]
+		ms := ModuleStatus{Module: mod, History: p.hist.list()}
+		if l, ok := p.hist.last(); ok {
+			ms.Last = &l
+		}
+		ts.Modules = append(ts.Modules, ms)
+	}
+	return ts
 }
 
 // Model returns the resolved model of target, "" if unknown.

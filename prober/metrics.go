@@ -10,6 +10,8 @@ import (
 const (
 	metricSuccess       = "vllm_probe_success"
 	metricLastTimestamp = "vllm_probe_last_timestamp_seconds"
+	metricLastSuccess   = "vllm_probe_last_success_timestamp_seconds"
+	metricDuration      = "vllm_probe_duration_seconds"
 	metricTTFT          = "vllm_probe_time_to_first_token_seconds"
 	metricITL           = "vllm_probe_inter_token_latency_seconds"
 	metricTPOT          = "vllm_probe_time_per_output_token_seconds"
@@ -61,6 +63,7 @@ type metrics struct {
 	hist   histOpts
 
 	success, lastTimestamp, outputTPS *prometheus.GaugeVec
+	lastSuccess, duration             *prometheus.GaugeVec
 	ttft, itl, tpot, e2e              *prometheus.HistogramVec
 	tokens, attempts                  *prometheus.CounterVec
 	failures, skipped                 *prometheus.CounterVec
@@ -85,6 +88,10 @@ func newMetricsLabels(pair, tgt, static []string, hist histOpts) *metrics {
 			Help: "1 if the last probe of the target and module succeeded, else 0."}, pair),
 		lastTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricLastTimestamp,
 			Help: "Unix time the last probe of the target and module finished."}, pair),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricLastSuccess,
+			Help: "Unix time the last successful probe of the target and module finished; absent before the first success."}, pair),
+		duration: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricDuration,
+			Help: "Duration of the last probe of the target and module, failures included, from the start of model resolution or of the request to its end or failure."}, pair),
 		outputTPS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricOutputTPS,
 			Help: "Output tokens per second (output tokens / end-to-end latency) of the last successful probe."}, pair),
 		ttft: prometheus.NewHistogramVec(hist.histogram(metricTTFT,
@@ -113,14 +120,14 @@ func newMetricsLabels(pair, tgt, static []string, hist histOpts) *metrics {
 // probeCollectors are the metrics of one probe served by /probe.
 func (mt *metrics) probeCollectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		mt.success, mt.lastTimestamp, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
+		mt.success, mt.lastTimestamp, mt.duration, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
 		mt.tokens, mt.attempts, mt.failures,
 	}
 }
 
 func (mt *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		mt.success, mt.lastTimestamp, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
+		mt.success, mt.lastTimestamp, mt.lastSuccess, mt.duration, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
 		mt.tokens, mt.attempts, mt.failures, mt.skipped, mt.healthUp, mt.modelsUp,
 	}
 }
@@ -165,7 +172,7 @@ func (mt *metrics) initPair(lv []string) {
 
 // deletePair removes every series of a pair.
 func (mt *metrics) deletePair(lv []string) {
-	for _, v := range []*prometheus.GaugeVec{mt.success, mt.lastTimestamp, mt.outputTPS} {
+	for _, v := range []*prometheus.GaugeVec{mt.success, mt.lastTimestamp, mt.lastSuccess, mt.duration, mt.outputTPS} {
 		v.DeleteLabelValues(lv...)
 	}
 	for _, v := range []*prometheus.HistogramVec{mt.ttft, mt.itl, mt.tpot, mt.e2e} {
@@ -190,6 +197,7 @@ func (mt *metrics) skip(lv []string, reason string) {
 // observe records a finished probe.
 func (mt *metrics) observe(lv []string, r *Result, end float64) {
 	mt.lastTimestamp.WithLabelValues(lv...).Set(end)
+	mt.duration.WithLabelValues(lv...).Set(r.Duration.Seconds())
 	mt.tokens.WithLabelValues(append(slices.Clone(lv), "prompt")...).Add(float64(r.PromptTokens))
 	mt.tokens.WithLabelValues(append(slices.Clone(lv), "output")...).Add(float64(r.OutputTokens))
 	if !r.Success {
@@ -198,6 +206,7 @@ func (mt *metrics) observe(lv []string, r *Result, end float64) {
 		return
 	}
 	mt.success.WithLabelValues(lv...).Set(1)
+	mt.lastSuccess.WithLabelValues(lv...).Set(end)
 	mt.ttft.WithLabelValues(lv...).Observe(r.TTFT.Seconds())
 	mt.e2e.WithLabelValues(lv...).Observe(r.E2E.Seconds())
 	itl := mt.itl.WithLabelValues(lv...)

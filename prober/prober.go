@@ -63,17 +63,43 @@ type Event struct {
 	Kind   EventKind
 }
 
+// Phases of a probe, for reports: where a failed probe failed.
+const (
+	PhaseModels   = "model resolution"       // GET /v1/models, when the model is not configured
+	PhaseRequest  = "the completion request" // sending the request, until the response headers
+	PhaseResponse = "the response status"    // a non-2xx status or a wrong content type
+	PhaseStream   = "streaming"              // reading the SSE stream
+)
+
 // Result is the outcome of one probe.
 type Result struct {
+	// ID identifies a scheduled probe's record among the results of its
+	// (target, module): the Manager numbers them from 1 as it records them
+	// (Manager.Record). 0 for a probe that was not recorded (ProbeNow).
+	ID         uint64
 	Start      time.Time // t0: just before the request was sent
 	Success    bool
 	Reason     Reason // "" on success
 	Err        string // for humans; redacted, never carries credentials
 	StatusCode int
+	// Phase is where a failed probe failed (Phase*), "" on success.
+	Phase string
+	// Request is the request line of the probe's last request ("POST
+	// /v1/completions", or "GET /v1/models" when model resolution failed) and
+	// RequestBody its JSON body, at most maxRequestBody bytes.
+	Request, RequestBody string
+	// ErrorBody is the start of an error response's body (maxErrorExcerpt
+	// bytes), Text the start of the generated text (maxTextExcerpt bytes).
+	ErrorBody, Text string
 
 	// TTFT is t0 → first event carrying generated text; E2E is t0 → last such event;
 	// TPOT is (E2E − TTFT)/(OutputTokens − 1), 0 unless OutputTokens > 1.
+	// For a failed probe E2E is t0 → the failure (a stalled or timed-out probe:
+	// the cut) and TPOT is 0: a failure has no per-token latency.
 	TTFT, E2E, TPOT time.Duration
+	// Duration is the whole probe, model resolution included, failures too
+	// (vllm_probe_duration_seconds, as blackbox_exporter's probe_duration_seconds).
+	Duration time.Duration
 	// ITLs are the gaps between consecutive content events.
 	ITLs []time.Duration
 
@@ -94,9 +120,10 @@ type Result struct {
 	packedHeaders string // both headers, as the history keeps them (packHeaders)
 }
 
-// OutputTokensPerSecond is OutputTokens / E2E, 0 when undefined.
+// OutputTokensPerSecond is OutputTokens / E2E, 0 when undefined: for failed
+// probes too, whose E2E ends at the failure, not at the last token.
 func (r *Result) OutputTokensPerSecond() float64 {
-	if r.E2E <= 0 || r.OutputTokens <= 0 {
+	if !r.Success || r.E2E <= 0 || r.OutputTokens <= 0 {
 		return 0
 	}
 	return float64(r.OutputTokens) / r.E2E.Seconds()

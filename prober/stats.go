@@ -48,7 +48,8 @@ type PairStats struct {
 	// survive history eviction. Zero when unknown.
 	LastProbe, LastSuccess, FailingSince time.Time
 	// LastReason is the failure reason of the last probe, "" if it succeeded.
-	LastReason string
+	LastReason  string
+	RecordStats // the landing page's (pairstate.go)
 
 	window statWindow
 }
@@ -188,15 +189,16 @@ func (s *pairState) record(r *Result, end time.Time, limit int) {
 	s.lastReason = r.Reason
 }
 
-// stats returns p's PairStats. m.mu must be held.
-func (p *pair) stats() PairStats {
+// stats returns p's PairStats at now. m.mu must be held.
+func (p *pair) stats(now time.Time) PairStats {
 	probes, successes := p.state.window.probes()
 	return PairStats{
 		Target: p.key.target, Module: p.key.module, Model: p.tgt.model,
 		Probes: probes, Successes: successes,
 		LastProbe: p.state.lastProbe, LastSuccess: p.state.lastSuccess, FailingSince: p.state.failingSince,
-		LastReason: string(p.state.lastReason),
-		window:     p.state.window,
+		LastReason:  string(p.state.lastReason),
+		RecordStats: p.recordStats(now),
+		window:      p.state.window,
 	}
 }
 
@@ -209,7 +211,7 @@ func (m *Manager) Stats(target, module string) (PairStats, bool) {
 	if !ok {
 		return PairStats{}, false
 	}
-	return p.stats(), true
+	return p.stats(m.now()), true
 }
 
 // AllStats returns the statistics of every pair, sorted by target and module.
@@ -218,8 +220,9 @@ func (m *Manager) AllStats() []PairStats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]PairStats, len(m.order))
+	now := m.now()
 	for i, p := range m.order {
-		out[i] = p.stats()
+		out[i] = p.stats(now)
 	}
 	return out
 }

@@ -159,6 +159,6 @@ func BenchmarkPairStatsMeans(b *testing.B) {
 	p := &pair{key: pairKey{"t", "m"}, tgt: &target{}, state: s}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = p.stats().Means(t0.Add(30 * time.Second))
+		_ = p.stats(t0).Means(t0.Add(30 * time.Second))
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
 // EventKind names a step of a Result's timeline. It is a byte, not a string,
@@ -67,7 +68,11 @@ const (
 	maxTimelineEvents = 128
 	maxErrorBody      = 64 << 10
 	maxErrLen         = 300
-	drainTimeout      = 100 * time.Millisecond
+	// Excerpts a Result keeps for reports (bytes).
+	maxRequestBody  = 1 << 10
+	maxErrorExcerpt = 512
+	maxTextExcerpt  = 256
+	drainTimeout    = 100 * time.Millisecond
 )
 
 // errStalled is the cancellation cause set by the stall detector.
@@ -106,8 +111,9 @@ func Stream(ctx context.Context, client *http.Client, req StreamRequest) Result 
 }
 
 type streamer struct {
-	res Result
-	t0  time.Time
+	res   Result
+	t0    time.Time
+	phase string // what the probe is doing, for a failure's Phase
 
 	mu       sync.Mutex // guards events: httptrace hooks may run on other goroutines
 	events   []Event
@@ -141,6 +147,12 @@ func (s *streamer) fail(reason Reason, format string, args ...any) {
 	s.res.Success = false
 	s.res.Reason = reason
 	s.res.Err = sanitize(fmt.Sprintf(format, args...))
+	s.res.Phase = s.phase
+	if !s.t0.IsZero() {
+		// A failed probe's E2E ends at the failure (for a stall or a
+		// timeout: the cut), not at its last token.
+		s.res.E2E = time.Since(s.t0)
+	}
 	s.event(EventFailed, 0)
 }
 
@@ -159,6 +171,8 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 	if req.Kind == config.ProberChat {
 		path = "/v1/chat/completions"
 	}
+	s.phase = PhaseRequest
+	s.res.Request = http.MethodPost + " " + path
 	endpoint, err := url.Parse(strings.TrimRight(req.BaseURL, "/") + path)
 	if err != nil {
 		s.res.Start = time.Now()
@@ -171,6 +185,7 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 		s.fail(ReasonMalformed, "encoding request body: %v", err)
 		return
 	}
+	s.res.RequestBody = excerpt(body, maxRequestBody)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -207,9 +222,11 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 	s.event(EventHeaders, 0)
 	s.res.StatusCode = resp.StatusCode
 	s.res.ResponseHeader = redactHeader(resp.Header)
+	s.phase = PhaseResponse
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		s.res.ErrorBody = excerpt(b, maxErrorExcerpt)
 		reason, msg := classifyHTTPError(resp.StatusCode, b)
 		s.fail(reason, "%s", msg)
 		return
@@ -226,6 +243,7 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 		defer timer.Stop()
 		rd = &stallReader{r: resp.Body, timer: timer, d: req.StallTimeout}
 	}
+	s.phase = PhaseStream
 	s.readStream(ctx, newSSEReader(rd), req.StallTimeout)
 	if s.res.Success {
 		// The measurement is over. vLLM ends the response right after [DONE];
@@ -329,14 +347,19 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 		usageOut      int
 		haveUsage     bool
 		c             chunk
+		text          strings.Builder // the start of the generated text
 	)
 	finish := func() {
-		s.res.E2E = last
 		s.res.OutputTokens = contentEvents
 		if haveUsage && usageOut > 0 {
 			s.res.OutputTokens = usageOut
 			s.res.OutputTokensFromUsage = true
 		}
+		s.res.Text = text.String()
+		if !s.res.Success {
+			return // fail set E2E to the failure; there is no TPOT
+		}
+		s.res.E2E = last
 		if contentEvents > 0 {
 			s.res.TPOT, _ = TPOT(s.res.TTFT, s.res.E2E, s.res.OutputTokens)
 		}
@@ -399,6 +422,9 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 		switch {
 		case content:
 			s.eventAt(now, EventContent, len(data))
+			if text.Len() < maxTextExcerpt {
+				appendText(&text, data)
+			}
 			if contentEvents == 0 {
 				s.res.TTFT = now
 			} else {
@@ -424,6 +450,52 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			return
 		}
 	}
+}
+
+// appendText adds the generated text of a content event to b, up to
+// maxTextExcerpt bytes. Only the first events of a probe pay for decoding the
+// strings.
+func appendText(b *strings.Builder, data []byte) {
+	var c struct {
+		Choices []struct {
+			Text  string `json:"text"`
+			Delta struct {
+				Content          string `json:"content"`
+				ReasoningContent string `json:"reasoning_content"`
+				Reasoning        string `json:"reasoning"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return
+	}
+	for _, ch := range c.Choices {
+		for _, t := range []string{ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Text, ch.Delta.Content} {
+			b.WriteString(t)
+		}
+	}
+	if b.Len() > maxTextExcerpt {
+		t := excerpt([]byte(b.String()), maxTextExcerpt)
+		b.Reset()
+		b.WriteString(t)
+	}
+}
+
+// excerpt returns at most n bytes of b as valid UTF-8, with "…" when cut.
+func excerpt(b []byte, n int) string {
+	if len(b) <= n {
+		return strings.ToValidUTF8(string(b), "\uFFFD")
+	}
+	b = b[:n]
+	for k := 1; k <= utf8.UTFMax && k <= len(b); k++ {
+		if utf8.RuneStart(b[len(b)-k]) {
+			if !utf8.FullRune(b[len(b)-k:]) {
+				b = b[:len(b)-k] // a rune cut in two
+			}
+			break
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD") + "…"
 }
 
 func hasJSON(raw json.RawMessage) bool {
@@ -587,17 +659,12 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
-var secretHeaders = map[string]bool{
-	"Authorization": true, "Proxy-Authorization": true, "Cookie": true, "Set-Cookie": true,
-	"X-Api-Key": true, "Api-Key": true,
-}
-
 // redactHeader copies h with the values of credential-carrying headers replaced.
 func redactHeader(h http.Header) http.Header {
 	out := make(http.Header, len(h))
 	for k, vs := range h {
-		if secretHeaders[http.CanonicalHeaderKey(k)] {
-			out[k] = []string{"<redacted>"}
+		if redact.SensitiveHeader(k) {
+			out[k] = []string{redact.Placeholder}
 			continue
 		}
 		out[k] = append([]string(nil), vs...)

@@ -106,10 +106,10 @@ targets: [{name: sim, url: %q, baseline: sim}]
 	}
 	reg := prometheus.NewRegistry()
 	pm := prober.NewManager(reg, nil)
-	rc := New(reg, nil, FromProber(pm), nil)
-	cm := collector.NewManager(reg, nil, pm, rc)
-	rc.SetServer(cm)
-	pm.SetLoadSource(cm.RecentLoad) // as the daemon wires it
+	var rc *Collector
+	cm := collector.NewManager(reg, nil, pm, collector.BaselinesFunc(func(target string) (float64, bool) { return rc.SaturationOutputThroughput(target) }))
+	rc = New(reg, nil, FromProber(pm), cm) // as the daemon wires them
+	pm.SetLoadSource(cm.RecentLoad)        // as the daemon wires it
 	rc.SetWindow(3 * time.Second)
 	for _, apply := range []func(*config.Config) error{pm.Apply, cm.Apply, rc.Apply} {
 		if err := apply(pcfg); err != nil {

@@ -28,6 +28,7 @@ func main() {
 }
 
 func run() int {
+	setBuildVersion()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return runArgs(ctx, os.Args[1:], os.Stdout, os.Stderr)

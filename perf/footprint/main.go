@@ -12,13 +12,23 @@
 // N-1): together they probe every target once, and it reports each replica's
 // figures, the worst replica's against the targets, and the fleet's CPU.
 //
+// With -baselines it measures instead the /metrics render with every target
+// baselined against the render without, at each of -sizes targets, in the
+// same run (baselines.go).
+//
 //	go run ./perf/footprint [-targets 1000] [-duration 2m] [-shards 1]
+//	go run ./perf/footprint -baselines [-sizes 100,300,1000]
+//
+// With -distinct every target has a host:port of its own (127.0.x.y), as in a
+// real fleet, instead of sharing -sims; the goroutines and sockets per target
+// then show what one connection pool per distinct http_client_config costs.
 package main
 
 import (
 	"cmp"
 	"flag"
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -45,7 +55,25 @@ func main() {
 	profileDir := flag.String("profile", "", "when set, write the daemon's CPU (over the measurement), heap and goroutine profiles to this directory (replica 0's with -shards)")
 	memLimit := flag.String("gomemlimit", "", "when set, the daemon child's GOMEMLIMIT (e.g. 128MiB): trades GC CPU for RSS")
 	maxProcs := flag.Int("gomaxprocs", 0, "when > 0, the daemon child's GOMAXPROCS")
+	distinct := flag.Bool("distinct", false, "give every target a host:port of its own (127.0.x.y on one simulator's port) instead of sharing -sims host:ports")
+	baselines := flag.Bool("baselines", false, "measure the /metrics render with every target baselined against without, at each of -sizes")
+	sizes := flag.String("sizes", "100,300,1000", "with -baselines: the fleet sizes")
+	interval := flag.Duration("baselines.interval", 2*time.Second, "with -baselines: the shortest probe interval (the histories fill in history+1 intervals)")
+	rate := flag.Float64("baselines.rate", 40, "with -baselines: probes per second per daemon (the interval grows with the fleet)")
+	history := flag.Int("baselines.history", 5, "with -baselines: the daemon's --history.limit")
+	samples := flag.Int("baselines.samples", 10, "with -baselines: /metrics renders timed per daemon")
 	flag.Parse()
+	if *baselines {
+		ns, err := parseSizes(*sizes)
+		if err == nil {
+			err = baselineRun(ns, *sims, *interval, *rate, *history, *samples)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "footprint:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var env []string
 	if *memLimit != "" {
 		env = append(env, "GOMEMLIMIT="+*memLimit)
@@ -53,7 +81,7 @@ func main() {
 	if *maxProcs > 0 {
 		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", *maxProcs))
 	}
-	if err := run(*targets, *sims, *shards, *duration, *warmup, *sample, *profileDir, env); err != nil {
+	if err := run(*targets, *sims, *shards, *distinct, *duration, *warmup, *sample, *profileDir, env); err != nil {
 		fmt.Fprintln(os.Stderr, "footprint:", err)
 		os.Exit(1)
 	}
@@ -72,9 +100,10 @@ type replica struct {
 	lastPerMin float64 // over the last sample period
 	lastRSS    int64
 	lastG      int
+	maxSockets int // open sockets of the daemon (listener, connections)
 }
 
-func run(targets, sims, shards int, duration, warmup, sample time.Duration, profileDir string, env []string) error {
+func run(targets, sims, shards int, distinct bool, duration, warmup, sample time.Duration, profileDir string, env []string) error {
 	if err := discovery.ValidateShard(shards, 0); err != nil {
 		return err
 	}
@@ -84,18 +113,18 @@ func run(targets, sims, shards int, duration, warmup, sample time.Duration, prof
 			return fmt.Errorf("profile directory: %w", err)
 		}
 	}
-	var urls []string
-	for range sims {
-		cfg := simulator.DefaultConfig()
-		cfg.TTFT, cfg.ITL = 20*time.Millisecond, 5*time.Millisecond
-		sim, err := simulator.New(cfg, log.NewNopLogger())
-		if err != nil {
-			return fmt.Errorf("starting a simulator: %w", err)
-		}
-		defer sim.Close()
-		srv := httptest.NewServer(sim.Handler())
-		defer srv.Close()
-		urls = append(urls, srv.URL)
+	if distinct {
+		sims = 1
+	}
+	urls, stop, err := startSims(sims, distinct)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	targetURL := func(i int) string { return urls[i%len(urls)] }
+	if distinct {
+		port := urls[0][strings.LastIndexByte(urls[0], ':')+1:]
+		targetURL = func(i int) string { return fmt.Sprintf("http://127.0.%d.%d:%s", 1+i/250, 1+i%250, port) }
 	}
 	var b strings.Builder
 	b.WriteString(`global:
@@ -110,7 +139,7 @@ targets:
 	names := make([]config.Target, targets)
 	for i := range targets {
 		names[i].Name = fmt.Sprintf("t%04d", i)
-		fmt.Fprintf(&b, "  - name: %s\n    url: %s\n    model: %s\n", names[i].Name, urls[i%len(urls)], simulator.DefaultConfig().Model)
+		fmt.Fprintf(&b, "  - name: %s\n    url: %s\n    model: %s\n", names[i].Name, targetURL(i), simulator.DefaultConfig().Model)
 	}
 	dir, err := os.MkdirTemp("", "vllm-prober-p2-")
 	if err != nil {
@@ -136,8 +165,12 @@ targets:
 	}
 
 	fmt.Print("P2 footprint\n", perfutil.Machine())
-	fmt.Printf("targets=%d over %d simulators, 1 module (max_tokens 64), probe_interval 30s, scrape_interval 15s; warm-up %s, measured %s",
-		targets, sims, warmup, duration)
+	hosts := fmt.Sprintf("%d simulators", sims)
+	if distinct {
+		hosts = fmt.Sprintf("%d distinct host:ports", targets)
+	}
+	fmt.Printf("targets=%d over %s, 1 module (max_tokens 64), probe_interval 30s, scrape_interval 15s; warm-up %s, measured %s",
+		targets, hosts, warmup, duration)
 	if shards > 1 {
 		fmt.Printf("; %d replicas (--shard.count %d), %d to %d targets each", shards, shards,
 			slices.MinFunc(replicas, byTargets).targets, slices.MaxFunc(replicas, byTargets).targets)
@@ -208,7 +241,11 @@ targets:
 	cpu := maxOf(replicas, func(r *replica) float64 { return r.cpuPerMin })
 	fmt.Printf("\nCPU: %.2f s/min = %.2f%% of one core (target < 5%%)\n", cpu, cpu/60*100)
 	fmt.Printf("RSS peak: %.1f MiB (target < 128 MiB)\n", maxOf(replicas, func(r *replica) float64 { return float64(r.peakRSS) })/(1<<20))
-	fmt.Printf("goroutines max: %d\n", int(maxOf(replicas, func(r *replica) float64 { return float64(r.maxG) })))
+	maxG := maxOf(replicas, func(r *replica) float64 { return float64(r.maxG) })
+	maxS := maxOf(replicas, func(r *replica) float64 { return float64(r.maxSockets) })
+	perReplica := float64(slices.MaxFunc(replicas, byTargets).targets)
+	fmt.Printf("goroutines max: %d (%.2f per target)\n", int(maxG), maxG/perReplica)
+	fmt.Printf("sockets max: %d (%.2f per target)\n", int(maxS), maxS/perReplica)
 	slow := slices.MaxFunc(replicas, func(a, b *replica) int { return cmp.Compare(median(a), median(b)) })
 	fmt.Printf("/metrics render: median %.1f ms, max %.1f ms over %d scrapes, %d bytes (target < 100 ms)\n",
 		median(slow), slices.Max(slow.renders), len(slow.renders), slow.size)
@@ -230,8 +267,62 @@ func (r *replica) sample() error {
 	r.lastPerMin = (p.CPU - r.prev.CPU).Seconds() / now.Sub(r.prevT).Minutes()
 	r.lastRSS, r.lastG = p.RSS, g
 	r.peakRSS, r.maxG = max(r.peakRSS, p.RSS), max(r.maxG, g)
+	r.maxSockets = max(r.maxSockets, sockets(r.d.Pid()))
 	r.prev, r.prevT = p, now
 	return nil
+}
+
+// startSims starts n in-process simulators (TTFT 20 ms, ITL 5 ms) and returns
+// their URLs and a function that stops them. With anyAddr they listen on
+// every address, so that each 127.0.x.y reaches them.
+func startSims(n int, anyAddr bool) (urls []string, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	for range n {
+		cfg := simulator.DefaultConfig()
+		cfg.TTFT, cfg.ITL = 20*time.Millisecond, 5*time.Millisecond
+		sim, err := simulator.New(cfg, log.NewNopLogger())
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("starting a simulator: %w", err)
+		}
+		stops = append(stops, func() { _ = sim.Close() })
+		srv := httptest.NewUnstartedServer(sim.Handler())
+		if anyAddr {
+			// Every 127.0.0.0/8 address reaches a listener on all of them.
+			l, err := net.Listen("tcp", "0.0.0.0:0")
+			if err != nil {
+				stop()
+				return nil, nil, fmt.Errorf("listening for the simulator: %w", err)
+			}
+			srv.Listener.Close()
+			srv.Listener = l
+		}
+		srv.Start()
+		stops = append(stops, srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	return urls, stop, nil
+}
+
+// sockets counts the open sockets of process pid (its listeners and
+// connections), -1 when /proc cannot tell.
+func sockets(pid int) int {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
 }
 
 func byTargets(a, b *replica) int { return a.targets - b.targets }

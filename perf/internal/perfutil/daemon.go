@@ -34,6 +34,9 @@ const (
 	// ShardEnv, "index/count" (e.g. "3/11"), makes the child one replica of a
 	// sharded fleet (daemon.Options.ShardIndex and ShardCount).
 	ShardEnv = "VLLM_PROBER_PERF_DAEMON_SHARD"
+	// HistoryEnv, a number, is the child's --history.limit
+	// (daemon.Options.HistoryLimit).
+	HistoryEnv = "VLLM_PROBER_PERF_DAEMON_HISTORY"
 )
 
 // MaybeRunDaemonChild runs the daemon and exits when this process was started
@@ -52,6 +55,12 @@ func MaybeRunDaemonChild() {
 	if v := os.Getenv(ShardEnv); v != "" {
 		if _, err := fmt.Sscanf(v, "%d/%d", &opts.ShardIndex, &opts.ShardCount); err != nil {
 			fmt.Fprintf(os.Stderr, "daemon child: %s=%q: %v\n", ShardEnv, v, err)
+			os.Exit(1)
+		}
+	}
+	if v := os.Getenv(HistoryEnv); v != "" {
+		if _, err := fmt.Sscanf(v, "%d", &opts.HistoryLimit); err != nil {
+			fmt.Fprintf(os.Stderr, "daemon child: %s=%q: %v\n", HistoryEnv, v, err)
 			os.Exit(1)
 		}
 	}

@@ -1,0 +1,287 @@
+package daemon
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/vllm-prober/vllm_prober/simulator"
+)
+
+// chromiumPath is Debian's chromium, which .ci/run installs.
+const chromiumPath = "/usr/bin/chromium"
+
+// browser starts a headless chromium for the test and returns a chromedp
+// context on its first tab. Without chromium the test is skipped, except in
+// CI (CI=true), where that is a failure.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing in CI (CI=true): the real-browser test cannot run: %v", chromiumPath, err)
+		}
+		t.Skipf("%s is not installed (apt-get install chromium); outside CI the real-browser test is skipped", chromiumPath)
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 900),
+	)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	// The first Run starts the browser; it lives as long as ctx.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1400, 900)); err != nil {
+		t.Fatalf("starting %s: %v", chromiumPath, err)
+	}
+	return ctx
+}
+
+// browserKey is every target's bearer token; no page may show it.
+const browserKey = "sk-browser-test-5e1f0a9c7b"
+
+// TestOnCallViewInBrowser runs the daemon against a healthy simulator, a
+// closed port, a simulator that answers 500 to half its requests, one that
+// stalls its streams and one at 4× its baseline's TTFT, and checks what
+// chromium renders: failing and regressed pairs first, the flapping pair's
+// failure ratio, "failing for", a failing row's stored record opened by a
+// click without a new probe, and no secret in any encoding.
+func TestOnCallViewInBrowser(t *testing.T) {
+	ctx := browser(t)
+	simWith := func(mutate func(*simulator.Config)) string {
+		return startPlainSim(t, func(c *simulator.Config) {
+			c.APIKey = browserKey
+			c.TTFT, c.ITL = 10*time.Millisecond, 2*time.Millisecond
+			if mutate != nil {
+				mutate(c)
+			}
+		}).URL
+	}
+	healthy := simWith(nil)
+	flapping := simWith(func(c *simulator.Config) {
+		c.Fault, c.FaultRate, c.FaultStatus = simulator.FaultHTTPStatus, 0.5, 500
+	})
+	stalling := simWith(func(c *simulator.Config) { c.Fault, c.FaultRate, c.FaultAfter = simulator.FaultStall, 1, 2 })
+	slow := simWith(func(c *simulator.Config) { c.TTFT = 40 * time.Millisecond })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + l.Addr().String()
+	l.Close()
+
+	dir := t.TempDir()
+	// The baseline is a benchmark of a simulator like the healthy one (TTFT
+	// 10 ms); the slow target runs at 40 ms.
+	baselineFile := benchBaseline(t, startPlainSim(t, func(c *simulator.Config) {
+		c.TTFT, c.ITL = 10*time.Millisecond, 2*time.Millisecond
+	}).URL, dir, "simbase")
+	f := &fixture{t: t, path: filepath.Join(dir, "vllm_prober.yml")}
+	target := func(name, url, extra string) string {
+		return fmt.Sprintf("  - {name: %s, url: %q, %s http_client_config: {bearer_token: %s}}\n", name, url, extra, browserKey)
+	}
+	writeConfig(t, f.path, `
+global: {probe_interval: 250ms, probe_timeout: 3s, stall_timeout: 300ms, scrape_interval: 1s, scrape_timeout: 900ms, rate_window: 3s}
+modules:
+  short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
+baselines: [{name: simbase, file: `+baselineFile+`}]
+targets:
+`+target("healthy", healthy, "labels: {pool: a},")+
+		target("refused", refused, "labels: {pool: b},")+
+		target("flapping", flapping, "labels: {pool: a},")+
+		target("stalling", stalling, "labels: {pool: b},")+
+		target("slow", slow, "baseline: simbase, labels: {pool: a},"))
+	f.start(Options{ConfigFile: f.path, HistoryLimit: 20})
+	// The regression means reach back a minute, not 3 s: once the daemon is
+	// stopped below, the page must still compare the probes it ran.
+	f.d.regr.SetWindow(time.Minute)
+
+	waitFor(t, 60*time.Second, "every pair in its state", func() bool {
+		st := func(name string) (probes, successes int, reason string) {
+			s, _ := f.d.probes.Stats(name, "short")
+			return s.Probes, s.Successes, s.LastReason
+		}
+		if p, ok, _ := st("flapping"); p < 8 || ok == 0 || ok == p {
+			return false
+		}
+		if p, _, r := st("refused"); p < 2 || r == "" {
+			return false
+		}
+		if p, _, r := st("stalling"); p < 2 || r != "stalled" {
+			return false
+		}
+		if p, ok, _ := st("healthy"); p < 3 || ok != p {
+			return false
+		}
+		c, ok := f.d.regr.Compare("slow", "short")
+		return ok && c.TTFT > regressionAlertRatio
+	})
+	// The debug report of the regressed target compares with its baseline.
+	_, debug := f.get("/probe?target=slow&module=short&debug=true")
+	if !strings.Contains(debug, `Baseline "simbase" at load `) || !strings.Contains(debug, "  TTFT expected ") || !strings.Contains(debug, "(above the alert threshold 1.2)") {
+		t.Errorf("the debug report of the regressed target lacks its baseline comparison:\n%s", debug)
+	}
+	// Stop probing: what follows must not start a probe of its own.
+	f.stop()
+	attempts := func() float64 {
+		var sum float64
+		for _, name := range []string{"healthy", "refused", "flapping", "stalling", "slow"} {
+			v, _ := sample(t, f.d.Registry(), "vllm_probe_attempts_total", map[string]string{"target": name})
+			sum += v
+		}
+		return sum
+	}
+	before := attempts()
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#summary"))); err != nil {
+		t.Fatal(err)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.ArtifactDir(), "landing.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the landing page's first screen: %s", path)
+
+	// The rows as rendered: state, target, ratio cells.
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](`Array.from(document.querySelectorAll("#summary tbody tr")).map(tr => Array.from(tr.cells).map(td => td.innerText))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 5 {
+		t.Fatalf("summary has %d rows, want 5: %q", len(rows), rows)
+	}
+	var states []string
+	byTarget := map[string][]string{}
+	for _, r := range rows {
+		states = append(states, r[0])
+		byTarget[r[1]] = r
+	}
+	t.Logf("summary rows: %q", rows)
+	order := func(s string) int { return slices.Index(stateOrder, s) }
+	if !slices.IsSortedFunc(states, func(a, b string) int { return order(a) - order(b) }) {
+		t.Errorf("rows are not worst first: %q", states)
+	}
+	if states[len(states)-1] != stateHealthy || byTarget["healthy"][0] != stateHealthy {
+		t.Errorf("the healthy target is not the last row: %q", states)
+	}
+	for _, name := range []string{"refused", "stalling"} {
+		if r := byTarget[name]; r[0] != stateFailing || !strings.HasPrefix(r[4], "failing for ") {
+			t.Errorf("%s row = %q, want failing with \"failing for\"", name, r)
+		}
+	}
+	if r := byTarget["slow"]; r[0] != stateRegressed || !strings.HasSuffix(r[8], "×") {
+		t.Errorf("slow row = %q, want regressed with its TTFT ratio", r)
+	}
+	if r := byTarget["flapping"]; r[0] == stateHealthy || !strings.Contains(r[7], "% failed (") {
+		t.Errorf("flapping row = %q, want its failure ratio and not healthy", r)
+	}
+	if got, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#counts"))); err != nil || !strings.Contains(got, "2 failing") && !strings.Contains(got, "3 failing") {
+		t.Errorf("counts line %q (%v)", got, err)
+	}
+	pages := []string{pageHTML(t, ctx), debug}
+
+	// The first failing row's record: a click opens the stored record.
+	first := rows[0][1]
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#summary tbody tr.failing a.rec")), chromedp.WaitVisible(chromedp.CSS("body pre"))); err != nil {
+		t.Fatal(err)
+	}
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	record, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(loc, "/probe/record?") || !strings.Contains(record, "Stored record ") ||
+		!strings.Contains(record, fmt.Sprintf("of target %q", first)) || !strings.Contains(record, "\nError: ") {
+		t.Errorf("the record link of %s opened %s:\n%s", first, loc, record)
+	}
+	switch first {
+	case "refused":
+		if !strings.Contains(record, "Failed during model resolution: GET /v1/models") {
+			t.Errorf("the refused target's record does not name the phase:\n%s", record)
+		}
+	case "stalling":
+		checkStalledE2E(t, record)
+	}
+	if after := attempts(); after != before {
+		t.Errorf("vllm_probe_attempts_total went from %v to %v while reading a stored record", before, after)
+	}
+	pages = append(pages, record)
+
+	// The other failing pair's record, and every target's page.
+	for _, name := range []string{"refused", "stalling", "flapping", "healthy", "slow"} {
+		s, _ := f.d.probes.Stats(name, "short")
+		if s.LastFailureID != 0 {
+			_, body := f.get("/" + recordURL(name, "short", s.LastFailureID))
+			pages = append(pages, body)
+			if name == "stalling" {
+				checkStalledE2E(t, body)
+			}
+			if name == "refused" && !strings.Contains(body, "Failed during model resolution: GET /v1/models") {
+				t.Errorf("the refused target's record does not name the phase:\n%s", body)
+			}
+			if !strings.Contains(body, "Authorization: <secret>") {
+				t.Errorf("the record of %s does not list Authorization: <secret>:\n%s", name, body)
+			}
+		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(f.srv.URL+"/target?name="+name), chromedp.WaitVisible(chromedp.CSS("h2"))); err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, pageHTML(t, ctx))
+	}
+	for _, p := range pages {
+		for _, enc := range []string{browserKey, "Bearer " + browserKey,
+			base64.StdEncoding.EncodeToString([]byte(browserKey)), base64.RawURLEncoding.EncodeToString([]byte(browserKey))} {
+			if strings.Contains(p, enc) {
+				t.Errorf("a page shows the key (as %q)", enc)
+			}
+		}
+	}
+}
+
+func pageHTML(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return html
+}
+
+// checkStalledE2E: a stalled probe's E2E is the time until the cut, at least
+// the stall timeout (300ms), not the time of its last token.
+func checkStalledE2E(t *testing.T, record string) {
+	t.Helper()
+	var ms float64
+	i := strings.Index(record, "\nE2E: ")
+	if i < 0 {
+		t.Errorf("no E2E in the stalled record:\n%s", record)
+		return
+	}
+	if _, err := fmt.Sscanf(record[i+len("\nE2E: "):], "%fms (until the failure)", &ms); err != nil || ms < 300 || math.IsNaN(ms) {
+		t.Errorf("stalled probe's E2E = %v ms (%v), want at least the stall timeout 300ms:\n%s", ms, err, record)
+	}
+	if !strings.Contains(record, "Output tokens per second: -\n") {
+		t.Errorf("stalled probe shows a tokens/s:\n%s", record)
+	}
+}
