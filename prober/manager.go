@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"reflect"
@@ -22,6 +23,7 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/answer"
 )
 
 // ErrBudgetExceeded is returned by ProbeNow when the probe could exceed the
@@ -31,6 +33,7 @@ var ErrBudgetExceeded = errors.New("token budget per hour would be exceeded")
 // ModuleStatus is the state of one (target, module) pair for the landing page.
 type ModuleStatus struct {
 	Module  string
+	Model   string   // with the target's models key: the model probed; else ""
 	Last    *Result  // nil before the first probe finished
 	History []Result // newest first, bounded; treat as read-only
 }
@@ -74,7 +77,8 @@ type Manager struct {
 	offset func(pairKey, time.Duration) time.Duration
 }
 
-type pairKey struct{ target, module string }
+// pairKey names a pair; model is set on targets with models (models.go).
+type pairKey struct{ target, module, model string }
 
 // target is the state of one configured target. It survives Apply while the
 // target's name stays.
@@ -85,7 +89,8 @@ type target struct {
 	timeout  time.Duration // for /health and /v1/models
 	secrets  []string      // credential strings scrubbed from every text we keep
 
-	model              string // configured, or the first id of /v1/models
+	model              string   // configured, or the first id of /v1/models
+	models             []string // with cfg.Models: the matching ids of /v1/models (models.go)
 	checked            bool
 	healthUp, modelsUp bool
 	gen                *metrics // generation labels was initialised in
@@ -117,6 +122,7 @@ type pair struct {
 	promptEstimate int     // observed usage.prompt_tokens + slack, else a heuristic
 	lastEnd        float64 // Unix time the last recorded probe finished
 	hist           history
+	checks         *checks // output checks of mod (expect.go); nil when none
 	gen            *metrics
 	labels         []string
 
@@ -211,8 +217,8 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			}
 			t.client = c
 		}
-		if ok && (t.cfg.Model != tc.Model || t.cfg.URL != tc.URL) {
-			t.model = "" // re-resolve
+		if ok && (t.cfg.Model != tc.Model || t.cfg.URL != tc.URL || t.cfg.Models != tc.Models) {
+			t.model, t.models = "", nil // re-resolve
 		}
 		t.cfg, t.interval, t.timeout = tc, interval, timeout
 		t.secrets = secretsOf(&tc.HTTPClientConfig)
@@ -240,37 +246,11 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	keepP := map[pairKey]bool{}
 	for i := range cfg.Targets {
 		tc := &cfg.Targets[i]
-		t := m.targets[tc.Name]
-		for _, mod := range tc.Modules {
-			mc := cfg.Modules[mod]
-			key := pairKey{tc.Name, mod}
-			keepP[key] = true
-			interval := cfg.ProbeInterval(tc)
-			p, ok := m.pairs[key]
-			if !ok {
-				p = &pair{key: key, hist: history{limit: m.historyLimit}}
-				m.pairs[key] = p
-			}
-			if ok && !reflect.DeepEqual(p.mod, mc) {
-				p.promptEstimate = 0 // the prompt may have changed
-			}
-			restart := !ok || p.interval != interval
-			p.tgt, p.mod, p.interval = t, mc, interval
-			p.timeout, p.stall = cfg.ProbeTimeout(tc, &mc), cfg.StallTimeout(&mc)
-			if restart {
-				m.stopPair(p)
-				m.startPair(p)
-			}
-		}
+		maps.Copy(keepP, m.applyTargetPairs(cfg, tc, m.targets[tc.Name]))
 	}
 	for key, p := range m.pairs {
 		if !keepP[key] {
-			m.stopPair(p)
-			p.stopped = true
-			if p.gen == m.metrics && p.labels != nil {
-				m.metrics.deletePair(p.labels)
-			}
-			delete(m.pairs, key)
+			m.removePair(p)
 		}
 	}
 	for _, t := range m.targets {
@@ -309,7 +289,7 @@ func (m *Manager) relabelTarget(t *target) {
 // relabelPair (re)creates the series of p when its label values or the metric
 // generation changed. m.mu must be held.
 func (m *Manager) relabelPair(p *pair) {
-	lv := append([]string{p.key.target, p.key.module, p.tgt.model}, p.tgt.cfg.StaticLabelValues(m.metrics.static)...)
+	lv := append([]string{p.key.target, p.key.module, pairModel(p)}, p.tgt.cfg.StaticLabelValues(m.metrics.static)...)
 	if p.gen == m.metrics && slices.Equal(lv, p.labels) {
 		return
 	}
@@ -318,8 +298,14 @@ func (m *Manager) relabelPair(p *pair) {
 	}
 	p.gen, p.labels = m.metrics, lv
 	m.metrics.initPair(lv)
+	if p.checks.answers() {
+		m.metrics.answers.init(lv)
+	}
 	// The "last probe" gauges describe state, not history: carry them over.
 	if last, ok := p.hist.last(); ok {
+		if last.Answer != AnswerNotChecked {
+			m.metrics.answers.correct.WithLabelValues(lv...).Set(b2f(last.Answer == AnswerCorrect))
+		}
 		m.metrics.success.WithLabelValues(lv...).Set(b2f(last.Success))
 		m.metrics.lastTimestamp.WithLabelValues(lv...).Set(p.lastEnd)
 		if last.Success {
@@ -419,6 +405,10 @@ func scheduleOffset(k pairKey, interval time.Duration) time.Duration {
 	h.Write([]byte(k.target))
 	h.Write([]byte{0})
 	h.Write([]byte(k.module))
+	if k.model != "" {
+		h.Write([]byte{0})
+		h.Write([]byte(k.model))
+	}
 	return time.Duration(h.Sum64() % uint64(interval))
 }
 
@@ -568,6 +558,7 @@ type probeSpec struct {
 	secrets        []string
 	promptEstimate int
 	tgt            *target
+	checks         *checks
 }
 
 func (m *Manager) snapshot(p *pair) probeSpec {
@@ -577,8 +568,9 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 	}
 	return probeSpec{
 		target: p.key.target, module: p.key.module,
-		url: p.tgt.cfg.URL, client: p.tgt.client, mod: p.mod, model: p.tgt.model,
+		url: p.tgt.cfg.URL, client: p.tgt.client, mod: p.mod, model: pairModel(p),
 		timeout: p.timeout, stall: p.stall, secrets: p.tgt.secrets, promptEstimate: est, tgt: p.tgt,
+		checks: p.checks,
 	}
 }
 
@@ -605,13 +597,24 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 	}
 	started()
 	nonce := newNonce()
-	res := m.stream(ctx, s.client, StreamRequest{
+	mod, answerCheck := s.checks.pick(s.mod)
+	req := StreamRequest{
 		BaseURL:      s.url,
-		Kind:         s.mod.Prober,
-		Body:         requestBody(&s.mod, s.model, nonce),
-		Header:       requestHeader(&s.mod, s.target, s.module, nonce),
+		Kind:         mod.Prober,
+		Header:       requestHeader(&mod, s.target, s.module, nonce),
 		StallTimeout: s.stall,
-	})
+		Capture:      s.checks.capture(),
+	}
+	var res Result
+	if mod.Prober == config.ProberEmbeddings {
+		req.Body = embeddingsBody(&mod, s.model, nonce)
+		res = Embed(ctx, s.client, req, mod.ExpectedDimension)
+	} else {
+		req.Body = requestBody(&mod, s.model, nonce)
+		res = m.stream(ctx, s.client, req)
+		s.checks.apply(&res, res.gen, answerCheck)
+		res.gen = nil
+	}
 	scrubResult(&res, s.secrets)
 	return &res
 }
@@ -675,35 +678,11 @@ func requestBody(mod *config.Module, model, nonce string) map[string]any {
 		body["prompt"] = prefix + mod.Prompt
 		body["max_tokens"] = mod.MaxTokens
 	}
+	addStructureFields(body, mod)
 	for k, v := range mod.ExtraBody {
-		body[k] = jsonable(v)
+		body[k] = answer.JSONable(v)
 	}
 	return body
-}
-
-// jsonable converts YAML-decoded values (map[any]any) into JSON-encodable ones.
-func jsonable(v any) any {
-	switch v := v.(type) {
-	case map[any]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[fmt.Sprint(k)] = jsonable(e)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[k] = jsonable(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = jsonable(e)
-		}
-		return out
-	}
-	return v
 }
 
 func requestHeader(mod *config.Module, target, module, nonce string) http.Header {
@@ -790,10 +769,19 @@ func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*Res
 		m.mu.Unlock()
 		return nil, nil, fmt.Errorf("unknown module %q", module)
 	}
-	p := &pair{key: pairKey{targetName, module}, tgt: t, mod: mod,
+	p := &pair{key: pairKey{targetName, module, ""}, tgt: t, mod: mod,
 		timeout: m.cfg.ProbeTimeout(&t.cfg, &mod), stall: m.cfg.StallTimeout(&mod)}
+	if models := pairModels(t); len(models) > 0 {
+		p.key.model = models[0] // models: all probes the first listed model
+	}
 	if known, ok := m.pairs[p.key]; ok {
-		p.promptEstimate = known.promptEstimate
+		p.promptEstimate, p.checks = known.promptEstimate, known.checks
+	} else {
+		var err error
+		if p.checks, err = compileChecks(&mod); err != nil {
+			m.mu.Unlock()
+			return nil, nil, err
+		}
 	}
 	cost := p.worstCost()
 	if !m.budgetAllows(t, cost) {
@@ -839,12 +827,14 @@ func (m *Manager) Status() []TargetStatus {
 		ts := TargetStatus{Name: tc.Name, URL: redactURL(tc.URL), Model: t.model,
 			HealthUp: t.healthUp, ModelsUp: t.modelsUp, Checked: t.checked}
 		for _, mod := range tc.Modules {
-			p := m.pairs[pairKey{tc.Name, mod}]
-			ms := ModuleStatus{Module: mod, History: p.hist.list()}
-			if l, ok := p.hist.last(); ok {
-				ms.Last = &l
+			for _, model := range pairModels(t) {
+				p := m.pairs[pairKey{tc.Name, mod, model}]
+				ms := ModuleStatus{Module: mod, Model: model, History: p.hist.list()}
+				if l, ok := p.hist.last(); ok {
+					ms.Last = &l
+				}
+				ts.Modules = append(ts.Modules, ms)
 			}
-			ts.Modules = append(ts.Modules, ms)
 		}
 		out = append(out, ts)
 	}

@@ -55,6 +55,7 @@ type metrics struct {
 	tokens, attempts                  *prometheus.CounterVec
 	failures, skipped                 *prometheus.CounterVec
 	healthUp, modelsUp                *prometheus.GaugeVec
+	answers                           answerMetrics
 }
 
 func newMetrics(static []string, hist histOpts) *metrics {
@@ -97,6 +98,7 @@ func newMetricsLabels(pair, tgt, static []string, hist histOpts) *metrics {
 			Help: "1 if the target's /health answered 200 at the last check, else 0."}, tgt),
 		modelsUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricModelsUp,
 			Help: "1 if the target's /v1/models answered and listed the probed model at the last check, else 0."}, tgt),
+		answers: newAnswerMetrics(pair),
 	}
 }
 
@@ -104,7 +106,7 @@ func newMetricsLabels(pair, tgt, static []string, hist histOpts) *metrics {
 func (mt *metrics) probeCollectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		mt.success, mt.lastTimestamp, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
-		mt.tokens, mt.attempts, mt.failures,
+		mt.tokens, mt.attempts, mt.failures, mt.answers.correct, mt.answers.checks, mt.answers.dimension,
 	}
 }
 
@@ -112,6 +114,7 @@ func (mt *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		mt.success, mt.lastTimestamp, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
 		mt.tokens, mt.attempts, mt.failures, mt.skipped, mt.healthUp, mt.modelsUp,
+		mt.answers.correct, mt.answers.checks, mt.answers.dimension,
 	}
 }
 
@@ -171,6 +174,7 @@ func (mt *metrics) deletePair(lv []string) {
 	for _, r := range SkipReasons() {
 		mt.skipped.DeleteLabelValues(append(slices.Clone(lv), r)...)
 	}
+	mt.answers.delete(lv)
 }
 
 func (mt *metrics) skip(lv []string, reason string) {
@@ -182,14 +186,18 @@ func (mt *metrics) observe(lv []string, r *Result, end float64) {
 	mt.lastTimestamp.WithLabelValues(lv...).Set(end)
 	mt.tokens.WithLabelValues(append(slices.Clone(lv), "prompt")...).Add(float64(r.PromptTokens))
 	mt.tokens.WithLabelValues(append(slices.Clone(lv), "output")...).Add(float64(r.OutputTokens))
+	mt.answers.observe(lv, r)
 	if !r.Success {
 		mt.success.WithLabelValues(lv...).Set(0)
 		mt.failures.WithLabelValues(append(slices.Clone(lv), string(r.Reason))...).Inc()
 		return
 	}
 	mt.success.WithLabelValues(lv...).Set(1)
-	mt.ttft.WithLabelValues(lv...).Observe(r.TTFT.Seconds())
 	mt.e2e.WithLabelValues(lv...).Observe(r.E2E.Seconds())
+	if r.Dimension > 0 {
+		return // an embeddings probe: no tokens to time
+	}
+	mt.ttft.WithLabelValues(lv...).Observe(r.TTFT.Seconds())
 	itl := mt.itl.WithLabelValues(lv...)
 	for _, d := range r.ITLs {
 		itl.Observe(d.Seconds())

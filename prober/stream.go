@@ -101,13 +101,19 @@ var errStalled = errors.New("stalled")
 // credentials or request headers.
 func Stream(ctx context.Context, client *http.Client, req StreamRequest) Result {
 	s := &streamer{}
+	if req.Capture {
+		s.gen = &generated{}
+	}
 	s.run(ctx, client, req)
+	s.res.gen = s.gen
 	return s.res
 }
 
 type streamer struct {
 	res Result
 	t0  time.Time
+
+	gen *generated // the output, when the request asks for it
 
 	mu       sync.Mutex // guards events: httptrace hooks may run on other goroutines
 	events   []Event
@@ -395,6 +401,9 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			if ch.FinishReason != nil && *ch.FinishReason == "error" {
 				finishErr = true
 			}
+		}
+		if content && s.gen != nil {
+			s.gen.add(data)
 		}
 		switch {
 		case content:
