@@ -231,6 +231,9 @@ func compileModels(s string) (*regexp.Regexp, error) {
 	if s == "" || s == ModelsAll {
 		return nil, nil
 	}
+	if _, err := regexp.Compile(s); err != nil {
+		return nil, fmt.Errorf("models: %q is neither %q nor a valid regular expression: %w", s, ModelsAll, err)
+	}
 	re, err := regexp.Compile("^(?:" + s + ")$")
 	if err != nil {
 		return nil, fmt.Errorf("models: %q is neither %q nor a valid regular expression: %w", s, ModelsAll, err)

@@ -31,7 +31,7 @@ type toolCall struct {
 	index int
 	id    string
 	name  string
-	args  strings.Builder
+	args  []byte
 }
 
 // captureChunk is the part of a stream event the capture reads.
@@ -74,7 +74,11 @@ func (g *generated) add(data []byte) {
 			if d.Function.Name != "" {
 				tc.name += d.Function.Name
 			}
-			g.write(&tc.args, d.Function.Arguments)
+			if len(tc.args)+len(d.Function.Arguments) > maxCapture {
+				g.overflow = true
+			} else {
+				tc.args = append(tc.args, d.Function.Arguments...)
+			}
 		}
 	}
 }
@@ -116,7 +120,7 @@ func (g *generated) summary() string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s(%s)", g.calls[i].name, g.calls[i].args.String())
+		fmt.Fprintf(&b, "%s(%s)", g.calls[i].name, g.calls[i].args)
 	}
 	return b.String()
 }
@@ -183,29 +187,30 @@ func (st *structure) check(g *generated) (why, checked string) {
 			case st.named != "" && c.name != st.named:
 				return fmt.Sprintf("tool call %d names %q, tool_choice asked for %q", c.index, c.name, st.named), checked
 			}
-			args := c.args.String()
-			if schema == nil {
-				var v any
-				if err := json.Unmarshal([]byte(args), &v); err != nil {
-					return fmt.Sprintf("tool call %d (%s): arguments are not valid JSON: %v", c.index, c.name, err), checked
-				}
-			} else if err := answer.ValidateJSON(schema, args); err != nil {
-				return fmt.Sprintf("tool call %d (%s): arguments %v", c.index, c.name, err), checked
+			if err := validJSON(schema, string(c.args)); err != nil {
+				return fmt.Sprintf("tool call %d (%s): arguments: %v", c.index, c.name, err), checked
 			}
 		}
-		return "", g.calls[0].args.String()
+		return "", string(g.calls[0].args)
 	}
 	if st.jsonOnly {
-		if st.schema == nil {
-			var v any
-			if err := json.Unmarshal([]byte(checked), &v); err != nil {
-				return "output is not valid JSON: " + err.Error(), checked
-			}
-		} else if err := answer.ValidateJSON(st.schema, checked); err != nil {
-			return "output " + err.Error(), checked
+		if err := validJSON(st.schema, checked); err != nil {
+			return "output: " + err.Error(), checked
 		}
 	}
 	return "", checked
+}
+
+// validJSON checks that text is one JSON value, valid against schema if any.
+func validJSON(schema *jsonschema.Schema, text string) error {
+	if schema != nil {
+		return answer.ValidateJSON(schema, text)
+	}
+	var v any
+	if err := json.Unmarshal([]byte(text), &v); err != nil {
+		return fmt.Errorf("not valid JSON: %w", err)
+	}
+	return nil
 }
 
 // addStructureFields puts a module's response_format, tools, tool_choice and

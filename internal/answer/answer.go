@@ -158,7 +158,8 @@ func CompileSchema(doc any) (*jsonschema.Schema, error) {
 	}
 	s, err := c.Compile(loc)
 	if err != nil {
-		return nil, fmt.Errorf("invalid schema: %w", oneLine(err))
+		msg := strings.ReplaceAll(oneLine(err).Error(), `"`+loc+`#" `, "the schema ")
+		return nil, fmt.Errorf("invalid schema: %s", msg)
 	}
 	return s, nil
 }
