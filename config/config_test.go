@@ -90,7 +90,7 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-url-scheme.yml", "target \"sim\": url scheme \"ftp\" is not http or https"},
 		{"invalid-url-v1.yml", "target \"sim\": url must be the server root, without /v1"},
 		{"invalid-yaml-syntax.yml", "yaml: line 2: did not find expected ',' or ']'"},
-		{"invalid-zero-interval.yml", "global: probe_interval must be greater than 0"},		{"invalid-expect-regex.yml", "modules.math.expect.regex: error parsing regexp: missing closing ): `4(`"},
+		{"invalid-zero-interval.yml", "global: probe_interval must be greater than 0"}, {"invalid-expect-regex.yml", "modules.math.expect.regex: error parsing regexp: missing closing ): `4(`"},
 		{"invalid-expect-schema.yml", "modules.json.expect.json_schema: invalid schema: the schema is not valid against metaschema: jsonschema validation failed with 'https://json-schema.org/draft/2020-12/schema#' - at '': 'allOf' failed - at '/properties/count': 'allOf' failed - at '/properties/count/minimum': got string, want number"},
 		{"invalid-question-expect.yml", "modules.quiz.questions[1].expect: set exactly one of regex, equals, json_schema, one_of (2 set)"},
 		{"invalid-response-format-schema.yml", "modules.json.response_format.json_schema.schema: invalid schema: the schema is not valid against metaschema: jsonschema validation failed with 'https://json-schema.org/draft/2020-12/schema#' - at '': 'allOf' failed - at '/type': 'anyOf' failed - at '/type': value must be one of 'array', 'boolean', 'integer', 'null', 'number', 'object', 'string' - at '/type': got string, want array"},
