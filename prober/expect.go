@@ -171,10 +171,6 @@ func newAnswerMetrics(pair []string) answerMetrics {
 	}
 }
 
-func (a answerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{a.correct, a.checks, a.dimension}
-}
-
 // init creates a checking pair's counters at 0.
 func (a answerMetrics) init(lv []string) {
 	for _, r := range []string{"correct", "wrong"} {
