@@ -131,8 +131,8 @@ func Calculate(results []prober.Result, duration time.Duration, percentiles []fl
 		m.TotalInput += r.PromptTokens
 		ttfts = append(ttfts, r.TTFT.Seconds())
 		e2es = append(e2es, r.E2E.Seconds())
-		if out > 1 {
-			tpots = append(tpots, (r.E2E-r.TTFT).Seconds()/float64(out-1))
+		if tpot, ok := prober.TPOT(r.TTFT, r.E2E, out); ok {
+			tpots = append(tpots, tpot.Seconds())
 		}
 		for _, g := range r.ITLs {
 			itls = append(itls, g.Seconds())

@@ -16,6 +16,7 @@ type descs struct {
 	preemptions, success            *prometheus.Desc
 	ttft, itl, e2e, queue           *prometheus.Desc
 	ttftGap, headroom               *prometheus.Desc
+	signal                          *prometheus.Desc
 }
 
 func newDescs(static []string) *descs {
@@ -29,7 +30,7 @@ func newDescs(static []string) *descs {
 		up:       d("vllm_server_up", "1 if the last scrape of the target's vLLM /metrics succeeded, 0 otherwise.", withTarget),
 		duration: d("vllm_server_scrape_duration_seconds", "Duration of the last scrape of the target's vLLM /metrics.", withTarget),
 		info: d("vllm_server_info", "vLLM server facts from /version, /v1/models and vllm:cache_config_info; always 1.",
-			with("version", "max_model_len", "block_size", "kv_cache_size_tokens", "metrics_era")),
+			with("version", "max_model_len", "block_size", "kv_cache_size_tokens", "metrics_schema", "ttft_includes_queue")),
 		promptRate:  d("vllm_server_prompt_tokens_per_second", "Prompt (prefill) tokens processed per second over the rate window.", base),
 		genRate:     d("vllm_server_generation_tokens_per_second", "Generated tokens per second over the rate window.", base),
 		requests:    d("vllm_server_requests", "Requests in the server by state (running, waiting; swapped on legacy servers), summed over engines.", with("state")),
@@ -42,8 +43,10 @@ func newDescs(static []string) *descs {
 		itl:         d("vllm_server_inter_token_latency_seconds", "Server-side inter-token latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
 		e2e:         d("vllm_server_e2e_latency_seconds", "Server-side end-to-end request latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
 		queue:       d("vllm_server_queue_time_seconds", "Server-side queue time over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
-		ttftGap:     d("vllm_probe_server_ttft_gap_seconds", "Mean TTFT of the probes minus the server's mean TTFT over the same window.", base),
-		headroom:    d("vllm_server_headroom_ratio", "Remaining capacity (0-1) by resource: kv_cache, batch_slots, throughput and overall (their minimum).", with("resource")),
+		ttftGap:     d("vllm_probe_server_ttft_gap_seconds", "Mean TTFT of the probes minus the server's mean TTFT (plus its mean queue time when its TTFT excludes queueing) over the same window.", base),
+		signal: d("vllm_server_signal_available", "1 if the target's vLLM /metrics exports the signal's family (for any model), 0 if it does not: its panels and alerts then have no data, which is not zero.",
+			append(append([]string(nil), withTarget...), "signal")),
+		headroom: d("vllm_server_headroom_ratio", "Remaining capacity (0-1) by resource: kv_cache, batch_slots, throughput and overall (their minimum).", with("resource")),
 	}
 }
 
@@ -85,7 +88,19 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 	info := s.info
 	maxNumSeqs := s.maxNumSeqs
 	derived := s.derived
+	includesQueue := make(map[string]bool, len(latest.Models))
+	for name := range latest.Models {
+		includesQueue[name] = s.ttftIncludesQueueLocked(name)
+	}
 	s.mu.Unlock()
+
+	for i, ok := range signalAvailability(latest) {
+		v := 0.0
+		if ok {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d.signal, prometheus.GaugeValue, v, append(append([]string(nil), tl...), signals[i].name)...)
+	}
 
 	models := make([]string, 0, len(latest.Models))
 	for name := range latest.Models {
@@ -122,7 +137,8 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 			maxLen = strconv.Itoa(n)
 		}
 		ch <- prometheus.MustNewConstMetric(d.info, prometheus.GaugeValue, 1,
-			with(info.Version, maxLen, formatCount(mod.BlockSize), formatCount(mod.KVCapacityTokens), latest.Era)...)
+			with(info.Version, maxLen, formatCount(mod.BlockSize), formatCount(mod.KVCapacityTokens), latest.Schema,
+				strconv.FormatBool(includesQueue[name]))...)
 
 		gauge(d.requests, mod.Running, with("running"))
 		gauge(d.requests, mod.Waiting, with("waiting"))
@@ -155,7 +171,11 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 			if name == probeModel && m.probes != nil && !dv.Start.IsZero() {
 				if l, ok := dv.Latencies["ttft"]; ok {
 					if probeMean, n := m.probes.MeanTTFT(s.name, dv.Start); n > 0 {
-						gauge(d.ttftGap, TTFTGap(probeMean, l.Mean), labels)
+						queue := math.NaN()
+						if q, ok := dv.Latencies["queue"]; ok {
+							queue = q.Mean
+						}
+						gauge(d.ttftGap, TTFTGap(probeMean, l.Mean, queue, includesQueue[name]), labels)
 					}
 				}
 			}
@@ -177,17 +197,6 @@ func formatCount(v float64) string {
 		return ""
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-// TTFTGap is vllm_probe_server_ttft_gap_seconds:
-//
-//	gap = mean TTFT of the successful probes since the window start
-//	      − Δsum/Δcount of vllm:time_to_first_token_seconds over the same window
-//
-// A positive gap is time the probes see but the server does not count
-// (network, proxies, TLS, client-side queueing).
-func TTFTGap(probeMeanTTFT, serverMeanTTFT float64) float64 {
-	return probeMeanTTFT - serverMeanTTFT
 }
 
 // Headroom holds vllm_server_headroom_ratio by resource; NaN means absent.

@@ -144,12 +144,13 @@ func TestEndToEndSimulator(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	for _, tc := range []struct {
-		names, kvName, era string
+		names, kvName, schema string
 	}{
-		{simulator.MetricsV1, "vllm:kv_cache_usage_perc", EraV1},
-		{simulator.MetricsLegacy, "vllm:gpu_cache_usage_perc", EraLegacy},
+		{simulator.MetricsV1, "vllm:kv_cache_usage_perc", SchemaV1},
+		{simulator.MetricsV010, "vllm:kv_cache_usage_perc", SchemaTransition},
+		{simulator.MetricsLegacy, "vllm:gpu_cache_usage_perc", SchemaLegacy},
 	} {
-		t.Run(tc.names, func(t *testing.T) { endToEnd(t, tc.names, tc.kvName, tc.era) })
+		t.Run(tc.names, func(t *testing.T) { endToEnd(t, tc.names, tc.kvName, tc.schema) })
 	}
 }
 
@@ -214,13 +215,13 @@ func endToEnd(t *testing.T, names, kvName, era string) {
 	waiting, _ := gathered(t, reg, "vllm_server_requests", map[string]string{"target": "a", "state": "waiting"})
 	slots, okSlots := gathered(t, reg, "vllm_server_headroom_ratio", map[string]string{"target": "a", "resource": "batch_slots"})
 	kvHeadroomLoaded, _ := gathered(t, reg, "vllm_server_headroom_ratio", map[string]string{"target": "a", "resource": "kv_cache"})
-	if _, ok := gathered(t, reg, "vllm_server_info", map[string]string{"target": "a", "metrics_era": era, "max_model_len": "1024"}); !ok {
-		t.Errorf("no vllm_server_info with metrics_era=%q and max_model_len from /v1/models", era)
+	if _, ok := gathered(t, reg, "vllm_server_info", map[string]string{"target": "a", "metrics_schema": era, "max_model_len": "1024"}); !ok {
+		t.Errorf("no vllm_server_info with metrics_schema=%q and max_model_len from /v1/models", era)
 	}
 	if _, ok := gathered(t, reg, "vllm_server_generation_tokens_per_second", labels); !ok {
 		t.Error("no vllm_server_generation_tokens_per_second")
 	}
-	if era == EraLegacy {
+	if era == SchemaLegacy {
 		if _, ok := gathered(t, reg, "vllm_server_requests", map[string]string{"target": "a", "state": "swapped"}); !ok {
 			t.Error("legacy server: no swapped requests series")
 		}

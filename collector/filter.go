@@ -26,6 +26,7 @@ var readFamilies = map[string]bool{
 	mPrefixQueries: true, mPrefixHits: true, mGPUPrefixQ: true, mGPUPrefixH: true,
 	mRequestSuccess: true, mTTFT: true, mITL: true, mTPOTOld: true, mE2E: true,
 	mQueue: true, mReqGenTokens: true, mCacheConfig: true,
+	mGPUPrefixHitRate: true, mCPUPrefixHitRate: true, mPrefill: true,
 }
 
 // wantedNames holds every name a wanted line can carry: the families of

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -32,13 +33,13 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7882e+09
 # HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
 # TYPE vllm:cache_config_info gauge
 vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1000"} 1.0
-# HELP vllm:request_prefill_time_seconds Histogram of time spent in PREFILL phase for request.
-# TYPE vllm:request_prefill_time_seconds histogram
-vllm:request_prefill_time_seconds_bucket{engine="0",le="0.3",model_name="m"} 1.0
-vllm:request_prefill_time_seconds_bucket{engine="0",le="+Inf",model_name="m"} 1.0
-vllm:request_prefill_time_seconds_count{engine="0",model_name="m"} 1.0
-vllm:request_prefill_time_seconds_sum{engine="0",model_name="m"} 0.2
-vllm:request_prefill_time_seconds_created{engine="0",model_name="m"} 1.7882e+09
+# HELP vllm:request_decode_time_seconds Histogram of time spent in DECODE phase for request.
+# TYPE vllm:request_decode_time_seconds histogram
+vllm:request_decode_time_seconds_bucket{engine="0",le="0.3",model_name="m"} 1.0
+vllm:request_decode_time_seconds_bucket{engine="0",le="+Inf",model_name="m"} 1.0
+vllm:request_decode_time_seconds_count{engine="0",model_name="m"} 1.0
+vllm:request_decode_time_seconds_sum{engine="0",model_name="m"} 0.2
+vllm:request_decode_time_seconds_created{engine="0",model_name="m"} 1.7882e+09
 # HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
 # TYPE vllm:time_to_first_token_seconds histogram
 vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="m"} 0.0
@@ -77,7 +78,8 @@ func expositions(t testing.TB) []exposition {
 		name := filepath.Base(p)
 		out = append(out, exposition{name + "/text", data, expfmt.FmtText})
 		parser := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := parser.TextToMetricFamilies(bytes.NewReader(data))
+		// A real capture may lack its final newline (real-0.4.3.prom).
+		fams, err := parser.TextToMetricFamilies(&lineTerminated{r: bytes.NewReader(data)})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -182,8 +184,8 @@ func TestFamilyFilterErrorLine(t *testing.T) {
 // A family the collector does not read is checked for line structure only: a
 // bad value there does not fail the scrape (documented in familyFilter).
 func TestFamilyFilterSkippedFamilyValue(t *testing.T) {
-	body := "# TYPE vllm:request_prefill_time_seconds histogram\n" +
-		"vllm:request_prefill_time_seconds_sum{model_name=\"m\"} NaNaN\n" +
+	body := "# TYPE vllm:request_decode_time_seconds histogram\n" +
+		"vllm:request_decode_time_seconds_sum{model_name=\"m\"} NaNaN\n" +
 		"# TYPE vllm:num_requests_running gauge\n" +
 		"vllm:num_requests_running{model_name=\"m\"} 2\n"
 	fs, err := decodeFamilies(strings.NewReader(body), expfmt.FmtText, true)
@@ -238,7 +240,7 @@ func TestFamilyFilterSmallReads(t *testing.T) {
 			t.Errorf("filtered output lacks %q:\n%s", want, out.String())
 		}
 	}
-	for _, unwanted := range []string{"python_gc", "_created", "prefill"} {
+	for _, unwanted := range []string{"python_gc", "_created", "decode"} {
 		if strings.Contains(out.String(), unwanted) {
 			t.Errorf("filtered output keeps %q:\n%s", unwanted, out.String())
 		}
@@ -330,4 +332,32 @@ func simulatorBody(b *testing.B) []byte {
 		b.Fatalf("simulator /metrics: %v\n%s", err, data)
 	}
 	return data
+}
+
+// A body without a final newline is accepted whichever family its last line
+// belongs to: one the collector reads, or one the filter drops.
+func TestFinalNewline(t *testing.T) {
+	for _, tc := range []struct{ name, body string }{
+		{"read family last", "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 1\n" +
+			"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3"},
+		{"dropped family last", "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n" +
+			"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 1\n" +
+			"# TYPE vllm:avg_generation_throughput_toks_per_s gauge\nvllm:avg_generation_throughput_toks_per_s{model_name=\"m\"} 0.0"},
+		{"comment last", "vllm:num_requests_running{model_name=\"m\"} 3\nvllm:num_requests_waiting{model_name=\"m\"} 1\n# a comment"},
+	} {
+		for _, filter := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/filter=%v", tc.name, filter), func(t *testing.T) {
+				// iotest.OneByteReader makes the newline land in a call of its own.
+				for _, r := range []io.Reader{strings.NewReader(tc.body), iotest.OneByteReader(strings.NewReader(tc.body))} {
+					fs, err := decodeFamilies(r, expfmt.FmtText, filter)
+					if err != nil {
+						t.Fatalf("refused: %v", err)
+					}
+					if m := normalise(fs, time.Unix(0, 0)).Models["m"]; m == nil || m.Running != 3 || m.Waiting != 1 {
+						t.Fatalf("model m = %+v", m)
+					}
+				}
+			})
+		}
+	}
 }

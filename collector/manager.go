@@ -102,12 +102,17 @@ type scraper struct {
 	attempted   bool
 	up          bool
 	duration    float64
+	last        ScrapeState
 	ring        []*Snapshot // oldest first
 	derived     map[string]*Derived
-	info        ServerInfo
-	infoOK      bool
-	infoAt      time.Time
-	needInfo    bool
+	// ttftQueue holds, per model, whether the server's TTFT counts the
+	// queue time, once a window told (ttftQueueEvidence); forgotten when
+	// the server restarts.
+	ttftQueue map[string]bool
+	info      ServerInfo
+	infoOK    bool
+	infoAt    time.Time
+	needInfo  bool
 }
 
 // Apply (re)configures the manager. Targets whose URL, metrics path, HTTP
@@ -282,7 +287,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	defer cancel()
 	start := time.Now()
 	snap, err := Scrape(sctx, s.client, s.metricsURL)
-	dur := time.Since(start).Seconds()
+	dur := time.Since(start)
 	if snap != nil && s.now != nil {
 		snap.Time = s.now()
 	}
@@ -291,23 +296,18 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	}
 
 	s.mu.Lock()
-	wasUp := s.up
-	s.attempted = true
-	s.duration = dur
+	s.duration = dur.Seconds()
+	s.noteScrapeLocked(start, dur, err)
 	if err != nil {
 		s.up = false
 		s.derived = nil
 		s.needInfo = true // the server may come back as another version
 		s.mu.Unlock()
-		if wasUp {
-			level.Warn(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", err)
-		} else {
-			level.Debug(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", err)
-		}
 		return
 	}
 	if n := len(s.ring); n > 0 && restarted(s.ring[n-1], snap) {
 		s.needInfo = true
+		s.ttftQueue = nil
 	}
 	fetchInfo := s.needInfo && (s.infoAt.IsZero() || s.infoOK || time.Since(s.infoAt) >= infoRetry)
 	s.mu.Unlock()
@@ -336,9 +336,9 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 }
 
 // restarted reports whether cur looks like a new server process compared to
-// prev: a counter went backwards or the naming era changed.
+// prev: a counter went backwards or the metric schema changed.
 func restarted(prev, cur *Snapshot) bool {
-	if prev.Era != cur.Era {
+	if prev.Schema != cur.Schema {
 		return true
 	}
 	for name, c := range cur.Models {
@@ -373,8 +373,27 @@ func (s *scraper) deriveLocked() {
 	latest := s.ring[len(s.ring)-1]
 	s.derived = make(map[string]*Derived, len(latest.Models))
 	for name := range latest.Models {
-		s.derived[name] = derive(s.ring, name)
+		d := derive(s.ring, name)
+		s.derived[name] = d
+		if includes, ok := ttftQueueEvidence(d); ok {
+			if s.ttftQueue == nil {
+				s.ttftQueue = map[string]bool{}
+			}
+			if prev, known := s.ttftQueue[name]; !known || prev != includes {
+				level.Info(s.logger).Log("msg", "server TTFT queue accounting decided", "model", name, "ttft_includes_queue", includes)
+			}
+			s.ttftQueue[name] = includes
+		}
 	}
+}
+
+// ttftIncludesQueueLocked is what the collector assumes of model's server
+// TTFT: what a window showed, else vLLM's own accounting (from arrival).
+func (s *scraper) ttftIncludesQueueLocked(model string) bool {
+	if v, ok := s.ttftQueue[model]; ok {
+		return v
+	}
+	return true
 }
 
 // Load returns the latest running and waiting requests of target, summed over

@@ -202,7 +202,7 @@ func TestManagerExportedFamilies(t *testing.T) {
 	// gap = probes 0.5 − server 0.3; headroom kv 1−0.8, batch 0 (2 waiting),
 	// throughput 1 − 200/400.
 	want := `
-# HELP vllm_probe_server_ttft_gap_seconds Mean TTFT of the probes minus the server's mean TTFT over the same window.
+# HELP vllm_probe_server_ttft_gap_seconds Mean TTFT of the probes minus the server's mean TTFT (plus its mean queue time when its TTFT excludes queueing) over the same window.
 # TYPE vllm_probe_server_ttft_gap_seconds gauge
 vllm_probe_server_ttft_gap_seconds{model="m",preset="small",target="a"} 0.2
 # HELP vllm_server_generation_tokens_per_second Generated tokens per second over the rate window.
@@ -216,7 +216,7 @@ vllm_server_headroom_ratio{model="m",preset="small",resource="overall",target="a
 vllm_server_headroom_ratio{model="m",preset="small",resource="throughput",target="a"} 0.5
 # HELP vllm_server_info vLLM server facts from /version, /v1/models and vllm:cache_config_info; always 1.
 # TYPE vllm_server_info gauge
-vllm_server_info{block_size="16",kv_cache_size_tokens="8192",max_model_len="4096",metrics_era="v1",model="m",preset="small",target="a",version="0.11.0"} 1
+vllm_server_info{block_size="16",kv_cache_size_tokens="8192",max_model_len="4096",metrics_schema="v1",model="m",preset="small",target="a",ttft_includes_queue="true",version="0.11.0"} 1
 # HELP vllm_server_kv_cache_capacity_tokens KV cache capacity in tokens (kv_cache_size_tokens, else num_gpu_blocks × block_size), summed over engines.
 # TYPE vllm_server_kv_cache_capacity_tokens gauge
 vllm_server_kv_cache_capacity_tokens{model="m",preset="small",target="a"} 8192

@@ -74,11 +74,19 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 // decodeFamilies decodes an exposition in format. With filter, a text or
 // OpenMetrics body is first cut down to the families normalise reads
 // (familyFilter); protobuf is decoded whole.
+//
+// A text or OpenMetrics body whose last line has no final newline is
+// accepted, whatever family that line belongs to: the line is completed
+// before decoding (prometheus_client always ends its lines, but bodies
+// stored or relayed by other tools may not).
 func decodeFamilies(r io.Reader, format expfmt.Format, filter bool) (families, error) {
 	var ff *familyFilter
-	if filter && format.FormatType() != expfmt.TypeProtoDelim {
-		ff = newFamilyFilter(r)
-		r = ff
+	if format.FormatType() != expfmt.TypeProtoDelim {
+		r = &lineTerminated{r: r}
+		if filter {
+			ff = newFamilyFilter(r)
+			r = ff
+		}
 	}
 	dec := expfmt.NewDecoder(r, format)
 	fs := families{}
@@ -122,6 +130,34 @@ func decodeFormat(h http.Header) expfmt.Format {
 		}
 	}
 	return f.WithEscapingScheme(model.NoEscaping)
+}
+
+// lineTerminated passes r on and adds a final newline when r's last byte is
+// not one.
+type lineTerminated struct {
+	r     io.Reader
+	last  byte // last byte passed on; 0 before any
+	added bool
+}
+
+func (l *lineTerminated) Read(p []byte) (int, error) {
+	if l.added {
+		return 0, io.EOF
+	}
+	n, err := l.r.Read(p)
+	if n > 0 {
+		l.last = p[n-1]
+	}
+	if errors.Is(err, io.EOF) && l.last != 0 && l.last != '\n' {
+		if n < len(p) {
+			p[n] = '\n'
+			n++
+			l.added = true
+			return n, nil
+		}
+		return n, nil // room for the newline at the next call
+	}
+	return n, err
 }
 
 type limitedReader struct {

@@ -9,14 +9,22 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// Naming eras of vLLM's metrics, the value of the metrics_era info label.
+// Metric schemas of vLLM, the value of vllm_server_info's metrics_schema
+// label. They name which family names a server uses, not a vLLM version; each
+// is decided from the families that define it (see schema).
 const (
-	// EraV1 is current V1 naming (vllm:kv_cache_usage_perc, no deprecated names).
-	EraV1 = "v1"
-	// EraV010 is the 0.9/0.10 transition: new and deprecated names side by side.
-	EraV010 = "v0.10"
-	// EraLegacy is V0 naming (vllm:gpu_cache_usage_perc, num_requests_swapped, ...).
-	EraLegacy = "legacy"
+	// SchemaV1 is the V1 engine's current names: vllm:kv_cache_usage_perc and
+	// vllm:prefix_cache_*_total, no V0-only family. A deprecated family that
+	// lives on next to them (vllm:time_per_output_token_seconds until 0.12)
+	// does not change it.
+	SchemaV1 = "v1"
+	// SchemaTransition is the V1 engine with the names it inherited from V0:
+	// vllm:gpu_cache_usage_perc / vllm:gpu_prefix_cache_*_total, alone (0.8,
+	// 0.9) or next to the new names (0.10), and no V0-only family.
+	SchemaTransition = "transition"
+	// SchemaLegacy is the V0 engine: its V0-only families (vllm:num_requests_swapped,
+	// vllm:cpu_cache_usage_perc, vllm:gpu_prefix_cache_hit_rate, ...) are exported.
+	SchemaLegacy = "legacy"
 )
 
 // Bucket is one cumulative histogram bucket.
@@ -63,6 +71,9 @@ type Model struct {
 	ITL   *Histogram // vllm:inter_token_latency_seconds, else vllm:time_per_output_token_seconds
 	E2E   *Histogram // vllm:e2e_request_latency_seconds
 	Queue *Histogram // vllm:request_queue_time_seconds
+	// Prefill is vllm:request_prefill_time_seconds (scheduled → first
+	// token); it tells whether TTFT counts the queue (ttftQueueEvidence).
+	Prefill *Histogram
 	// GenerationTokensPerRequest is vllm:request_generation_tokens: output
 	// tokens of each finished request.
 	GenerationTokensPerRequest *Histogram
@@ -71,7 +82,7 @@ type Model struct {
 // Snapshot is one normalised scrape of a vLLM /metrics endpoint.
 type Snapshot struct {
 	Time   time.Time         // when the scrape started
-	Era    string            // EraV1, EraV010, EraLegacy, or "" when no engine metric was found
+	Schema string            // SchemaV1, SchemaTransition, SchemaLegacy, or "" when no engine metric was found
 	Models map[string]*Model // by model_name
 }
 
@@ -97,28 +108,31 @@ func (s *Snapshot) sum(f func(*Model) float64) float64 {
 
 // vLLM metric names, as exposed.
 const (
-	mRunning         = "vllm:num_requests_running"
-	mWaiting         = "vllm:num_requests_waiting"
-	mWaitingByReason = "vllm:num_requests_waiting_by_reason"
-	mSwapped         = "vllm:num_requests_swapped"
-	mKVUsage         = "vllm:kv_cache_usage_perc"
-	mGPUCacheUsage   = "vllm:gpu_cache_usage_perc"
-	mCPUCacheUsage   = "vllm:cpu_cache_usage_perc"
-	mPromptTokens    = "vllm:prompt_tokens_total"
-	mGenTokens       = "vllm:generation_tokens_total"
-	mPreemptions     = "vllm:num_preemptions_total"
-	mPrefixQueries   = "vllm:prefix_cache_queries_total"
-	mPrefixHits      = "vllm:prefix_cache_hits_total"
-	mGPUPrefixQ      = "vllm:gpu_prefix_cache_queries_total"
-	mGPUPrefixH      = "vllm:gpu_prefix_cache_hits_total"
-	mRequestSuccess  = "vllm:request_success_total"
-	mTTFT            = "vllm:time_to_first_token_seconds"
-	mITL             = "vllm:inter_token_latency_seconds"
-	mTPOTOld         = "vllm:time_per_output_token_seconds"
-	mE2E             = "vllm:e2e_request_latency_seconds"
-	mQueue           = "vllm:request_queue_time_seconds"
-	mReqGenTokens    = "vllm:request_generation_tokens"
-	mCacheConfig     = "vllm:cache_config_info"
+	mRunning          = "vllm:num_requests_running"
+	mWaiting          = "vllm:num_requests_waiting"
+	mWaitingByReason  = "vllm:num_requests_waiting_by_reason"
+	mSwapped          = "vllm:num_requests_swapped"
+	mKVUsage          = "vllm:kv_cache_usage_perc"
+	mGPUCacheUsage    = "vllm:gpu_cache_usage_perc"
+	mCPUCacheUsage    = "vllm:cpu_cache_usage_perc"
+	mGPUPrefixHitRate = "vllm:gpu_prefix_cache_hit_rate"
+	mCPUPrefixHitRate = "vllm:cpu_prefix_cache_hit_rate"
+	mPromptTokens     = "vllm:prompt_tokens_total"
+	mGenTokens        = "vllm:generation_tokens_total"
+	mPreemptions      = "vllm:num_preemptions_total"
+	mPrefixQueries    = "vllm:prefix_cache_queries_total"
+	mPrefixHits       = "vllm:prefix_cache_hits_total"
+	mGPUPrefixQ       = "vllm:gpu_prefix_cache_queries_total"
+	mGPUPrefixH       = "vllm:gpu_prefix_cache_hits_total"
+	mRequestSuccess   = "vllm:request_success_total"
+	mTTFT             = "vllm:time_to_first_token_seconds"
+	mITL              = "vllm:inter_token_latency_seconds"
+	mTPOTOld          = "vllm:time_per_output_token_seconds"
+	mE2E              = "vllm:e2e_request_latency_seconds"
+	mQueue            = "vllm:request_queue_time_seconds"
+	mPrefill          = "vllm:request_prefill_time_seconds"
+	mReqGenTokens     = "vllm:request_generation_tokens"
+	mCacheConfig      = "vllm:cache_config_info"
 
 	lModel  = "model_name"
 	lEngine = "engine"
@@ -187,7 +201,7 @@ func newModel(name string) *Model {
 
 // normalise maps decoded families of any naming era to a Snapshot.
 func normalise(fs families, at time.Time) *Snapshot {
-	s := &Snapshot{Time: at, Models: map[string]*Model{}, Era: era(fs)}
+	s := &Snapshot{Time: at, Models: map[string]*Model{}, Schema: schema(fs)}
 	engines := map[string]map[string]struct{}{}
 	get := func(model, engine string) *Model {
 		m := s.Models[model]
@@ -262,7 +276,12 @@ func normalise(fs families, at time.Time) *Snapshot {
 		if !ok {
 			return
 		}
-		reason, _ := labelValue(mt, "finished_reason")
+		// vLLM labels finished_reason; some servers speaking its names use
+		// finish_reason (the OpenAI field's name) instead.
+		reason, ok := labelValue(mt, "finished_reason")
+		if !ok {
+			reason, _ = labelValue(mt, "finish_reason")
+		}
 		m := s.Models[model]
 		if m.RequestSuccess == nil {
 			m.RequestSuccess = map[string]float64{}
@@ -277,6 +296,7 @@ func normalise(fs families, at time.Time) *Snapshot {
 		}
 		m.E2E = histogram(fs, mE2E, model)
 		m.Queue = histogram(fs, mQueue, model)
+		m.Prefill = histogram(fs, mPrefill, model)
 		m.GenerationTokensPerRequest = histogram(fs, mReqGenTokens, model)
 		m.Engines = len(engines[model])
 	}
@@ -413,19 +433,43 @@ func applyCacheConfig(fs families, s *Snapshot) {
 	}
 }
 
-// era tells the naming era from the series that carry model_name.
-func era(fs families) string {
-	newKV := fs.has(mKVUsage)
-	deprecated := fs.has(mGPUCacheUsage) || fs.has(mGPUPrefixQ) || fs.has(mGPUPrefixH) || fs.has(mTPOTOld)
-	switch {
-	case newKV && deprecated:
-		return EraV010
-	case newKV:
-		return EraV1
-	case fs.has(mGPUCacheUsage) || fs.has(mSwapped) || fs.has(mCPUCacheUsage) || fs.has(mTPOTOld):
-		return EraLegacy
-	case fs.has(mITL) || fs.has(mRunning):
-		return EraV1
+// schema tells the metric schema from the families that define each one,
+// counting only series that carry model_name (a router's re-exports do not
+// count):
+//
+//   - legacy: any V0-only family. vLLM's V0 engine exported them until it was
+//     removed; the V1 engine never did (vLLM docs/design/metrics.md, "v0
+//     Metrics"; PRs #14136, #15458).
+//   - transition: no V0-only family, and the pre-rename KV and prefix-cache
+//     names (vllm:gpu_cache_usage_perc, vllm:gpu_prefix_cache_*_total) that
+//     the V1 engine exported up to 0.10 (alone up to 0.9, next to the new
+//     names in 0.10; renamed by PR #18354, removed by PR #29330).
+//   - v1: neither, and any engine family.
+//
+// vllm:time_per_output_token_seconds does not decide anything: V0 and V1 up
+// to 0.10 export it as their only inter-token histogram, and 0.11 still
+// exports it, deprecated, next to vllm:inter_token_latency_seconds.
+func schema(fs families) string {
+	for _, name := range v0OnlyFamilies {
+		if fs.has(name) {
+			return SchemaLegacy
+		}
+	}
+	if fs.has(mGPUCacheUsage) || fs.has(mGPUPrefixQ) || fs.has(mGPUPrefixH) {
+		return SchemaTransition
+	}
+	for _, name := range engineFamilies {
+		if fs.has(name) {
+			return SchemaV1
+		}
 	}
 	return ""
+}
+
+// v0OnlyFamilies are exported by vLLM's V0 engine only.
+var v0OnlyFamilies = []string{mSwapped, mCPUCacheUsage, mGPUPrefixHitRate, mCPUPrefixHitRate}
+
+// engineFamilies are the engine families every schema may carry.
+var engineFamilies = []string{
+	mRunning, mWaiting, mKVUsage, mPromptTokens, mGenTokens, mRequestSuccess, mTTFT, mITL, mTPOTOld, mE2E,
 }

@@ -25,7 +25,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // dumpSnapshot renders a snapshot deterministically for golden files.
 func dumpSnapshot(s *Snapshot) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "era %q\n", s.Era)
+	fmt.Fprintf(&b, "schema %q\n", s.Schema)
 	names := make([]string, 0, len(s.Models))
 	for n := range s.Models {
 		names = append(names, n)
@@ -138,8 +138,8 @@ func TestScrapeGoldenEras(t *testing.T) {
 // that a wrong -update cannot slip through.
 func TestNormaliseV1(t *testing.T) {
 	s := scrapeFixture(t, "v1.prom")
-	if s.Era != EraV1 {
-		t.Errorf("era = %q, want %q (a router's deprecated gpu_prefix_cache_hits_total{server} must not count)", s.Era, EraV1)
+	if s.Schema != SchemaV1 {
+		t.Errorf("schema = %q, want %q (a router's deprecated gpu_prefix_cache_hits_total{server} must not count)", s.Schema, SchemaV1)
 	}
 	if len(s.Models) != 1 {
 		t.Fatalf("models = %v, want only the one with model_name (router series ignored)", keys(s.Models))
@@ -181,8 +181,8 @@ func TestNormaliseV1(t *testing.T) {
 
 func TestNormaliseTransition(t *testing.T) {
 	s := scrapeFixture(t, "v010.prom")
-	if s.Era != EraV010 {
-		t.Errorf("era = %q, want %q", s.Era, EraV010)
+	if s.Schema != SchemaTransition {
+		t.Errorf("schema = %q, want %q", s.Schema, SchemaTransition)
 	}
 	m := s.Models["zai-org/GLM-4.5"]
 	if m == nil {
@@ -204,8 +204,8 @@ func TestNormaliseTransition(t *testing.T) {
 
 func TestNormaliseLegacy(t *testing.T) {
 	s := scrapeFixture(t, "legacy.prom")
-	if s.Era != EraLegacy {
-		t.Errorf("era = %q, want %q", s.Era, EraLegacy)
+	if s.Schema != SchemaLegacy {
+		t.Errorf("schema = %q, want %q", s.Schema, SchemaLegacy)
 	}
 	m := s.Models["facebook/opt-125m"]
 	if m == nil {

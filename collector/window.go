@@ -24,7 +24,7 @@ type Derived struct {
 	PreemptionsPerSecond      float64
 	RequestSuccessPerSecond   map[string]float64 // by finished_reason
 
-	// Latencies by "ttft", "itl", "e2e", "queue"; a key is absent when the
+	// Latencies by "ttft", "itl", "e2e", "queue", "prefill"; a key is absent when the
 	// histogram saw no new observation in the window.
 	Latencies map[string]Latency
 
@@ -112,10 +112,11 @@ func derive(snaps []*Snapshot, model string) *Derived {
 	}
 
 	for key, f := range map[string]func(*Model) *Histogram{
-		"ttft":  func(m *Model) *Histogram { return m.TTFT },
-		"itl":   func(m *Model) *Histogram { return m.ITL },
-		"e2e":   func(m *Model) *Histogram { return m.E2E },
-		"queue": func(m *Model) *Histogram { return m.Queue },
+		"ttft":    func(m *Model) *Histogram { return m.TTFT },
+		"itl":     func(m *Model) *Histogram { return m.ITL },
+		"e2e":     func(m *Model) *Histogram { return m.E2E },
+		"queue":   func(m *Model) *Histogram { return m.Queue },
+		"prefill": func(m *Model) *Histogram { return m.Prefill },
 	} {
 		hs := make([]*Histogram, len(ms))
 		for i, m := range ms {

@@ -178,6 +178,9 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	// The collector compares server-side TTFT with the probes' own.
 	d.coll = collector.NewManager(reg, log.With(logger, "component", "collector"), d.probes, d.regr)
 	d.regr.SetServer(d.coll)
+	// Each probe records its target's load when it starts, so that the
+	// regression series compare it with the baseline at that load.
+	d.probes.SetLoadSource(d.coll.Load)
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {

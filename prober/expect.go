@@ -115,7 +115,7 @@ func (c *checks) apply(res *Result, gen *generated, check *answer.Checker) {
 	if c == nil || gen == nil {
 		return
 	}
-	res.Text = truncateText(gen.summary())
+	res.Text = gen.summary() // the caller scrubs, then truncates it
 	if check != nil {
 		res.Check = check.String()
 	}

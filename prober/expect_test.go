@@ -260,29 +260,28 @@ targets:
 	}
 }
 
-// TestModelsAll: a target with models: all probes every listed model under
-// its own model label; an adapter /v1/models lists but the server does not
-// serve fails as model_not_found; the list is re-read on the check interval.
+// TestModelsAll: a target with models: all probes every model vllm_sim
+// lists, base model and LoRA adapter, each under its own model label; an
+// adapter that is listed but 404s (the simulator's adapter_not_found fault)
+// fails as model_not_found while the base model stays up; the list is re-read
+// on the check interval and a model that leaves it loses its pairs and series.
 func TestModelsAll(t *testing.T) {
-	_, sim, _ := startSim(t, nil)
-	var adapters atomic.Value
-	adapters.Store([]string{"sql-lora"})
+	_, sim, _ := startSim(t, func(c *simulator.Config) {
+		c.LoRAModules = []simulator.LoRAModule{{Name: "sql-lora", Path: "/adapters/sql"}}
+	})
+	var hide atomic.Bool
 	up, _ := url.Parse(sim.URL)
 	proxy := httputil.NewSingleHostReverseProxy(up)
 	proxy.ErrorLog = log.New(io.Discard, "", 0)
-	// The front lists the base model and the adapters; everything else goes
-	// to the simulator, which serves only the base model.
+	// The front forwards to the simulator; with hide set its /v1/models lists
+	// the base model only, as after the adapter was unloaded.
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/models" {
-			proxy.ServeHTTP(w, r)
+		if r.URL.Path == "/v1/models" && hide.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"sim-model","object":"model","root":"sim-model","parent":null}]}`)
 			return
 		}
-		data := []map[string]any{{"id": "sim-model", "object": "model", "root": "sim-model", "parent": nil}}
-		for _, a := range adapters.Load().([]string) {
-			data = append(data, map[string]any{"id": a, "object": "model", "root": "/adapters/" + a, "parent": "sim-model"})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
 	cfg := loadConfig(t, `
@@ -298,19 +297,14 @@ targets:
 		t.Fatal(err)
 	}
 	running(t, m)
-	if res, _ := lastOf(t, m, "all", "short", "sim-model", 0); !res.Success {
-		t.Errorf("base model: %s %s", res.Reason, res.Err)
-	}
-	res, _ := lastOf(t, m, "all", "short", "sql-lora", 0)
-	if res.Success || res.Reason != ReasonModelNotFound {
-		t.Errorf("adapter: success %v reason %q, want model_not_found", res.Success, res.Reason)
+	for _, model := range []string{"sim-model", "sql-lora"} {
+		if res, _ := lastOf(t, m, "all", "short", model, 0); !res.Success {
+			t.Errorf("%s: %s %s", model, res.Reason, res.Err)
+		}
 	}
 	mt := m.currentMetrics()
-	if f := count(t, m, mt.failures, "all", "short", "sql-lora", string(ReasonModelNotFound)); f < 1 {
-		t.Errorf("failures{model=sql-lora,reason=model_not_found} = %v", f)
-	}
-	if s := gauge(t, m, mt.success, "all", "short", "sim-model"); s != 1 {
-		t.Errorf("success{model=sim-model} = %v", s)
+	if s := gauge(t, m, mt.success, "all", "short", "sql-lora"); s != 1 {
+		t.Errorf("success{model=sql-lora} = %v", s)
 	}
 	m.mu.Lock()
 	_, regexAdapter := m.pairs[pairKey{"base", "short", "sql-lora"}]
@@ -326,14 +320,34 @@ targets:
 		t.Errorf("Status lists models %v", statusModels)
 	}
 
-	adapters.Store([]string{})
+	simFault(t, sim.URL, simulator.FaultAdapterGone)
+	var res Result
+	var end float64
+	for res.Reason != ReasonModelNotFound {
+		res, end = lastOf(t, m, "all", "short", "sql-lora", end)
+	}
+	if !strings.Contains(res.Err, "sql-lora") {
+		t.Errorf("adapter 404: err %q", res.Err)
+	}
+	if f := count(t, m, mt.failures, "all", "short", "sql-lora", string(ReasonModelNotFound)); f < 1 {
+		t.Errorf("failures{model=sql-lora,reason=model_not_found} = %v", f)
+	}
+	_, baseEnd := lastOf(t, m, "all", "short", "sim-model", 0)
+	if res, _ := lastOf(t, m, "all", "short", "sim-model", baseEnd); !res.Success {
+		t.Errorf("base model under adapter_not_found: %s %s", res.Reason, res.Err)
+	}
+
+	hide.Store(true)
 	waitFor(t, "the adapter's pair to go", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		_, ok := m.pairs[pairKey{"all", "short", "sql-lora"}]
 		return !ok
 	})
-	if n := countSeries(t, mt.failures, "sql-lora"); n != 0 {
+	m.mu.Lock()
+	n := countSeries(t, mt.failures, "sql-lora")
+	m.mu.Unlock()
+	if n != 0 {
 		t.Errorf("%d failure series of the removed adapter remain", n)
 	}
 }

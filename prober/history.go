@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 )
 
 // DefaultHistoryLimit is how many recent results each (target, module) pair keeps
@@ -141,17 +140,4 @@ func unpackHeader(s string) http.Header {
 		h[k] = append(h[k], v)
 	}
 	return h
-}
-
-// successesSince calls f for every successful result that started at or after since.
-func (h *history) successesSince(since time.Time, f func(*Result)) {
-	for i := len(h.recent) - 1; i >= 0; i-- {
-		r := h.recent[i]
-		if r.Start.Before(since) {
-			return
-		}
-		if r.Success {
-			f(r)
-		}
-	}
 }

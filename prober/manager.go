@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"os"
 	"reflect"
@@ -62,6 +63,7 @@ type Manager struct {
 	metrics      *metrics
 	targets      map[string]*target
 	pairs        map[pairKey]*pair
+	order        []*pair // the pairs sorted by target and module (AllStats)
 	historyLimit int
 	inFlight     int             // probes in flight across all pairs
 	maxInFlight  int             // cfg.Global.MaxConcurrentProbes
@@ -75,6 +77,8 @@ type Manager struct {
 	clients *clientCache
 	// offset places a pair in its interval; tests pin it.
 	offset func(pairKey, time.Duration) time.Duration
+	// load tells a probe its target's load when it starts (SetLoadSource).
+	load func(target string) (running, waiting float64, ok bool)
 }
 
 // pairKey names a pair; model is set on targets with models (models.go).
@@ -95,6 +99,8 @@ type target struct {
 	healthUp, modelsUp bool
 	gen                *metrics // generation labels was initialised in
 	labels             []string // target, model, static values of the health series
+
+	pairs []*pair // its pairs, in configuration order
 
 	ledger   []spend // probes of the last hour
 	reserved int     // worst-case cost of probes in flight
@@ -122,7 +128,8 @@ type pair struct {
 	promptEstimate int     // observed usage.prompt_tokens + slack, else a heuristic
 	lastEnd        float64 // Unix time the last recorded probe finished
 	hist           history
-	checks         *checks // output checks of mod (expect.go); nil when none
+	checks         *checks   // output checks of mod (expect.go); nil when none
+	state          pairState // statistics that outlive the history (stats.go)
 	gen            *metrics
 	labels         []string
 
@@ -253,6 +260,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			m.removePair(p)
 		}
 	}
+	m.sortPairs()
 	for _, t := range m.targets {
 		m.relabelTarget(t)
 	}
@@ -516,7 +524,9 @@ func (m *Manager) record(p *pair, res *Result) {
 		p.promptEstimate = res.PromptTokens + promptSlack
 	}
 	p.hist.add(res)
-	p.lastEnd = float64(m.now().UnixNano()) / 1e9
+	end := m.now()
+	p.state.record(res, end, p.hist.limit)
+	p.lastEnd = float64(end.UnixNano()) / 1e9
 	m.metrics.observe(p.labels, res, p.lastEnd)
 	if !res.Success {
 		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
@@ -559,6 +569,7 @@ type probeSpec struct {
 	promptEstimate int
 	tgt            *target
 	checks         *checks
+	load           func(target string) (running, waiting float64, ok bool)
 }
 
 func (m *Manager) snapshot(p *pair) probeSpec {
@@ -571,6 +582,7 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 		url: p.tgt.cfg.URL, client: p.tgt.client, mod: p.mod, model: pairModel(p),
 		timeout: p.timeout, stall: p.stall, secrets: p.tgt.secrets, promptEstimate: est, tgt: p.tgt,
 		checks: p.checks,
+		load:   m.load,
 	}
 }
 
@@ -580,6 +592,12 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Result {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	load := math.NaN()
+	if s.load != nil {
+		if running, waiting, ok := s.load(s.target); ok {
+			load = running + waiting + 1
+		}
+	}
 	if s.model == "" {
 		ids, res := m.fetchModels(ctx, s.client, s.url)
 		if res == nil && len(ids) == 0 {
@@ -588,6 +606,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		if res != nil {
 			started()
 			scrubResult(res, s.secrets)
+			res.Load = load
 			return res
 		}
 		s.model = ids[0]
@@ -616,6 +635,8 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		res.gen = nil
 	}
 	scrubResult(&res, s.secrets)
+	res.Text = truncateText(res.Text) // after scrubbing: no secret cut in half survives
+	res.Load = load
 	return &res
 }
 
@@ -738,6 +759,7 @@ func secretsOf(c *commoncfg.HTTPClientConfig) []string {
 func scrubResult(r *Result, secrets []string) {
 	for _, sec := range secrets {
 		r.Err = strings.ReplaceAll(r.Err, sec, "<secret>")
+		r.Text = strings.ReplaceAll(r.Text, sec, "<secret>")
 		for _, h := range []http.Header{r.RequestHeader, r.ResponseHeader} {
 			for k, vs := range h {
 				for i, v := range vs {
@@ -853,21 +875,22 @@ func (m *Manager) Model(targetName string) string {
 
 // MeanTTFT returns the mean TTFT in seconds of the successful scheduled probes of
 // target (all modules) that started at or after since, and how many there were.
+// O(modules of the target); it copies no history.
 func (m *Manager) MeanTTFT(targetName string, since time.Time) (seconds float64, n int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var sum time.Duration
-	for _, p := range m.pairs {
-		if p.key.target != targetName {
-			continue
-		}
-		p.hist.successesSince(since, func(r *Result) {
-			sum += r.TTFT
-			n++
-		})
+	t, ok := m.targets[targetName]
+	if !ok {
+		return 0, 0
+	}
+	var sum float64
+	for _, p := range t.pairs {
+		s := p.state.window.since(since.UnixNano())
+		sum += s.ttft
+		n += s.n
 	}
 	if n == 0 {
 		return 0, 0
 	}
-	return sum.Seconds() / float64(n), n
+	return sum / float64(n), n
 }

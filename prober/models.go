@@ -36,6 +36,7 @@ func pairModel(p *pair) string {
 func (m *Manager) applyTargetPairs(cfg *config.Config, tc *config.Target, t *target) map[pairKey]bool {
 	keep := map[pairKey]bool{}
 	interval := cfg.ProbeInterval(tc)
+	t.pairs = t.pairs[:0]
 	for _, mod := range tc.Modules {
 		mc := cfg.Modules[mod]
 		chk, err := compileChecks(&mc)
@@ -55,6 +56,7 @@ func (m *Manager) applyTargetPairs(cfg *config.Config, tc *config.Target, t *tar
 			}
 			restart := !ok || p.interval != interval
 			p.tgt, p.mod, p.interval, p.checks = t, mc, interval, chk
+			t.pairs = append(t.pairs, p)
 			p.timeout, p.stall = cfg.ProbeTimeout(tc, &mc), cfg.StallTimeout(&mc)
 			if restart {
 				m.stopPair(p)
@@ -97,6 +99,7 @@ func (m *Manager) syncModels(t *target, ids []string) bool {
 			m.removePair(p)
 		}
 	}
+	m.sortPairs()
 	for _, p := range m.pairs {
 		if p.tgt == t {
 			m.relabelPair(p)

@@ -343,8 +343,8 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			s.res.OutputTokens = usageOut
 			s.res.OutputTokensFromUsage = true
 		}
-		if s.res.OutputTokens > 1 && contentEvents > 0 {
-			s.res.TPOT = (s.res.E2E - s.res.TTFT) / time.Duration(s.res.OutputTokens-1)
+		if contentEvents > 0 {
+			s.res.TPOT, _ = TPOT(s.res.TTFT, s.res.E2E, s.res.OutputTokens)
 		}
 	}
 	defer finish()

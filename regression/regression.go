@@ -1,9 +1,11 @@
 // Package regression compares live probe and server measurements with the
 // benchmark baselines of the configuration. It exports each baseline's points
-// (vllm_baseline_*), and per target the values the baseline expects at the
-// current load, interpolated on the baseline curve at concurrency running +
-// waiting (from the collector) + 1 (the probe itself), with regression ratios
-// oriented so that above 1 is worse than the baseline.
+// (vllm_baseline_*), and per target the values the baseline expects,
+// interpolated on the baseline curve at concurrency running + waiting (from
+// the collector) + 1 (the probe itself), with regression ratios oriented so
+// that above 1 is worse than the baseline. Probe latencies are compared at
+// the load each probe saw when it started (prober.Result.Load); server-side
+// figures at the latest scraped load.
 //
 // Everything is computed at scrape time from a ProbeSource (the prober) and a
 // ServerSource (the collector); the Collector also gives the collector the
@@ -31,7 +33,7 @@ import (
 var (
 	_ collector.Baselines = (*Collector)(nil)
 	_ ServerSource        = (*collector.Manager)(nil)
-	_ StatusSource        = (*prober.Manager)(nil)
+	_ StatsSource         = (*prober.Manager)(nil)
 )
 
 // ProbeMeans are the means of the successful probes of one (target, module)
@@ -44,7 +46,10 @@ type ProbeMeans struct {
 	// OutputTokens is the mean output tokens per successful probe, used to
 	// scale the baseline's latencies to the probe's length.
 	OutputTokens float64
-	N            int // successful probes
+	// Load is the mean running + waiting + 1 of the target when the probes
+	// started, NaN when unknown.
+	Load float64
+	N    int // successful probes
 }
 
 // Mean returns the live value of a latency metric, NaN for others.
@@ -351,33 +356,24 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 	}
 	for _, mod := range t.modules {
 		plv := append(append([]string{t.name, mod, model}, t.static...), l.name)
-		gauge(ch, st.descs[mExpTPOT], exp.TPOTMean, plv...)
-		gauge(ch, st.descs[mExpTTFT], exp.TTFTMean, plv...)
-		live := c.probes.MeanStats(t.name, mod, now.Add(-window))
+		// Each probe is compared with the baseline at the load it saw when
+		// it started; the scrape-time expectation only stands in while no
+		// probe of the window succeeded.
+		live, pexp, pok := probeExpectation(c.probes, l.b, t.name, mod, now, window, load)
+		if !pok {
+			pexp = exp
+		}
+		gauge(ch, st.descs[mExpTPOT], pexp.TPOTMean, plv...)
+		gauge(ch, st.descs[mExpTTFT], pexp.TTFTMean, plv...)
 		for _, m := range baseline.Metrics {
 			r := throughputRatio
 			if m != baseline.MetricOutputThroughput {
 				r = math.NaN()
-				if live.N > 0 {
-					r = baseline.RegressionRatio(m, live.Mean(m), expectedFor(m, exp, live))
+				if live.N > 0 && pok {
+					r = baseline.RegressionRatio(m, live.Mean(m), pexp.Mean(m))
 				}
 			}
 			gauge(ch, st.descs[mRatio], r, append(slices.Clone(plv), string(m))...)
 		}
 	}
-}
-
-// expectedFor is the baseline's expectation of m for probes like live. E2E
-// depends on the output length, which differs between a benchmark and a
-// probe, so it is rebuilt from the baseline's TTFT and TPOT for the probes'
-// mean output length: TTFT + TPOT × (out − 1). Without an output length it is
-// unknown (NaN) rather than the benchmark's E2E of some other length.
-func expectedFor(m baseline.Metric, exp baseline.Expectation, live ProbeMeans) float64 {
-	if m != baseline.MetricE2E {
-		return exp.Mean(m)
-	}
-	if !(live.OutputTokens >= 1) {
-		return math.NaN()
-	}
-	return exp.TTFTMean + exp.TPOTMean*(live.OutputTokens-1)
 }

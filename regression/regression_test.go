@@ -225,32 +225,24 @@ targets: [{name: t1, url: "http://127.0.0.1:1", baseline: b}, {name: t2, url: "h
 	}
 }
 
-type fakeStatus []prober.TargetStatus
+type fakeStats map[string]prober.PairStats
 
-func (f fakeStatus) Status() []prober.TargetStatus { return f }
-func (f fakeStatus) Model(string) string           { return "m" }
+func (f fakeStats) Stats(target, module string) (prober.PairStats, bool) {
+	s, ok := f[target+"/"+module]
+	return s, ok
+}
+func (f fakeStats) Model(string) string { return "m" }
 
+// TestFromProberMeans checks the adapter; the means themselves are the
+// prober's (prober/stats_test.go).
 func TestFromProberMeans(t *testing.T) {
-	t0 := time.Unix(1700000000, 0)
-	ms := time.Millisecond
-	hist := []prober.Result{ // newest first, like Status
-		{Start: t0.Add(3 * time.Second), Success: true, TTFT: 100 * ms, E2E: 400 * ms, OutputTokens: 4, ITLs: []time.Duration{100 * ms, 100 * ms, 100 * ms}},
-		{Start: t0.Add(2 * time.Second), Success: false, TTFT: 900 * ms},
-		{Start: t0.Add(time.Second), Success: true, TTFT: 300 * ms, E2E: 300 * ms, OutputTokens: 1},
-		{Start: t0, Success: true, TTFT: 5 * time.Second, E2E: 9 * time.Second, OutputTokens: 2, ITLs: []time.Duration{4 * time.Second}},
-	}
-	src := FromProber(fakeStatus{{Name: "t", Modules: []prober.ModuleStatus{{Module: "m", History: hist}}}})
-	got := src.MeanStats("t", "m", t0.Add(500*ms))
-	// Two successes since: TTFT (0.1+0.3)/2, E2E (0.4+0.3)/2, TPOT only the 4-token probe, ITL its three gaps.
-	if got.N != 2 || !approx(got.TTFT, 0.2) || !approx(got.E2E, 0.35) || !approx(got.TPOT, 0.1) || !approx(got.ITL, 0.1) {
-		t.Errorf("MeanStats = %+v", got)
-	}
-	if none := src.MeanStats("t", "other", t0); none.N != 0 || !math.IsNaN(none.TTFT) {
-		t.Errorf("unknown module: %+v", none)
+	src := FromProber(fakeStats{"t/m": {Target: "t", Module: "m"}})
+	for _, mod := range []string{"m", "other"} {
+		if none := src.MeanStats("t", mod, time.Time{}); none.N != 0 || !math.IsNaN(none.TTFT) || !math.IsNaN(none.Load) {
+			t.Errorf("%s without probes: %+v", mod, none)
+		}
 	}
 	if src.Model("t") != "m" {
 		t.Error("Model not passed through")
 	}
 }
-
-func approx(a, b float64) bool { return math.Abs(a-b) < 1e-12 }

@@ -12,11 +12,20 @@ import (
 
 // Output faults: they change what a request generates, not how it streams.
 const (
-	FaultWrongAnswer   = "wrong_answer"   // a scripted answer is replaced by wrongAnswer
-	FaultBrokenJSON    = "broken_json"    // structured output (JSON or tool arguments) loses its last byte
-	FaultNoToolCall    = "no_tool_call"   // a request with tools is answered with text
-	FaultZeroEmbedding = "zero_embedding" // /v1/embeddings returns a vector of zeros
+	FaultWrongAnswer   = "wrong_answer"      // a scripted answer is replaced by wrongAnswer
+	FaultBrokenJSON    = "broken_json"       // structured output (JSON or tool arguments) loses its last byte
+	FaultNoToolCall    = "no_tool_call"      // a request with tools is answered with text
+	FaultZeroEmbedding = "zero_embedding"    // /v1/embeddings returns a vector of zeros
+	FaultAdapterGone   = "adapter_not_found" // LoRA adapters stay listed but their requests 404
 )
+
+// adapterGone reports whether a request served under model (a LoRA
+// adapter's name, not the base model) gets the adapter_not_found fault: the
+// adapter is listed in /v1/models but vLLM no longer has it loaded.
+func (s *Simulator) adapterGone(model string) bool {
+	k := s.currentKnobs()
+	return model != s.cfg.Model && k.Fault == FaultAdapterGone && s.drawFault(k)
+}
 
 // wrongAnswer is the text of the wrong_answer fault.
 const wrongAnswer = "I am not sure."

@@ -272,3 +272,20 @@ func TestEmbeddings(t *testing.T) {
 		}
 	}
 }
+
+func TestFaultAdapterNotFound(t *testing.T) {
+	_, ts := startSim(t, func(c *Config) { c.LoRAModules = []LoRAModule{{Name: "sql-lora"}} })
+	setFault(t, ts.URL, `{"fault":"`+FaultAdapterGone+`"}`)
+	code, models := get(t, ts.URL+"/v1/models")
+	if code != http.StatusOK || !strings.Contains(models, `"id":"sql-lora"`) {
+		t.Fatalf("/v1/models = %d %s, want the adapter still listed", code, models)
+	}
+	for model, want := range map[string]int{"sql-lora": http.StatusNotFound, "m": http.StatusOK} {
+		resp := post(t, ts.URL+"/v1/completions", `{"model":"`+model+`","prompt":"x","max_tokens":2}`)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: %d %s, want %d", model, resp.StatusCode, b, want)
+		}
+	}
+}

@@ -38,7 +38,7 @@ const (
 var validFaults = []string{
 	FaultHTTPStatus, FaultHangBeforeHeaders, FaultStall, FaultCutStream, FaultMalformedChunk,
 	FaultErrorEvent, FaultHugeLine, FaultEngineDead, FaultSlowMetrics, FaultMetricsReset,
-	FaultWrongAnswer, FaultBrokenJSON, FaultNoToolCall, FaultZeroEmbedding,
+	FaultWrongAnswer, FaultBrokenJSON, FaultNoToolCall, FaultZeroEmbedding, FaultAdapterGone,
 }
 
 // Config holds every setting of the simulator. Each field has a matching
@@ -46,12 +46,13 @@ var validFaults = []string{
 type Config struct {
 	ListenAddress string // --web.listen-address; used by cmd/vllm_sim only
 
-	Model            string // served model name
-	MaxModelLen      int    // max prompt + generated tokens per request
-	MaxNumSeqs       int    // running requests per engine
-	KVCacheTokens    int    // KV cache capacity per engine, in tokens
-	BlockSize        int    // KV block size in tokens
-	DataParallelSize int    // number of engines
+	Model            string       // served model name
+	LoRAModules      []LoRAModule // adapters served on top of Model (--lora-modules)
+	MaxModelLen      int          // max prompt + generated tokens per request
+	MaxNumSeqs       int          // running requests per engine
+	KVCacheTokens    int          // KV cache capacity per engine, in tokens
+	BlockSize        int          // KV block size in tokens
+	DataParallelSize int          // number of engines
 
 	TTFT            time.Duration // base time to first token once scheduled
 	ITL             time.Duration // base inter-token latency with a batch of one
@@ -114,6 +115,9 @@ func (c *Config) validate() error {
 	var errs []error
 	if c.Model == "" {
 		errs = append(errs, errors.New("model must not be empty"))
+	}
+	if err := validateLoRAModules(c.Model, c.LoRAModules); err != nil {
+		errs = append(errs, err)
 	}
 	if c.BlockSize <= 0 {
 		errs = append(errs, fmt.Errorf("block size must be positive, got %d", c.BlockSize))

@@ -27,7 +27,8 @@ func (s *Simulator) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		s.writeAPIError(w, err)
 		return
 	}
-	if req.Model != "" && !s.servesModel(req.Model) {
+	model, ok := s.servedModel(req.Model)
+	if !ok || s.adapterGone(model) {
 		s.writeAPIError(w, &apiError{http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", req.Model), strPtr("model")})
 		return
 	}
@@ -108,13 +109,6 @@ func (s *Simulator) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		Model   string    `json:"model"`
 		Data    []datum   `json:"data"`
 		Usage   usageInfo `json:"usage"`
-	}{"embd-" + strconv.FormatUint(s.reqSeq.Add(1), 16), "list", arrival.Unix(), req.modelOr(s.cfg.Model),
+	}{"embd-" + strconv.FormatUint(s.reqSeq.Add(1), 16), "list", arrival.Unix(), model,
 		[]datum{{0, "embedding", vec}}, usageInfo{PromptTokens: tokens, TotalTokens: tokens}})
-}
-
-func (r *embeddingRequest) modelOr(def string) string {
-	if r.Model != "" {
-		return r.Model
-	}
-	return def
 }

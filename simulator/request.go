@@ -53,6 +53,7 @@ type chatRequest struct {
 
 // genRequest is a validated completion or chat request.
 type genRequest struct {
+	model           string // answered in "model": the base model or the adapter asked for
 	chat            bool
 	seq             uint64 // arrival order, seeds jitter
 	requestID       string // X-Request-Id when given, else generated
@@ -176,7 +177,8 @@ func (s *Simulator) writeAPIError(w http.ResponseWriter, err error) {
 }
 
 func (s *Simulator) newGenRequest(r *http.Request, arrival time.Time, chat bool, model string, n *int, stream bool, so *streamOptions) (*genRequest, error) {
-	if model != "" && !s.servesModel(model) {
+	served, ok := s.servedModel(model)
+	if !ok || s.adapterGone(served) {
 		return nil, &apiError{http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model), strPtr("model")}
 	}
 	if n != nil && *n != 1 {
@@ -187,7 +189,7 @@ func (s *Simulator) newGenRequest(r *http.Request, arrival time.Time, chat bool,
 	if rid == "" {
 		rid = fmt.Sprintf("%016x%08x", uint64(s.start.UnixNano()), seq)
 	}
-	g := &genRequest{chat: chat, seq: seq, requestID: rid, created: arrival.Unix(), arrival: arrival, stream: stream}
+	g := &genRequest{model: served, chat: chat, seq: seq, requestID: rid, created: arrival.Unix(), arrival: arrival, stream: stream}
 	if chat {
 		g.id = "chatcmpl-" + rid
 	} else {
@@ -293,6 +295,3 @@ func messageText(raw json.RawMessage) (string, error) {
 }
 
 func quoteJSON(s string) []byte { return marshalNoEscape(s) }
-
-// servesModel reports whether requests may name model.
-func (s *Simulator) servesModel(model string) bool { return model == s.cfg.Model }

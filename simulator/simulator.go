@@ -256,24 +256,40 @@ type modelCard struct {
 	OwnedBy     string            `json:"owned_by"`
 	Root        string            `json:"root"`
 	Parent      *string           `json:"parent"`
-	MaxModelLen int               `json:"max_model_len"`
+	MaxModelLen *int              `json:"max_model_len"`
 	Permission  []modelPermission `json:"permission"`
 }
 
 func (s *Simulator) handleModels(w http.ResponseWriter, r *http.Request) {
 	created := time.Now().Unix()
-	card := modelCard{
-		ID: s.cfg.Model, Object: "model", Created: created, OwnedBy: "vllm", Root: s.cfg.Model,
-		MaxModelLen: s.cfg.MaxModelLen,
-		Permission: []modelPermission{{
-			ID: "modelperm-" + strconv.FormatUint(hashString(s.cfg.Model), 16), Object: "model_permission",
+	perm := func(id string) []modelPermission {
+		return []modelPermission{{
+			ID: "modelperm-" + strconv.FormatUint(hashString(id), 16), Object: "model_permission",
 			Created: created, AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*",
-		}},
+		}}
+	}
+	maxLen := s.cfg.MaxModelLen
+	cards := []modelCard{{
+		ID: s.cfg.Model, Object: "model", Created: created, OwnedBy: "vllm", Root: s.cfg.Model,
+		MaxModelLen: &maxLen, Permission: perm(s.cfg.Model),
+	}}
+	// vLLM's LoRA cards: root is the adapter's path, parent the base model,
+	// max_model_len unset (serving_models.py, show_available_models).
+	for _, m := range s.cfg.LoRAModules {
+		root := m.Path
+		if root == "" {
+			root = s.cfg.Model
+		}
+		parent := s.cfg.Model
+		cards = append(cards, modelCard{
+			ID: m.Name, Object: "model", Created: created, OwnedBy: "vllm", Root: root,
+			Parent: &parent, Permission: perm(m.Name),
+		})
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Object string      `json:"object"`
 		Data   []modelCard `json:"data"`
-	}{"list", []modelCard{card}})
+	}{"list", cards})
 }
 
 func (s *Simulator) adminView() adminView {

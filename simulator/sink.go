@@ -31,7 +31,7 @@ func (s *Simulator) newStreamSink(w http.ResponseWriter, g *genRequest) *streamS
 	p = append(p, `,"object":"`+object+`","created":`...)
 	p = strconv.AppendInt(p, g.created, 10)
 	p = append(p, `,"model":`...)
-	p = append(p, quoteJSON(s.cfg.Model)...)
+	p = append(p, quoteJSON(g.model)...)
 	p = append(p, `,"choices":[`...)
 	return &streamSink{s: s, w: w, fl: fl, g: g, prefix: p, quoted: quoteJSON(g.requestID), buf: make([]byte, 0, 512)}
 }
@@ -287,7 +287,7 @@ func (j *jsonSink) end(prompt, completion int) error {
 			Choices        []chatChoice `json:"choices"`
 			Usage          usageInfo    `json:"usage"`
 			PromptLogprobs *any         `json:"prompt_logprobs"`
-		}{j.g.id, "chat.completion", j.g.created, j.s.cfg.Model,
+		}{j.g.id, "chat.completion", j.g.created, j.g.model,
 			[]chatChoice{{Message: j.message(), FinishReason: j.fin}},
 			usage, nil}
 	} else {
@@ -298,7 +298,7 @@ func (j *jsonSink) end(prompt, completion int) error {
 			Model   string             `json:"model"`
 			Choices []completionChoice `json:"choices"`
 			Usage   usageInfo          `json:"usage"`
-		}{j.g.id, "text_completion", j.g.created, j.s.cfg.Model,
+		}{j.g.id, "text_completion", j.g.created, j.g.model,
 			[]completionChoice{{Text: string(j.text), FinishReason: j.fin}}, usage}
 	}
 	writeJSON(j.w, http.StatusOK, body)

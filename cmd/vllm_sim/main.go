@@ -28,7 +28,7 @@ func main() {
 func run(args []string) int {
 	app := kingpin.New("vllm_sim", "A GPU-free vLLM simulator speaking vLLM's HTTP, SSE and /metrics surface.")
 	cfg := simulator.DefaultConfig()
-	addFlags(app, &cfg)
+	loraModules := addFlags(app, &cfg)
 	logLevel := app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").
 		Default("info").Enum("debug", "info", "warn", "error")
 	logFormat := app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").
@@ -39,6 +39,12 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "vllm_sim: %v\n", err)
 		return 2
 	}
+	mods, err := simulator.ParseLoRAModules(*loraModules)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vllm_sim: --lora-modules: %v\n", err)
+		return 2
+	}
+	cfg.LoRAModules = mods
 	logger := newLogger(*logLevel, *logFormat)
 	level.Info(logger).Log("msg", "Starting vllm_sim", "version", version.Info())
 
@@ -56,9 +62,12 @@ func run(args []string) int {
 	return 0
 }
 
-func addFlags(app *kingpin.Application, c *simulator.Config) {
+// addFlags binds every flag to c and returns the raw --lora-modules values,
+// which run parses into c.LoRAModules.
+func addFlags(app *kingpin.Application, c *simulator.Config) *[]string {
 	app.Flag("web.listen-address", "Address to listen on.").Default(c.ListenAddress).StringVar(&c.ListenAddress)
 	app.Flag("model", "Served model name.").Default(c.Model).StringVar(&c.Model)
+	lora := app.Flag("lora-modules", "LoRA adapters served on top of --model, as name[=path][,name[=path]...]; repeatable. Listed in /v1/models with parent = the base model; their traffic is counted under the base model_name.").Strings()
 	app.Flag("max-model-len", "Maximum prompt plus generated tokens per request.").Default(fmt.Sprint(c.MaxModelLen)).IntVar(&c.MaxModelLen)
 	app.Flag("max-num-seqs", "Maximum running requests per engine; the rest wait.").Default(fmt.Sprint(c.MaxNumSeqs)).IntVar(&c.MaxNumSeqs)
 	app.Flag("kv-cache-tokens", "KV cache capacity per engine, in tokens.").Default(fmt.Sprint(c.KVCacheTokens)).IntVar(&c.KVCacheTokens)
@@ -83,6 +92,7 @@ func addFlags(app *kingpin.Application, c *simulator.Config) {
 	app.Flag("answers", "JSON file of prompt substrings to scripted answers (see docs/simulator.md).").Default(c.AnswersFile).StringVar(&c.AnswersFile)
 	app.Flag("echo", "Answer with the prompt (chat: the last user message) when no scripted answer matches.").BoolVar(&c.Echo)
 	app.Flag("embedding-dimension", "Length of the vectors /v1/embeddings returns.").Default(fmt.Sprint(c.EmbeddingDimension)).IntVar(&c.EmbeddingDimension)
+	return lora
 }
 
 func newLogger(lvl, format string) log.Logger {

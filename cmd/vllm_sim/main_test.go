@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func TestFlagDefaultsMatchDefaultConfig(t *testing.T) {
 	if _, err := app.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if cfg != simulator.DefaultConfig() {
+	if !reflect.DeepEqual(cfg, simulator.DefaultConfig()) {
 		t.Errorf("flag defaults differ from DefaultConfig:\n%+v\n%+v", cfg, simulator.DefaultConfig())
 	}
 }
@@ -28,8 +29,9 @@ func TestFlagDefaultsMatchDefaultConfig(t *testing.T) {
 func TestFlagsSetConfig(t *testing.T) {
 	app := kingpin.New("t", "")
 	cfg := simulator.DefaultConfig()
-	addFlags(app, &cfg)
+	lora := addFlags(app, &cfg)
 	_, err := app.Parse([]string{
+		"--lora-modules=sql-lora=/adapters/sql,chat-lora", "--lora-modules=third",
 		"--web.listen-address=127.0.0.1:9", "--model=x/y", "--max-model-len=2048", "--max-num-seqs=4",
 		"--kv-cache-tokens=8192", "--block-size=32", "--data-parallel-size=2", "--ttft=150ms", "--itl=20ms",
 		"--batch-slowdown=0.1", "--prefill-per-token=1us", "--jitter=0.2", "--metrics.names=legacy",
@@ -45,7 +47,11 @@ func TestFlagsSetConfig(t *testing.T) {
 	want.TTFT, want.ITL, want.BatchSlowdown, want.PrefillPerToken, want.Jitter = 150*time.Millisecond, 20*time.Millisecond, 0.1, time.Microsecond, 0.2
 	want.MetricsNames, want.ErrorShape, want.Version, want.TraceFile, want.APIKey = "legacy", "flat", "0.9.2", "/tmp/t", "k"
 	want.Fault, want.FaultRate, want.FaultStatus, want.FaultAfter, want.FaultDelay, want.Seed = "stall", 0.5, 503, 3, 2*time.Second, 7
-	if cfg != want {
+	if cfg.LoRAModules, err = simulator.ParseLoRAModules(*lora); err != nil {
+		t.Fatal(err)
+	}
+	want.LoRAModules = []simulator.LoRAModule{{Name: "sql-lora", Path: "/adapters/sql"}, {Name: "chat-lora"}, {Name: "third"}}
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("parsed config\n got %+v\nwant %+v", cfg, want)
 	}
 }
@@ -53,6 +59,12 @@ func TestFlagsSetConfig(t *testing.T) {
 func TestRunRejectsInvalidConfig(t *testing.T) {
 	if code := run([]string{"--block-size=0", "--log.level=error"}); code != 1 {
 		t.Errorf("run with --block-size=0 = %d, want 1", code)
+	}
+	if code := run([]string{"--lora-modules=a,,b"}); code != 2 {
+		t.Errorf("run with an empty --lora-modules item = %d, want 2", code)
+	}
+	if code := run([]string{"--model=m", "--lora-modules=m", "--log.level=error"}); code != 1 {
+		t.Errorf("run with an adapter named like the base model = %d, want 1", code)
 	}
 	if code := run([]string{"--metrics.names=v2"}); code != 2 {
 		t.Errorf("run with a bad enum = %d, want 2", code)

@@ -1,0 +1,78 @@
+package collector
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-kit/log/level"
+)
+
+// ScrapeState is the outcome of a target's last scrape of /metrics, for the
+// landing page.
+type ScrapeState struct {
+	At       time.Time     // when the scrape started
+	Duration time.Duration // how long it took
+	Up       bool          // it succeeded
+	// Err is why it failed ("" when Up). It never holds credentials: the
+	// scrape URL in it is reduced to scheme, host and path (no user
+	// information, no query), and no request header is ever part of it.
+	Err string
+}
+
+// LastScrape returns the state of target's last scrape; ok is false for a
+// target the collector does not scrape or has not scraped yet.
+func (m *Manager) LastScrape(target string) (ScrapeState, bool) {
+	s := m.target(target)
+	if s == nil {
+		return ScrapeState{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.attempted {
+		return ScrapeState{}, false
+	}
+	return s.last, true
+}
+
+// safeError renders a scrape error with every URL in it reduced to scheme,
+// host and path, so that a password in the user information or a token in
+// the query of a configured URL never reaches logs or pages.
+func safeError(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			safe := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+			// Rebuild the message with the safe URL in place of the original.
+			orig := ue.Error()
+			ue2 := &url.Error{Op: ue.Op, URL: safe, Err: ue.Err}
+			msg = strings.Replace(msg, orig, ue2.Error(), 1)
+		}
+	}
+	return msg
+}
+
+// noteScrapeLocked records the outcome of a scrape in s.last and logs
+// changes: the first failure of a target at info (warning when it was up),
+// a failure whose reason differs from the previous one, and the recovery.
+// Repeats of the same failure are logged at debug only.
+func (s *scraper) noteScrapeLocked(at time.Time, dur time.Duration, err error) {
+	prev, first := s.last, !s.attempted
+	s.attempted = true
+	s.last = ScrapeState{At: at, Duration: dur, Up: err == nil, Err: safeError(err)}
+	switch {
+	case err != nil && !first && prev.Up:
+		level.Warn(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", s.last.Err)
+	case err != nil && (first || prev.Err != s.last.Err):
+		level.Info(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", s.last.Err)
+	case err != nil:
+		level.Debug(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", s.last.Err)
+	case !first && !prev.Up:
+		level.Info(s.logger).Log("msg", "scrape of vLLM metrics succeeded again", "failed_since", prev.At)
+	}
+}

@@ -1,0 +1,109 @@
+package prober_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/regression"
+)
+
+// scaleBaseline is a two-point vllm bench serve baseline in vllm_prober's
+// baseline format (docs/baselines.md).
+const scaleBaseline = `version: 1
+baselines:
+  - name: b
+    model: m
+    source: {tool: vllm bench serve, format: vllm-serve-json, files: [a.json]}
+    points:
+      - {concurrency: 1, request_throughput: 2, output_throughput: 128, ttft_seconds: {mean: 0.125}, tpot_seconds: {mean: 0.015625}, itl_seconds: {mean: 0.015625}, e2e_seconds: {mean: 1}}
+      - {concurrency: 5, request_throughput: 4, output_throughput: 384, ttft_seconds: {mean: 0.375}, tpot_seconds: {mean: 0.03125}, itl_seconds: {mean: 0.03125}, e2e_seconds: {mean: 2}}
+`
+
+type busyServer struct{}
+
+func (busyServer) Load(string) (float64, float64, bool)               { return 2, 1, true }
+func (busyServer) StreamOutputTokensPerSecond(string) (float64, bool) { return 50, true }
+
+// regressionAllocsPerTarget builds n baselined targets with full histories and
+// returns the allocations of one regression collection, per target.
+func regressionAllocsPerTarget(t *testing.T, n int) float64 {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "b.yaml"), []byte(scaleBaseline), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("global: {probe_interval: 15s, rate_window: 1m}\nmodules:\n  m: {prober: completions, prompt: hi, max_tokens: 16}\nbaselines: [{name: b, file: b.yaml}]\ntargets:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: t%04d, url: \"http://127.0.0.1:%d\", model: m, baseline: b}\n", i, 10000+i)
+	}
+	cfg, err := config.Load([]byte(b.String()), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm := prober.NewManager(nil, nil)
+	if err := pm.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(-30 * time.Second)
+	ms := time.Millisecond
+	for i := range n {
+		for j := range prober.DefaultHistoryLimit {
+			pm.RecordForTest(fmt.Sprintf("t%04d", i), "m", prober.Result{
+				Start: start.Add(time.Duration(j) * ms), Success: j%5 != 0, Reason: "",
+				TTFT: 100 * ms, E2E: 400 * ms, OutputTokens: 16,
+				ITLs: []time.Duration{20 * ms, 20 * ms, 20 * ms, 20 * ms, 20 * ms},
+			})
+		}
+	}
+	rc := regression.New(nil, nil, regression.FromProber(pm), busyServer{})
+	if err := rc.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan prometheus.Metric, 64)
+	done := make(chan struct{})
+	series := 0
+	go func() {
+		for range ch {
+			series++
+		}
+		close(done)
+	}()
+	allocs := testing.AllocsPerRun(3, func() { rc.Collect(ch) })
+	close(ch)
+	<-done
+	if series < 4*n {
+		t.Fatalf("%d targets gave %d regression series: the fixture is not baselined", n, series)
+	}
+	return allocs / float64(n)
+}
+
+// TestRegressionCollectLinear is the proof that the regression series cost
+// O(targets) per scrape: with every target baselined and every history full,
+// one collection allocates as much per target at 1,000 targets as at 10. Reading
+// the means from a copy of every target's history (Manager.Status, once per
+// pair) made it quadratic: ~100× more per target at 1,000.
+func TestRegressionCollectLinear(t *testing.T) {
+	sizes := []int{10, 100, 1000}
+	if testing.Short() {
+		sizes = []int{10, 300}
+	}
+	per := make([]float64, len(sizes))
+	for i, n := range sizes {
+		per[i] = regressionAllocsPerTarget(t, n)
+		t.Logf("%5d targets: %.1f allocations per target", n, per[i])
+	}
+	for i := 1; i < len(sizes); i++ {
+		if per[i] > 1.25*per[0]+2 {
+			t.Errorf("allocations per target grow with the fleet: %.1f at %d targets, %.1f at %d", per[0], sizes[0], per[i], sizes[i])
+		}
+	}
+}
