@@ -2,14 +2,12 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,9 +15,12 @@ import (
 	"time"
 
 	"github.com/go-kit/log/level"
+	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
@@ -43,7 +44,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		tr.MaxIdleConnsPerHost = maxc + 2
 		tr.MaxIdleConns = maxc + 2
 		defer tr.CloseIdleConnections()
-		client = &http.Client{Transport: tr}
+		// The one User-Agent of vllm_prober (internal/httpclient).
+		client = &http.Client{Transport: commoncfg.NewUserAgentRoundTripper(httpclient.UserAgent(), tr)}
 	}
 	models, err := waitReady(ctx, client, &opts)
 	if err != nil {
@@ -86,10 +88,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	return rep, nil
 }
 
-type modelCard struct {
-	ID          string `json:"id"`
-	MaxModelLen int    `json:"max_model_len"`
-}
+type modelCard = vllmapi.Model
 
 // waitReady polls /v1/models until it answers 200 with a model list, or
 // ReadyTimeout passes (seed 000's step 2).
@@ -120,35 +119,7 @@ func waitReady(ctx context.Context, client *http.Client, o *Options) ([]modelCar
 func fetchModels(ctx context.Context, client *http.Client, o *Options) ([]modelCard, error) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, o.URL+"/v1/models", nil)
-	if err != nil {
-		return nil, fmt.Errorf("building /v1/models request: %w", err)
-	}
-	for k, vs := range o.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // drop the URL: it may carry userinfo
-		}
-		return nil, fmt.Errorf("GET /v1/models: %w", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /v1/models: HTTP %d", resp.StatusCode)
-	}
-	var list struct {
-		Data []modelCard `json:"data"`
-	}
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("GET /v1/models: decoding answer: %w", err)
-	}
-	return list.Data, nil
+	return vllmapi.Models(rctx, client, o.URL, o.Header)
 }
 
 // requestBody is the JSON body of request i: vLLM's benchmark client's body

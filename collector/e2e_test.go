@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -29,7 +30,7 @@ type render struct {
 }
 
 // recorder wraps the simulator's handler and records every /metrics response
-// it serves to the collector (User-Agent vllm_prober), keyed by the
+// it serves to the collector (User-Agent vllm_prober/<version>), keyed by the
 // generation-token counter, which grows at every scrape under load.
 type recorder struct {
 	next   http.Handler
@@ -40,7 +41,7 @@ type recorder struct {
 }
 
 func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/metrics" || r.Header.Get("User-Agent") != "vllm_prober" {
+	if r.URL.Path != "/metrics" || r.Header.Get("User-Agent") != httpclient.UserAgent() {
 		rc.next.ServeHTTP(w, r)
 		return
 	}

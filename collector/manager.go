@@ -18,6 +18,7 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 )
 
 // ProbeStats is what the collector needs from the prober.
@@ -53,7 +54,7 @@ type Manager struct {
 
 	mu         sync.Mutex
 	targets    map[string]*scraper // by target name
-	clients    *clientCache        // shared between targets of equal HTTP client config; under mu
+	clients    *httpclient.Pool    // shared between targets of equal HTTP client config (and with the prober, SetClients)
 	labelNames []string            // static label names
 	window     time.Duration
 	runCtx     context.Context // set while Run runs
@@ -72,12 +73,21 @@ func NewManager(reg prometheus.Registerer, logger log.Logger, probes ProbeStats,
 		baselines: baselines,
 		targets:   map[string]*scraper{},
 		window:    time.Duration(config.DefaultGlobal.RateWindow),
-		clients:   newClientCache(),
+		clients:   httpclient.New(nil),
 	}
 	if reg != nil {
 		reg.MustRegister(m)
 	}
 	return m
+}
+
+// SetClients makes the Manager take its HTTP clients from pool, shared with
+// the prober and discovery: one connection pool per distinct
+// http_client_config. Call it before the first Apply.
+func (m *Manager) SetClients(pool *httpclient.Pool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.clients = pool
 }
 
 // scraper is one target's loop and state.
@@ -148,11 +158,11 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			wants[t.Name] = want{t: t}
 			continue
 		}
-		client, err := m.clients.acquire(t.HTTPClientConfig)
+		client, err := m.clients.Acquire(t.HTTPClientConfig)
 		if err != nil {
 			for _, w := range wants {
 				if w.client != nil {
-					m.clients.release(w.client)
+					m.clients.Release(w.client)
 				}
 			}
 			return fmt.Errorf("collector: target %q: %w", t.Name, err)
@@ -167,7 +177,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			continue // unchanged: keep loop and history
 		}
 		m.stopLocked(s)
-		m.clients.release(s.client) // the last holder closes the idle keep-alive connections
+		m.clients.Release(s.client) // the last holder closes the idle keep-alive connections
 		delete(m.targets, name)
 	}
 	for name, w := range wants {

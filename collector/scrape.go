@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 )
 
 // AcceptHeader negotiates delimited protobuf, OpenMetrics and the classic text
@@ -49,7 +50,6 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 		return nil, time.Time{}, fmt.Errorf("creating scrape request: %w", err)
 	}
 	req.Header.Set("Accept", AcceptHeader)
-	req.Header.Set("User-Agent", "vllm_prober")
 	if dl, ok := ctx.Deadline(); ok {
 		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(time.Until(dl).Seconds(), 'f', 3, 64))
 	}
@@ -195,51 +195,21 @@ type ServerInfo struct {
 func FetchServerInfo(ctx context.Context, client *http.Client, baseURL string) (ServerInfo, error) {
 	info := ServerInfo{MaxModelLen: map[string]int{}}
 	var errs []error
-	var version struct {
-		Version string `json:"version"`
-	}
-	if err := getJSON(ctx, client, baseURL+"/version", &version); err != nil {
+	if v, err := vllmapi.Version(ctx, client, baseURL); err != nil {
 		errs = append(errs, fmt.Errorf("reading /version: %w", err))
 	} else {
-		info.Version = version.Version
+		info.Version = v
 	}
-	var models struct {
-		Data []struct {
-			ID          string `json:"id"`
-			MaxModelLen int    `json:"max_model_len"`
-		} `json:"data"`
-	}
-	if err := getJSON(ctx, client, baseURL+"/v1/models", &models); err != nil {
+	if models, err := vllmapi.Models(ctx, client, baseURL, nil); err != nil {
 		errs = append(errs, fmt.Errorf("reading /v1/models: %w", err))
 	} else {
-		for _, d := range models.Data {
+		for _, d := range models {
 			if d.ID != "" && d.MaxModelLen > 0 {
 				info.MaxModelLen[d.ID] = d.MaxModelLen
 			}
 		}
 	}
 	return info, errors.Join(errs...)
-}
-
-func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return fmt.Errorf("server returned HTTP status %s", resp.Status)
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(v); err != nil {
-		return fmt.Errorf("decoding JSON: %w", err)
-	}
-	return nil
 }
 
 // joinURL appends path to the target root URL.

@@ -31,6 +31,8 @@ import (
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/regression"
 )
@@ -101,9 +103,14 @@ type Daemon struct {
 	disc   *discoveryRun
 	runCtx context.Context
 
-	// scrubber removes the current configuration's secrets from text shown to
-	// users; swapped on every applied configuration.
+	// red is the one redactor: the configuration's secrets (set on every
+	// applied configuration) and the tokens the HTTP clients obtained. The
+	// logger, the prober and every page go through it.
+	red      *redact.Redactor
 	scrubber atomic.Pointer[scrubber]
+	// clients is the one HTTP client pool of the prober, the collector and
+	// discovery.
+	clients *httpclient.Pool
 
 	ready   atomic.Bool
 	started atomic.Bool
@@ -141,8 +148,10 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	d := &Daemon{opts: opts, logger: logger, reg: reg}
-	d.scrubber.Store(newScrubber(nil))
+	red := redact.New()
+	logger = redact.Logger(logger, red) // every level, every component
+	d := &Daemon{opts: opts, logger: logger, reg: reg, red: red, clients: httpclient.New(red)}
+	d.scrubber.Store(&scrubber{red: red})
 
 	if err := reg.Register(versioncollector.NewCollector("vllm_prober")); err != nil {
 		return nil, fmt.Errorf("registering the build info collector: %w", err)
@@ -171,6 +180,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 
 	d.probes = prober.NewManager(reg, log.With(logger, "component", "prober"))
 	d.probes.SetHistoryLimit(opts.HistoryLimit)
+	d.probes.SetShared(d.clients, d.red)
 	// Baselines and regression series: probe means from the prober, load and
 	// throughput from the collector, which in turn takes the baselines'
 	// saturation throughput for its throughput headroom.
@@ -181,6 +191,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	// Each probe records its target's load when it starts, so that the
 	// regression series compare it with the baseline at that load.
 	d.probes.SetLoadSource(d.coll.Load)
+	d.coll.SetClients(d.clients)
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {

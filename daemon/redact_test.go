@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
 func TestScrubberCoversEverySecretKind(t *testing.T) {
@@ -47,13 +48,13 @@ targets:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newScrubber(cfg)
+	s := &scrubber{red: redact.New(configSecrets(cfg)...)}
 	in := "a sk-from-file-1111 b sk-credentials-2222 c sk-proxy-3333 d sk-header-4444 e sk-basic-5555 f sk-oauth-6666 g sk-bearer-7777 h"
 	want := "a <secret> b <secret> c <secret> d <secret> e <secret> f <secret> g <secret> h"
 	if got := s.scrub(in); got != want {
 		t.Errorf("scrub:\n got %q\nwant %q", got, want)
 	}
-	if got := newScrubber(nil).scrub(in); got != in {
+	if got := (&scrubber{red: redact.New(configSecrets(nil)...)}).scrub(in); got != in {
 		t.Errorf("a scrubber without config changed the text: %q", got)
 	}
 
@@ -88,7 +89,7 @@ targets:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := newScrubber(cfg).scrub("1 xxabcdyy 2 abcd"); got != "1 <secret> 2 <secret>" || strings.Contains(got, "xx") {
+	if got := (&scrubber{red: redact.New(configSecrets(cfg)...)}).scrub("1 xxabcdyy 2 abcd"); got != "1 <secret> 2 <secret>" || strings.Contains(got, "xx") {
 		t.Errorf("scrub = %q", got)
 	}
 }

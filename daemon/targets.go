@@ -31,6 +31,10 @@ type discoveryRun struct {
 // the others go back to the previous one. On success the discovery of the old
 // configuration stops and the new one starts.
 func (d *Daemon) apply(cfg *config.Config) error {
+	// First, so that every error and log line about cfg is scrubbed of its
+	// secrets. On failure the previous configuration's stay too: scrubbing
+	// more is harmless.
+	d.red.Set("config", append(configSecrets(cfg), configSecrets(d.sc.Config())...))
 	// Without discovery the static targets run in the file's order.
 	list := cfg.Targets
 	var m *discovery.Manager
@@ -57,7 +61,6 @@ func (d *Daemon) apply(cfg *config.Config) error {
 		run = &discoveryRun{m: m, cfg: cfg, gen: d.gen}
 	}
 	d.applyMu.Unlock()
-	d.scrubber.Store(newScrubber(cfg))
 
 	// Not under applyMu: the old discovery may be waiting for it to hand over
 	// a list, which the new generation makes it drop.

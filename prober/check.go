@@ -2,14 +2,14 @@ package prober
 
 import (
 	"context"
-	"encoding/json"
-	"io"
+	"errors"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/go-kit/log/level"
+
+	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 )
 
 // checkLoop checks t's /health and /v1/models now and then every interval.
@@ -48,20 +48,16 @@ func (m *Manager) checkLoop(ctx context.Context, t *target) {
 // check runs one /health and /v1/models check of t and records it.
 func (m *Manager) check(ctx context.Context, t *target) {
 	m.mu.Lock()
-	client, base, timeout, name := t.client, t.cfg.URL, t.timeout, t.cfg.Name
+	client, base, timeout, name, red := t.client, t.cfg.URL, t.timeout, t.cfg.Name, m.red
 	m.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	healthUp := false
-	if req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil); err == nil {
-		if resp, err := client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-			resp.Body.Close()
-			healthUp = resp.StatusCode == http.StatusOK
-		}
-	}
+	healthUp := vllmapi.Health(ctx, client, base) == nil
 	ids, fail := m.fetchModels(ctx, client, base)
+	if fail != nil {
+		scrubResult(fail, red)
+	}
 	if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
 		return // shutting down or reconfigured
 	}
@@ -94,41 +90,26 @@ func (m *Manager) check(ctx context.Context, t *target) {
 // whose reason says why.
 func (m *Manager) fetchModels(ctx context.Context, client *http.Client, base string) ([]string, *Result) {
 	res := &Result{Start: time.Now()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/models", nil)
+	models, err := vllmapi.Models(ctx, client, base, nil)
 	if err != nil {
-		res.Reason, res.Err = ReasonConnection, sanitize("building /v1/models request: "+redactErr(err).Error())
+		var status *vllmapi.StatusError
+		var decode *vllmapi.DecodeError
+		switch {
+		case errors.As(err, &status):
+			res.StatusCode = status.Code
+			reason, msg := classifyHTTPError(status.Code, status.Body)
+			res.Reason, res.Err = reason, sanitize("/v1/models: "+msg)
+		case errors.As(err, &decode):
+			res.StatusCode = http.StatusOK
+			res.Reason, res.Err = ReasonMalformed, sanitize("/v1/models: invalid JSON: "+decode.Err.Error())
+		default:
+			reason, msg := classifyTransportError(ctx, err)
+			res.Reason, res.Err = reason, sanitize(msg)
+		}
 		return nil, res
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		reason, msg := classifyTransportError(ctx, err)
-		res.Reason, res.Err = reason, sanitize("/v1/models: "+msg)
-		return nil, res
-	}
-	defer resp.Body.Close()
-	res.StatusCode = resp.StatusCode
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		reason, msg := classifyTransportError(ctx, err)
-		res.Reason, res.Err = reason, sanitize("/v1/models: "+msg)
-		return nil, res
-	}
-	if resp.StatusCode != http.StatusOK {
-		reason, msg := classifyHTTPError(resp.StatusCode, body)
-		res.Reason, res.Err = reason, sanitize("/v1/models: "+msg)
-		return nil, res
-	}
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(body, &list); err != nil {
-		res.Reason, res.Err = ReasonMalformed, sanitize("/v1/models: invalid JSON: "+err.Error())
-		return nil, res
-	}
-	ids := make([]string, 0, len(list.Data))
-	for _, d := range list.Data {
+	ids := make([]string, 0, len(models))
+	for _, d := range models {
 		if d.ID != "" {
 			ids = append(ids, d.ID)
 		}

@@ -1,99 +1,6 @@
 package prober
 
-import (
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
-	"testing"
-	"time"
-
-	commoncfg "github.com/prometheus/common/config"
-)
-
-func bearer(token string) commoncfg.HTTPClientConfig {
-	return commoncfg.HTTPClientConfig{Authorization: &commoncfg.Authorization{Type: "Bearer", Credentials: commoncfg.Secret(token)}}
-}
-
-func TestClientCacheSharesEqualConfigs(t *testing.T) {
-	c := newClientCache()
-	a, err := c.acquire(bearer("one"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := c.acquire(bearer("one"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a != b {
-		t.Error("equal configurations got different clients")
-	}
-	// Secrets marshal alike; the clients must still differ.
-	other, err := c.acquire(bearer("two"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if other == a {
-		t.Error("configurations differing in their credentials share a client")
-	}
-	plain, err := c.acquire(commoncfg.HTTPClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if plain == a || plain == other {
-		t.Error("different configurations share a client")
-	}
-	c.release(a)
-	if again, _ := c.acquire(bearer("one")); again != a {
-		t.Error("a client still held was dropped")
-	} else {
-		c.release(again)
-	}
-	c.release(b)
-	if _, ok := c.byPtr[a]; ok {
-		t.Error("the last release kept the client")
-	}
-	if fresh, _ := c.acquire(bearer("one")); fresh == a {
-		t.Error("a released client was handed out again")
-	}
-	c.release(other)
-	c.release(plain)
-	if len(c.buckets) != 1 || len(c.byPtr) != 1 {
-		t.Errorf("after releasing all but one: %d buckets, %d clients; want 1, 1", len(c.buckets), len(c.byPtr))
-	}
-}
-
-func TestClientCacheLastReleaseClosesIdleConnections(t *testing.T) {
-	var closed atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateClosed {
-			closed.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
-	c := newClientCache()
-	a, _ := c.acquire(commoncfg.HTTPClientConfig{})
-	b, _ := c.acquire(commoncfg.HTTPClientConfig{})
-	resp, err := a.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	c.release(a)
-	// Another holder remains: its idle connection stays open. The server
-	// would see a close within milliseconds; allow for a slow machine below.
-	if n := closed.Load(); n != 0 {
-		t.Fatalf("%d connections closed while the client was still held", n)
-	}
-	c.release(b)
-	for deadline := time.Now().Add(10 * time.Second); closed.Load() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the last release did not close the idle connection")
-		}
-	}
-}
+import "testing"
 
 func TestManagerSharesClients(t *testing.T) {
 	cfg := loadConfig(t, `
@@ -131,10 +38,10 @@ targets:
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if s := m.clients.byPtr[a]; s == nil || s.refs != 1 {
-		t.Errorf("a's client after dropping b and c: %+v, want 1 holder", s)
+	if m.targets["a"].client != a {
+		t.Error("the unchanged target a got a new client")
 	}
-	if len(m.clients.byPtr) != 1 {
-		t.Errorf("%d clients held, want 1", len(m.clients.byPtr))
+	if n := m.clients.Len(); n != 1 {
+		t.Errorf("%d clients held, want 1", n)
 	}
 }

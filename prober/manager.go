@@ -7,24 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"maps"
 	"math"
 	"net/http"
-	"os"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
-	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/answer"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
 // ErrBudgetExceeded is returned by ProbeNow when the probe could exceed the
@@ -73,8 +71,11 @@ type Manager struct {
 	// stream sends the probes; tests wrap it to pin timings for golden output.
 	registered bool
 	stream     func(context.Context, *http.Client, StreamRequest) Result
-	// clients shares one HTTP client between targets of equal configuration.
-	clients *clientCache
+	// clients shares one HTTP client between targets of equal configuration
+	// (with the collector and discovery when the daemon hands the same Pool).
+	clients *httpclient.Pool
+	// red scrubs every text the prober keeps (results' errors and headers).
+	red *redact.Redactor
 	// offset places a pair in its interval; tests pin it.
 	offset func(pairKey, time.Duration) time.Duration
 	// load tells a probe its target's load when it starts (SetLoadSource).
@@ -91,7 +92,6 @@ type target struct {
 	client   *http.Client
 	interval time.Duration
 	timeout  time.Duration // for /health and /v1/models
-	secrets  []string      // credential strings scrubbed from every text we keep
 
 	model              string   // configured, or the first id of /v1/models
 	models             []string // with cfg.Models: the matching ids of /v1/models (models.go)
@@ -141,6 +141,7 @@ func NewManager(reg prometheus.Registerer, logger log.Logger) *Manager {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
+	red := redact.New()
 	return &Manager{
 		reg:          reg,
 		logger:       logger,
@@ -150,8 +151,18 @@ func NewManager(reg prometheus.Registerer, logger log.Logger) *Manager {
 		now:          time.Now,
 		stream:       Stream,
 		offset:       scheduleOffset,
-		clients:      newClientCache(),
+		red:          red,
+		clients:      httpclient.New(red),
 	}
+}
+
+// SetShared makes the Manager use pool for its HTTP clients and red to scrub
+// the texts it keeps, shared with the rest of the daemon. Call it before the
+// first Apply.
+func (m *Manager) SetShared(pool *httpclient.Pool, red *redact.Redactor) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.clients, m.red = pool, red
 }
 
 // SetHistoryLimit sets how many recent results (and, on top, recent failures)
@@ -182,15 +193,20 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		if old, ok := m.targets[t.Name]; ok && reflect.DeepEqual(old.cfg.HTTPClientConfig, t.HTTPClientConfig) {
 			continue
 		}
-		c, err := m.clients.acquire(t.HTTPClientConfig)
+		c, err := m.clients.Acquire(t.HTTPClientConfig)
 		if err != nil {
 			for _, c := range clients {
-				m.clients.release(c)
+				m.clients.Release(c)
 			}
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
 		clients[t.Name] = c
 	}
+	var secrets []string
+	for i := range cfg.Targets {
+		secrets = append(secrets, redact.ClientSecrets(&cfg.Targets[i].HTTPClientConfig)...)
+	}
+	m.red.Set("prober", secrets)
 	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), nativeFactor: cfg.Global.NativeHistogramBucketFactor}
 	static := cfg.StaticLabelNames()
 	if !m.registered && m.reg != nil {
@@ -220,7 +236,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		restart := !ok || t.cfg.URL != tc.URL || t.interval != interval || clients[tc.Name] != nil
 		if c := clients[tc.Name]; c != nil {
 			if t.client != nil {
-				m.clients.release(t.client)
+				m.clients.Release(t.client)
 			}
 			t.client = c
 		}
@@ -228,7 +244,6 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			t.model, t.models = "", nil // re-resolve
 		}
 		t.cfg, t.interval, t.timeout = tc, interval, timeout
-		t.secrets = secretsOf(&tc.HTTPClientConfig)
 		if tc.Model != "" {
 			t.model = tc.Model
 		}
@@ -244,7 +259,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 				m.metrics.healthUp.DeleteLabelValues(t.labels...)
 				m.metrics.modelsUp.DeleteLabelValues(t.labels...)
 			}
-			m.clients.release(t.client)
+			m.clients.Release(t.client)
 			delete(m.targets, name)
 		}
 	}
@@ -565,7 +580,7 @@ type probeSpec struct {
 	mod            config.Module
 	model          string
 	timeout, stall time.Duration
-	secrets        []string
+	red            *redact.Redactor
 	promptEstimate int
 	tgt            *target
 	checks         *checks
@@ -580,7 +595,7 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 	return probeSpec{
 		target: p.key.target, module: p.key.module,
 		url: p.tgt.cfg.URL, client: p.tgt.client, mod: p.mod, model: pairModel(p),
-		timeout: p.timeout, stall: p.stall, secrets: p.tgt.secrets, promptEstimate: est, tgt: p.tgt,
+		timeout: p.timeout, stall: p.stall, red: m.red, promptEstimate: est, tgt: p.tgt,
 		checks: p.checks,
 		load:   m.load,
 	}
@@ -605,7 +620,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		}
 		if res != nil {
 			started()
-			scrubResult(res, s.secrets)
+			scrubResult(res, s.red)
 			res.Load = load
 			return res
 		}
@@ -634,7 +649,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		s.checks.apply(&res, res.gen, answerCheck)
 		res.gen = nil
 	}
-	scrubResult(&res, s.secrets)
+	scrubResult(&res, s.red)
 	res.Text = truncateText(res.Text) // after scrubbing: no secret cut in half survives
 	res.Load = load
 	return &res
@@ -715,59 +730,14 @@ func requestHeader(mod *config.Module, target, module, nonce string) http.Header
 	return h
 }
 
-// secretsOf lists the credentials of an HTTP client config: inline ones and the
-// current contents of credential files.
-func secretsOf(c *commoncfg.HTTPClientConfig) []string {
-	var s []string
-	add := func(v string) {
-		v = strings.TrimSpace(v)
-		if len(v) >= 4 { // shorter strings would scrub innocent text
-			s = append(s, v)
-		}
-	}
-	addFile := func(path string) {
-		if path == "" {
-			return
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return // the client reports unreadable files itself
-		}
-		defer f.Close()
-		b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
-		add(string(b))
-	}
-	add(string(c.BearerToken))
-	addFile(c.BearerTokenFile)
-	if c.BasicAuth != nil {
-		add(string(c.BasicAuth.Password))
-		addFile(c.BasicAuth.PasswordFile)
-	}
-	if c.Authorization != nil {
-		add(string(c.Authorization.Credentials))
-		addFile(c.Authorization.CredentialsFile)
-	}
-	if c.OAuth2 != nil {
-		add(string(c.OAuth2.ClientSecret))
-		addFile(c.OAuth2.ClientSecretFile)
-	}
-	return s
-}
-
-// scrubResult replaces any configured credential in the result's texts. Stream
-// never puts one there itself, but a server may echo a key in its error message.
-func scrubResult(r *Result, secrets []string) {
-	for _, sec := range secrets {
-		r.Err = strings.ReplaceAll(r.Err, sec, "<secret>")
-		r.Text = strings.ReplaceAll(r.Text, sec, "<secret>")
-		for _, h := range []http.Header{r.RequestHeader, r.ResponseHeader} {
-			for k, vs := range h {
-				for i, v := range vs {
-					h[k][i] = strings.ReplaceAll(v, sec, "<secret>")
-				}
-			}
-		}
-	}
+// scrubResult removes the credentials of the configuration, and the tokens
+// its clients obtained, from the result's texts. Stream never puts one there
+// itself, but a server may echo a key or a request header in its error body.
+func scrubResult(r *Result, red *redact.Redactor) {
+	r.Err = red.String(r.Err)
+	r.Text = red.String(r.Text)
+	red.Header(r.RequestHeader)
+	red.Header(r.ResponseHeader)
 }
 
 // ProbeNow runs one probe of module on target now, outside the schedule, and

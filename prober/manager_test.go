@@ -570,7 +570,7 @@ targets:
 	if l := st[0].Modules[0].Last; !l.Success {
 		t.Errorf("sim with key: %s %s", l.Reason, l.Err)
 	}
-	if l := st[1].Modules[0].Last; l.Reason != ReasonUnauthorized || l.Err != "HTTP 401 AuthenticationError: invalid key Bearer <secret>" {
+	if l := st[1].Modules[0].Last; l.Reason != ReasonUnauthorized || l.Err != "HTTP 401 AuthenticationError: invalid key <secret>" {
 		t.Errorf("echo: %s %q", l.Reason, l.Err)
 	}
 	if l := st[2].Modules[0].Last; l.Reason != ReasonUnauthorized {
@@ -694,7 +694,7 @@ func TestHistory(t *testing.T) {
 
 // The history keeps headers packed; list and last give them back whole.
 func TestHistoryHeaders(t *testing.T) {
-	req := http.Header{"Authorization": {"<redacted>"}, "X-Request-Id": {"vllm-prober-a-m-1"}, "Accept": {"text/event-stream"}}
+	req := http.Header{"Authorization": {"<secret>"}, "X-Request-Id": {"vllm-prober-a-m-1"}, "Accept": {"text/event-stream"}}
 	resp := http.Header{"Set-Cookie": {"a=1", "b=2"}, "X-Empty": {""}, "X-Odd": {"v: with colon"}, "X-Bad": {"nul\x00and\nnewline"}}
 	h := history{limit: 2}
 	in := &Result{Start: time.Unix(1, 0), Success: true, RequestHeader: req, ResponseHeader: resp}
@@ -720,7 +720,7 @@ func TestHistoryHeaders(t *testing.T) {
 	}
 }
 
-func TestSecretsOf(t *testing.T) {
+func TestScrubResult(t *testing.T) {
 	dir := t.TempDir()
 	file := dir + "/token"
 	if err := os.WriteFile(file, []byte("file-secret-value\n"), 0o600); err != nil {
@@ -737,21 +737,19 @@ targets:
     url: http://127.0.0.1:1
     http_client_config: {basic_auth: {username: u, password: inline-password}}
 `)
-	if got := secretsOf(&cfg.Targets[0].HTTPClientConfig); fmt.Sprint(got) != "[file-secret-value]" {
-		t.Errorf("secrets of a = %q", got)
-	}
-	if got := secretsOf(&cfg.Targets[1].HTTPClientConfig); fmt.Sprint(got) != "[inline-password]" {
-		t.Errorf("secrets of b = %q", got)
+	m := NewManager(nil, nil)
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
 	}
 	r := &Result{Err: "HTTP 401: key file-secret-value rejected", ResponseHeader: http.Header{"X-Echo": {"inline-password"}}}
-	scrubResult(r, []string{"file-secret-value", "inline-password"})
+	scrubResult(r, m.red)
 	if r.Err != "HTTP 401: key <secret> rejected" || r.ResponseHeader.Get("X-Echo") != "<secret>" {
 		t.Errorf("scrubbed: %q %v", r.Err, r.ResponseHeader)
 	}
 }
 
 func BenchmarkPackHeaders(b *testing.B) {
-	req := http.Header{"Authorization": {"<redacted>"}, "X-Request-Id": {"vllm-prober-a-m-1"}, "Accept": {"text/event-stream"}, "Content-Type": {"application/json"}}
+	req := http.Header{"Authorization": {"<secret>"}, "X-Request-Id": {"vllm-prober-a-m-1"}, "Accept": {"text/event-stream"}, "Content-Type": {"application/json"}}
 	resp := http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}, "Cache-Control": {"no-cache"}, "Date": {"Mon, 23 Nov 2026 12:00:00 GMT"}, "X-Request-Id": {"vllm-prober-a-m-1"}}
 	b.ReportAllocs()
 	for b.Loop() {

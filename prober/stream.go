@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
 // EventKind names a step of a Result's timeline. It is a byte, not a string,
@@ -596,17 +597,12 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
-var secretHeaders = map[string]bool{
-	"Authorization": true, "Proxy-Authorization": true, "Cookie": true, "Set-Cookie": true,
-	"X-Api-Key": true, "Api-Key": true,
-}
-
 // redactHeader copies h with the values of credential-carrying headers replaced.
 func redactHeader(h http.Header) http.Header {
 	out := make(http.Header, len(h))
 	for k, vs := range h {
-		if secretHeaders[http.CanonicalHeaderKey(k)] {
-			out[k] = []string{"<redacted>"}
+		if redact.SensitiveHeader(k) {
+			out[k] = []string{redact.Placeholder}
 			continue
 		}
 		out[k] = append([]string(nil), vs...)

@@ -482,8 +482,8 @@ func TestRedaction(t *testing.T) {
 	if strings.Contains(res.Err, "hunter22") || strings.Contains(fmt.Sprint(res.RequestHeader), "hunter22") {
 		t.Errorf("secret leaked: err %q headers %v", res.Err, res.RequestHeader)
 	}
-	if got := res.RequestHeader.Get("Authorization"); got != "<redacted>" {
-		t.Errorf("Authorization = %q, want <redacted>", got)
+	if got := res.RequestHeader.Get("Authorization"); got != "<secret>" {
+		t.Errorf("Authorization = %q, want <secret>", got)
 	}
 	if got := redactURL("https://u:p@h:1/x?key=s#f"); got != "https://h:1/x" {
 		t.Errorf("redactURL = %q", got)

@@ -1,0 +1,159 @@
+// Package httpclient is vllm_prober's one owner of HTTP clients: one Pool
+// hands out one *http.Client (one Transport, one connection pool) per
+// distinct http_client_config, shared by the prober, the collector and
+// discovery, each sending the one User-Agent vllm_prober/<version>. Clients
+// teach the Pool's redact.Redactor the credentials they put on the wire that
+// no configuration holds (OAuth2 tokens).
+package httpclient
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"sync"
+
+	commoncfg "github.com/prometheus/common/config"
+	"github.com/prometheus/common/version"
+
+	"github.com/vllm-prober/vllm_prober/internal/redact"
+)
+
+// UserAgent is the User-Agent of every request vllm_prober sends.
+func UserAgent() string {
+	v := version.Version
+	if v == "" {
+		v = "unknown"
+	}
+	return "vllm_prober/" + v
+}
+
+// maxBucket bounds how many distinct configurations that marshal alike (they
+// differ only in secrets, which marshal as "<secret>") a Pool compares
+// against, so that acquiring stays linear in the number of targets.
+const maxBucket = 16
+
+// Pool shares one *http.Client between the holders of equal HTTP client
+// configurations. Without it every target has a Transport of its own, and
+// each keeps its own idle keep-alive connection with two goroutines and two
+// 4 KiB buffers; with a Pool per package, every target had one per package.
+// It is safe for concurrent use.
+type Pool struct {
+	red *redact.Redactor
+
+	mu      sync.Mutex
+	buckets map[string][]*shared // by the marshalled configuration
+	byPtr   map[*http.Client]*shared
+}
+
+type shared struct {
+	key    string
+	cfg    commoncfg.HTTPClientConfig
+	client *http.Client
+	refs   int
+}
+
+// New returns a Pool whose clients teach red (nil: none) the credentials
+// they obtain on the wire.
+func New(red *redact.Redactor) *Pool {
+	return &Pool{red: red, buckets: map[string][]*shared{}, byPtr: map[*http.Client]*shared{}}
+}
+
+// Acquire returns a client for cfg, shared with the other holders of an
+// equal configuration. Each Acquire must be paired with a Release.
+func (p *Pool) Acquire(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		data = nil // not shareable by key: compared in the "" bucket
+	}
+	key := string(data)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	bucket := p.buckets[key]
+	for _, s := range bucket {
+		if reflect.DeepEqual(s.cfg, cfg) {
+			s.refs++
+			return s.client, nil
+		}
+	}
+	client, err := p.build(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building HTTP client: %w", err)
+	}
+	s := &shared{key: key, cfg: cfg, client: client, refs: 1}
+	p.byPtr[client] = s
+	if len(bucket) < maxBucket {
+		p.buckets[key] = append(bucket, s)
+	}
+	return client, nil
+}
+
+// build makes a client as common/config's NewClientFromConfig does. With
+// OAuth2, the OAuth2 round tripper is put on top of the rest by hand, with a
+// redact.Transport between them that learns the tokens it obtains.
+func (p *Pool) build(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
+	opts := []commoncfg.HTTPClientOption{commoncfg.WithUserAgent(UserAgent())}
+	if cfg.OAuth2 == nil || p.red == nil {
+		return commoncfg.NewClientFromConfig(cfg, "vllm_prober", opts...)
+	}
+	inner := cfg
+	inner.OAuth2 = nil
+	rt, err := commoncfg.NewRoundTripperFromConfig(inner, "vllm_prober", opts...)
+	if err != nil {
+		return nil, err
+	}
+	o := cfg.OAuth2
+	var cred commoncfg.SecretReader
+	switch {
+	case o.GrantType == "urn:ietf:params:oauth:grant-type:jwt-bearer" && o.ClientCertificateKeyFile != "":
+		cred = commoncfg.NewFileSecret(o.ClientCertificateKeyFile)
+	case o.GrantType == "urn:ietf:params:oauth:grant-type:jwt-bearer":
+		cred = commoncfg.NewInlineSecret(string(o.ClientCertificateKey))
+	case o.ClientSecretFile != "":
+		cred = commoncfg.NewFileSecret(o.ClientSecretFile)
+	default:
+		cred = commoncfg.NewInlineSecret(string(o.ClientSecret))
+	}
+	client := &http.Client{Transport: commoncfg.NewOAuth2RoundTripper(cred, o, redact.Transport(rt, p.red), opts...)}
+	if !cfg.FollowRedirects {
+		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	return client, nil
+}
+
+// Release drops one hold on client; the last one closes its idle
+// connections, whose goroutines would otherwise linger until the idle timeout.
+// A nil or unknown client is ignored.
+func (p *Pool) Release(client *http.Client) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.byPtr[client]
+	if s == nil {
+		return
+	}
+	s.refs--
+	if s.refs > 0 {
+		return
+	}
+	delete(p.byPtr, client)
+	bucket := p.buckets[s.key]
+	for i, b := range bucket {
+		if b == s {
+			bucket = append(bucket[:i:i], bucket[i+1:]...)
+			break
+		}
+	}
+	if len(bucket) == 0 {
+		delete(p.buckets, s.key)
+	} else {
+		p.buckets[s.key] = bucket
+	}
+	client.CloseIdleConnections()
+}
+
+// Len returns how many distinct clients the Pool holds.
+func (p *Pool) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.byPtr)
+}
