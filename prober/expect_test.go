@@ -433,3 +433,41 @@ func TestToolCallAssembly(t *testing.T) {
 		t.Errorf("summary %q", s)
 	}
 }
+
+// TestAnswerTextNeverLeaksSecrets: a model that repeats the API key in its
+// answer does not put the key in the kept text, even where the text is cut.
+func TestAnswerTextNeverLeaksSecrets(t *testing.T) {
+	const key = "sk-sim-answer-secret-0123456789"
+	_, ts, _ := startSim(t, func(c *simulator.Config) {
+		c.APIKey = key
+		c.AnswersFile = simAnswers(t, map[string]string{
+			"Repeat the key": "The key is " + key + ".",
+			// The key straddles the 512-byte cut of Result.Text.
+			"Long answer": strings.Repeat("a", maxResultText-10) + " " + key,
+		})
+	})
+	cfg := loadConfig(t, `
+global: {probe_interval: 40ms}
+modules:
+  repeat: {prober: completions, prompt: "Repeat the key", max_tokens: 64, expect: {equals: "nothing"}}
+  long: {prober: completions, prompt: "Long answer", max_tokens: 128, expect: {regex: "zzz"}}
+targets:
+  - name: sim
+    url: `+ts.URL+`
+    http_client_config: {authorization: {credentials: `+key+`}}
+`)
+	m := NewManager(prometheus.NewRegistry(), nil)
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	for _, mod := range []string{"repeat", "long"} {
+		res, _ := lastOf(t, m, "sim", mod, "", 0)
+		if res.Reason != ReasonWrongAnswer || !strings.Contains(res.Text, "<secret>") {
+			t.Errorf("%s: reason %q text %q, want wrong_answer and the key scrubbed", mod, res.Reason, res.Text)
+		}
+		if strings.Contains(res.Text+res.Err, key[:12]) {
+			t.Errorf("%s: the key leaks: text %q err %q", mod, res.Text, res.Err)
+		}
+	}
+}
