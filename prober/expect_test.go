@@ -33,6 +33,17 @@ func simAnswers(t *testing.T, m map[string]string) string {
 	return p
 }
 
+// runConfig runs a Manager on the configuration yml until the test ends.
+func runConfig(t *testing.T, yml string) *Manager {
+	t.Helper()
+	m := NewManager(prometheus.NewRegistry(), nil)
+	if err := m.Apply(loadConfig(t, yml)); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	return m
+}
+
 // simFault sets the simulator's fault through its admin API.
 func simFault(t *testing.T, base, fault string) {
 	t.Helper()
@@ -90,7 +101,7 @@ func TestAnswerCheckAgainstSim(t *testing.T) {
 	_, ts, _ := startSim(t, func(c *simulator.Config) {
 		c.AnswersFile = simAnswers(t, map[string]string{"What is 2+2?": "4"})
 	})
-	cfg := loadConfig(t, `
+	m := runConfig(t, `
 global: {probe_interval: 40ms}
 modules:
   math:
@@ -101,11 +112,6 @@ modules:
 targets:
   - {name: sim, url: `+ts.URL+`}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	running(t, m)
 	res, n := lastOf(t, m, "sim", "math", "", 0)
 	for range 2 {
 		res, n = lastOf(t, m, "sim", "math", "", n)
@@ -146,7 +152,7 @@ func TestQuestionsRotate(t *testing.T) {
 	_, ts, _ := startSim(t, func(c *simulator.Config) {
 		c.AnswersFile = simAnswers(t, map[string]string{"2+2": "4", "capital of France": "The capital is Paris."})
 	})
-	cfg := loadConfig(t, `
+	m := runConfig(t, `
 global: {probe_interval: 30ms}
 modules:
   quiz:
@@ -159,11 +165,6 @@ modules:
 targets:
   - {name: sim, url: `+ts.URL+`}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	running(t, m)
 	for n := 0.0; len(m.Status()[0].Modules[0].History) < 4; {
 		_, n = lastOf(t, m, "sim", "quiz", "", n)
 	}
@@ -185,7 +186,7 @@ targets:
 // when its broken_json and no_tool_call faults break them.
 func TestStructuredOutputAgainstSim(t *testing.T) {
 	_, ts, _ := startSim(t, nil)
-	cfg := loadConfig(t, `
+	m := runConfig(t, `
 global: {probe_interval: 40ms}
 modules:
   json:
@@ -224,11 +225,6 @@ modules:
 targets:
   - {name: sim, url: `+ts.URL+`}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	running(t, m)
 	counts := map[string]float64{}
 	for _, mod := range []string{"json", "json_completions", "tool"} {
 		res, n := lastOf(t, m, "sim", mod, "", 0)
@@ -284,7 +280,7 @@ func TestModelsAll(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
-	cfg := loadConfig(t, `
+	m := runConfig(t, `
 global: {probe_interval: 40ms}
 modules:
   short: {prober: completions, prompt: hi, max_tokens: 4}
@@ -292,11 +288,6 @@ targets:
   - {name: all, url: `+front.URL+`, models: all, token_budget_per_hour: 100000}
   - {name: base, url: `+front.URL+`, models: "sim-.*"}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	running(t, m)
 	for _, model := range []string{"sim-model", "sql-lora"} {
 		if res, _ := lastOf(t, m, "all", "short", model, 0); !res.Success {
 			t.Errorf("%s: %s %s", model, res.Reason, res.Err)
@@ -377,7 +368,7 @@ func countSeries(t *testing.T, c prometheus.Collector, value string) int {
 // other than expected and a zero vector fail as invalid_embedding.
 func TestEmbeddingsProbe(t *testing.T) {
 	_, ts, _ := startSim(t, func(c *simulator.Config) { c.EmbeddingDimension = 384 })
-	cfg := loadConfig(t, `
+	m := runConfig(t, `
 global: {probe_interval: 40ms}
 modules:
   embed: {prober: embeddings, prompt: "a sentence to embed", expected_dimension: 384}
@@ -385,11 +376,6 @@ modules:
 targets:
   - {name: sim, url: `+ts.URL+`}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	running(t, m)
 	res, n := lastOf(t, m, "sim", "embed", "", 0)
 	if !res.Success || res.Dimension != 384 || res.E2E <= 0 || res.PromptTokens == 0 {
 		t.Fatalf("embed: success %v dimension %d e2e %v prompt tokens %d (%s %s)", res.Success, res.Dimension, res.E2E, res.PromptTokens, res.Reason, res.Err)
@@ -446,7 +432,7 @@ func TestAnswerTextNeverLeaksSecrets(t *testing.T) {
 			"Long answer": strings.Repeat("a", maxResultText-10) + " " + key,
 		})
 	})
-	cfg := loadConfig(t, `
+	m := runConfig(t, `
 global: {probe_interval: 40ms}
 modules:
   repeat: {prober: completions, prompt: "Repeat the key", max_tokens: 64, expect: {equals: "nothing"}}
@@ -456,11 +442,6 @@ targets:
     url: `+ts.URL+`
     http_client_config: {authorization: {credentials: `+key+`}}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	running(t, m)
 	for _, mod := range []string{"repeat", "long"} {
 		res, _ := lastOf(t, m, "sim", mod, "", 0)
 		if res.Reason != ReasonWrongAnswer || !strings.Contains(res.Text, "<secret>") {
