@@ -569,6 +569,11 @@ func estimatePromptTokens(mod *config.Module) int {
 	for _, msg := range mod.Messages {
 		n += len(msg.Content) + 3*8 // role markers and separators
 	}
+	longest := 0 // a rotating question replaces the prompt (expect.go)
+	for _, q := range mod.Questions {
+		longest = max(longest, len(q.Prompt))
+	}
+	n += longest
 	return n/3 + 1 + promptSlack
 }
 
