@@ -418,6 +418,17 @@ func TestToolCallAssembly(t *testing.T) {
 	if s := g.summary(); s != `a({"x": 1}); b({})` {
 		t.Errorf("summary %q", s)
 	}
+	// Older vLLM repeated the name of a named tool_choice in every delta.
+	old := &generated{}
+	for _, e := range []string{
+		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"get_weather","arguments":"{\"city\""}}]}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"get_weather","arguments":": \"Paris\"}"}}]}}]}`,
+	} {
+		old.add([]byte(e))
+	}
+	if s := old.summary(); s != `get_weather({"city": "Paris"})` {
+		t.Errorf("repeated names: summary %q", s)
+	}
 }
 
 // TestAnswerTextNeverLeaksSecrets: a model that repeats the API key in its

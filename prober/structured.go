@@ -71,8 +71,11 @@ func (g *generated) add(data []byte) {
 			if d.ID != "" && tc.id == "" {
 				tc.id = d.ID
 			}
-			if d.Function.Name != "" {
-				tc.name += d.Function.Name
+			// The name comes whole in the first delta; vLLM before the
+			// function_name_returned fix (serving_chat.py) repeated it in
+			// every delta of a named tool_choice, so later ones are ignored.
+			if tc.name == "" {
+				tc.name = d.Function.Name
 			}
 			if len(tc.args)+len(d.Function.Arguments) > maxCapture {
 				g.overflow = true
