@@ -3,8 +3,8 @@ package collector
 import (
 	"testing"
 
-	"github.com/vllm-prober/vllm_prober/internal/leakcheck"
+	"go.uber.org/goleak"
 )
 
-// TestMain fails the package when one of its goroutines outlives its test.
-func TestMain(m *testing.M) { leakcheck.Main(m, "vllm_prober/collector.") }
+// TestMain fails the package when a goroutine outlives its test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -36,6 +36,14 @@ type Baselines interface {
 	SaturationOutputThroughput(target string) (float64, bool)
 }
 
+// BaselinesFunc adapts a function to Baselines, so that the daemon can hand
+// the collector a lookup without a setter cycle between the collector and
+// the regression series, each of which needs the other.
+type BaselinesFunc func(target string) (float64, bool)
+
+// SaturationOutputThroughput calls f.
+func (f BaselinesFunc) SaturationOutputThroughput(target string) (float64, bool) { return f(target) }
+
 // infoRetry is how long after a failed /version or /v1/models read the
 // collector tries again; a successful read is repeated only when the server
 // looks new or restarted.

@@ -184,14 +184,15 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	// Baselines and regression series: probe means from the prober, load and
 	// throughput from the collector, which in turn takes the baselines'
 	// saturation throughput for its throughput headroom.
-	d.regr = regression.New(reg, log.With(logger, "component", "regression"), regression.FromProber(d.probes), nil)
-	// The collector compares server-side TTFT with the probes' own.
-	d.coll = collector.NewManager(reg, log.With(logger, "component", "collector"), d.probes, d.regr)
-	d.regr.SetServer(d.coll)
-	// Each probe records its target's load when it starts, so that the
-	// regression series compare it with the baseline at that load.
-	d.probes.SetLoadSource(d.coll.Load)
+	// Each gets what it needs, none is set on another: the collector reads the
+	// baselines' saturation through a lookup of the regression series, which
+	// read the collector's load.
+	d.coll = collector.NewManager(reg, log.With(logger, "component", "collector"), d.probes,
+		collector.BaselinesFunc(func(target string) (float64, bool) { return d.regr.SaturationOutputThroughput(target) }))
 	d.coll.SetClients(d.clients)
+	d.regr = regression.New(reg, log.With(logger, "component", "regression"), regression.FromProber(d.probes), d.coll)
+	// The probes record the load of their target when they start.
+	d.probes.SetLoadSource(d.coll.Load)
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {

@@ -40,7 +40,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	var m *discovery.Manager
 	if cfg.Discovery.Enabled() {
 		var err error
-		m, err = discovery.New(cfg.Discovery, cfg.Targets, log.With(d.logger, "component", "discovery"))
+		m, err = discovery.New(cfg.Discovery, cfg.Targets, log.With(d.logger, "component", "discovery"), discovery.WithClients(d.clients))
 		if err != nil {
 			return fmt.Errorf("discovery: %w", err)
 		}
@@ -51,7 +51,23 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	if m != nil {
 		list = d.carryOver(cfg, list)
 	}
+	// The baselines are read once per configuration; discovery refreshes
+	// only hand the managers new targets (applyTargets).
+	if err := d.regr.ApplyConfig(cfg); err != nil {
+		d.applyMu.Unlock()
+		return fmt.Errorf("baselines: %w", err)
+	}
 	if err := d.applyTargets(cfg, list); err != nil {
+		if prev := d.running.Load(); prev != nil {
+			// Back to the baselines of the configuration still in force.
+			rerr := d.regr.ApplyConfig(d.sc.Config())
+			if rerr == nil {
+				rerr = d.regr.SetTargets(prev)
+			}
+			if rerr != nil {
+				level.Error(d.logger).Log("msg", "Cannot restore the previous baselines", "err", rerr)
+			}
+		}
 		d.applyMu.Unlock()
 		return err
 	}
@@ -114,7 +130,8 @@ func (d *Daemon) carryOver(cfg *config.Config, static []config.Target) []config.
 }
 
 // applyTargets hands cfg with this shard's share of targets (static and
-// discovered) to the regression collector, the prober and the collector. On
+// discovered) to the regression collector (SetTargets: against the baselines
+// ApplyConfig loaded, no file read), the prober and the collector. On
 // error the managers go back to the previous running configuration. Called
 // with applyMu held.
 func (d *Daemon) applyTargets(cfg *config.Config, targets []config.Target) error {
@@ -129,16 +146,16 @@ func (d *Daemon) applyTargets(cfg *config.Config, targets []config.Target) error
 			level.Error(d.logger).Log("msg", "Cannot restore the previous config", "component", what, "err", d.scrub(err.Error()))
 		}
 	}
-	if err := d.regr.Apply(&run); err != nil {
+	if err := d.regr.SetTargets(&run); err != nil {
 		return fmt.Errorf("baselines: %w", err)
 	}
 	if err := d.probes.Apply(&run); err != nil {
-		restore("regression", d.regr.Apply)
+		restore("regression", d.regr.SetTargets)
 		return fmt.Errorf("prober: %w", err)
 	}
 	if err := d.coll.Apply(&run); err != nil {
 		restore("prober", d.probes.Apply)
-		restore("regression", d.regr.Apply)
+		restore("regression", d.regr.SetTargets)
 		return fmt.Errorf("collector: %w", err)
 	}
 	static := map[string]bool{}

@@ -2,6 +2,17 @@
 // http_sd_configs) into vllm_prober targets, and splits targets over replicas
 // (Shard).
 //
+// Why not Prometheus' own discovery/file and discovery/http: they resolve at
+// the pinned v0.310.0, and we use their targetgroup and relabel packages, but
+// swapping the providers is not a drop-in change: they take slog loggers and
+// a DiscovererMetrics set each (prometheus_sd_* series this exporter would
+// have to register and document), they publish through discovery.Manager's
+// throttled channel of per-provider updates instead of the "first complete
+// list, then every change" contract the daemon's reload and carry-over rely
+// on, and their HTTP client is not the daemon's shared one
+// (internal/httpclient). Our providers follow the same specifications (the
+// file_sd and http_sd formats, refresh and failure semantics).
+//
 // A Manager runs one provider per configured mechanism. Every provider reports
 // its complete current list of target groups; the Manager relabels each
 // discovered target into a config.Target built from target_defaults, merges them
@@ -49,6 +60,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 )
 
 // Config is the discovery configuration with config.Target as the template of
@@ -99,14 +111,32 @@ type Manager struct {
 	started bool
 }
 
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	clients *httpclient.Pool
+}
+
+// WithClients makes http_sd take its HTTP clients from pool, the daemon's one
+// pool shared with the prober and the collector.
+func WithClients(pool *httpclient.Pool) Option { return func(o *options) { o.clients = pool } }
+
 // New returns a Manager for cfg, which must have been validated. base are the
 // statically configured targets: they are part of every published list and win
 // over a discovered target of the same name. cfg.TargetDefaults nil means
 // config.DefaultTarget; its Modules should already be resolved (the config
 // package fills an empty list with every module, as for static targets).
-func New(cfg Config, base []config.Target, logger log.Logger) (*Manager, error) {
+func New(cfg Config, base []config.Target, logger log.Logger, opts ...Option) (*Manager, error) {
 	if logger == nil {
 		logger = log.NewNopLogger()
+	}
+	o := options{clients: nil}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clients == nil {
+		o.clients = httpclient.New(nil)
 	}
 	m := &Manager{
 		logger:   logger,
@@ -125,7 +155,7 @@ func New(cfg Config, base []config.Target, logger log.Logger) (*Manager, error) 
 	}
 	for i, hc := range cfg.HTTPSDConfigs {
 		name := fmt.Sprintf("http_sd_configs[%d]", i)
-		p, err := newHTTPProvider(hc, name, log.With(logger, "discovery", name))
+		p, err := newHTTPProvider(hc, o.clients, log.With(logger, "discovery", name))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}

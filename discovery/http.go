@@ -16,12 +16,11 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
-	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/common/version"
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 
 	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 )
 
 // contentTypeRE is the only response type the http_sd spec allows.
@@ -34,29 +33,29 @@ const maxHTTPSDBody = 64 << 20
 // specification: GET, 200 only, Content-Type application/json, a JSON list of
 // target groups. A failed refresh keeps the last good groups.
 type httpProvider struct {
-	cfg    sdconfig.HTTPSDConfig
-	client *http.Client
-	logger log.Logger
+	cfg     sdconfig.HTTPSDConfig
+	clients *httpclient.Pool
+	client  *http.Client
+	logger  log.Logger
 	// logURL is the URL without query, safe to log.
 	logURL string
 }
 
-func newHTTPProvider(cfg sdconfig.HTTPSDConfig, name string, logger log.Logger) (*httpProvider, error) {
-	client, err := commoncfg.NewClientFromConfig(cfg.HTTPClientConfig, name,
-		commoncfg.WithUserAgent("vllm_prober/"+version.Version))
-	if err != nil {
-		return nil, fmt.Errorf("http client: %w", err)
-	}
+func newHTTPProvider(cfg sdconfig.HTTPSDConfig, clients *httpclient.Pool, logger log.Logger) (*httpProvider, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
 		return nil, errors.New("url is not valid") // validated at load time
 	}
+	client, err := clients.Acquire(cfg.HTTPClientConfig)
+	if err != nil {
+		return nil, err // "building HTTP client: ..."
+	}
 	safe := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
-	return &httpProvider{cfg: cfg, client: client, logger: log.With(logger, "url", safe.String()), logURL: safe.String()}, nil
+	return &httpProvider{cfg: cfg, clients: clients, client: client, logger: log.With(logger, "url", safe.String()), logURL: safe.String()}, nil
 }
 
 func (p *httpProvider) run(ctx context.Context, send func([]*targetgroup.Group)) {
-	defer p.client.CloseIdleConnections()
+	defer p.clients.Release(p.client)
 	interval := time.Duration(p.cfg.RefreshInterval)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()

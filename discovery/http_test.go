@@ -140,7 +140,7 @@ http_sd_configs:
     tls_config: {ca_file: /nonexistent/ca.pem}
 `)
 	_, err := New(cfg, nil, nil)
-	want := "http_sd_configs[0]: http client: unable to read CA cert: unable to read file /nonexistent/ca.pem: open /nonexistent/ca.pem: no such file or directory"
+	want := "http_sd_configs[0]: building HTTP client: unable to read CA cert: unable to read file /nonexistent/ca.pem: open /nonexistent/ca.pem: no such file or directory"
 	if err == nil || err.Error() != want {
 		t.Errorf("New: err = %v, want %s", err, want)
 	}

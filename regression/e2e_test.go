@@ -81,9 +81,9 @@ targets: [{name: sim, url: %q, baseline: sim, labels: {preset: test}}]
 	}
 	reg := prometheus.NewRegistry()
 	pm := prober.NewManager(reg, nil)
-	rc := New(reg, nil, FromProber(pm), nil)
-	cm := collector.NewManager(reg, nil, pm, rc)
-	rc.SetServer(cm)
+	var rc *Collector
+	cm := collector.NewManager(reg, nil, pm, collector.BaselinesFunc(func(t string) (float64, bool) { return rc.SaturationOutputThroughput(t) }))
+	rc = New(reg, nil, FromProber(pm), cm)
 	rc.SetWindow(3 * time.Second)
 	for _, apply := range []func(*config.Config) error{pm.Apply, cm.Apply, rc.Apply} {
 		if err := apply(pcfg); err != nil {

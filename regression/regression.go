@@ -9,7 +9,8 @@
 //
 // Everything is computed at scrape time from a ProbeSource (the prober) and a
 // ServerSource (the collector); the Collector also gives the collector the
-// baselines' saturation throughput (collector.Baselines).
+// baselines' saturation throughput (collector.Baselines), through the daemon
+// (collector.BaselinesFunc), so that neither is set on the other.
 package regression
 
 import (
@@ -97,6 +98,7 @@ type Collector struct {
 
 	mu     sync.RWMutex
 	state  *state
+	loaded *loadedConfig // the baselines of the configuration, read once by ApplyConfig
 	window time.Duration // fixed probe window; 0 derives it per target
 }
 
@@ -134,14 +136,6 @@ func New(reg prometheus.Registerer, logger log.Logger, probes ProbeSource, serve
 	return c
 }
 
-// SetServer sets the ServerSource after New, for wiring where the server
-// source (the collector) itself needs the Collector as its collector.Baselines.
-func (c *Collector) SetServer(server ServerSource) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.server = server
-}
-
 // SetWindow fixes how far back the probes' means reach. By default it is the
 // larger of the rate window and three probe intervals of the target.
 func (c *Collector) SetWindow(d time.Duration) {
@@ -150,11 +144,27 @@ func (c *Collector) SetWindow(d time.Duration) {
 	c.window = d
 }
 
-// Apply loads every baseline file of cfg.Baselines. A configuration entry
-// picks the baseline of its name from its file, or the file's only baseline.
-// On any error the previous configuration stays in force.
+// loadedConfig is the baselines of one configuration, by name.
+type loadedConfig struct {
+	baselines []*loaded // configuration order
+	byName    map[string]*loaded
+}
+
+// Apply is ApplyConfig followed by SetTargets(cfg).
 func (c *Collector) Apply(cfg *config.Config) error {
-	st := &state{byName: map[string]*loaded{}, byTarget: map[string]*loaded{}}
+	if err := c.ApplyConfig(cfg); err != nil {
+		return err
+	}
+	return c.SetTargets(cfg)
+}
+
+// ApplyConfig loads every baseline file of cfg.Baselines, once per
+// configuration: discovery refreshes only call SetTargets. A configuration
+// entry picks the baseline of its name from its file, or the file's only
+// baseline. On any error the previous baselines stay in force. The targets
+// exported change only with SetTargets.
+func (c *Collector) ApplyConfig(cfg *config.Config) error {
+	lc := &loadedConfig{byName: map[string]*loaded{}}
 	for _, ref := range cfg.Baselines {
 		f, err := baseline.ReadFile(context.Background(), ref.File)
 		if err != nil {
@@ -172,9 +182,26 @@ func (c *Collector) Apply(cfg *config.Config) error {
 			b = f.Baselines[0]
 		}
 		l := &loaded{name: ref.Name, file: ref.File, b: b}
-		st.baselines = append(st.baselines, l)
-		st.byName[ref.Name] = l
+		lc.baselines = append(lc.baselines, l)
+		lc.byName[ref.Name] = l
 	}
+	c.mu.Lock()
+	c.loaded = lc
+	c.mu.Unlock()
+	return nil
+}
+
+// SetTargets exports the regression series of cfg's targets against the
+// baselines ApplyConfig loaded; it reads no file. On error (a target names a
+// baseline not loaded) the previous targets stay in force.
+func (c *Collector) SetTargets(cfg *config.Config) error {
+	c.mu.RLock()
+	lc := c.loaded
+	c.mu.RUnlock()
+	if lc == nil {
+		lc = &loadedConfig{}
+	}
+	st := &state{baselines: lc.baselines, byName: lc.byName, byTarget: map[string]*loaded{}}
 	st.static = cfg.StaticLabelNames()
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]

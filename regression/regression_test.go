@@ -2,7 +2,9 @@ package regression
 
 import (
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -244,5 +246,48 @@ func TestFromProberMeans(t *testing.T) {
 	}
 	if src.Model("t") != "m" {
 		t.Error("Model not passed through")
+	}
+}
+
+// TestSetTargetsReadsNoFile: discovery refreshes (SetTargets) use the
+// baselines ApplyConfig loaded; the files are read once per configuration.
+func TestSetTargetsReadsNoFile(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("testdata", "llama.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "llama.yaml"), src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load([]byte(`
+modules: {m: {prober: completions, prompt: hi}}
+baselines: [{name: llama, file: llama.yaml}]
+targets: [{name: t1, url: "http://127.0.0.1:1", baseline: llama}]
+`), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(nil, nil, nil, nil)
+	if err := c.ApplyConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "llama.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	refreshed := *cfg
+	refreshed.Targets = append(slices.Clone(cfg.Targets), config.Target{Name: "t2", URL: "http://127.0.0.1:2", Baseline: "llama", Modules: []string{"m"}})
+	if err := c.SetTargets(&refreshed); err != nil {
+		t.Fatalf("SetTargets read the baseline file again: %v", err)
+	}
+	if v, ok := c.SaturationOutputThroughput("t2"); !ok || v != 384 {
+		t.Errorf("discovered t2: saturation %v %v", v, ok)
+	}
+	refreshed.Targets = append(refreshed.Targets, config.Target{Name: "t3", URL: "http://127.0.0.1:3", Baseline: "nope"})
+	if err := c.SetTargets(&refreshed); err == nil {
+		t.Error("a target of an unknown baseline was accepted")
+	}
+	if _, ok := c.SaturationOutputThroughput("t2"); !ok {
+		t.Error("a failed SetTargets dropped the previous targets")
 	}
 }

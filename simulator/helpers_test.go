@@ -16,11 +16,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/vllm-prober/vllm_prober/internal/leakcheck"
+	"go.uber.org/goleak"
 )
 
-// TestMain fails the package when one of its goroutines outlives its test.
-func TestMain(m *testing.M) { leakcheck.Main(m, "vllm_prober/simulator.") }
+// TestMain fails the package when a goroutine outlives its test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testConfig is fast and deterministic: short delays, no jitter.
 func testConfig() Config {
