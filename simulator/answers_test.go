@@ -289,3 +289,38 @@ func TestFaultAdapterNotFound(t *testing.T) {
 		}
 	}
 }
+
+func TestToolCallNonStreaming(t *testing.T) {
+	_, ts := startSim(t, nil)
+	resp := post(t, ts.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":64,"tools":[{"type":"function","function":{"name":"get_weather","parameters":`+weatherSchema+`}}],"tool_choice":"auto"}`)
+	defer resp.Body.Close()
+	var out struct {
+		Choices []struct {
+			Message struct {
+				ToolCalls []struct {
+					ID       string `json:"id"`
+					Type     string `json:"type"`
+					Function struct {
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := answer.CompileSchema(mustJSON(t, weatherSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Choices) != 1 || len(out.Choices[0].Message.ToolCalls) != 1 || out.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("answer %+v", out)
+	}
+	c := out.Choices[0].Message.ToolCalls[0]
+	if c.Type != "function" || c.Function.Name != "get_weather" || answer.ValidateJSON(schema, c.Function.Arguments) != nil {
+		t.Errorf("tool call %+v", c)
+	}
+}
