@@ -13,6 +13,7 @@ require (
 	github.com/prometheus/exporter-toolkit v0.20.0
 	github.com/prometheus/prometheus v0.310.0
 	github.com/schollz/progressbar/v3 v3.19.1
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/tjhop/slog-gokit v0.2.2
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v2 v2.4.4

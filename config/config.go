@@ -136,6 +136,20 @@ type Module struct {
 	// Headers are extra, non-secret request headers. Put credentials in the
 	// target's http_client_config instead, where they are treated as secrets.
 	Headers map[string]string `yaml:"headers,omitempty"`
+
+	// Answer checks (expect.go): the generated text must match Expect, or
+	// the probes ask Questions in turn, each with its own expect.
+	Expect    *Expect    `yaml:"expect,omitempty"`
+	Questions []Question `yaml:"questions,omitempty"`
+	// Seed is vLLM's sampling seed; modules with checks default to DefaultCheckSeed.
+	Seed *int `yaml:"seed,omitempty"`
+	// Structured output: the output must be JSON valid against the schema, or
+	// a call of one of Tools with arguments valid against its parameters.
+	ResponseFormat *ResponseFormat `yaml:"response_format,omitempty"`
+	Tools          []Tool          `yaml:"tools,omitempty"`
+	ToolChoice     any             `yaml:"tool_choice,omitempty"`
+	// ExpectedDimension fails embeddings probes whose vector has another length (0: any).
+	ExpectedDimension int `yaml:"expected_dimension,omitempty"`
 }
 
 // Target is one vLLM endpoint.
@@ -149,6 +163,10 @@ type Target struct {
 	Modules []string `yaml:"modules,omitempty"`
 	// Probe false makes a scrape-only target: no module probes it.
 	Probe bool `yaml:"probe"`
+	// Models "all" (or a regular expression matching whole ids) probes every
+	// model /v1/models lists (that matches), each with its own model label,
+	// instead of one model.
+	Models string `yaml:"models,omitempty"`
 	// MaxNumSeqs is vLLM's --max-num-seqs (not exported by vLLM), for batch-slot headroom.
 	MaxNumSeqs int `yaml:"max_num_seqs,omitempty"`
 	// Baseline names an entry of the top-level baselines list.
@@ -185,7 +203,15 @@ func (g *Global) UnmarshalYAML(unmarshal func(any) error) error {
 func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 	*m = DefaultModule
 	type plain Module
-	return unmarshal((*plain)(m))
+	if err := unmarshal((*plain)(m)); err != nil {
+		return err
+	}
+	var set map[string]any
+	if err := unmarshal(&set); err != nil {
+		return err
+	}
+	m.applyCheckDefaults(set)
+	return nil
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
@@ -389,6 +415,9 @@ func (c *Config) validate(dir string) error {
 	}
 	for _, name := range sortedKeys(c.Modules) {
 		m := c.Modules[name]
+		if err := m.validateChecks(name); err != nil {
+			return err
+		}
 		if err := m.validate(); err != nil {
 			return fmt.Errorf("module %q: %w", name, err)
 		}
@@ -481,10 +510,14 @@ func (m *Module) validate() error {
 				return fmt.Errorf("messages[%d]: content is required", i)
 			}
 		}
+	case ProberEmbeddings:
+		if m.Prompt == "" || len(m.Messages) > 0 {
+			return errors.New("prober embeddings needs a prompt (the input), not messages")
+		}
 	case "":
-		return errors.New("prober is required (completions or chat)")
+		return errors.New("prober is required (completions, chat or embeddings)")
 	default:
-		return fmt.Errorf("prober %q is not valid (completions or chat)", m.Prober)
+		return fmt.Errorf("prober %q is not valid (completions, chat or embeddings)", m.Prober)
 	}
 	if m.MaxTokens < 1 {
 		return fmt.Errorf("max_tokens must be at least 1, got %d", m.MaxTokens)
@@ -495,7 +528,7 @@ func (m *Module) validate() error {
 	if m.Timeout < 0 || m.StallTimeout < 0 {
 		return errors.New("timeout and stall_timeout must not be negative")
 	}
-	for _, k := range []string{"model", "stream", "stream_options", "prompt", "messages"} {
+	for _, k := range []string{"model", "stream", "stream_options", "prompt", "messages", "input"} {
 		if _, ok := m.ExtraBody[k]; ok {
 			return fmt.Errorf("extra_body may not set %q", k)
 		}
@@ -504,6 +537,7 @@ func (m *Module) validate() error {
 	for _, k := range []struct{ body, key string }{
 		{"max_tokens", "max_tokens"}, {"max_completion_tokens", "max_tokens"},
 		{"temperature", "temperature"}, {"ignore_eos", "ignore_eos"},
+		{"response_format", "response_format"}, {"tools", "tools"}, {"tool_choice", "tool_choice"},
 	} {
 		if _, ok := m.ExtraBody[k.body]; ok {
 			return fmt.Errorf("extra_body may not set %q: use the module key %s", k.body, k.key)
@@ -588,6 +622,12 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 			return fmt.Errorf("module %q listed twice", m)
 		}
 		mods[m] = true
+	}
+	if t.Models != "" && t.Model != "" {
+		return errors.New("set model or models, not both")
+	}
+	if _, err := compileModels(t.Models); err != nil {
+		return err
 	}
 	if t.MaxNumSeqs < 0 {
 		return fmt.Errorf("max_num_seqs must not be negative, got %d", t.MaxNumSeqs)

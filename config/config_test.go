@@ -54,8 +54,8 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-native-factor.yml", "global: native_histogram_bucket_factor must be greater than 1, got 1"},
 		{"invalid-no-modules.yml", "no modules defined"},
 		{"invalid-no-targets.yml", "no targets defined"},
-		{"invalid-prober-missing.yml", "module \"nameless\": prober is required (completions or chat)"},
-		{"invalid-prober.yml", "module \"grpc_probe\": prober \"grpc\" is not valid (completions or chat)"},
+		{"invalid-prober-missing.yml", "module \"nameless\": prober is required (completions, chat or embeddings)"},
+		{"invalid-prober.yml", "module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat or embeddings)"},
 		{"invalid-rate-window.yml", "global: rate_window 1m must be at least twice scrape_interval 40s"},
 		{"invalid-sd-defaults-name.yml", "target_defaults: name must be empty: discovery names each target (__target_name__)"},
 		{"invalid-sd-defaults-reserved-label.yml", "target_defaults: label name \"source\" is reserved"},
@@ -90,7 +90,14 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-url-scheme.yml", "target \"sim\": url scheme \"ftp\" is not http or https"},
 		{"invalid-url-v1.yml", "target \"sim\": url must be the server root, without /v1"},
 		{"invalid-yaml-syntax.yml", "yaml: line 2: did not find expected ',' or ']'"},
-		{"invalid-zero-interval.yml", "global: probe_interval must be greater than 0"},
+		{"invalid-zero-interval.yml", "global: probe_interval must be greater than 0"}, {"invalid-expect-regex.yml", "modules.math.expect.regex: error parsing regexp: missing closing ): `4(`"},
+		{"invalid-expect-schema.yml", "modules.json.expect.json_schema: invalid schema: the schema is not valid against metaschema: jsonschema validation failed with 'https://json-schema.org/draft/2020-12/schema#' - at '': 'allOf' failed - at '/properties/count': 'allOf' failed - at '/properties/count/minimum': got string, want number"},
+		{"invalid-question-expect.yml", "modules.quiz.questions[1].expect: set exactly one of regex, equals, json_schema, one_of (2 set)"},
+		{"invalid-response-format-schema.yml", "modules.json.response_format.json_schema.schema: invalid schema: the schema is not valid against metaschema: jsonschema validation failed with 'https://json-schema.org/draft/2020-12/schema#' - at '': 'allOf' failed - at '/type': 'anyOf' failed - at '/type': value must be one of 'array', 'boolean', 'integer', 'null', 'number', 'object', 'string' - at '/type': got string, want array"},
+		{"invalid-tool-choice.yml", "modules.tool.tool_choice.function.name: \"get_time\" is not one of the module's tools"},
+		{"invalid-models-regex.yml", "target \"sim\": models: \"llama-(8b\" is neither \"all\" nor a valid regular expression: error parsing regexp: missing closing ): `llama-(8b`"},
+		{"invalid-models-and-model.yml", "target \"sim\": set model or models, not both"},
+		{"invalid-embeddings-expect.yml", "modules.embed: expect and questions do not apply to prober embeddings"},
 	}
 	files, err := filepath.Glob("testdata/invalid-*.yml")
 	if err != nil {

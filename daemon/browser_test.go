@@ -232,7 +232,7 @@ targets:
 	for _, name := range []string{"refused", "stalling", "flapping", "healthy", "slow"} {
 		s, _ := f.d.probes.Stats(name, "short")
 		if s.LastFailureID != 0 {
-			_, body := f.get("/" + recordURL(name, "short", s.LastFailureID))
+			_, body := f.get("/" + recordURL(name, "short", "", s.LastFailureID))
 			pages = append(pages, body)
 			if name == "stalling" {
 				checkStalledE2E(t, body)

@@ -117,6 +117,8 @@ func TestMetricNamesMatchDocs(t *testing.T) {
 global: {probe_interval: 200ms, probe_timeout: 5s, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
+  checked: {prober: completions, prompt: "Say hello.", max_tokens: 8, expect: {regex: "\\w"}}
+  embed: {prober: embeddings, prompt: "Say hello."}
 baselines: [{name: simbase, file: %s}]
 targets:
   - {name: sim, url: %q, baseline: simbase, max_num_seqs: 16, labels: {preset: test}}

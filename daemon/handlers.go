@@ -171,7 +171,7 @@ func targetNames(cfg *config.Config) []string {
 	return names
 }
 
-// recordHandler is /probe/record?target=T&module=M&id=N: the report of a
+// recordHandler is /probe/record?target=T&module=M&id=N[&model=X]: the report of a
 // probe the scheduler ran, from what the history kept. It runs no probe.
 func (d *Daemon) recordHandler(w http.ResponseWriter, r *http.Request) {
 	cfg := d.Running()
@@ -187,7 +187,7 @@ func (d *Daemon) recordHandler(w http.ResponseWriter, r *http.Request) {
 		textResponse(w, http.StatusBadRequest, "id %q is not a record id (a positive integer)", q.Get("id"))
 		return
 	}
-	res, ok := d.probes.Record(t.Name, module, id)
+	res, ok := d.probes.Record(t.Name, module, q.Get("model"), id)
 	if !ok {
 		textResponse(w, http.StatusNotFound, "record %d of target %q module %q is not kept: the history keeps the last %d probes and as many failures (--history.limit)",
 			id, t.Name, module, d.opts.HistoryLimit)

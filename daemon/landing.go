@@ -295,24 +295,29 @@ func (d *Daemon) targetHandler(w http.ResponseWriter, r *http.Request) {
 // came from a server.
 func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus) targetPage {
 	s := d.scrubber.Load()
-	mods := map[string]prober.ModuleStatus{}
+	mods := map[string][]prober.ModuleStatus{} // a `models:` target has one per model
 	for _, ms := range ts.Modules {
-		mods[ms.Module] = ms
+		mods[ms.Module] = append(mods[ms.Module], ms)
 	}
 	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels)}
 	page.URL = s.scrub(ts.URL)
 	page.TargetStatus.Modules = nil
+	var list []prober.ModuleStatus
 	for _, name := range t.Modules {
-		ms, ok := mods[name]
-		if !ok {
-			ms = prober.ModuleStatus{Module: name}
+		if ms, ok := mods[name]; ok {
+			list = append(list, ms...)
+		} else {
+			list = append(list, prober.ModuleStatus{Module: name})
 		}
+	}
+	for _, ms := range list {
+		name := ms.Module
 		pm := pageModule{ModuleStatus: ms}
 		link := func(r prober.Result) pageResult {
 			r.Err = s.scrub(r.Err) // a copy: the prober's results are shared and read-only
 			pr := pageResult{Result: r}
 			if r.ID != 0 {
-				pr.RecordURL = recordURL(t.Name, name, r.ID)
+				pr.RecordURL = recordURL(t.Name, name, ms.Model, r.ID)
 			}
 			return pr
 		}

@@ -98,7 +98,7 @@ func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now t
 			Labels:  labelText(t.Labels),
 			Section: "target?" + url.Values{"name": {ps.Target}}.Encode() + "#module-" + ps.Module}
 		if ps.LastFailureID != 0 {
-			r.Record = recordURL(ps.Target, ps.Module, ps.LastFailureID)
+			r.Record = recordURL(ps.Target, ps.Module, ps.Model, ps.LastFailureID)
 		}
 		if d.coll != nil {
 			if sc, ok := d.coll.LastScrape(ps.Target); ok {
@@ -213,8 +213,14 @@ func (r *pairRow) HTML() template.HTML {
 	return template.HTML(b.String()) //nolint:gosec // every part is escaped above
 }
 
-func recordURL(target, module string, id uint64) string {
-	return "probe/record?" + url.Values{"target": {target}, "module": {module}, "id": {strconv.FormatUint(id, 10)}}.Encode()
+// recordURL links to a stored record; model picks the pair of a `models:`
+// target and may be empty.
+func recordURL(target, module, model string, id uint64) string {
+	v := url.Values{"target": {target}, "module": {module}, "id": {strconv.FormatUint(id, 10)}}
+	if model != "" {
+		v.Set("model", model)
+	}
+	return "probe/record?" + v.Encode()
 }
 
 // labelText renders static labels as "k=v k=v", sorted by name.

@@ -53,7 +53,9 @@ func (m *Manager) check(ctx context.Context, t *target) {
 	}
 	modelsUp := false
 	if fail == nil {
-		if t.cfg.Model != "" {
+		if t.cfg.Models != "" {
+			modelsUp = m.syncModels(t, ids)
+		} else if t.cfg.Model != "" {
 			modelsUp = slices.Contains(ids, t.cfg.Model)
 		} else if len(ids) > 0 {
 			modelsUp = true

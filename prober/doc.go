@@ -28,6 +28,20 @@
 // malformed (bad JSON, an oversize line or event, a 2xx that is not
 // text/event-stream) and empty_output ([DONE] without generated text).
 //
+// # Output checks
+//
+// Modules may check what comes back (expect.go, structured.go): the stream's
+// text and tool calls are then kept (StreamRequest.Capture; tool calls are
+// assembled per index from vLLM's deltas) and, on a stream that succeeded,
+// checked for the structured output asked for (response_format, tools), which
+// fails as invalid_structured_output, then against the answer's expect (or the
+// next rotating question's), which fails as wrong_answer. Result.Text keeps the
+// start of the output and Result.Check what was expected; Result.Answer is the
+// verdict behind vllm_probe_answer_correct and vllm_probe_answer_checks_total.
+// Embed probes /v1/embeddings (prober: embeddings) and fails as
+// invalid_embedding. A target with models: all (models.go) has one pair per
+// listed model.
+//
 // # Scheduling
 //
 // Manager runs every pair on its own ticker, offset within the interval by a

@@ -6,5 +6,5 @@ package prober
 func (m *Manager) RecordForTest(target, module string, res Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.record(m.pairs[pairKey{target, module}], &res)
+	m.record(m.pairs[pairKey{target, module, ""}], &res)
 }

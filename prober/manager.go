@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"reflect"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/answer"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
@@ -30,6 +32,7 @@ var ErrBudgetExceeded = errors.New("token budget per hour would be exceeded")
 // ModuleStatus is the state of one (target, module) pair for the landing page.
 type ModuleStatus struct {
 	Module  string
+	Model   string   // with the target's models key: the model probed; else ""
 	Last    *Result  // nil before the first probe finished
 	History []Result // newest first, bounded; treat as read-only
 }
@@ -79,7 +82,8 @@ type Manager struct {
 	load func(target string) (running, waiting float64, ok bool)
 }
 
-type pairKey struct{ target, module string }
+// pairKey names a pair; model is set on targets with models (models.go).
+type pairKey struct{ target, module, model string }
 
 // target is the state of one configured target. It survives Apply while the
 // target's name stays.
@@ -89,7 +93,8 @@ type target struct {
 	interval time.Duration
 	timeout  time.Duration // for /health and /v1/models
 
-	model              string // configured, or the first id of /v1/models
+	model              string   // configured, or the first id of /v1/models
+	models             []string // with cfg.Models: the matching ids of /v1/models (models.go)
 	checked            bool
 	healthUp, modelsUp bool
 	gen                *metrics // generation labels was initialised in
@@ -123,6 +128,7 @@ type pair struct {
 	promptEstimate int     // observed usage.prompt_tokens + slack, else a heuristic
 	lastEnd        float64 // Unix time the last recorded probe finished
 	hist           history
+	checks         *checks     // output checks of mod (expect.go); nil when none
 	state          pairState   // statistics that outlive the history (stats.go)
 	records        recordState // record ids and the last hour's counts (pairstate.go)
 	gen            *metrics
@@ -236,8 +242,8 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			}
 			t.client = c
 		}
-		if ok && (t.cfg.Model != tc.Model || t.cfg.URL != tc.URL) {
-			t.model = "" // re-resolve
+		if ok && (t.cfg.Model != tc.Model || t.cfg.URL != tc.URL || t.cfg.Models != tc.Models) {
+			t.model, t.models = "", nil // re-resolve
 		}
 		t.cfg, t.interval, t.timeout = tc, interval, timeout
 		if tc.Model != "" {
@@ -264,39 +270,11 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	keepP := map[pairKey]bool{}
 	for i := range cfg.Targets {
 		tc := &cfg.Targets[i]
-		t := m.targets[tc.Name]
-		t.pairs = t.pairs[:0]
-		for _, mod := range tc.Modules {
-			mc := cfg.Modules[mod]
-			key := pairKey{tc.Name, mod}
-			keepP[key] = true
-			interval := cfg.ProbeInterval(tc)
-			p, ok := m.pairs[key]
-			if !ok {
-				p = &pair{key: key, hist: history{limit: m.historyLimit}}
-				m.pairs[key] = p
-			}
-			if ok && !reflect.DeepEqual(p.mod, mc) {
-				p.promptEstimate = 0 // the prompt may have changed
-			}
-			restart := !ok || p.interval != interval
-			p.tgt, p.mod, p.interval = t, mc, interval
-			t.pairs = append(t.pairs, p)
-			p.timeout, p.stall = cfg.ProbeTimeout(tc, &mc), cfg.StallTimeout(&mc)
-			if restart {
-				m.stopPair(p)
-				m.startPair(p)
-			}
-		}
+		maps.Copy(keepP, m.applyTargetPairs(cfg, tc, m.targets[tc.Name]))
 	}
 	for key, p := range m.pairs {
 		if !keepP[key] {
-			m.stopPair(p)
-			p.stopped = true
-			if p.gen == m.metrics && p.labels != nil {
-				m.metrics.deletePair(p.labels)
-			}
-			delete(m.pairs, key)
+			m.removePair(p)
 		}
 	}
 	m.sortPairs()
@@ -336,7 +314,7 @@ func (m *Manager) relabelTarget(t *target) {
 // relabelPair (re)creates the series of p when its label values or the metric
 // generation changed. m.mu must be held.
 func (m *Manager) relabelPair(p *pair) {
-	lv := append([]string{p.key.target, p.key.module, p.tgt.model}, p.tgt.cfg.StaticLabelValues(m.metrics.static)...)
+	lv := append([]string{p.key.target, p.key.module, pairModel(p)}, p.tgt.cfg.StaticLabelValues(m.metrics.static)...)
 	if p.gen == m.metrics && slices.Equal(lv, p.labels) {
 		return
 	}
@@ -345,8 +323,14 @@ func (m *Manager) relabelPair(p *pair) {
 	}
 	p.gen, p.labels = m.metrics, lv
 	m.metrics.initPair(lv)
+	if p.checks.answers() {
+		m.metrics.answers.init(lv)
+	}
 	// The "last probe" gauges describe state, not history: carry them over.
 	if last, ok := p.hist.last(); ok {
+		if last.Answer != AnswerNotChecked {
+			m.metrics.answers.correct.WithLabelValues(lv...).Set(b2f(last.Answer == AnswerCorrect))
+		}
 		m.metrics.success.WithLabelValues(lv...).Set(b2f(last.Success))
 		m.metrics.lastTimestamp.WithLabelValues(lv...).Set(p.lastEnd)
 		m.metrics.duration.WithLabelValues(lv...).Set(last.Duration.Seconds())
@@ -446,7 +430,7 @@ func (m *Manager) stopPair(p *pair) {
 // scheduleOffset spreads the pairs over the interval, stably across restarts and
 // reloads, so that they do not all fire at once.
 func scheduleOffset(k pairKey, interval time.Duration) time.Duration {
-	return schedule.Phase(interval, k.target, k.module)
+	return schedule.Phase(interval, k.target, k.module, k.model)
 }
 
 func (m *Manager) pairLoop(ctx context.Context, p *pair, interval, offset time.Duration) {
@@ -570,6 +554,11 @@ func estimatePromptTokens(mod *config.Module) int {
 	for _, msg := range mod.Messages {
 		n += len(msg.Content) + 3*8 // role markers and separators
 	}
+	longest := 0 // a rotating question replaces the prompt (expect.go)
+	for _, q := range mod.Questions {
+		longest = max(longest, len(q.Prompt))
+	}
+	n += longest
 	return n/3 + 1 + promptSlack
 }
 
@@ -584,6 +573,7 @@ type probeSpec struct {
 	red            *redact.Redactor
 	promptEstimate int
 	tgt            *target
+	checks         *checks
 	load           func(target string) (running, waiting float64, ok bool)
 }
 
@@ -594,9 +584,10 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 	}
 	return probeSpec{
 		target: p.key.target, module: p.key.module,
-		url: p.tgt.cfg.URL, client: p.tgt.client, mod: p.mod, model: p.tgt.model,
+		url: p.tgt.cfg.URL, client: p.tgt.client, mod: p.mod, model: pairModel(p),
 		timeout: p.timeout, stall: p.stall, red: m.red, promptEstimate: est, tgt: p.tgt,
-		load: m.load,
+		checks: p.checks,
+		load:   m.load,
 	}
 }
 
@@ -634,15 +625,27 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 	}
 	started()
 	nonce := newNonce()
-	res := m.stream(ctx, s.client, StreamRequest{
+	mod, answerCheck := s.checks.pick(s.mod)
+	req := StreamRequest{
 		BaseURL:      s.url,
-		Kind:         s.mod.Prober,
-		Body:         requestBody(&s.mod, s.model, nonce),
-		Header:       requestHeader(&s.mod, s.target, s.module, nonce),
+		Kind:         mod.Prober,
+		Header:       requestHeader(&mod, s.target, s.module, nonce),
 		StallTimeout: s.stall,
-	})
+		Capture:      s.checks.capture(),
+	}
+	var res Result
+	if mod.Prober == config.ProberEmbeddings {
+		req.Body = embeddingsBody(&mod, s.model, nonce)
+		res = Embed(ctx, s.client, req, mod.ExpectedDimension)
+	} else {
+		req.Body = requestBody(&mod, s.model, nonce)
+		res = m.stream(ctx, s.client, req)
+		s.checks.apply(&res, res.gen, answerCheck)
+		res.gen = nil
+	}
 	res.Duration = m.now().Sub(begin)
 	scrubResult(&res, s.red)
+	res.Text = truncateText(res.Text) // after scrubbing: no secret cut in half survives
 	res.Load = load
 	return &res
 }
@@ -706,35 +709,11 @@ func requestBody(mod *config.Module, model, nonce string) map[string]any {
 		body["prompt"] = prefix + mod.Prompt
 		body["max_tokens"] = mod.MaxTokens
 	}
+	addStructureFields(body, mod)
 	for k, v := range mod.ExtraBody {
-		body[k] = jsonable(v)
+		body[k] = answer.JSONable(v)
 	}
 	return body
-}
-
-// jsonable converts YAML-decoded values (map[any]any) into JSON-encodable ones.
-func jsonable(v any) any {
-	switch v := v.(type) {
-	case map[any]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[fmt.Sprint(k)] = jsonable(e)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[k] = jsonable(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = jsonable(e)
-		}
-		return out
-	}
-	return v
 }
 
 func requestHeader(mod *config.Module, target, module, nonce string) http.Header {
@@ -778,10 +757,19 @@ func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*Res
 		m.mu.Unlock()
 		return nil, nil, fmt.Errorf("unknown module %q", module)
 	}
-	p := &pair{key: pairKey{targetName, module}, tgt: t, mod: mod,
+	p := &pair{key: pairKey{targetName, module, ""}, tgt: t, mod: mod,
 		timeout: m.cfg.ProbeTimeout(&t.cfg, &mod), stall: m.cfg.StallTimeout(&mod)}
+	if models := pairModels(t); len(models) > 0 {
+		p.key.model = models[0] // models: all probes the first listed model
+	}
 	if known, ok := m.pairs[p.key]; ok {
-		p.promptEstimate = known.promptEstimate
+		p.promptEstimate, p.checks = known.promptEstimate, known.checks
+	} else {
+		var err error
+		if p.checks, err = compileChecks(&mod); err != nil {
+			m.mu.Unlock()
+			return nil, nil, err
+		}
 	}
 	cost := p.worstCost()
 	if !m.budgetAllows(t, cost) {
@@ -833,12 +821,14 @@ func (m *Manager) targetStatus(tc *config.Target) TargetStatus {
 	ts := TargetStatus{Name: tc.Name, URL: redactURL(tc.URL), Model: t.model,
 		HealthUp: t.healthUp, ModelsUp: t.modelsUp, Checked: t.checked}
 	for _, mod := range tc.Modules {
-		p := m.pairs[pairKey{tc.Name, mod}]
-		ms := ModuleStatus{Module: mod, History: p.hist.list()}
-		if l, ok := p.hist.last(); ok {
-			ms.Last = &l
+		for _, model := range pairModels(t) {
+			p := m.pairs[pairKey{tc.Name, mod, model}]
+			ms := ModuleStatus{Module: mod, Model: model, History: p.hist.list()}
+			if l, ok := p.hist.last(); ok {
+				ms.Last = &l
+			}
+			ts.Modules = append(ts.Modules, ms)
 		}
-		ts.Modules = append(ts.Modules, ms)
 	}
 	return ts
 }

@@ -68,6 +68,7 @@ type metrics struct {
 	tokens, attempts                  *prometheus.CounterVec
 	failures, skipped                 *prometheus.CounterVec
 	healthUp, modelsUp                *prometheus.GaugeVec
+	answers                           answerMetrics
 }
 
 func newMetrics(static []string, hist histOpts) *metrics {
@@ -114,6 +115,7 @@ func newMetricsLabels(pair, tgt, static []string, hist histOpts) *metrics {
 			Help: "1 if the target's /health answered 200 at the last check, else 0."}, tgt),
 		modelsUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricModelsUp,
 			Help: "1 if the target's /v1/models answered and listed the probed model at the last check, else 0."}, tgt),
+		answers: newAnswerMetrics(pair),
 	}
 }
 
@@ -121,7 +123,7 @@ func newMetricsLabels(pair, tgt, static []string, hist histOpts) *metrics {
 func (mt *metrics) probeCollectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		mt.success, mt.lastTimestamp, mt.duration, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
-		mt.tokens, mt.attempts, mt.failures,
+		mt.tokens, mt.attempts, mt.failures, mt.answers.correct, mt.answers.checks, mt.answers.dimension,
 	}
 }
 
@@ -129,6 +131,7 @@ func (mt *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		mt.success, mt.lastTimestamp, mt.lastSuccess, mt.duration, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
 		mt.tokens, mt.attempts, mt.failures, mt.skipped, mt.healthUp, mt.modelsUp,
+		mt.answers.correct, mt.answers.checks, mt.answers.dimension,
 	}
 }
 
@@ -188,6 +191,7 @@ func (mt *metrics) deletePair(lv []string) {
 	for _, r := range SkipReasons() {
 		mt.skipped.DeleteLabelValues(append(slices.Clone(lv), r)...)
 	}
+	mt.answers.delete(lv)
 }
 
 func (mt *metrics) skip(lv []string, reason string) {
@@ -200,6 +204,7 @@ func (mt *metrics) observe(lv []string, r *Result, end float64) {
 	mt.duration.WithLabelValues(lv...).Set(r.Duration.Seconds())
 	mt.tokens.WithLabelValues(append(slices.Clone(lv), "prompt")...).Add(float64(r.PromptTokens))
 	mt.tokens.WithLabelValues(append(slices.Clone(lv), "output")...).Add(float64(r.OutputTokens))
+	mt.answers.observe(lv, r)
 	if !r.Success {
 		mt.success.WithLabelValues(lv...).Set(0)
 		mt.failures.WithLabelValues(append(slices.Clone(lv), string(r.Reason))...).Inc()
@@ -207,8 +212,11 @@ func (mt *metrics) observe(lv []string, r *Result, end float64) {
 	}
 	mt.success.WithLabelValues(lv...).Set(1)
 	mt.lastSuccess.WithLabelValues(lv...).Set(end)
-	mt.ttft.WithLabelValues(lv...).Observe(r.TTFT.Seconds())
 	mt.e2e.WithLabelValues(lv...).Observe(r.E2E.Seconds())
+	if r.Dimension > 0 {
+		return // an embeddings probe: no tokens to time
+	}
+	mt.ttft.WithLabelValues(lv...).Observe(r.TTFT.Seconds())
 	itl := mt.itl.WithLabelValues(lv...)
 	for _, d := range r.ITLs {
 		itl.Observe(d.Seconds())

@@ -70,12 +70,17 @@ func (p *pair) recordStats(now time.Time) RecordStats {
 	return s
 }
 
-// Record returns a copy of the kept result id of (target, module), headers
-// included; false when it is not (or no longer) kept.
-func (m *Manager) Record(target, module string, id uint64) (Result, bool) {
+// Record returns a copy of the kept result id of (target, module, model),
+// headers included; false when it is not (or no longer) kept. model is the
+// pair's model label: it picks one of the pairs of a `models:` target, and is
+// ignored for a target of one model.
+func (m *Manager) Record(target, module, model string, id uint64) (Result, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p, ok := m.pairs[pairKey{target, module}]
+	p, ok := m.pairs[pairKey{target: target, module: module, model: model}]
+	if !ok {
+		p, ok = m.pairs[pairKey{target: target, module: module}]
+	}
 	if !ok || id == 0 {
 		return Result{}, false
 	}

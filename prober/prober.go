@@ -33,7 +33,7 @@ func Reasons() []Reason {
 		ReasonConnection, ReasonDNS, ReasonTLS, ReasonTimeout, ReasonStalled,
 		ReasonUnauthorized, ReasonRateLimited, ReasonContextLength, ReasonModelNotFound,
 		ReasonHTTP4xx, ReasonHTTP5xx, ReasonStreamError, ReasonTruncated, ReasonMalformed,
-		ReasonEmptyOutput,
+		ReasonEmptyOutput, ReasonWrongAnswer, ReasonInvalidStructured, ReasonInvalidEmbedding,
 	}
 }
 
@@ -54,6 +54,8 @@ type StreamRequest struct {
 	Body         map[string]any // full JSON body; Stream forces stream=true and stream_options.include_usage=true
 	Header       http.Header    // extra headers (X-Request-Id etc.)
 	StallTimeout time.Duration  // 0 disables stall detection
+	// Capture keeps the generated text and tool calls for the output checks.
+	Capture bool
 }
 
 // Event is one entry of a probe's timeline.
@@ -117,7 +119,16 @@ type Result struct {
 	RequestHeader  http.Header // redacted copy of the headers Stream set
 	ResponseHeader http.Header // redacted copy
 
-	packedHeaders string // both headers, as the history keeps them (packHeaders)
+	// Check says what the answer check expected and Answer is its verdict
+	// (expect.go). Probes that check their output keep in Text the start of the
+	// whole generated text, tool calls as name(arguments) (maxResultText bytes).
+	Check  string
+	Answer AnswerVerdict
+	// Dimension is the vector length of an embeddings probe, 0 otherwise.
+	Dimension int
+
+	gen           *generated // the captured output until the checks ran
+	packedHeaders string     // both headers, as the history keeps them (packHeaders)
 }
 
 // OutputTokensPerSecond is OutputTokens / E2E, 0 when undefined: for failed

@@ -117,7 +117,7 @@ targets:
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
-	p := m.pairs[pairKey{"fake", "short"}]
+	p := m.pairs[pairKey{target: "fake", module: "short"}]
 	run := func() *Result {
 		res := m.probe(context.Background(), m.snapshot(p), func() {})
 		m.mu.Lock()
@@ -146,10 +146,10 @@ targets:
 	if s.Probes != 2 || s.Successes != 0 || s.HourProbes != 7 || s.HourSuccesses != 1 {
 		t.Errorf("counts: history %d/%d, hour %d/%d", s.Successes, s.Probes, s.HourSuccesses, s.HourProbes)
 	}
-	if _, ok := m.Record("fake", "short", 1); ok {
+	if _, ok := m.Record("fake", "short", "", 1); ok {
 		t.Error("record 1 still found after eviction")
 	}
-	r, ok := m.Record("fake", "short", 7)
+	r, ok := m.Record("fake", "short", "", 7)
 	if !ok || r.Reason != ReasonHTTP5xx || r.ID != 7 || r.Phase != PhaseResponse {
 		t.Errorf("record 7: %v %+v", ok, r)
 	}
@@ -185,7 +185,7 @@ targets:
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
-	res := m.probe(context.Background(), m.snapshot(m.pairs[pairKey{"fake", "short"}]), func() {})
+	res := m.probe(context.Background(), m.snapshot(m.pairs[pairKey{target: "fake", module: "short"}]), func() {})
 	if res.Phase != PhaseModels || res.Request != "GET /v1/models" || res.Reason != ReasonUnauthorized || !strings.Contains(res.ErrorBody, "Unauthorized") {
 		t.Errorf("phase %q request %q reason %s body %q", res.Phase, res.Request, res.Reason, res.ErrorBody)
 	}

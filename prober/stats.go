@@ -193,7 +193,7 @@ func (s *pairState) record(r *Result, end time.Time, limit int) {
 func (p *pair) stats(now time.Time) PairStats {
 	probes, successes := p.state.window.probes()
 	return PairStats{
-		Target: p.key.target, Module: p.key.module, Model: p.tgt.model,
+		Target: p.key.target, Module: p.key.module, Model: pairModel(p),
 		Probes: probes, Successes: successes,
 		LastProbe: p.state.lastProbe, LastSuccess: p.state.lastSuccess, FailingSince: p.state.failingSince,
 		LastReason:  string(p.state.lastReason),
@@ -207,7 +207,7 @@ func (p *pair) stats(now time.Time) PairStats {
 func (m *Manager) Stats(target, module string) (PairStats, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p, ok := m.pairs[pairKey{target, module}]
+	p, ok := m.pairs[pairKey{target, module, ""}]
 	if !ok {
 		return PairStats{}, false
 	}
@@ -237,7 +237,10 @@ func (m *Manager) sortPairs() {
 		if c := strings.Compare(a.key.target, b.key.target); c != 0 {
 			return c
 		}
-		return strings.Compare(a.key.module, b.key.module)
+		if c := strings.Compare(a.key.module, b.key.module); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key.model, b.key.model) // models: all
 	})
 }
 

@@ -156,7 +156,7 @@ func BenchmarkPairStatsMeans(b *testing.B) {
 		r := Result{Start: t0.Add(time.Duration(i) * time.Second), Success: true, TTFT: time.Second, E2E: 2 * time.Second, OutputTokens: 3, Load: 1}
 		s.record(&r, r.Start, DefaultHistoryLimit)
 	}
-	p := &pair{key: pairKey{"t", "m"}, tgt: &target{}, state: s}
+	p := &pair{key: pairKey{"t", "m", ""}, tgt: &target{}, state: s}
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = p.stats(t0).Means(t0.Add(30 * time.Second))

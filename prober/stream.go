@@ -106,7 +106,11 @@ var errStalled = errors.New("stalled")
 // credentials or request headers.
 func Stream(ctx context.Context, client *http.Client, req StreamRequest) Result {
 	s := &streamer{}
+	if req.Capture {
+		s.gen = &generated{}
+	}
 	s.run(ctx, client, req)
+	s.res.gen = s.gen
 	return s.res
 }
 
@@ -114,6 +118,8 @@ type streamer struct {
 	res   Result
 	t0    time.Time
 	phase string // what the probe is doing, for a failure's Phase
+
+	gen *generated // the output, when the request asks for it
 
 	mu       sync.Mutex // guards events: httptrace hooks may run on other goroutines
 	events   []Event
@@ -418,6 +424,9 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			if ch.FinishReason != nil && *ch.FinishReason == "error" {
 				finishErr = true
 			}
+		}
+		if content && s.gen != nil {
+			s.gen.add(data)
 		}
 		switch {
 		case content:

@@ -50,7 +50,7 @@ func TestAdminRoundTrip(t *testing.T) {
 		{`{"model":"x"}`, `{"error":"key \"model\" is read-only; set it with a command-line flag"}`},
 		{`{"ttft":20}`, `{"error":"key \"ttft\": want a Go duration string such as \"20ms\": json: cannot unmarshal number into Go value of type string"}`},
 		{`{"itl":"fast"}`, `{"error":"key \"itl\": want a Go duration string such as \"20ms\": time: invalid duration \"fast\""}`},
-		{`{"fault":"meteor"}`, `{"error":"unknown fault \"meteor\"; valid faults: http_status, hang_before_headers, stall, cut_stream, malformed_chunk, error_event, huge_line, engine_dead, slow_metrics, metrics_reset"}`},
+		{`{"fault":"meteor"}`, `{"error":"unknown fault \"meteor\"; valid faults: http_status, hang_before_headers, stall, cut_stream, malformed_chunk, error_event, huge_line, engine_dead, slow_metrics, metrics_reset, wrong_answer, broken_json, no_tool_call, zero_embedding, adapter_not_found"}`},
 		{`{"fault_rate":1.5}`, `{"error":"fault_rate must be in [0, 1], got 1.5"}`},
 		{`{"max_num_seqs":0,"ttft":"1s"}`, `{"error":"max_num_seqs must be at least 1, got 0"}`},
 		{`[1]`, `{"error":"body must be a JSON object: json: cannot unmarshal array into Go value of type map[string]json.RawMessage"}`},

@@ -38,6 +38,7 @@ const (
 var validFaults = []string{
 	FaultHTTPStatus, FaultHangBeforeHeaders, FaultStall, FaultCutStream, FaultMalformedChunk,
 	FaultErrorEvent, FaultHugeLine, FaultEngineDead, FaultSlowMetrics, FaultMetricsReset,
+	FaultWrongAnswer, FaultBrokenJSON, FaultNoToolCall, FaultZeroEmbedding, FaultAdapterGone,
 }
 
 // Config holds every setting of the simulator. Each field has a matching
@@ -73,6 +74,13 @@ type Config struct {
 	HugeLineBytes int           // size of the huge_line event
 
 	Seed uint64 // seed for jitter and fault_rate draws
+
+	// AnswersFile is a JSON object of prompt substrings to scripted answers
+	// (answers.go); Echo answers the prompt itself when no answer matches.
+	AnswersFile string
+	Echo        bool
+	// EmbeddingDimension is the vector length /v1/embeddings returns.
+	EmbeddingDimension int
 }
 
 // DefaultConfig returns the defaults documented in docs/simulator.md.
@@ -98,6 +106,8 @@ func DefaultConfig() Config {
 		FaultDelay:       defaultFaultDelay,
 		HugeLineBytes:    defaultHugeLine,
 		Seed:             1,
+
+		EmbeddingDimension: 1024,
 	}
 }
 
@@ -134,6 +144,9 @@ func (c *Config) validate() error {
 	case ErrorShapeNested, ErrorShapeFlat:
 	default:
 		errs = append(errs, fmt.Errorf("error shape must be nested or flat, got %q", c.ErrorShape))
+	}
+	if c.EmbeddingDimension < 1 {
+		errs = append(errs, fmt.Errorf("embedding dimension must be at least 1, got %d", c.EmbeddingDimension))
 	}
 	if c.HugeLineBytes <= 0 {
 		errs = append(errs, fmt.Errorf("huge line bytes must be positive, got %d", c.HugeLineBytes))

@@ -25,7 +25,7 @@ func (s *Simulator) pickEngine() *engine {
 func isRequestFault(f string) bool {
 	switch f {
 	case FaultHTTPStatus, FaultHangBeforeHeaders, FaultStall, FaultCutStream, FaultMalformedChunk,
-		FaultErrorEvent, FaultHugeLine:
+		FaultErrorEvent, FaultHugeLine, FaultWrongAnswer, FaultBrokenJSON, FaultNoToolCall:
 		return true
 	}
 	return false
@@ -51,12 +51,13 @@ type run struct {
 // sink receives the events of a request: an SSE stream or a collector for
 // the non-streaming JSON answer.
 type sink interface {
-	start() error                                  // stream: headers
-	first() error                                  // chat stream: role event
-	token(k int, finish string, text []byte) error // one generated token
-	malformed(k int) error                         // malformed_chunk fault
-	errorEvent(msg string) error                   // error_event fault
-	end(promptTokens, completionTokens int) error  // usage, [DONE] / JSON body
+	start() error                                    // stream: headers
+	first() error                                    // chat stream: role event
+	token(k int, finish string, text []byte) error   // one generated token
+	toolCall(k int, finish string, sc *script) error // one token of a tool call's arguments
+	malformed(k int) error                           // malformed_chunk fault
+	errorEvent(msg string) error                     // error_event fault
+	end(promptTokens, completionTokens int) error    // usage, [DONE] / JSON body
 }
 
 func (s *Simulator) serveGeneration(w http.ResponseWriter, r *http.Request, g *genRequest) {
@@ -86,6 +87,14 @@ func (s *Simulator) serveGeneration(w http.ResponseWriter, r *http.Request, g *g
 		panic(http.ErrAbortHandler)
 	}
 
+	if g.script = s.buildScript(g, fault); g.script != nil {
+		// A scripted output ends where it ends (even with ignore_eos), or at max_tokens.
+		if n := len(g.script.pieces); n > g.maxTokens {
+			g.target, g.finish = g.maxTokens, "length"
+		} else {
+			g.target, g.finish = n, g.script.finish
+		}
+	}
 	ru := &run{s: s, g: g, k: k, fault: fault}
 	if k.Jitter > 0 {
 		ru.rng = rand.New(rand.NewPCG(s.cfg.Seed, g.seq))
@@ -219,6 +228,10 @@ func (ru *run) loop(ctx context.Context) string {
 			werr = ru.out.malformed(n)
 		case ru.fault == FaultHugeLine && n == ru.k.FaultAfter+1:
 			werr = ru.out.token(n, finish, hugeText(ru.s.cfg.HugeLineBytes))
+		case ru.g.script != nil && ru.g.script.tool != nil:
+			werr = ru.out.toolCall(n, finish, ru.g.script)
+		case ru.g.script != nil:
+			werr = ru.out.token(n, finish, ru.g.script.pieces[n-1])
 		default:
 			werr = ru.out.token(n, finish, quotedTokens[tokenWord(ru.g.promptHash, n)])
 		}
@@ -267,6 +280,9 @@ func (ru *run) finish(reason string) {
 	ru.e.finish(ru.sq, now)
 	if ru.s.tracer != nil && ru.g.stream {
 		ru.s.tracer.flush()
+	}
+	if reason == "tool_calls" {
+		reason = "stop" // the API's finish_reason; the engine stopped at EOS
 	}
 	if reason == "error" && ru.s.cfg.MetricsNames != MetricsV1 {
 		reason = "abort"

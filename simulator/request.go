@@ -24,6 +24,9 @@ type completionRequest struct {
 	Stream        bool            `json:"stream"`
 	StreamOptions *streamOptions  `json:"stream_options"`
 	N             *int            `json:"n"`
+
+	ResponseFormat *responseFormat `json:"response_format"`
+	GuidedJSON     json.RawMessage `json:"guided_json"`
 }
 
 type chatMessage struct {
@@ -41,6 +44,11 @@ type chatRequest struct {
 	Stream              bool           `json:"stream"`
 	StreamOptions       *streamOptions `json:"stream_options"`
 	N                   *int           `json:"n"`
+
+	ResponseFormat *responseFormat `json:"response_format"`
+	GuidedJSON     json.RawMessage `json:"guided_json"`
+	Tools          []toolSpec      `json:"tools"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
 }
 
 // genRequest is a validated completion or chat request.
@@ -60,6 +68,8 @@ type genRequest struct {
 	stream          bool
 	includeUsage    bool
 	continuousUsage bool
+	out             outputSpec // what the output must be (answers.go)
+	script          *script    // scripted output, nil for the word stream
 }
 
 // apiError is a request rejected before generation, rendered as vLLM's
@@ -95,6 +105,11 @@ func (s *Simulator) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.writeAPIError(w, err)
 		return
 	}
+	g.out.prompt = text
+	if err := g.out.parse(req.ResponseFormat, req.GuidedJSON, nil, nil); err != nil {
+		s.writeAPIError(w, err)
+		return
+	}
 	s.serveGeneration(w, r, g)
 }
 
@@ -122,6 +137,13 @@ func (s *Simulator) handleChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		sb.WriteString(c)
+		if m.Role == "user" {
+			g.out.prompt = c
+		}
+	}
+	if err := g.out.parse(req.ResponseFormat, req.GuidedJSON, req.Tools, req.ToolChoice); err != nil {
+		s.writeAPIError(w, err)
+		return
 	}
 	maxTokens := req.MaxTokens
 	if req.MaxCompletionTokens != nil {
@@ -156,7 +178,7 @@ func (s *Simulator) writeAPIError(w http.ResponseWriter, err error) {
 
 func (s *Simulator) newGenRequest(r *http.Request, arrival time.Time, chat bool, model string, n *int, stream bool, so *streamOptions) (*genRequest, error) {
 	served, ok := s.servedModel(model)
-	if !ok {
+	if !ok || s.adapterGone(served) {
 		return nil, &apiError{http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model), strPtr("model")}
 	}
 	if n != nil && *n != 1 {

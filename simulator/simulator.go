@@ -46,6 +46,8 @@ type Simulator struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+
+	answers *answers // --answers; nil when none
 }
 
 // New validates cfg and returns a ready simulator. It starts no goroutine;
@@ -67,6 +69,13 @@ func New(cfg Config, logger log.Logger) (*Simulator, error) {
 		start:  now,
 		done:   make(chan struct{}),
 		rng:    rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
+	}
+	if cfg.AnswersFile != "" {
+		a, err := loadAnswers(cfg.AnswersFile)
+		if err != nil {
+			return nil, err
+		}
+		s.answers = a
 	}
 	k := cfg.knobs()
 	s.knobs.Store(&k)
@@ -140,6 +149,7 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.HandleFunc("GET /ping", s.handleHealth)
 	mux.HandleFunc("POST /ping", s.handleHealth)
@@ -151,7 +161,7 @@ func (s *Simulator) routes() http.Handler {
 	methodNotAllowed := func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
 	}
-	for _, p := range []string{"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/ping", "/version", "/load", "/metrics", "/admin/config"} {
+	for _, p := range []string{"/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/embeddings", "/health", "/ping", "/version", "/load", "/metrics", "/admin/config"} {
 		mux.HandleFunc(p, methodNotAllowed)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

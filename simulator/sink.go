@@ -120,6 +120,34 @@ func (o *streamSink) token(k int, finish string, text []byte) error {
 	return o.send(b, "token", k)
 }
 
+// toolCall sends token k of a tool call as vLLM streams it: the first delta
+// carries the call's index, id, type and function name with the first
+// arguments fragment; the next ones the index and further fragments
+// (serving_chat.py, chat_completion_stream_generator).
+func (o *streamSink) toolCall(k int, finish string, sc *script) error {
+	b := append(o.buf[:0], o.prefix...)
+	b = append(b, `{"index":0,"delta":{"tool_calls":[{`...)
+	if k == 1 {
+		b = append(b, `"id":`...)
+		b = append(b, quoteJSON(sc.callID)...)
+		b = append(b, `,"type":"function","index":0,"function":{"name":`...)
+		b = append(b, quoteJSON(sc.tool.Function.Name)...)
+		b = append(b, `,"arguments":`...)
+	} else {
+		b = append(b, `"index":0,"function":{"arguments":`...)
+	}
+	b = append(b, sc.pieces[k-1]...)
+	b = append(b, `}}]},"logprobs":null,"finish_reason":`...)
+	if finish == "" {
+		b = append(b, `null}`...)
+	} else {
+		b = append(b, `"`+finish+`","stop_reason":null}`...)
+	}
+	b = o.closeEvent(b, k)
+	o.buf = b
+	return o.send(b, "token", k)
+}
+
 func (o *streamSink) malformed(k int) error {
 	b := append(o.buf[:0], o.prefix...)
 	b = append(b, `{"index":0,"text":" trunc`...) // cut mid-string: not valid JSON
@@ -174,6 +202,7 @@ type jsonSink struct {
 	text []byte
 	fin  string
 	bad  bool
+	call *script // the tool call whose arguments text holds
 }
 
 func (j *jsonSink) start() error { return nil }
@@ -185,6 +214,11 @@ func (j *jsonSink) token(k int, finish string, quoted []byte) error {
 	j.text = append(j.text, t...)
 	j.fin = finish
 	return nil
+}
+
+func (j *jsonSink) toolCall(k int, finish string, sc *script) error {
+	j.call = sc
+	return j.token(k, finish, sc.pieces[k-1])
 }
 
 func (j *jsonSink) malformed(int) error { j.bad = true; return nil }
@@ -216,6 +250,16 @@ type chatMessageOut struct {
 	ToolCalls []any  `json:"tool_calls"`
 }
 
+// message is the chat answer: text, or one tool call.
+func (j *jsonSink) message() chatMessageOut {
+	if j.call == nil {
+		return chatMessageOut{Role: "assistant", Content: string(j.text), ToolCalls: []any{}}
+	}
+	call := map[string]any{"id": j.call.callID, "type": "function",
+		"function": map[string]string{"name": j.call.tool.Function.Name, "arguments": string(j.text)}}
+	return chatMessageOut{Role: "assistant", ToolCalls: []any{call}}
+}
+
 type chatChoice struct {
 	Index        int            `json:"index"`
 	Message      chatMessageOut `json:"message"`
@@ -244,7 +288,7 @@ func (j *jsonSink) end(prompt, completion int) error {
 			Usage          usageInfo    `json:"usage"`
 			PromptLogprobs *any         `json:"prompt_logprobs"`
 		}{j.g.id, "chat.completion", j.g.created, j.g.model,
-			[]chatChoice{{Message: chatMessageOut{Role: "assistant", Content: string(j.text), ToolCalls: []any{}}, FinishReason: j.fin}},
+			[]chatChoice{{Message: j.message(), FinishReason: j.fin}},
 			usage, nil}
 	} else {
 		body = struct {

@@ -54,9 +54,15 @@ func TestConfigCheck(t *testing.T) {
 	}
 
 	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../config/testdata/invalid-prober.yml")
-	want := `msg="Error loading config" err="error parsing config file \"../../config/testdata/invalid-prober.yml\": module \"grpc_probe\": prober \"grpc\" is not valid (completions or chat)"`
+	want := `msg="Error loading config" err="error parsing config file \"../../config/testdata/invalid-prober.yml\": module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat or embeddings)"`
 	if code != 1 || !strings.Contains(stderr, want) || !strings.HasPrefix(stderr, "level=error ") {
 		t.Errorf("--config.check on a bad file = %d, want 1 and %s; stderr:\n%s", code, want, stderr)
+	}
+
+	// An invalid answer check is named by its key's path.
+	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../config/testdata/invalid-expect-regex.yml")
+	if want := "modules.math.expect.regex: error parsing regexp: missing closing ): `4(`"; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("--config.check on a bad expect regex = %d, want 1 and %s; stderr:\n%s", code, want, stderr)
 	}
 
 	code, _, stderr = runCLI(t, "--config.check", "--config.file=does-not-exist.yml")

@@ -89,6 +89,9 @@ func addFlags(app *kingpin.Application, c *simulator.Config) *[]string {
 	app.Flag("fault-after", "Tokens streamed before a stream fault strikes.").Default(fmt.Sprint(c.FaultAfter)).IntVar(&c.FaultAfter)
 	app.Flag("fault-delay", "Delay added to /metrics by the slow_metrics fault.").Default(c.FaultDelay.String()).DurationVar(&c.FaultDelay)
 	app.Flag("seed", "Seed for jitter and fault-rate draws.").Default(fmt.Sprint(c.Seed)).Uint64Var(&c.Seed)
+	app.Flag("answers", "JSON file of prompt substrings to scripted answers (see docs/simulator.md).").Default(c.AnswersFile).StringVar(&c.AnswersFile)
+	app.Flag("echo", "Answer with the prompt (chat: the last user message) when no scripted answer matches.").BoolVar(&c.Echo)
+	app.Flag("embedding-dimension", "Length of the vectors /v1/embeddings returns.").Default(fmt.Sprint(c.EmbeddingDimension)).IntVar(&c.EmbeddingDimension)
 	return lora
 }
 
