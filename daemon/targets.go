@@ -58,9 +58,15 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	// only hand the managers new targets (applyTargets).
 	if err := d.regr.ApplyConfig(cfg); err != nil {
 		d.applyMu.Unlock()
+		if m != nil {
+			m.Close()
+		}
 		return fmt.Errorf("baselines: %w", err)
 	}
 	if err := d.applyTargets(cfg, list); err != nil {
+		if m != nil {
+			m.Close()
+		}
 		if prev := d.running.Load(); prev != nil {
 			// Back to the baselines of the configuration still in force.
 			rerr := d.regr.ApplyConfig(d.sc.Config())
@@ -248,6 +254,7 @@ func (d *Daemon) startLocked(r *discoveryRun) {
 // stop cancels r and waits until its goroutines have returned; a no-op for a
 // discovery that never started.
 func (r *discoveryRun) stop() {
+	defer r.m.Close() // also when it never started
 	if r.cancel == nil {
 		return
 	}

@@ -157,6 +157,7 @@ func New(cfg Config, base []config.Target, logger log.Logger, opts ...Option) (*
 		name := fmt.Sprintf("http_sd_configs[%d]", i)
 		p, err := newHTTPProvider(hc, o.clients, log.With(logger, "discovery", name))
 		if err != nil {
+			m.Close() // the clients of the providers built so far
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		m.providers = append(m.providers, p)
@@ -164,6 +165,17 @@ func New(cfg Config, base []config.Target, logger log.Logger, opts ...Option) (*
 	}
 	m.current = m.compute(make([][]*targetgroup.Group, len(m.providers)))
 	return m, nil
+}
+
+// Close releases what New acquired (http_sd's HTTP clients) for a Manager
+// that will not run, or has run; it is safe to call more than once and after
+// Run (whose end releases them too).
+func (m *Manager) Close() {
+	for _, p := range m.providers {
+		if c, ok := p.(interface{ close() }); ok {
+			c.close()
+		}
+	}
 }
 
 // Updates delivers the full target list each time it changes. Only the newest

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-kit/log"
@@ -36,6 +37,7 @@ type httpProvider struct {
 	cfg     sdconfig.HTTPSDConfig
 	clients *httpclient.Pool
 	client  *http.Client
+	release sync.Once // of client, by run's end or the Manager's Close
 	logger  log.Logger
 	// logURL is the URL without query, safe to log.
 	logURL string
@@ -54,8 +56,11 @@ func newHTTPProvider(cfg sdconfig.HTTPSDConfig, clients *httpclient.Pool, logger
 	return &httpProvider{cfg: cfg, clients: clients, client: client, logger: log.With(logger, "url", safe.String()), logURL: safe.String()}, nil
 }
 
+// close gives the client back to the pool, once.
+func (p *httpProvider) close() { p.release.Do(func() { p.clients.Release(p.client) }) }
+
 func (p *httpProvider) run(ctx context.Context, send func([]*targetgroup.Group)) {
-	defer p.clients.Release(p.client)
+	defer p.close()
 	interval := time.Duration(p.cfg.RefreshInterval)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()

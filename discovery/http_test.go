@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 )
 
 // sdServer is an http_sd endpoint whose answer the test changes as it goes.
@@ -143,5 +145,43 @@ http_sd_configs:
 	want := "http_sd_configs[0]: building HTTP client: unable to read CA cert: unable to read file /nonexistent/ca.pem: open /nonexistent/ca.pem: no such file or directory"
 	if err == nil || err.Error() != want {
 		t.Errorf("New: err = %v, want %s", err, want)
+	}
+}
+
+// TestHTTPSDReleasesItsClient: the shared pool gets http_sd's client back
+// whether the Manager ran or not.
+func TestHTTPSDReleasesItsClient(t *testing.T) {
+	cfg := loadConfig(t, `
+http_sd_configs:
+  - url: http://127.0.0.1:1/sd
+`)
+	pool := httpclient.New(nil)
+	m, err := New(cfg, nil, nil, WithClients(pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pool.Len() != 1 {
+		t.Fatalf("pool holds %d clients after New, want 1", pool.Len())
+	}
+	m.Close()
+	m.Close()
+	if pool.Len() != 0 {
+		t.Errorf("pool holds %d clients after Close of a Manager that never ran", pool.Len())
+	}
+
+	m, err = New(cfg, nil, nil, WithClients(pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	cancel()
+	<-done
+	if pool.Len() != 0 {
+		t.Errorf("pool holds %d clients after Run", pool.Len())
 	}
 }
