@@ -3,9 +3,11 @@ package simulator
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -120,6 +122,26 @@ func readTrace(t *testing.T, path string) []traceLine {
 // TestTraceAndTiming: an idle simulator serves TTFT = ttft + prefill and
 // ITL = itl; the trace holds every event with flush timestamps.
 func TestTraceAndTiming(t *testing.T) {
+	// The structure of the trace is checked on every attempt; its timing may be
+	// late by however much the machine delays a goroutine (go test runs many
+	// packages at once under -race). Deadline scheduling means the simulator is
+	// never early and adds no delay of its own, so the best of three attempts
+	// must meet the bounds: a simulator that added delay would miss them in all
+	// three, while a loaded machine rarely delays three runs in a row.
+	var problems []string
+	for attempt := 1; attempt <= 3; attempt++ {
+		if problems = traceAndTiming(t); len(problems) == 0 {
+			return
+		}
+		t.Logf("attempt %d: %s", attempt, strings.Join(problems, "; "))
+	}
+	t.Errorf("timing off in three attempts; the last: %s", strings.Join(problems, "; "))
+}
+
+// traceAndTiming runs one traced request, fails t on a structural error or an
+// early token, and returns the timing bounds it missed.
+func traceAndTiming(t *testing.T) (problems []string) {
+	t.Helper()
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "trace.jsonl")
 	const ttft, itl, prefill = 40 * time.Millisecond, 10 * time.Millisecond, 100 * time.Microsecond
@@ -156,17 +178,21 @@ func TestTraceAndTiming(t *testing.T) {
 	if kinds["role"] != 1 || kinds["token"] != T || kinds["usage"] != 1 || lines[T].Token != T {
 		t.Errorf("trace kinds %v", kinds)
 	}
-	// 40 bytes -> 10 prompt tokens -> 1ms prefill.
+	// 40 bytes -> 10 prompt tokens -> 1ms prefill. Never early; late only by
+	// the machine's scheduling.
 	wantTTFT := ttft + 10*prefill
 	gotTTFT := time.Duration(lines[1].TimeUnixNano - start.UnixNano())
-	if gotTTFT < wantTTFT || gotTTFT > wantTTFT+20*time.Millisecond {
-		t.Errorf("TTFT = %s, want %s (+ scheduling noise)", gotTTFT, wantTTFT)
+	if gotTTFT < wantTTFT {
+		t.Errorf("TTFT = %s, earlier than %s", gotTTFT, wantTTFT)
+	}
+	if gotTTFT > wantTTFT+20*time.Millisecond {
+		problems = append(problems, fmt.Sprintf("TTFT = %s, want %s (+ scheduling noise)", gotTTFT, wantTTFT))
 	}
 	// Deadline scheduling: the span of T-1 gaps is exactly (T-1)*itl
 	// plus the lateness of the last token minus that of the first.
 	span := time.Duration(lines[T].TimeUnixNano - lines[1].TimeUnixNano)
 	if want := (T - 1) * itl; span < want-10*time.Millisecond || span > want+20*time.Millisecond {
-		t.Errorf("ITL span = %s, want %s", span, want)
+		problems = append(problems, fmt.Sprintf("ITL span = %s, want %s", span, want))
 	}
 	var gaps []time.Duration
 	for i := 2; i <= T; i++ {
@@ -174,8 +200,9 @@ func TestTraceAndTiming(t *testing.T) {
 	}
 	sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
 	if med := gaps[len(gaps)/2]; med < itl-3*time.Millisecond || med > itl+3*time.Millisecond {
-		t.Errorf("median ITL = %s, want %s", med, itl)
+		problems = append(problems, fmt.Sprintf("median ITL = %s, want %s", med, itl))
 	}
+	return problems
 }
 
 func make40() []byte {
