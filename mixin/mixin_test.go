@@ -251,11 +251,6 @@ func knownNames(t *testing.T) map[string]string {
 	for _, n := range readList(t, "testdata/vllm-metrics.txt") {
 		known[n] = "vllm"
 	}
-	for _, n := range readList(t, "testdata/interface-metrics.txt") {
-		if _, ok := known[n]; !ok {
-			known[n] = "interface"
-		}
-	}
 	for _, g := range loadRuleFile(t, RulesFile).Groups {
 		for _, r := range g.Rules {
 			known[r.Record] = "recording rule"
