@@ -311,6 +311,9 @@ type LevelResult struct {
 	Level   Level
 	Start   time.Time
 	Results []prober.Result // one per request, in request order; timelines and headers dropped
+	// Texts is each request's whole generated text (prober.Result.GeneratedText),
+	// in request order, when SaveDetailed asked for vLLM's generated_texts; nil otherwise.
+	Texts   []string
 	Metrics Metrics
 	Server  ServerStats
 }

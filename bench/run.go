@@ -202,6 +202,10 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 	n := o.Requests
 	ps := prompts(o, lv, n)
 	results := make([]prober.Result, n)
+	var texts []string // vLLM's generated_texts, for --save-detailed
+	if o.SaveDetailed {
+		texts = make([]string, n)
+	}
 	bar := newProgress(o.Progress, o.ProgressBar, lv.String(), n)
 	var finished atomic.Int64
 
@@ -222,7 +226,12 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 		h.Set("X-Request-Id", fmt.Sprintf("%s-%s-%d", o.Name, lv.Slug(), i))
 		res := prober.Stream(rctx, client, prober.StreamRequest{
 			BaseURL: o.URL, Kind: o.Endpoint, Body: requestBody(o, model, ps[i]), Header: h, StallTimeout: o.StallTimeout,
+			// --save-detailed writes vLLM's generated_texts: the whole text of each request.
+			Capture: texts != nil, FullText: texts != nil,
 		})
+		if texts != nil {
+			texts[i] = res.GeneratedText()
+		}
 		res.Events, res.RequestHeader, res.ResponseHeader = nil, nil, nil
 		results[i] = res
 		finished.Add(1)
@@ -279,7 +288,7 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
-	lr.Results = results
+	lr.Results, lr.Texts = results, texts
 	lr.Metrics = Calculate(results, duration, o.Percentiles)
 	lr.Server = poller.stats()
 	return lr, nil

@@ -245,6 +245,9 @@ func TestServeJSONGolden(t *testing.T) {
 	rep.Levels = []*LevelResult{lr}
 	checkGolden(t, "serve.golden.json", ServeJSON(rep, lr))
 	rep.SaveDetailed = true
+	// generated_texts as vLLM's json.dump writes them (ensure_ascii); the
+	// failed request's text is what came before the failure.
+	lr.Texts = []string{" architecture patterns", "é", " naïve café 😀\n\"quoted\"", "partial"}
 	checkGolden(t, "serve-detailed.golden.json", ServeJSON(rep, lr))
 }
 

@@ -233,8 +233,9 @@ func pyFloat(v float64) string {
 // the request failed), output_lens (0 for a failed request), ttfts (seconds),
 // itls (seconds, a list per request), start_times (seconds since the level
 // started; vLLM's are time.perf_counter() readings, whose origin is arbitrary
-// too) and errors ("" for a successful request). generated_texts is not
-// written: the prober's stream reader does not keep the text.
+// too), generated_texts (LevelResult.Texts: the whole text of each request, as
+// far as it came for a failed one) and errors ("" for a successful
+// request), in the order of vLLM's serve.py.
 //
 // When a request failed, errors is written even without SaveDetailed, each
 // entry "<reason>: <message>" with the prober's failure reason, and
@@ -306,6 +307,8 @@ func addDetail(o *orderedJSON, lr *LevelResult) {
 	inputs, outputs := make([]int, n), make([]int, n)
 	ttfts, starts := make([]float64, n), make([]float64, n)
 	itls := make([][]float64, n)
+	texts := make([]string, n)
+	copy(texts, lr.Texts)
 	for i := range lr.Results {
 		r := &lr.Results[i]
 		itls[i] = make([]float64, len(r.ITLs))
@@ -326,6 +329,7 @@ func addDetail(o *orderedJSON, lr *LevelResult) {
 	o.add("ttfts", ttfts)
 	o.add("itls", itls)
 	o.add("start_times", starts)
+	o.add("generated_texts", texts)
 	o.add("errors", requestErrors(lr.Results))
 }
 

@@ -298,13 +298,13 @@ func (c *Config) setDefaults() {
 	c.Global.setDefaults()
 }
 
-// setDefaults makes g DefaultGlobal with scrape_timeout unset: validate
-// resolves it against scrape_interval.
+// setDefaults makes g DefaultGlobal with probe_timeout and scrape_timeout
+// unset: validate resolves them against their intervals (timeoutFor).
 func (g *Global) setDefaults() {
 	*g = DefaultGlobal
 	g.Buckets = append([]float64(nil), DefaultGlobal.Buckets...)
 	g.TokenLatencyBuckets = append([]float64(nil), DefaultGlobal.TokenLatencyBuckets...)
-	g.ScrapeTimeout = 0
+	g.ProbeTimeout, g.ScrapeTimeout = 0, 0
 }
 
 // deferred captures a YAML node so that it can be decoded later, inside the
@@ -366,11 +366,8 @@ var ReservedLabels = []string{
 
 func (c *Config) validate(dir string) error {
 	g := &c.Global
-	// Prometheus' convention: an unset scrape_timeout is the default or, when
-	// shorter, scrape_interval; only an explicit longer one is an error.
-	if g.ScrapeTimeout == 0 {
-		g.ScrapeTimeout = min(DefaultGlobal.ScrapeTimeout, g.ScrapeInterval)
-	}
+	g.ProbeTimeout = model.Duration(timeoutFor(g.ProbeTimeout, DefaultGlobal.ProbeTimeout, time.Duration(g.ProbeInterval)))
+	g.ScrapeTimeout = model.Duration(timeoutFor(g.ScrapeTimeout, DefaultGlobal.ScrapeTimeout, time.Duration(g.ScrapeInterval)))
 	// A slice, not a map, so that the first bad key is reported deterministically.
 	for _, d := range []struct {
 		name string
@@ -384,8 +381,11 @@ func (c *Config) validate(dir string) error {
 			return fmt.Errorf("global: %s must be greater than 0", d.name)
 		}
 	}
-	if g.ScrapeTimeout > g.ScrapeInterval {
-		return fmt.Errorf("global: scrape_timeout %s is greater than scrape_interval %s", g.ScrapeTimeout, g.ScrapeInterval)
+	if err := checkTimeout("probe_timeout", g.ProbeTimeout, "probe_interval", time.Duration(g.ProbeInterval)); err != nil {
+		return fmt.Errorf("global: %w", err)
+	}
+	if err := checkTimeout("scrape_timeout", g.ScrapeTimeout, "scrape_interval", time.Duration(g.ScrapeInterval)); err != nil {
+		return fmt.Errorf("global: %w", err)
 	}
 	if g.RateWindow < 2*g.ScrapeInterval {
 		return fmt.Errorf("global: rate_window %s must be at least twice scrape_interval %s", g.RateWindow, g.ScrapeInterval)
@@ -649,6 +649,17 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	if t.ProbeInterval < 0 || t.ProbeTimeout < 0 || t.ScrapeInterval < 0 {
 		return errors.New("probe_interval, probe_timeout and scrape_interval must not be negative")
 	}
+	interval := c.ProbeInterval(t)
+	if err := checkTimeout("probe_timeout", t.ProbeTimeout, "probe_interval", interval); err != nil {
+		return err
+	}
+	// A module's timeout is explicit on every target that uses the module, so
+	// each of their probe intervals bounds it.
+	for _, name := range t.Modules {
+		if err := checkTimeout("timeout", c.Modules[name].Timeout, "probe_interval", interval); err != nil {
+			return fmt.Errorf("module %q: %w", name, err)
+		}
+	}
 	if !strings.HasPrefix(t.MetricsPath, "/") {
 		return fmt.Errorf("metrics_path %q must start with /", t.MetricsPath)
 	}
@@ -687,15 +698,36 @@ func (c *Config) ProbeInterval(t *Target) time.Duration {
 	return time.Duration(c.Global.ProbeInterval)
 }
 
-// ProbeTimeout is the effective timeout of a probe of module m on target t.
-func (c *Config) ProbeTimeout(t *Target, m *Module) time.Duration {
-	switch {
-	case m.Timeout > 0:
-		return time.Duration(m.Timeout)
-	case t.ProbeTimeout > 0:
-		return time.Duration(t.ProbeTimeout)
+// timeoutFor is Prometheus' rule for a timeout under an interval: an explicit
+// timeout stands (checkTimeout refuses one longer than the interval); an unset
+// one inherits the enclosing timeout, bounded by the interval. It resolves the
+// global probe_timeout and scrape_timeout and every target's and module's.
+func timeoutFor(explicit, inherited model.Duration, interval time.Duration) time.Duration {
+	if explicit > 0 {
+		return time.Duration(explicit)
 	}
-	return time.Duration(c.Global.ProbeTimeout)
+	return min(time.Duration(inherited), interval)
+}
+
+// checkTimeout refuses an explicit timeout longer than its interval; an unset
+// (zero) one never is (timeoutFor bounds it).
+func checkTimeout(timeoutKey string, timeout model.Duration, intervalKey string, interval time.Duration) error {
+	if time.Duration(timeout) > interval {
+		return fmt.Errorf("%s %s is greater than %s %s", timeoutKey, timeout, intervalKey, model.Duration(interval))
+	}
+	return nil
+}
+
+// ProbeTimeout is the effective timeout of a probe of module m on target t:
+// the module's timeout, else the target's probe_timeout, else the global
+// probe_timeout bounded by t's probe_interval (Prometheus' rule for a scrape
+// config that sets no timeout).
+func (c *Config) ProbeTimeout(t *Target, m *Module) time.Duration {
+	explicit := m.Timeout
+	if explicit == 0 {
+		explicit = t.ProbeTimeout
+	}
+	return timeoutFor(explicit, c.Global.ProbeTimeout, c.ProbeInterval(t))
 }
 
 // StallTimeout is the effective stall timeout of module m.
@@ -718,7 +750,7 @@ func (c *Config) ScrapeInterval(t *Target) time.Duration {
 // scrape_timeout, or t's scrape_interval when that is shorter (Prometheus'
 // rule for a scrape config that sets no timeout).
 func (c *Config) ScrapeTimeout(t *Target) time.Duration {
-	return min(time.Duration(c.Global.ScrapeTimeout), c.ScrapeInterval(t))
+	return timeoutFor(0, c.Global.ScrapeTimeout, c.ScrapeInterval(t))
 }
 
 // StaticLabelNames is the sorted union of every target's static label names. Every

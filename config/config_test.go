@@ -168,8 +168,11 @@ func TestLoadFileDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(cfg.Global, DefaultGlobal) {
-		t.Errorf("global = %+v, want the defaults %+v", cfg.Global, DefaultGlobal)
+	// probe_timeout unset: min(60s, probe_interval 30s), Prometheus' rule.
+	want := DefaultGlobal
+	want.ProbeTimeout = model.Duration(30 * time.Second)
+	if !reflect.DeepEqual(cfg.Global, want) {
+		t.Errorf("global = %+v, want the defaults %+v", cfg.Global, want)
 	}
 	m := cfg.Modules["short_chat"]
 	if m.MaxTokens != 64 || m.Temperature != 0 || !m.IgnoreEOS || !m.Nonce || m.Timeout != 0 || m.StallTimeout != 0 {
@@ -188,8 +191,8 @@ func TestLoadFileDefaults(t *testing.T) {
 	if got := cfg.ProbeInterval(&tg); got != 30*time.Second {
 		t.Errorf("ProbeInterval = %s, want 30s", got)
 	}
-	if got := cfg.ProbeTimeout(&tg, &m); got != 60*time.Second {
-		t.Errorf("ProbeTimeout = %s, want 60s", got)
+	if got := cfg.ProbeTimeout(&tg, &m); got != 30*time.Second {
+		t.Errorf("ProbeTimeout = %s, want 30s (the default 60s bounded by probe_interval)", got)
 	}
 	if got := cfg.StallTimeout(&m); got != 15*time.Second {
 		t.Errorf("StallTimeout = %s, want 15s", got)
@@ -216,7 +219,7 @@ func TestLoadFileGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := cfg.Global
-	if g.ProbeInterval != model.Duration(20*time.Second) || g.MaxConcurrentProbes != 4 ||
+	if g.ProbeInterval != model.Duration(time.Minute) || g.MaxConcurrentProbes != 4 ||
 		!reflect.DeepEqual(g.Buckets, []float64{0.01, 0.1, 1, 10}) || g.NativeHistogramBucketFactor != 1.1 {
 		t.Errorf("global = %+v", g)
 	}
@@ -247,7 +250,7 @@ func TestLoadFileGood(t *testing.T) {
 		name      string
 		got, want time.Duration
 	}{
-		{"ProbeInterval", cfg.ProbeInterval(llama), 10 * time.Second},
+		{"ProbeInterval", cfg.ProbeInterval(llama), 40 * time.Second},
 		{"ProbeTimeout with a module timeout", cfg.ProbeTimeout(llama, &m), 30 * time.Second},
 		{"ProbeTimeout without one", cfg.ProbeTimeout(llama, &Module{}), 20 * time.Second},
 		{"StallTimeout", cfg.StallTimeout(&m), 5 * time.Second},

@@ -7,15 +7,18 @@ import (
 
 const timeoutModules = "modules: {m: {prober: completions, prompt: hi}}\n"
 
-// TestScrapeTimeoutDefault: Prometheus' convention. An unset scrape_timeout is
-// the default (10s) or, when shorter, the scrape interval, globally and per
-// target; only an explicit timeout longer than its interval is an error.
-func TestScrapeTimeoutDefault(t *testing.T) {
+// TestTimeoutDefaults: Prometheus' convention, for scrape_timeout and
+// probe_timeout alike. An unset timeout is the default (10s, 60s) or, when
+// shorter, its interval, globally and per target; only an explicit timeout
+// (global, target or module) longer than its interval is an error.
+func TestTimeoutDefaults(t *testing.T) {
 	cases := []struct {
 		name, yaml  string
+		modTimeout  string                   // module m's timeout, when set
 		global      time.Duration            // effective global scrape_timeout
 		perTarget   map[string]time.Duration // effective per-target scrape timeout
 		wantErr     string
+		globalProbe time.Duration            // effective global probe_timeout, when checked
 		probeByName map[string]time.Duration // effective probe timeout, module m
 	}{
 		{
@@ -23,7 +26,7 @@ func TestScrapeTimeoutDefault(t *testing.T) {
 			yaml:        "global: {scrape_interval: 1s}\ntargets: [{name: a, url: 'http://127.0.0.1:1'}]\n",
 			global:      time.Second,
 			perTarget:   map[string]time.Duration{"a": time.Second},
-			probeByName: map[string]time.Duration{"a": 60 * time.Second},
+			probeByName: map[string]time.Duration{"a": 30 * time.Second},
 		},
 		{
 			name:      "interval longer than the default timeout",
@@ -57,16 +60,88 @@ func TestScrapeTimeoutDefault(t *testing.T) {
 			wantErr: "global: scrape_timeout 2s is greater than scrape_interval 1s",
 		},
 		{
-			name:        "a probe may outlast probe_interval",
+			name:        "probe: an unset probe_timeout is bounded by probe_interval",
 			yaml:        "global: {probe_interval: 1s}\ntargets: [{name: a, url: 'http://127.0.0.1:1'}]\n",
 			global:      10 * time.Second,
 			perTarget:   map[string]time.Duration{"a": 10 * time.Second},
-			probeByName: map[string]time.Duration{"a": 60 * time.Second},
+			globalProbe: time.Second,
+			probeByName: map[string]time.Duration{"a": time.Second},
+		},
+		{
+			name:        "probe: an interval longer than the default keeps 60s",
+			yaml:        "global: {probe_interval: 5m}\ntargets: [{name: a, url: 'http://127.0.0.1:1'}]\n",
+			global:      10 * time.Second,
+			globalProbe: time.Minute,
+			probeByName: map[string]time.Duration{"a": time.Minute},
+		},
+		{
+			name:        "probe: no global section, the default interval 30s bounds the default 60s",
+			yaml:        "targets: [{name: a, url: 'http://127.0.0.1:1'}]\n",
+			global:      10 * time.Second,
+			globalProbe: 30 * time.Second,
+			probeByName: map[string]time.Duration{"a": 30 * time.Second},
+		},
+		{
+			name: "probe per target: a shorter probe_interval bounds the inherited timeout",
+			yaml: "global: {probe_interval: 2m}\n" +
+				"targets: [{name: fast, url: 'http://127.0.0.1:1', probe_interval: 5s}, " +
+				"{name: slow, url: 'http://127.0.0.1:2', probe_interval: 10m}, " +
+				"{name: own, url: 'http://127.0.0.1:3', probe_interval: 5s, probe_timeout: 4s}]\n",
+			global:      10 * time.Second,
+			globalProbe: time.Minute,
+			probeByName: map[string]time.Duration{"fast": 5 * time.Second, "slow": time.Minute, "own": 4 * time.Second},
+		},
+		{
+			name: "probe per target: an explicit global probe_timeout is bounded too",
+			yaml: "global: {probe_interval: 1m, probe_timeout: 45s}\n" +
+				"targets: [{name: fast, url: 'http://127.0.0.1:1', probe_interval: 10s}]\n",
+			global:      10 * time.Second,
+			globalProbe: 45 * time.Second,
+			probeByName: map[string]time.Duration{"fast": 10 * time.Second},
+		},
+		{
+			name:    "probe: explicit global probe_timeout longer than probe_interval",
+			yaml:    "global: {probe_interval: 10s, probe_timeout: 11s}\ntargets: [{name: a, url: 'http://127.0.0.1:1'}]\n",
+			wantErr: "global: probe_timeout 11s is greater than probe_interval 10s",
+		},
+		{
+			name:    "probe per target: explicit probe_timeout longer than the target's probe_interval",
+			yaml:    "targets: [{name: a, url: 'http://127.0.0.1:1', probe_interval: 5s, probe_timeout: 6s}]\n",
+			wantErr: `target "a": probe_timeout 6s is greater than probe_interval 5s`,
+		},
+		{
+			name:    "probe per target: explicit probe_timeout longer than the inherited probe_interval",
+			yaml:    "global: {probe_interval: 20s}\ntargets: [{name: a, url: 'http://127.0.0.1:1', probe_timeout: 25s}]\n",
+			wantErr: `target "a": probe_timeout 25s is greater than probe_interval 20s`,
+		},
+		{
+			name: "probe per module: a module timeout is bounded by each target's probe_interval",
+			yaml: "global: {probe_interval: 1m}\n" +
+				"targets: [{name: a, url: 'http://127.0.0.1:1'}, {name: b, url: 'http://127.0.0.1:2', probe_interval: 10s}]\n",
+			modTimeout: "20s",
+			wantErr:    `target "b": module "m": timeout 20s is greater than probe_interval 10s`,
+		},
+		{
+			name:        "probe per module: a module timeout within the interval overrides the target's",
+			yaml:        "global: {probe_interval: 1m}\ntargets: [{name: a, url: 'http://127.0.0.1:1', probe_timeout: 5s}]\n",
+			modTimeout:  "20s",
+			global:      10 * time.Second,
+			globalProbe: time.Minute,
+			probeByName: map[string]time.Duration{"a": 20 * time.Second},
+		},
+		{
+			name:    "probe: discovery's target_defaults follow the same rule",
+			yaml:    "file_sd_configs: [{files: [sd.json]}]\ntarget_defaults: {probe_interval: 5s, probe_timeout: 10s}\n",
+			wantErr: "target_defaults: probe_timeout 10s is greater than probe_interval 5s",
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := Load([]byte(timeoutModules+c.yaml), "")
+			mods := timeoutModules
+			if c.modTimeout != "" {
+				mods = "modules: {m: {prober: completions, prompt: hi, timeout: " + c.modTimeout + "}}\n"
+			}
+			cfg, err := Load([]byte(mods+c.yaml), "")
 			if c.wantErr != "" {
 				if err == nil || err.Error() != c.wantErr {
 					t.Fatalf("Load = %v, want %q", err, c.wantErr)
@@ -78,6 +153,9 @@ func TestScrapeTimeoutDefault(t *testing.T) {
 			}
 			if got := time.Duration(cfg.Global.ScrapeTimeout); got != c.global {
 				t.Errorf("global scrape_timeout = %s, want %s", got, c.global)
+			}
+			if got := time.Duration(cfg.Global.ProbeTimeout); c.globalProbe != 0 && got != c.globalProbe {
+				t.Errorf("global probe_timeout = %s, want %s", got, c.globalProbe)
 			}
 			for name, want := range c.perTarget {
 				tg, ok := cfg.Target(name)
@@ -100,8 +178,9 @@ func TestScrapeTimeoutDefault(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reloading the resolved config: %v\n%s", err, cfg.String())
 			}
-			if again.Global.ScrapeTimeout != cfg.Global.ScrapeTimeout {
-				t.Errorf("reloaded scrape_timeout %s, want %s", again.Global.ScrapeTimeout, cfg.Global.ScrapeTimeout)
+			if again.Global.ScrapeTimeout != cfg.Global.ScrapeTimeout || again.Global.ProbeTimeout != cfg.Global.ProbeTimeout {
+				t.Errorf("reloaded timeouts scrape %s probe %s, want %s %s", again.Global.ScrapeTimeout, again.Global.ProbeTimeout,
+					cfg.Global.ScrapeTimeout, cfg.Global.ProbeTimeout)
 			}
 		})
 	}

@@ -98,7 +98,7 @@ func TestOnCallViewInBrowser(t *testing.T) {
 		return fmt.Sprintf("  - {name: %s, url: %q, %s http_client_config: {bearer_token: %s}}\n", name, url, extra, browserKey)
 	}
 	writeConfig(t, f.path, `
-global: {probe_interval: 250ms, probe_timeout: 3s, stall_timeout: 300ms, scrape_interval: 1s, scrape_timeout: 900ms, rate_window: 3s}
+global: {probe_interval: 500ms, stall_timeout: 300ms, scrape_interval: 1s, scrape_timeout: 900ms, rate_window: 3s}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
 baselines: [{name: simbase, file: `+baselineFile+`}]

@@ -114,7 +114,7 @@ func TestMetricNamesMatchDocs(t *testing.T) {
 
 	f := &fixture{t: t, path: filepath.Join(dir, "vllm_prober.yml")}
 	writeConfig(t, f.path, fmt.Sprintf(`
-global: {probe_interval: 200ms, probe_timeout: 5s, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
+global: {probe_interval: 200ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
   checked: {prober: completions, prompt: "Say hello.", max_tokens: 8, expect: {regex: "\\w"}}
@@ -166,7 +166,7 @@ func TestBaselineRegression(t *testing.T) {
 
 	f := &fixture{t: t, path: filepath.Join(dir, "vllm_prober.yml")}
 	writeConfig(t, f.path, fmt.Sprintf(`
-global: {probe_interval: 200ms, probe_timeout: 5s, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
+global: {probe_interval: 200ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
 baselines: [{name: simbase, file: %s}]

@@ -104,7 +104,6 @@ func configText(simURL, echoURL string, extraTarget string) string {
 	return fmt.Sprintf(`
 global:
   probe_interval: 300ms
-  probe_timeout: 10s
   scrape_interval: 1s
   scrape_timeout: 500ms
   rate_window: 3s
@@ -807,7 +806,7 @@ func TestProbeScrapeTimeout(t *testing.T) {
 	defer hang.Close()
 	path := filepath.Join(t.TempDir(), "c.yml")
 	writeConfig(t, path, fmt.Sprintf(`
-global: {probe_timeout: 60s, stall_timeout: 60s}
+global: {probe_interval: 1h, probe_timeout: 60s, stall_timeout: 60s}
 modules:
   m: {prober: completions, prompt: hi, max_tokens: 2}
 targets:

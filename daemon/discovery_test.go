@@ -135,7 +135,7 @@ func TestDiscoveredTargetFileChange(t *testing.T) {
 	writeAtomic(t, targetsFile, targetGroups(addr, "disc-a"))
 	configFor := func(labels string) string {
 		return fmt.Sprintf(`
-global: {probe_interval: 200ms, probe_timeout: 5s, scrape_interval: 1s, scrape_timeout: 500ms, rate_window: 3s}
+global: {probe_interval: 200ms, scrape_interval: 1s, scrape_timeout: 500ms, rate_window: 3s}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 4}
 targets:
@@ -302,7 +302,7 @@ func TestDiscoveredTargetSecrets(t *testing.T) {
 	writeAtomic(t, filepath.Join(dir, "targets", "echo.json"), targetGroups(hostPort(t, echo), "echo-d"))
 	f := &fixture{t: t, path: filepath.Join(dir, "vllm_prober.yml")}
 	writeConfig(t, f.path, fmt.Sprintf(`
-global: {probe_interval: 200ms, probe_timeout: 5s, scrape_interval: 1s, scrape_timeout: 500ms, rate_window: 3s}
+global: {probe_interval: 200ms, scrape_interval: 1s, scrape_timeout: 500ms, rate_window: 3s}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 4}
 file_sd_configs:

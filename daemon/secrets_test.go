@@ -124,7 +124,7 @@ func TestSecretsNeverShown(t *testing.T) {
 			client := strings.NewReplacer("{dir}", dir, "{echo}", echo.URL, "{echohost}", strings.TrimPrefix(echo.URL, "http://")).Replace(c.client)
 			path := filepath.Join(dir, "vllm_prober.yml")
 			writeConfig(t, path, fmt.Sprintf(`
-global: {probe_interval: 200ms, probe_timeout: 5s, scrape_interval: 200ms, scrape_timeout: 150ms, stall_timeout: 5s}
+global: {probe_interval: 200ms, scrape_interval: 200ms, scrape_timeout: 150ms, stall_timeout: 5s}
 modules:
   m401: {prober: completions, prompt: hi, max_tokens: 4, headers: {X-Mode: "401"}}
   m500: {prober: completions, prompt: hi, max_tokens: 4, headers: {X-Mode: "500"}}

@@ -77,7 +77,6 @@ func TestDashboardLegendsWithShards(t *testing.T) {
 	proberCfg := filepath.Join(dir, "vllm_prober.yml")
 	if err := os.WriteFile(proberCfg, []byte(`global:
   probe_interval: 1s
-  probe_timeout: 5s
   scrape_interval: 1s
   scrape_timeout: 900ms
   rate_window: 10s

@@ -114,11 +114,10 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	proberCfg := filepath.Join(dir, "vllm_prober.yml")
 	if err := os.WriteFile(proberCfg, []byte(fmt.Sprintf(`global:
   probe_interval: 1s
-  probe_timeout: 10s
   scrape_interval: 1s
   scrape_timeout: 900ms
   rate_window: 10s
-  stall_timeout: 2s
+  stall_timeout: 500ms
 modules:
   completion:
     prober: completions

@@ -102,7 +102,7 @@ func TestAnswerCheckAgainstSim(t *testing.T) {
 		c.AnswersFile = simAnswers(t, map[string]string{"What is 2+2?": "4"})
 	})
 	m := runConfig(t, `
-global: {probe_interval: 40ms}
+global: {probe_interval: 500ms}
 modules:
   math:
     prober: chat
@@ -153,7 +153,7 @@ func TestQuestionsRotate(t *testing.T) {
 		c.AnswersFile = simAnswers(t, map[string]string{"2+2": "4", "capital of France": "The capital is Paris."})
 	})
 	m := runConfig(t, `
-global: {probe_interval: 30ms}
+global: {probe_interval: 500ms}
 modules:
   quiz:
     prober: completions
@@ -187,7 +187,7 @@ targets:
 func TestStructuredOutputAgainstSim(t *testing.T) {
 	_, ts, _ := startSim(t, nil)
 	m := runConfig(t, `
-global: {probe_interval: 40ms}
+global: {probe_interval: 1s}
 modules:
   json:
     prober: chat
@@ -281,7 +281,7 @@ func TestModelsAll(t *testing.T) {
 	}))
 	t.Cleanup(front.Close)
 	m := runConfig(t, `
-global: {probe_interval: 40ms}
+global: {probe_interval: 500ms}
 modules:
   short: {prober: completions, prompt: hi, max_tokens: 4}
 targets:
@@ -369,7 +369,7 @@ func countSeries(t *testing.T, c prometheus.Collector, value string) int {
 func TestEmbeddingsProbe(t *testing.T) {
 	_, ts, _ := startSim(t, func(c *simulator.Config) { c.EmbeddingDimension = 384 })
 	m := runConfig(t, `
-global: {probe_interval: 40ms}
+global: {probe_interval: 500ms}
 modules:
   embed: {prober: embeddings, prompt: "a sentence to embed", expected_dimension: 384}
   embed_768: {prober: embeddings, prompt: "a sentence to embed", expected_dimension: 768}
@@ -444,7 +444,7 @@ func TestAnswerTextNeverLeaksSecrets(t *testing.T) {
 		})
 	})
 	m := runConfig(t, `
-global: {probe_interval: 40ms}
+global: {probe_interval: 1s}
 modules:
   repeat: {prober: completions, prompt: "Repeat the key", max_tokens: 64, expect: {equals: "nothing"}}
   long: {prober: completions, prompt: "Long answer", max_tokens: 128, expect: {regex: "zzz"}}

@@ -229,7 +229,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		tc := cfg.Targets[i]
 		keepT[tc.Name] = true
 		interval := cfg.ProbeInterval(&tc)
-		timeout := min(cfg.ProbeTimeout(&tc, &config.Module{}), interval)
+		timeout := cfg.ProbeTimeout(&tc, &config.Module{})
 		t, ok := m.targets[tc.Name]
 		if !ok {
 			t = &target{}

@@ -54,8 +54,12 @@ type StreamRequest struct {
 	Body         map[string]any // full JSON body; Stream forces stream=true and stream_options.include_usage=true
 	Header       http.Header    // extra headers (X-Request-Id etc.)
 	StallTimeout time.Duration  // 0 disables stall detection
-	// Capture keeps the generated text and tool calls for the output checks.
+	// Capture keeps the generated text and tool calls for the output checks
+	// (up to 64 KiB) and for Result.GeneratedText.
 	Capture bool
+	// FullText lifts Capture's bound: the whole generated text is kept, as
+	// vLLM's benchmark client keeps generated_text (bench --save-detailed).
+	FullText bool
 }
 
 // Event is one entry of a probe's timeline.
@@ -129,6 +133,17 @@ type Result struct {
 
 	gen           *generated // the captured output until the checks ran
 	packedHeaders string     // both headers, as the history keeps them (packHeaders)
+}
+
+// GeneratedText is the text the stream generated when its request set
+// Capture (whole with FullText, else up to 64 KiB), "" otherwise or once the
+// manager ran the output checks on it. Unlike Text it is neither cut nor
+// scrubbed: the caller owns what it writes.
+func (r *Result) GeneratedText() string {
+	if r.gen == nil {
+		return ""
+	}
+	return r.gen.text.String()
 }
 
 // OutputTokensPerSecond is OutputTokens / E2E, 0 when undefined: for failed

@@ -107,7 +107,7 @@ var errStalled = errors.New("stalled")
 func Stream(ctx context.Context, client *http.Client, req StreamRequest) Result {
 	s := &streamer{}
 	if req.Capture {
-		s.gen = &generated{}
+		s.gen = &generated{unbounded: req.FullText}
 	}
 	s.run(ctx, client, req)
 	s.res.gen = s.gen

@@ -17,9 +17,10 @@ const maxCapture = 64 << 10
 // generated is the text and the tool calls of a stream, assembled from its
 // deltas. Only probes that check their output capture it.
 type generated struct {
-	text     strings.Builder
-	calls    []toolCall
-	overflow bool
+	text      strings.Builder
+	calls     []toolCall
+	overflow  bool
+	unbounded bool // keep the whole text (StreamRequest.FullText)
 }
 
 // toolCall is one tool call assembled from vLLM's streamed deltas: the first
@@ -90,7 +91,7 @@ func (g *generated) write(b *strings.Builder, s string) {
 	if s == "" {
 		return
 	}
-	if b.Len()+len(s) > maxCapture {
+	if !g.unbounded && b.Len()+len(s) > maxCapture {
 		g.overflow = true
 		return
 	}

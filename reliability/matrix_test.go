@@ -30,15 +30,14 @@ const (
 )
 
 const (
-	probeInterval = 200 * time.Millisecond
+	probeInterval = 500 * time.Millisecond // longer than stall_timeout, which bounds the probe first
 	victimModule  = "short"
 )
 
 func configText(controlURL, victimURL, caFile string) string {
 	return fmt.Sprintf(`
 global:
-  probe_interval: 200ms
-  probe_timeout: 1s
+  probe_interval: 500ms
   scrape_interval: 500ms
   scrape_timeout: 400ms
   rate_window: 3s
@@ -378,7 +377,7 @@ func (m *matrix) runCase(t *testing.T, tc faultCase) {
 	}
 	m.checkSecrets(t, tc.reason)
 	// Keep the fault on long enough to measure the other targets' schedule.
-	if d := 1500*time.Millisecond - time.Since(start); d > 0 {
+	if d := 5*probeInterval - time.Since(start); d > 0 {
 		time.Sleep(d)
 	}
 	window := time.Since(start)

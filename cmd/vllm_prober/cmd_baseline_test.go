@@ -156,7 +156,8 @@ func TestBaselineImportPartialRunWarns(t *testing.T) {
 
 // TestDaemonRefusesUnusableBaseline forces an all-failed run into a baseline file and starts the
 // daemon on a configuration using it: the daemon refuses to load, naming the file and the
-// baseline, instead of exporting silently empty series.
+// baseline, instead of exporting silently empty series. --config.check on the same file
+// (daemon.CheckConfig, the daemon's load) exits with the same code and the same message.
 func TestDaemonRefusesUnusableBaseline(t *testing.T) {
 	dir := t.TempDir()
 	basePath := filepath.Join(dir, "dead.yaml")
@@ -190,5 +191,22 @@ targets:
 	want := basePath + `: baseline \"dead\" has no usable point (1 of 1 points had no successful request, 0 are excluded; marked unusable: every request of its run failed (completed 0); imported with --force)`
 	if code != 1 || !strings.Contains(errb.String(), want) || !strings.Contains(errb.String(), `baseline \"deadbase\"`) {
 		t.Errorf("daemon start = %d, want 1 and an error naming the configured baseline and %s; stderr:\n%s", code, want, errb.String())
+	}
+
+	checkCode, _, checkErr := runCLI(t, "--config.check", "--config.file="+cfgPath)
+	if checkCode != code {
+		t.Errorf("--config.check = %d, the daemon = %d; stderr:\n%s", checkCode, code, checkErr)
+	}
+	checkMsg, runMsg := errLine.FindStringSubmatch(checkErr), errLine.FindStringSubmatch(errb.String())
+	switch {
+	case checkMsg == nil || runMsg == nil:
+		t.Errorf("no \"Error loading config\" line\ncheck:\n%s\ndaemon:\n%s", checkErr, errb.String())
+	case checkMsg[1] != runMsg[1]:
+		t.Errorf("messages differ:\ncheck:  %s\ndaemon: %s", checkMsg[1], runMsg[1])
+	case !strings.Contains(checkMsg[1], want):
+		t.Errorf("--config.check message %s lacks %s", checkMsg[1], want)
+	}
+	if strings.Contains(checkErr, "Config file is ok") {
+		t.Errorf("--config.check called the file ok:\n%s", checkErr)
 	}
 }

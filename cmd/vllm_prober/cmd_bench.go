@@ -55,7 +55,7 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 	minSuccess := cmd.Flag("min-success-ratio", "A level whose completed/sent ratio is below this fails the command (exit 1) and withholds the baseline file.").
 		Default(strconv.FormatFloat(bench.DefaultMinSuccessRatio, 'f', -1, 64)).Float64()
 	force := cmd.Flag("force", "Write the baseline file even when a level is below --min-success-ratio; such points are marked excluded (a baseline without a usable point unusable), as baseline import --force marks them.").Bool()
-	saveDetailed := cmd.Flag("save-detailed", "Add the per-request arrays of `vllm bench serve --save-detailed` (ttfts, itls, input_lens, output_lens, start_times, errors) to each level's JSON.").Bool()
+	saveDetailed := cmd.Flag("save-detailed", "Add the per-request arrays of `vllm bench serve --save-detailed` (input_lens, output_lens, ttfts, itls, start_times, generated_texts with each whole generated text, errors) to each level's JSON.").Bool()
 
 	run := func(ctx context.Context, logger log.Logger) int {
 		opts := bench.Options{

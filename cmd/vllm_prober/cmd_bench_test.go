@@ -259,8 +259,10 @@ func TestBenchCommandMinSuccessRatio(t *testing.T) {
 }
 
 // TestBenchCommandSaveDetailed: --save-detailed adds vllm bench serve's
-// per-request arrays, one entry per request, in seconds; the file still
-// imports with the baseline package, and the arrays agree with the aggregates.
+// per-request arrays, one entry per request, in seconds, in vLLM's key order;
+// the file still imports with the baseline package, and the arrays agree with
+// the aggregates. generated_texts holds each request's whole text: the
+// simulator streams one " word" per token.
 func TestBenchCommandSaveDetailed(t *testing.T) {
 	url := startBenchSim(t, nil)
 	dir := filepath.Join(t.TempDir(), "out")
@@ -296,6 +298,7 @@ func TestBenchCommandSaveDetailed(t *testing.T) {
 		TTFTs             []float64   `json:"ttfts"`
 		ITLs              [][]float64 `json:"itls"`
 		StartTimes        []float64   `json:"start_times"`
+		GeneratedTexts    []string    `json:"generated_texts"`
 		Errors            []string    `json:"errors"`
 	}
 	if err := json.Unmarshal(data, &rec); err != nil {
@@ -305,13 +308,25 @@ func TestBenchCommandSaveDetailed(t *testing.T) {
 		t.Fatalf("completed %d (imported %v), want 6", rec.Completed, p.Completed)
 	}
 	for name, n := range map[string]int{"input_lens": len(rec.InputLens), "output_lens": len(rec.OutputLens), "ttfts": len(rec.TTFTs),
-		"itls": len(rec.ITLs), "start_times": len(rec.StartTimes), "errors": len(rec.Errors)} {
+		"itls": len(rec.ITLs), "start_times": len(rec.StartTimes), "generated_texts": len(rec.GeneratedTexts), "errors": len(rec.Errors)} {
 		if n != rec.Completed {
 			t.Errorf("%s has %d entries, want completed = %d", name, n, rec.Completed)
 		}
 	}
+	// vLLM's serve.py order: ..., itls, start_times, generated_texts, errors.
+	last := -1
+	for _, k := range []string{`"input_lens"`, `"output_lens"`, `"ttfts"`, `"itls"`, `"start_times"`, `"generated_texts"`, `"errors"`} {
+		at := bytes.Index(data, []byte(k+": "))
+		if at <= last {
+			t.Errorf("key %s at %d, want it after the previous per-request array (at %d)", k, at, last)
+		}
+		last = at
+	}
 	sumIn, sumOut, sumTTFT, sumITL, nITL := 0, 0, 0.0, 0.0, 0
 	for i := range rec.TTFTs {
+		if txt := rec.GeneratedTexts[i]; !strings.HasPrefix(txt, " ") || len(strings.Fields(txt)) != rec.OutputLens[i] {
+			t.Errorf("request %d: generated text %q, want %d space-led words", i, txt, rec.OutputLens[i])
+		}
 		sumIn += rec.InputLens[i]
 		sumOut += rec.OutputLens[i]
 		sumTTFT += rec.TTFTs[i]

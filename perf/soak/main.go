@@ -81,8 +81,7 @@ func run(duration, sample, faultPeriod time.Duration, rssSlack float64, gSlack, 
 	var b strings.Builder
 	b.WriteString(`global:
   probe_interval: 2s
-  probe_timeout: 5s
-  stall_timeout: 2s
+  stall_timeout: 1s
   scrape_interval: 2s
   scrape_timeout: 1s
 modules:
