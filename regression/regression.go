@@ -310,8 +310,11 @@ func collectBaseline(ch chan<- prometheus.Metric, d map[string]*prometheus.Desc,
 	seen := map[string]bool{}
 	for i := range l.b.Points {
 		p := &l.b.Points[i]
-		if p.AllFailed {
-			continue // zeros of a run where nothing succeeded are not a measurement
+		if !p.Usable() {
+			// The zeros of a run where nothing succeeded, or a run the import
+			// excluded (too few successes), are not a measurement: the
+			// expected values leave them out, and so does the export.
+			continue
 		}
 		kind, v := p.LoadKey()
 		load := baseline.Load(v).String()
