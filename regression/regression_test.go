@@ -49,7 +49,7 @@ func (f *fakeServer) StreamOutputTokensPerSecond(string) (float64, bool) {
 	return f.stream, f.streamOK
 }
 
-func loadConfig(t *testing.T, text string) *config.Config {
+func loadConfig(t testing.TB, text string) *config.Config {
 	t.Helper()
 	cfg, err := config.Load([]byte(text), "testdata")
 	if err != nil {
