@@ -54,6 +54,10 @@ type ProbeMeans struct {
 	// started, NaN when unknown.
 	Load float64
 	N    int // successful probes
+	// NTPOT, NITL and NLoad are the counts TPOT, ITL and Load are means
+	// over (probes with more than one token, inter-token gaps, probes that
+	// knew their load), as prober.Means has them.
+	NTPOT, NITL, NLoad int
 }
 
 // Mean returns the live value of a latency metric, NaN for others.
@@ -73,11 +77,19 @@ func (p ProbeMeans) Mean(m baseline.Metric) float64 {
 
 // ProbeSource is what the regression series need from the prober.
 type ProbeSource interface {
-	// MeanStats returns the means of the successful probes of (target, module)
-	// that started at or after since.
-	MeanStats(target, module string, since time.Time) ProbeMeans
+	// Window returns the probe statistics of (target, module) as they are
+	// now, one snapshot: the means since several times are then those of
+	// one set of probes, never of a probe recorded in between.
+	Window(target, module string) ProbeWindow
 	// Model is the resolved model of target, "" if unknown.
 	Model(target string) string
+}
+
+// ProbeWindow is one snapshot of a (target, module)'s probe statistics.
+type ProbeWindow interface {
+	// MeanStats returns the means of the successful probes that started at
+	// or after since.
+	MeanStats(since time.Time) ProbeMeans
 }
 
 // ServerSource is what the regression series need from the collector;
