@@ -32,6 +32,12 @@ type Means struct {
 	// started) over the probes that knew it.
 	Load float64
 	N    int // successful probes
+	// NTPOT, NITL and NLoad are what TPOT, ITL and Load are means over:
+	// the probes with a TPOT (more than one token), the inter-token gaps
+	// of every probe, the probes that knew their load. With them a mean
+	// can be turned back into its sum exactly (e.g. the means since two
+	// times into those of the probes in between).
+	NTPOT, NITL, NLoad int
 }
 
 // PairStats is the state of one (target, module) pair that the regression
@@ -165,6 +171,7 @@ func (w *statWindow) means(since int64) Means {
 		N:    s.n,
 		TTFT: div(s.ttft, s.n), E2E: div(s.e2e, s.n), OutputTokens: div(s.out, s.n),
 		TPOT: div(s.tpot, s.nTPOT), ITL: div(s.itl, s.nITL), Load: div(s.load, s.nLoad),
+		NTPOT: s.nTPOT, NITL: s.nITL, NLoad: s.nLoad,
 	}
 }
 

@@ -22,7 +22,10 @@ const probeSlices = 16
 // expectation, even when both are in one window.
 //
 // The window is cut into probeSlices slices; the sums of each slice are two
-// ProbeSource means apart. exp holds means over the same probes as live: the
+// means of one snapshot of the pair (ProbeSource.Window) apart, each mean
+// turned back into its sum with the count it is a mean over: a probe without
+// a known load, or with another number of tokens, does not lend its
+// neighbours its values. exp holds means over the same probes as live: the
 // baseline's value at each slice's mean load, weighted by the slice's
 // probes. ratios holds, per latency metric, the median over the slices of
 // the slice's regression ratio: one probe misjudged (one that started in the
@@ -33,24 +36,45 @@ const probeSlices = 16
 // expectation.
 func probeExpectation(src ProbeSource, b *baseline.Baseline, target, module string, now time.Time, window time.Duration, fallbackLoad float64) (live ProbeMeans, exp baseline.Expectation, ratios map[baseline.Metric]float64, ok bool) {
 	since := now.Add(-window)
-	all := src.MeanStats(target, module, since)
+	w := src.Window(target, module)
+	all := w.MeanStats(since)
 	nan := math.NaN()
 	exp = baseline.Expectation{Concurrency: nan, TTFTMean: nan, TPOTMean: nan, ITLMean: nan, E2EMean: nan,
 		TTFTP99: nan, TPOTP99: nan, ITLP99: nan, E2EP99: nan, OutputThroughput: nan}
 	if all.N == 0 {
 		return all, exp, nil, false
 	}
-	// sums is what the probes since some time add up to: the means times
-	// the number of probes (TPOT and ITL weighted by probes, not by their
-	// own counts: a slice holds about one probe).
-	type sums struct{ n, load, out, ttft, tpot, itl, e2e float64 }
+	// sums is what the probes since some time add up to: each mean times
+	// the count it is a mean over.
+	type sums struct {
+		n, nTPOT, nITL, nLoad           float64
+		load, out, ttft, tpot, itl, e2e float64
+	}
 	at := func(t time.Time) sums {
-		m := src.MeanStats(target, module, t)
+		m := w.MeanStats(t)
 		if m.N == 0 {
 			return sums{}
 		}
 		n := float64(m.N)
-		return sums{n: n, load: m.Load * n, out: m.OutputTokens * n, ttft: m.TTFT * n, tpot: m.TPOT * n, itl: m.ITL * n, e2e: m.E2E * n}
+		s := sums{n: n, out: m.OutputTokens * n, ttft: m.TTFT * n, e2e: m.E2E * n}
+		if m.NTPOT > 0 {
+			s.nTPOT, s.tpot = float64(m.NTPOT), m.TPOT*float64(m.NTPOT)
+		}
+		if m.NITL > 0 {
+			s.nITL, s.itl = float64(m.NITL), m.ITL*float64(m.NITL)
+		}
+		if m.NLoad > 0 {
+			s.nLoad, s.load = float64(m.NLoad), m.Load*float64(m.NLoad)
+		}
+		return s
+	}
+	// mean is the mean of the probes between two sums (NaN when none has
+	// the value).
+	mean := func(a, b, na, nb float64) float64 {
+		if k := na - nb; k > 0.5 {
+			return (a - b) / k
+		}
+		return math.NaN()
 	}
 	type slice struct {
 		n, load, out, ttft, tpot, itl, e2e float64 // means over the slice's probes
@@ -64,9 +88,10 @@ func probeExpectation(src ProbeSource, b *baseline.Baseline, target, module stri
 			next = at(since.Add(time.Duration(k) * step))
 		}
 		if n := cur.n - next.n; n > 0.5 {
-			d := func(a, b float64) float64 { return (a - b) / n }
-			slices = append(slices, slice{n: n, load: d(cur.load, next.load), out: d(cur.out, next.out),
-				ttft: d(cur.ttft, next.ttft), tpot: d(cur.tpot, next.tpot), itl: d(cur.itl, next.itl), e2e: d(cur.e2e, next.e2e)})
+			slices = append(slices, slice{n: n, load: mean(cur.load, next.load, cur.nLoad, next.nLoad),
+				out: mean(cur.out, next.out, cur.n, next.n), ttft: mean(cur.ttft, next.ttft, cur.n, next.n),
+				tpot: mean(cur.tpot, next.tpot, cur.nTPOT, next.nTPOT), itl: mean(cur.itl, next.itl, cur.nITL, next.nITL),
+				e2e: mean(cur.e2e, next.e2e, cur.n, next.n)})
 		}
 		cur = next
 	}

@@ -17,7 +17,9 @@ type probeLog []struct {
 
 func (p probeLog) Model(string) string { return "m" }
 
-func (p probeLog) MeanStats(_, _ string, since time.Time) ProbeMeans {
+func (p probeLog) Window(_, _ string) ProbeWindow { return p }
+
+func (p probeLog) MeanStats(since time.Time) ProbeMeans {
 	var m ProbeMeans
 	var nLoad int
 	for _, r := range p {
@@ -40,6 +42,7 @@ func (p probeLog) MeanStats(_, _ string, since time.Time) ProbeMeans {
 		return ProbeMeans{TTFT: nan, TPOT: nan, ITL: nan, E2E: nan, OutputTokens: nan, Load: nan}
 	}
 	n := float64(m.N)
+	m.NTPOT, m.NITL, m.NLoad = m.N, m.N, nLoad
 	m.TTFT, m.TPOT, m.ITL, m.E2E, m.OutputTokens = m.TTFT/n, m.TPOT/n, m.ITL/n, m.E2E/n, m.OutputTokens/n
 	if nLoad > 0 {
 		m.Load /= float64(nLoad)
@@ -86,15 +89,15 @@ func TestProbeExpectationPerProbeLoad(t *testing.T) {
 		{start: at(25), ttft: 7.0, tpot: 0.02, out: 8, load: nan},
 	}
 	for _, tc := range []struct {
-		name  string
-		log   probeLog
-		means bool // the six known-load probes alone: means exact
+		name string
+		log  probeLog
 	}{
-		{"every load known", log[:6], true},
-		// A probe without load mixed in biases the slices' load sums
-		// (ProbeMeans' Load is a mean over the probes that knew theirs);
-		// the median of the slices' ratios stays exact.
-		{"one load unknown", log, false},
+		{"every load known", log[:6]},
+		// A probe without load is left out, means included: its slice's
+		// load sum is turned back from the mean with the count of probes
+		// that knew theirs (ProbeMeans.NLoad), so it neither borrows a
+		// neighbour's load nor biases it.
+		{"one load unknown", log},
 	} {
 		for _, fallback := range []float64{1, 9} {
 			live, exp, ratios, ok := probeExpectation(tc.log, b, "t", "m", now, 30*time.Second, fallback)
@@ -106,8 +109,8 @@ func TestProbeExpectationPerProbeLoad(t *testing.T) {
 					t.Errorf("%s, scrape-time load %g: %s ratio = %g, want 1", tc.name, fallback, m, got)
 				}
 			}
-			if tc.means && (live.N != 6 || math.Abs(exp.Concurrency-(1+1+1+9+9+9)/6.0) > 1e-9 ||
-				math.Abs(exp.TTFTMean-(0.05*3+1.0*3)/6) > 1e-9 || math.Abs(live.TTFT-(0.05*2+1.0*4)/6) > 1e-9) {
+			if live.N != 6 || math.Abs(exp.Concurrency-(1+1+1+9+9+9)/6.0) > 1e-9 ||
+				math.Abs(exp.TTFTMean-(0.05*3+1.0*3)/6) > 1e-9 || math.Abs(live.TTFT-(0.05*2+1.0*4)/6) > 1e-9 {
 				t.Errorf("%s: live N %d TTFT %g, expected load %g TTFT %g", tc.name, live.N, live.TTFT, exp.Concurrency, exp.TTFTMean)
 			}
 		}

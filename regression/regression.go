@@ -7,8 +7,10 @@
 // the load each probe saw when it started (prober.Result.Load); server-side
 // figures at the latest scraped load.
 //
-// Everything is computed at scrape time from a ProbeSource (the prober) and a
-// ServerSource (the collector); the Collector also gives the collector the
+// Every value is computed at scrape time from a ProbeSource (the prober) and a
+// ServerSource (the collector); the series' labels are built once per target
+// (and resolved model) after SetTargets, and the baseline point series once
+// per SetTargets (series.go); the Collector also gives the collector the
 // baselines' saturation throughput (collector.Baselines), through the daemon
 // (collector.BaselinesFunc), so that neither is set on the other.
 package regression
@@ -22,6 +24,7 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
@@ -51,6 +54,10 @@ type ProbeMeans struct {
 	// started, NaN when unknown.
 	Load float64
 	N    int // successful probes
+	// NTPOT, NITL and NLoad are the counts TPOT, ITL and Load are means
+	// over (probes with more than one token, inter-token gaps, probes that
+	// knew their load), as prober.Means has them.
+	NTPOT, NITL, NLoad int
 }
 
 // Mean returns the live value of a latency metric, NaN for others.
@@ -70,11 +77,19 @@ func (p ProbeMeans) Mean(m baseline.Metric) float64 {
 
 // ProbeSource is what the regression series need from the prober.
 type ProbeSource interface {
-	// MeanStats returns the means of the successful probes of (target, module)
-	// that started at or after since.
-	MeanStats(target, module string, since time.Time) ProbeMeans
+	// Window returns the probe statistics of (target, module) as they are
+	// now, one snapshot: the means since several times are then those of
+	// one set of probes, never of a probe recorded in between.
+	Window(target, module string) ProbeWindow
 	// Model is the resolved model of target, "" if unknown.
 	Model(target string) string
+}
+
+// ProbeWindow is one snapshot of a (target, module)'s probe statistics.
+type ProbeWindow interface {
+	// MeanStats returns the means of the successful probes that started at
+	// or after since.
+	MeanStats(since time.Time) ProbeMeans
 }
 
 // ServerSource is what the regression series need from the collector;
@@ -109,6 +124,9 @@ type state struct {
 	targets   []target           // configuration order
 	byTarget  map[string]*loaded // target name -> its baseline
 	descs     map[string]*prometheus.Desc
+	// points are the baselines' vllm_baseline_* series, constant until
+	// the next SetTargets: built once, sent as they are at every scrape.
+	points []prometheus.Metric
 }
 
 type loaded struct {
@@ -121,6 +139,7 @@ type target struct {
 	modules               []string
 	static                []string // values in state.static order
 	window                time.Duration
+	series                *seriesCache // the target's series, built at its first scrape
 }
 
 // New returns a Collector registered with reg (when not nil). probes and
@@ -215,9 +234,12 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 		st.byTarget[t.Name] = l
 		st.targets = append(st.targets, target{name: t.Name, model: t.Model, baseline: t.Baseline,
 			modules: slices.Clone(t.Modules), static: t.StaticLabelValues(st.static),
-			window: max(time.Duration(cfg.Global.RateWindow), 3*cfg.ProbeInterval(t))})
+			window: max(time.Duration(cfg.Global.RateWindow), 3*cfg.ProbeInterval(t)), series: &seriesCache{}})
 	}
 	st.descs = newDescs(st.static)
+	for _, l := range st.baselines {
+		st.points = appendBaseline(st.points, c.logger, st.descs, l)
+	}
 	c.mu.Lock()
 	c.state = st
 	c.mu.Unlock()
@@ -284,8 +306,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if st.descs == nil {
 		return
 	}
-	for _, l := range st.baselines {
-		collectBaseline(ch, st.descs, l)
+	for _, m := range st.points {
+		ch <- m
 	}
 	if server == nil || c.probes == nil {
 		return
@@ -296,22 +318,30 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, lv ...string) {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return
+// appendBaseline appends the series of l's usable points to ms.
+func appendBaseline(ms []prometheus.Metric, logger log.Logger, d map[string]*prometheus.Desc, l *loaded) []prometheus.Metric {
+	gauge := func(desc *prometheus.Desc, v float64, lv ...string) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return
+		}
+		m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, v, lv...)
+		if err != nil {
+			level.Warn(logger).Log("msg", "baseline series not exported", "baseline", l.name, "err", err)
+			return
+		}
+		ms = append(ms, m)
 	}
-	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
-}
-
-func collectBaseline(ch chan<- prometheus.Metric, d map[string]*prometheus.Desc, l *loaded) {
 	if v := l.b.SaturationOutputThroughput(); v > 0 {
-		gauge(ch, d[mSaturation], v, l.name)
+		gauge(d[mSaturation], v, l.name)
 	}
 	seen := map[string]bool{}
 	for i := range l.b.Points {
 		p := &l.b.Points[i]
-		if p.AllFailed {
-			continue // zeros of a run where nothing succeeded are not a measurement
+		if !p.Usable() {
+			// The zeros of a run where nothing succeeded, or a run the import
+			// excluded (too few successes), are not a measurement: the
+			// expected values leave them out, and so does the export.
+			continue
 		}
 		kind, v := p.LoadKey()
 		load := baseline.Load(v).String()
@@ -320,10 +350,10 @@ func collectBaseline(ch chan<- prometheus.Metric, d map[string]*prometheus.Desc,
 		}
 		seen[kind+"\x00"+load] = true
 		if p.OutputThroughput != nil {
-			gauge(ch, d[mOutput], *p.OutputThroughput, l.name, kind, load)
+			gauge(d[mOutput], *p.OutputThroughput, l.name, kind, load)
 		}
 		if p.RequestThroughput != nil {
-			gauge(ch, d[mRequests], *p.RequestThroughput, l.name, kind, load)
+			gauge(d[mRequests], *p.RequestThroughput, l.name, kind, load)
 		}
 		for _, s := range []struct {
 			metric baseline.Metric
@@ -333,7 +363,7 @@ func collectBaseline(ch chan<- prometheus.Metric, d map[string]*prometheus.Desc,
 				continue
 			}
 			if s.stats.Mean != nil {
-				gauge(ch, d[mLatency], *s.stats.Mean, l.name, kind, load, string(s.metric), "mean")
+				gauge(d[mLatency], *s.stats.Mean, l.name, kind, load, string(s.metric), "mean")
 			}
 			median := s.stats.Median
 			if median == nil {
@@ -342,13 +372,14 @@ func collectBaseline(ch chan<- prometheus.Metric, d map[string]*prometheus.Desc,
 				}
 			}
 			if median != nil {
-				gauge(ch, d[mLatency], *median, l.name, kind, load, string(s.metric), "median")
+				gauge(d[mLatency], *median, l.name, kind, load, string(s.metric), "median")
 			}
 			if v, ok := s.stats.P99(); ok {
-				gauge(ch, d[mLatency], v, l.name, kind, load, string(s.metric), "p99")
+				gauge(d[mLatency], v, l.name, kind, load, string(s.metric), "p99")
 			}
 		}
 	}
+	return ms
 }
 
 func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server ServerSource, t target, now time.Time, fixed time.Duration) {
@@ -366,8 +397,8 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 	if model == "" {
 		model = t.model
 	}
-	tlv := append(append([]string{t.name, model}, t.static...), l.name)
-	gauge(ch, st.descs[mExpGen], exp.OutputThroughput, tlv...)
+	ts := t.series.get(c.logger, st.descs, &t, model)
+	send(ch, ts.expGen, exp.OutputThroughput)
 	// Throughput is compared per stream: a benchmark at concurrency c gives
 	// each request output_throughput/c tokens per second of its lifetime,
 	// which is what the server's request histograms measure live. Comparing
@@ -381,8 +412,8 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 	if fixed > 0 {
 		window = fixed
 	}
-	for _, mod := range t.modules {
-		plv := append(append([]string{t.name, mod, model}, t.static...), l.name)
+	for i, mod := range t.modules {
+		ms := &ts.modules[i]
 		// Each probe is compared with the baseline at the load it saw when
 		// it started; the scrape-time expectation only stands in while no
 		// probe of the window succeeded.
@@ -390,14 +421,14 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 		if !pok {
 			pexp = exp
 		}
-		gauge(ch, st.descs[mExpTPOT], pexp.TPOTMean, plv...)
-		gauge(ch, st.descs[mExpTTFT], pexp.TTFTMean, plv...)
-		for _, m := range baseline.Metrics {
+		send(ch, ms.expTPOT, pexp.TPOTMean)
+		send(ch, ms.expTTFT, pexp.TTFTMean)
+		for j, m := range baseline.Metrics {
 			r := throughputRatio
 			if m != baseline.MetricOutputThroughput {
 				r = latencyRatio(m, ratios, live, pok)
 			}
-			gauge(ch, st.descs[mRatio], r, append(slices.Clone(plv), string(m))...)
+			send(ch, ms.ratio[j], r)
 		}
 	}
 }

@@ -25,11 +25,26 @@ type fakeProbes struct {
 	since  time.Time
 }
 
-func (f *fakeProbes) MeanStats(target, module string, since time.Time) ProbeMeans {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.since = since
-	if m, ok := f.means[target+"/"+module]; ok {
+func (f *fakeProbes) Window(target, module string) ProbeWindow {
+	return fakeWindow{f, target + "/" + module}
+}
+
+type fakeWindow struct {
+	f   *fakeProbes
+	key string
+}
+
+// MeanStats returns the pair's fixed means whatever since: every probe has
+// a TPOT, one gap and, when Load is set, a load.
+func (w fakeWindow) MeanStats(since time.Time) ProbeMeans {
+	w.f.mu.Lock()
+	defer w.f.mu.Unlock()
+	w.f.since = since
+	if m, ok := w.f.means[w.key]; ok {
+		m.NTPOT, m.NITL = m.N, m.N
+		if m.Load > 0 {
+			m.NLoad = m.N
+		}
 		return m
 	}
 	return ProbeMeans{TTFT: math.NaN(), TPOT: math.NaN(), ITL: math.NaN(), E2E: math.NaN()}
@@ -49,7 +64,7 @@ func (f *fakeServer) StreamOutputTokensPerSecond(string) (float64, bool) {
 	return f.stream, f.streamOK
 }
 
-func loadConfig(t *testing.T, text string) *config.Config {
+func loadConfig(t testing.TB, text string) *config.Config {
 	t.Helper()
 	cfg, err := config.Load([]byte(text), "testdata")
 	if err != nil {
@@ -240,7 +255,7 @@ func (f fakeStats) Model(string) string { return "m" }
 func TestFromProberMeans(t *testing.T) {
 	src := FromProber(fakeStats{"t/m": {Target: "t", Module: "m"}})
 	for _, mod := range []string{"m", "other"} {
-		if none := src.MeanStats("t", mod, time.Time{}); none.N != 0 || !math.IsNaN(none.TTFT) || !math.IsNaN(none.Load) {
+		if none := src.Window("t", mod).MeanStats(time.Time{}); none.N != 0 || !math.IsNaN(none.TTFT) || !math.IsNaN(none.Load) {
 			t.Errorf("%s without probes: %+v", mod, none)
 		}
 	}
