@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 
 	"github.com/vllm-prober/vllm_prober/bench"
 	"github.com/vllm-prober/vllm_prober/collector"
@@ -70,7 +71,7 @@ func TestBenchBaselineRegression(t *testing.T) {
 	}
 
 	pcfg, err := config.Load([]byte(fmt.Sprintf(`
-global: {probe_interval: 400ms, probe_timeout: 5s, scrape_interval: 200ms, scrape_timeout: 150ms, rate_window: 2s, stall_timeout: 5s}
+global: {probe_interval: 400ms, scrape_interval: 200ms, scrape_timeout: 150ms, rate_window: 2s, stall_timeout: 5s}
 modules:
   tpot: {prober: completions, prompt: "hello there", max_tokens: 12, ignore_eos: true}
 baselines: [{name: sim, file: %s}]
@@ -78,6 +79,13 @@ targets: [{name: sim, url: %q, baseline: sim, labels: {preset: test}}]
 `, filepath.Join(dir, files.Baseline), srv.URL)), dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Probes run every 400ms to sample often, and one that queues behind the
+	// load must still finish: the test sets a probe timeout longer than the
+	// interval past validation, which refuses it in a configuration file
+	// (Prometheus' convention); the prober's in-flight guard skips the ticks.
+	for i := range pcfg.Targets {
+		pcfg.Targets[i].ProbeTimeout = model.Duration(5 * time.Second)
 	}
 	reg := prometheus.NewRegistry()
 	pm := prober.NewManager(reg, nil)
