@@ -35,7 +35,12 @@ func TestCollectorClosesIdleConnections(t *testing.T) {
 		}
 	}
 	var g int
-	if !waitFor(5*time.Second, func() bool { g = floor(); return g <= g0+2 }) {
+	// One connection (three goroutines) more than at the start is allowed: the
+	// prober, the collector and the health checks share one pool per client
+	// configuration (internal/httpclient), and two of their requests that
+	// overlap on a loaded machine open a second keep-alive connection, idle
+	// afterwards. The bug leaked one connection per reload: nine goroutines here.
+	if !waitFor(5*time.Second, func() bool { g = floor(); return g <= g0+3 }) {
 		t.Errorf("3 reloads changing the victim's URL and back: goroutines %d -> %d:\n%s", g0, g, goroutineDump())
 	}
 	m.stop()
