@@ -15,12 +15,9 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/model"
 
 	"github.com/vllm-prober/vllm_prober/bench"
-	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
-	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -106,34 +103,8 @@ targets: [{name: sim, url: %q, baseline: sim}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Probes run every 300ms to sample often, and one that queues behind the
-	// load must still finish: the test sets a probe timeout longer than the
-	// interval past validation, which refuses it in a configuration file
-	// (Prometheus' convention); the prober's in-flight guard skips the ticks.
-	for i := range pcfg.Targets {
-		pcfg.Targets[i].ProbeTimeout = model.Duration(10 * time.Second)
-	}
-	reg := prometheus.NewRegistry()
-	pm := prober.NewManager(reg, nil)
-	var rc *Collector
-	cm := collector.NewManager(reg, nil, pm, collector.BaselinesFunc(func(target string) (float64, bool) { return rc.SaturationOutputThroughput(target) }))
-	rc = New(reg, nil, FromProber(pm), cm) // as the daemon wires them
-	pm.SetLoadSource(cm.RecentLoad)        // as the daemon wires it
 	const window = 3 * time.Second
-	rc.SetWindow(window)
-	for _, apply := range []func(*config.Config) error{pm.Apply, cm.Apply, rc.Apply} {
-		if err := apply(pcfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { pm.Run(ctx) })
-	wg.Go(func() { cm.Run(ctx) })
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
+	reg, pm := startStack(t, pcfg, 10*time.Second, window)
 
 	metrics := []string{"ttft", "tpot", "itl", "e2e"}
 	type span struct{ lo, hi float64 }
@@ -218,7 +189,7 @@ targets: [{name: sim, url: %q, baseline: sim}]
 	time.Sleep(window)
 	sample("before the burst", 2*time.Second)
 
-	burstCtx, stopBurst := context.WithTimeout(ctx, 5*time.Second)
+	burstCtx, stopBurst := context.WithTimeout(t.Context(), 5*time.Second)
 	var burst sync.WaitGroup
 	body := fmt.Sprintf(`{"model":"sim/model","prompt":"long","max_tokens":%d,"ignore_eos":true}`, longTokens)
 	for range 8 {

@@ -7,18 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/model"
 
 	"github.com/vllm-prober/vllm_prober/bench"
-	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
-	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -80,32 +76,7 @@ targets: [{name: sim, url: %q, baseline: sim, labels: {preset: test}}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Probes run every 400ms to sample often, and one that queues behind the
-	// load must still finish: the test sets a probe timeout longer than the
-	// interval past validation, which refuses it in a configuration file
-	// (Prometheus' convention); the prober's in-flight guard skips the ticks.
-	for i := range pcfg.Targets {
-		pcfg.Targets[i].ProbeTimeout = model.Duration(5 * time.Second)
-	}
-	reg := prometheus.NewRegistry()
-	pm := prober.NewManager(reg, nil)
-	var rc *Collector
-	cm := collector.NewManager(reg, nil, pm, collector.BaselinesFunc(func(t string) (float64, bool) { return rc.SaturationOutputThroughput(t) }))
-	rc = New(reg, nil, FromProber(pm), cm)
-	rc.SetWindow(3 * time.Second)
-	for _, apply := range []func(*config.Config) error{pm.Apply, cm.Apply, rc.Apply} {
-		if err := apply(pcfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { pm.Run(ctx) })
-	wg.Go(func() { cm.Run(ctx) })
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
+	reg, _ := startStack(t, pcfg, 5*time.Second, 3*time.Second)
 
 	ratio := func(metric string) (float64, bool) { return ratioOf(t, reg, metric) }
 	// eventually waits for the metric's ratio to satisfy ok; the ratios seen
