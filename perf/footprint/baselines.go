@@ -30,11 +30,12 @@ baselines:
 // for each size, the two daemons run side by side (so that they share the
 // machine's load alike) and probe until every pair's history is full
 // (history+1 probe intervals), then their /metrics are timed alternately,
-// samples times each, one second apart. The probe interval grows with the
-// fleet (size/rate, at least minInterval) so that the probe rate, and with it
-// the load on a shared machine, stays the same at every size. The regression
-// series read the prober's per-pair statistics: the render with baselines
-// must stay within 1.25× the render without.
+// samples times each, one second apart, the two taking turns going first.
+// The probe interval grows with the fleet (size/rate, at least minInterval)
+// so that the probe rate, and with it the load on a shared machine, stays
+// the same at every size. The regression series read the prober's per-pair
+// statistics: the render with baselines must stay within 1.25× the render
+// without.
 func baselineRun(sizes []int, sims int, minInterval time.Duration, rate float64, history, samples int) error {
 	urls, stop, err := startSims(sims, false)
 	if err != nil {
@@ -54,7 +55,7 @@ func baselineRun(sizes []int, sims int, minInterval time.Duration, rate float64,
 	fmt.Print("P2 /metrics render with and without baselines\n", perfutil.Machine())
 	fmt.Printf("1 module (max_tokens 2), probe_interval max(%s, targets/%g per s), scrape_interval 30s, --history.limit %d, %d simulators; "+
 		"per size the two daemons run side by side, warm up history+1 probe intervals (histories full), "+
-		"then each /metrics is timed %d times, 1 s apart\n\n", minInterval, rate, history, sims, samples)
+		"then each /metrics is timed %d times, the two taking turns going first, 1 s before each render\n\n", minInterval, rate, history, sims, samples)
 	fmt.Printf("%8s %9s %24s %24s %7s\n", "targets", "interval", "render-ms no baselines", "render-ms baselines", "ratio")
 	failed := false
 	for _, n := range sizes {
@@ -93,16 +94,24 @@ func baselineRun(sizes []int, sims int, minInterval time.Duration, rate float64,
 		time.Sleep(time.Duration(history+1)*interval + 5*time.Second)
 		var renders [2][]float64
 		var size [2]int
-		for range samples {
-			for i, d := range ds {
-				took, sz, _, err := d.Scrape()
+		for k := range samples {
+			// The daemons take turns going first, and each render follows a
+			// second's pause: a render leaves its daemon a garbage
+			// collection to run, and on a small machine the render timed
+			// right after it shares the cores with it. In a fixed order the
+			// daemon timed second (the baselined one) paid for the first
+			// one's collection at every sample, although CPU profiles of
+			// both show the same CPU per render.
+			for j := range ds {
+				i := (j + k) % len(ds)
+				took, sz, _, err := ds[i].Scrape()
 				if err != nil {
 					return err
 				}
 				renders[i] = append(renders[i], float64(took.Microseconds())/1000)
 				size[i] = sz
+				time.Sleep(time.Second)
 			}
-			time.Sleep(time.Second)
 		}
 		for i, d := range ds {
 			ds[i] = nil
