@@ -35,7 +35,7 @@ PROMTOOL            ?= promtool
 
 GO_TEST_TIMEOUT ?= 15m
 GO_TEST_FLAGS   ?= -race -count=1 -timeout $(GO_TEST_TIMEOUT)
-FUZZTIME        ?= 5s
+FUZZTIME        ?= 20000x
 BENCH_COUNT     ?= 1
 BENCH_PKGS      ?= ./...
 # Figure-printing programs run by `make bench`: every main package under ./perf/.
