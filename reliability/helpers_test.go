@@ -160,6 +160,9 @@ type switchable struct {
 	mu  sync.Mutex
 	h   http.Handler
 	srv *httptest.Server // nil while refusing
+
+	connMu sync.Mutex
+	conns  map[string]string // open connection (remote address) -> X-Generation of its last request
 }
 
 func newSwitchable(t *testing.T, h http.Handler) *switchable {
@@ -181,10 +184,37 @@ func newSwitchable(t *testing.T, h http.Handler) *switchable {
 func (s *switchable) URL() string { return "https://" + s.addr }
 
 func (s *switchable) serve(w http.ResponseWriter, r *http.Request) {
+	s.connMu.Lock()
+	if s.conns == nil {
+		s.conns = map[string]string{}
+	}
+	s.conns[r.RemoteAddr] = r.Header.Get("X-Generation")
+	s.connMu.Unlock()
 	s.mu.Lock()
 	h := s.h
 	s.mu.Unlock()
 	h.ServeHTTP(w, r)
+}
+
+// connState forgets a connection when it closes.
+func (s *switchable) connState(c net.Conn, st http.ConnState) {
+	if st == http.StateClosed || st == http.StateHijacked {
+		s.connMu.Lock()
+		delete(s.conns, c.RemoteAddr().String())
+		s.connMu.Unlock()
+	}
+}
+
+// openConns counts the open connections that have served a request, by the
+// X-Generation header of their last request ("" when it had none).
+func (s *switchable) openConns() map[string]int {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	out := map[string]int{}
+	for _, gen := range s.conns {
+		out[gen]++
+	}
+	return out
 }
 
 // start listens on s.addr (any port when empty) with cert (httptest's when nil).
@@ -192,6 +222,7 @@ func (s *switchable) start(cert *tls.Certificate) {
 	s.t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0) // TLS handshake errors are the point
+	srv.Config.ConnState = s.connState
 	if cert != nil {
 		srv.TLS = &tls.Config{Certificates: []tls.Certificate{*cert}}
 	}

@@ -35,7 +35,14 @@ const (
 )
 
 func configText(controlURL, victimURL, caFile string) string {
-	return fmt.Sprintf(`
+	return configTextGen(controlURL, victimURL, caFile, 0)
+}
+
+// configTextGen is configText with, when gen > 0, an X-Generation: gen header
+// in the victim's http_client_config: each generation is a distinct client
+// configuration, hence a distinct connection pool.
+func configTextGen(controlURL, victimURL, caFile string, gen int) string {
+	text := fmt.Sprintf(`
 global:
   probe_interval: 500ms
   scrape_interval: 500ms
@@ -69,6 +76,13 @@ targets:
       tls_config:
         ca_file: %[5]s
 `, controlURL, controlKey, victimURL, victimKey, caFile)
+	if gen > 0 {
+		text += fmt.Sprintf(`      http_headers:
+        X-Generation:
+          values: [%q]
+`, fmt.Sprint(gen))
+	}
+	return text
 }
 
 // matrix is the running system of the fault matrix: one daemon, two healthy
@@ -137,6 +151,18 @@ func newMatrix(t *testing.T) *matrix {
 }
 
 func (m *matrix) metrics() metrics { return gather(m.t, m.d.Registry()) }
+
+// setVictimGeneration rewrites the configuration with the victim's client
+// configuration at generation gen (see configTextGen) and reloads.
+func (m *matrix) setVictimGeneration(gen int) {
+	m.t.Helper()
+	if err := os.WriteFile(m.path, []byte(configTextGen(m.control, m.victim, m.caFile, gen)), 0o600); err != nil {
+		m.t.Fatal(err)
+	}
+	if err := m.d.Reload(); err != nil {
+		m.t.Fatalf("reloading with the victim's client at generation %d: %v", gen, err)
+	}
+}
 
 // setVictimURL rewrites the configuration with the victim at url and reloads.
 func (m *matrix) setVictimURL(url string) {

@@ -82,11 +82,21 @@ func TestAdminChangesLatency(t *testing.T) {
 	trace := filepath.Join(dir, "trace.jsonl")
 	_, ts := startSim(t, func(c *Config) { c.TraceFile = trace; c.TTFT = time.Millisecond; c.ITL = time.Millisecond })
 	setFault(t, ts.URL, `{"itl":"15ms"}`)
+	sent := time.Now()
 	streamCompletion(t, ts.URL, `{"prompt":"x","max_tokens":5,"ignore_eos":true,"stream":true}`, "X-Request-Id", "slow")
 	lines := readTrace(t, trace)
-	first, last := lines[0].TimeUnixNano, lines[len(lines)-1].TimeUnixNano
-	if gap := time.Duration(last - first); gap < 4*15*time.Millisecond-10*time.Millisecond {
-		t.Errorf("4 gaps took %s with itl 15ms", gap)
+	if len(lines) != 5 {
+		t.Fatalf("trace has %d lines, want 5 tokens", len(lines))
+	}
+	// The simulator paces tokens on deadlines counted from the request (no
+	// drift), so a late first token is followed by shorter gaps: the gap from
+	// the first to the last token is no bound. The last token's deadline is:
+	// it comes at least TTFT + 4 ITLs after the request was sent, whatever the
+	// machine's load (sleeps only overshoot). With the old 1ms ITL it would
+	// come about 5ms after.
+	last := time.Unix(0, lines[len(lines)-1].TimeUnixNano)
+	if took, want := last.Sub(sent), time.Millisecond+4*15*time.Millisecond; took < want {
+		t.Errorf("the 5th token came %s after the request, want at least %s (TTFT 1ms + 4 × ITL 15ms)", took, want)
 	}
 }
 
