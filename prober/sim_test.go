@@ -227,8 +227,15 @@ func TestSimulatorFaults(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				defer cancel()
+				// A short stall timeout where a stall is the point; elsewhere
+				// one a loaded machine cannot reach while the simulator is
+				// still writing (a 2 MiB line is one event).
+				stall := 1500 * time.Millisecond
+				if tc.want == ReasonStalled {
+					stall = 300 * time.Millisecond
+				}
 				res := Stream(ctx, ts.Client(), StreamRequest{BaseURL: ts.URL, Kind: kind,
-					Body: requestBody(&mod, model, "n"), StallTimeout: 300 * time.Millisecond})
+					Body: requestBody(&mod, model, "n"), StallTimeout: stall})
 				if res.Success || res.Reason != tc.want {
 					t.Fatalf("success %v reason %q (%s), want %q", res.Success, res.Reason, res.Err, tc.want)
 				}
