@@ -482,7 +482,7 @@ func endpointDashboard() dashboard {
 						{Expr: `sum by (module, reason) (rate(vllm_probe_skipped_total{` + probeSel + `}[$__rate_interval]))`, Legend: "skipped {{module}}: {{reason}}"},
 					}},
 				{Type: "table", Title: "Server facts", W: 24, H: 5, Unit: "none",
-					Description: "vllm_server_info of the target: vLLM version, metrics_schema (which metric names the server uses: v0, v0.10-transition, v1; a schema, not a version) and whether its TTFT includes queue time.",
+					Description: "vllm_server_info of the target: vLLM version, metrics_schema (which metric names the server uses: legacy, transition or v1, docs/metrics.md; a schema, not a version) and whether its TTFT includes queue time.",
 					Targets:     []target{{Expr: `max without (` + replicaLabels + `) (vllm_server_info{` + serverSel + `})`, Instant: true}}},
 			}},
 		},
