@@ -1,0 +1,155 @@
+package mixin
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+	yaml "go.yaml.in/yaml/v2"
+)
+
+// dashboardLinterRules are the rule names of grafana/dashboard-linter v0.1.1
+// (the `name:` of each rule in its lint/rule_*.go; target-job-rule and
+// target-instance-rule are built by newTargetRequiredMatcherRule). A .lint key
+// that is not one of them is silently ignored by the linter.
+var dashboardLinterRules = []string{
+	"panel-datasource-rule", "panel-no-targets-rule", "panel-title-description-rule",
+	"panel-units-rule", "target-counter-agg-rule", "target-instance-rule", "target-job-rule",
+	"target-logql-auto-rule", "target-logql-rule", "target-promql-rule",
+	"target-rate-interval-rule", "template-datasource-rule", "template-instance-rule",
+	"template-job-rule", "template-label-promql-rule", "template-on-time-change-reload-rule",
+	"uneditable-dashboard",
+}
+
+// lintFile mirrors dashboard-linter's lint.ConfigurationFile as its yaml.v3
+// decoder reads it: `exclusions` and `warnings` map a rule name to a reason and
+// optional entries; an entry's fields have no yaml tags there, so their keys
+// are the lower-cased field names (targetidx, not targetIdx).
+type lintFile struct {
+	Exclusions map[string]lintRuleEntries `yaml:"exclusions"`
+	Warnings   map[string]lintRuleEntries `yaml:"warnings"`
+}
+
+type lintRuleEntries struct {
+	Reason  string `yaml:"reason"`
+	Entries []struct {
+		Reason    string `yaml:"reason"`
+		Dashboard string `yaml:"dashboard"`
+		Panel     string `yaml:"panel"`
+		Alert     string `yaml:"alert"`
+		TargetIdx string `yaml:"targetidx"`
+	} `yaml:"entries"`
+}
+
+// TestLintFileMatchesDashboards checks dashboards/.lint against
+// dashboard-linter's format and against the dashboards: every key is a rule the
+// linter has, every exclusion gives a reason, entries name panels that exist,
+// and each exclusion is needed and complete (the panels excluded from
+// target-job-rule are exactly those with a selector without job=~"$job"; no
+// dashboard has an instance variable; no query selects by instance). The
+// linter itself is not a module this repository may depend on; the .lint was
+// checked with dashboard-linter v0.1.1 built from its source (`lint --strict`
+// passes on each dashboard, and fails without the .lint).
+func TestLintFileMatchesDashboards(t *testing.T) {
+	b, err := os.ReadFile(root("dashboards/" + LintFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lf lintFile
+	if err := yaml.UnmarshalStrict(b, &lf); err != nil {
+		t.Fatalf("dashboards/.lint is not in dashboard-linter's format: %v", err)
+	}
+	if len(lf.Exclusions) == 0 {
+		t.Fatal("dashboards/.lint excludes nothing")
+	}
+
+	paths, err := filepath.Glob(root("dashboards/*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("dashboards: %v %v", paths, err)
+	}
+	titles := map[string]bool{}
+	panels := map[string]bool{}
+	var missingJob []string
+	hasInstanceVar := false
+	for _, p := range paths {
+		d, err := LoadDashboard(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		titles[d.Title] = true
+		for _, v := range d.Variables {
+			if v.Name == "instance" {
+				hasInstanceVar = true
+			}
+		}
+		for _, panel := range d.Panels {
+			panels[panel.Title] = true
+			for _, tg := range panel.Targets {
+				e, err := parser.ParseExpr(strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
+				if err != nil {
+					t.Errorf("%s / %s: %v", d.Title, panel.Title, err)
+					continue
+				}
+				for _, sel := range parser.ExtractSelectors(e) {
+					if !hasMatcher(sel, "job", labels.MatchRegexp, "$job") && !slices.Contains(missingJob, panel.Title) {
+						missingJob = append(missingJob, panel.Title)
+					}
+					for _, m := range sel {
+						if m.Name == "instance" {
+							t.Errorf("%s / %s: selects by instance (the prober replica): %s", d.Title, panel.Title, tg.Expr)
+						}
+					}
+				}
+			}
+		}
+	}
+
+	for _, section := range []map[string]lintRuleEntries{lf.Exclusions, lf.Warnings} {
+		for rule, ex := range section {
+			if !slices.Contains(dashboardLinterRules, rule) {
+				t.Errorf(".lint: %q is not a dashboard-linter rule; the linter would ignore it", rule)
+			}
+			if strings.TrimSpace(ex.Reason) == "" {
+				t.Errorf(".lint: %s has no reason", rule)
+			}
+			for _, e := range ex.Entries {
+				if e.Dashboard != "" && !titles[e.Dashboard] {
+					t.Errorf(".lint: %s names dashboard %q, which does not exist", rule, e.Dashboard)
+				}
+				if e.Panel != "" && !panels[e.Panel] {
+					t.Errorf(".lint: %s names panel %q, which does not exist", rule, e.Panel)
+				}
+			}
+		}
+	}
+
+	var jobEntries []string
+	for _, e := range lf.Exclusions["target-job-rule"].Entries {
+		jobEntries = append(jobEntries, e.Panel)
+	}
+	sort.Strings(jobEntries)
+	sort.Strings(missingJob)
+	if !slices.Equal(jobEntries, missingJob) {
+		t.Errorf(".lint target-job-rule excludes panels %q; the panels with a selector without job=~\"$job\" are %q", jobEntries, missingJob)
+	}
+	if _, ok := lf.Exclusions["template-instance-rule"]; ok == hasInstanceVar {
+		t.Errorf(".lint: template-instance-rule excluded: %v, yet a dashboard has an instance variable: %v", ok, hasInstanceVar)
+	}
+	if _, ok := lf.Exclusions["target-instance-rule"]; !ok {
+		t.Error(".lint: no query selects by instance, so target-instance-rule must be excluded")
+	}
+}
+
+func hasMatcher(sel []*labels.Matcher, name string, typ labels.MatchType, value string) bool {
+	for _, m := range sel {
+		if m.Name == name && m.Type == typ && m.Value == value {
+			return true
+		}
+	}
+	return false
+}
