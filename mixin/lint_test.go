@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	yaml "go.yaml.in/yaml/v2"
@@ -152,4 +153,84 @@ func hasMatcher(sel []*labels.Matcher, name string, typ labels.MatchType, value 
 		}
 	}
 	return false
+}
+
+// signalOf maps the series a panel may plot to the vllm_server_signal_available
+// signal that says whether the server exports its source family
+// (collector/signals.go). vllm_server_requests is split by its state matcher.
+var signalOf = map[string]string{
+	"vllm_server_preemptions_per_second":      "preemptions",
+	"vllm_server_queue_time_seconds":          "queue_time",
+	"vllm_server_kv_cache_usage_ratio":        "kv_cache_usage",
+	"vllm_server_time_to_first_token_seconds": "ttft",
+	"vllm_probe_server_ttft_gap_seconds":      "ttft",
+	"vllm_server_inter_token_latency_seconds": "itl",
+	"vllm_server_e2e_latency_seconds":         "e2e",
+	"vllm_server_request_success_per_second":  "request_success",
+}
+
+// TestMissingSignalPanelsCarryHint checks issue 15's "not exported by this
+// server" on every dashboard: a panel that plots a series of an optional
+// family also queries the hint for that signal (vllm_server_signal_available
+// == 0, drawn dashed with that legend, and mapped to that text in a stat), so
+// a server without the family shows why the panel is empty instead of "No
+// data".
+func TestMissingSignalPanelsCarryHint(t *testing.T) {
+	paths, err := filepath.Glob(root("dashboards/*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("dashboards: %v %v", paths, err)
+	}
+	checked := 0
+	for _, p := range paths {
+		d, err := LoadDashboard(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, panel := range d.Panels {
+			need, have := map[string]bool{}, map[string]bool{}
+			for _, tg := range panel.Targets {
+				e, err := parser.ParseExpr(strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
+				if err != nil {
+					t.Fatalf("%s / %s: %v", d.Title, panel.Title, err)
+				}
+				for _, sel := range parser.ExtractSelectors(e) {
+					var name, state, signal string
+					for _, m := range sel {
+						switch m.Name {
+						case model.MetricNameLabel:
+							name = m.Value
+						case "state":
+							state = m.Value
+						case "signal":
+							signal = m.Value
+						}
+					}
+					switch {
+					case name == "vllm_server_signal_available" && signal != "":
+						if !strings.Contains(tg.LegendFormat, "not exported by this server") {
+							t.Errorf("%s / %s: hint for %s has legend %q", d.Title, panel.Title, signal, tg.LegendFormat)
+						}
+						have[signal] = true
+					case name == "vllm_server_requests":
+						for _, s := range []string{"running", "waiting"} {
+							if state == "" || strings.Contains(state, s) {
+								need[s] = true
+							}
+						}
+					case signalOf[name] != "":
+						need[signalOf[name]] = true
+					}
+				}
+			}
+			for s := range need {
+				checked++
+				if !have[s] {
+					t.Errorf("%s / %s: plots the %s signal without its \"not exported by this server\" hint", d.Title, panel.Title, s)
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("only %d panel signals checked", checked)
+	}
 }
