@@ -1,12 +1,16 @@
 package mixin
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -232,5 +236,65 @@ func TestMissingSignalPanelsCarryHint(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Errorf("only %d panel signals checked", checked)
+	}
+}
+
+// TestHintQueriesOnPromtool runs every "not exported by this server" hint
+// query of the dashboards (variables at All) in Prometheus' engine through
+// promtool: target "a" lacks the signal and is exported by two prober
+// replicas (as during a move), target "b" exports it. Each hint must return
+// one series, for "a" only, whose rendered legend says the signal is not
+// exported.
+func TestHintQueriesOnPromtool(t *testing.T) {
+	paths, err := filepath.Glob(root("dashboards/*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("dashboards: %v %v", paths, err)
+	}
+	var b strings.Builder
+	b.WriteString("rule_files: []\nevaluation_interval: 1m\ntests:\n")
+	n := 0
+	for _, p := range paths {
+		d, err := LoadDashboard(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, panel := range d.Panels {
+			for _, tg := range panel.Targets {
+				if !strings.Contains(tg.Expr, "vllm_server_signal_available") || !strings.Contains(tg.LegendFormat, "not exported") {
+					continue
+				}
+				signal := regexp.MustCompile(`signal="([a-z0-9_]+)"`).FindStringSubmatch(tg.Expr)
+				if signal == nil {
+					t.Errorf("%s / %s: hint without a signal matcher: %s", d.Title, panel.Title, tg.Expr)
+					continue
+				}
+				sig := signal[1]
+				legend := RenderLegend(tg.LegendFormat, map[string]string{"target": "a", "signal": sig})
+				if legend != "a "+sig+": not exported by this server" {
+					t.Errorf("%s / %s: hint legend renders as %q", d.Title, panel.Title, legend)
+				}
+				n++
+				series := func(instance, pod, target, value string) string {
+					return fmt.Sprintf("      - series: 'vllm_server_signal_available{job=\"vllm_prober\",instance=%q,pod=%q,target=%q,signal=%q}'\n        values: '%sx10'\n",
+						instance, pod, target, sig, value)
+				}
+				fmt.Fprintf(&b, "  - name: %s\n    interval: 1m\n    input_series:\n", yamlString(d.Title+" / "+panel.Title+" / "+sig))
+				b.WriteString(series("10.0.0.1:10040", "vllm-prober-0", "a", "0"))
+				b.WriteString(series("10.0.0.2:10040", "vllm-prober-1", "a", "0"))
+				b.WriteString(series("10.0.0.1:10040", "vllm-prober-0", "b", "1"))
+				fmt.Fprintf(&b, "    promql_expr_test:\n      - expr: %s\n        eval_time: 5m\n        exp_samples:\n          - labels: '{target=\"a\", signal=%q}'\n            value: 0\n",
+					yamlString(Interpolate(tg.Expr, allValues, 5*time.Minute)), sig)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d hint queries found", n)
+	}
+	file := filepath.Join(t.TempDir(), "hints_test.yml")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool(t), "test", "rules", file).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules (%d hint queries): %v\n%s\n%s", n, err, out, b.String())
 	}
 }
