@@ -298,3 +298,103 @@ func TestHintQueriesOnPromtool(t *testing.T) {
 		t.Fatalf("promtool test rules (%d hint queries): %v\n%s\n%s", n, err, out, b.String())
 	}
 }
+
+// outputLabels returns the labels that can tell a query's series apart: the
+// grouping of its outermost `by` aggregation (le dropped under
+// histogram_quantile), the labels a group_left/group_right copies, or ok=false
+// when the query keeps labels it does not name (`without`, a bare selector).
+func outputLabels(e parser.Expr) (ls []string, ok bool) {
+	switch n := e.(type) {
+	case *parser.ParenExpr:
+		return outputLabels(n.Expr)
+	case *parser.AggregateExpr:
+		if n.Without {
+			return nil, false
+		}
+		return n.Grouping, true
+	case *parser.Call:
+		if n.Func.Name == "histogram_quantile" {
+			ls, ok := outputLabels(n.Args[1])
+			return slices.DeleteFunc(slices.Clone(ls), func(l string) bool { return l == "le" }), ok
+		}
+		if n.Func.Name == "time" || n.Func.Name == "vector" {
+			return nil, true
+		}
+		for _, a := range n.Args {
+			if a.Type() == parser.ValueTypeVector {
+				return outputLabels(a)
+			}
+		}
+		return nil, false
+	case *parser.BinaryExpr:
+		l, lok := outputLabels(n.LHS)
+		r, rok := outputLabels(n.RHS)
+		switch {
+		case n.LHS.Type() == parser.ValueTypeScalar:
+			return r, rok
+		case n.RHS.Type() == parser.ValueTypeScalar:
+			return l, lok
+		case n.Op == parser.LOR:
+			return append(slices.Clone(l), r...), lok && rok
+		}
+		if n.VectorMatching != nil {
+			l = append(slices.Clone(l), n.VectorMatching.Include...)
+		}
+		return l, lok
+	case *parser.NumberLiteral:
+		return nil, true
+	}
+	return nil, false
+}
+
+// TestLegendsNameEveryGroupingLabel is the static half of issue 20's legend
+// proof (the live half is e2e's TestDashboardLegendsWithShards): every label a
+// query keeps in its outermost aggregation can differ between its series, so
+// the legend must name it, except target where the panel shows one target
+// (Endpoint detail's single-value variable, or a row repeated per target).
+func TestLegendsNameEveryGroupingLabel(t *testing.T) {
+	paths, err := filepath.Glob(root("dashboards/*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("dashboards: %v %v", paths, err)
+	}
+	checked := 0
+	for _, p := range paths {
+		d, err := LoadDashboard(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		singleTarget := false
+		for _, v := range d.Variables {
+			if v.Name == "target" && !v.Multi && !v.IncludeAll {
+				singleTarget = true
+			}
+		}
+		for _, panel := range d.Panels {
+			for _, tg := range panel.Targets {
+				if tg.Table {
+					continue
+				}
+				e, err := parser.ParseExpr(strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
+				if err != nil {
+					t.Fatalf("%s / %s: %v", d.Title, panel.Title, err)
+				}
+				ls, ok := outputLabels(e)
+				if !ok {
+					continue // keeps unnamed labels: the live test renders its legends
+				}
+				checked++
+				for _, l := range ls {
+					if l == "target" && (singleTarget || panel.Repeat == "target") {
+						continue
+					}
+					if !strings.Contains(tg.LegendFormat, "{{"+l+"}}") {
+						t.Errorf("%s / %s: legend %q leaves out %s, by which the query %s splits its series", d.Title, panel.Title, tg.LegendFormat, l, tg.Expr)
+					}
+				}
+			}
+		}
+	}
+	if checked < 40 {
+		t.Errorf("only %d queries checked", checked)
+	}
+}
