@@ -219,6 +219,9 @@ func (d dashboard) json() map[string]any {
 		"links": []any{map[string]any{
 			"type": "dashboards", "tags": []string{"vllm-prober-mixin"}, "title": "vLLM dashboards",
 			"asDropdown": true, "includeVars": true, "keepTime": true,
+			// Required by Grafana's dashboard schema (@grafana/schema DashboardLink);
+			// Grafana's defaults.
+			"icon": "external link", "targetBlank": false, "tooltip": "", "url": "",
 		}},
 		"templating": map[string]any{"list": d.Variables},
 		"panels":     panels,
