@@ -336,7 +336,7 @@ func fleetDashboard() dashboard {
 				{Type: "stat", Title: "Firing alerts", W: 3, H: 6, Unit: "short",
 					Description: "Number of vLLM alerts firing for this target (ALERTS{alertstate=\"firing\"}).",
 					Thresholds:  []threshold{{"green", nil}, {"red", f64(1)}},
-					Targets:     []target{{Expr: `count(ALERTS{alertstate="firing", alertname=~"VLLM.*", target=~"$target"}) or vector(0)`, Legend: "alerts"}}},
+					Targets:     []target{{Expr: `count(ALERTS{alertstate="firing", alertname=~"VLLM.*", job=~"$job", target=~"$target"}) or vector(0)`, Legend: "alerts"}}},
 			},
 		}, {
 			Title: "Firing alerts",
@@ -588,11 +588,12 @@ exclusions:
       can explore a panel's query in place.
   target-job-rule:
     reason: >-
-      One query has no job matcher on purpose: the firing-alerts panels read
-      ALERTS, which Prometheus' rule manager writes without the prober's job
-      label; they select alertname=~"VLLM.*" instead.
+      The firing-alerts table reads ALERTS without job=~"$job" on purpose, and
+      selects alertname=~"VLLM.*" instead: VLLMProberAbsent, the alert that
+      fires when no prober is scraped at all, is absent() of an expression and
+      carries no job label, so a job matcher would hide it exactly when every
+      other vLLM alert is silent.
     entries:
-      - panel: Firing alerts
       - panel: Firing vLLM alerts
 `
 
