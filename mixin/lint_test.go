@@ -73,19 +73,11 @@ func TestLintFileMatchesDashboards(t *testing.T) {
 		t.Fatal("dashboards/.lint excludes nothing")
 	}
 
-	paths, err := filepath.Glob(root("dashboards/*.json"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("dashboards: %v %v", paths, err)
-	}
 	titles := map[string]bool{}
 	panels := map[string]bool{}
 	var missingJob []string
 	hasInstanceVar := false
-	for _, p := range paths {
-		d, err := LoadDashboard(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range committedDashboards(t) {
 		titles[d.Title] = true
 		for _, v := range d.Variables {
 			if v.Name == "instance" {
@@ -180,16 +172,8 @@ var signalOf = map[string]string{
 // a server without the family shows why the panel is empty instead of "No
 // data".
 func TestMissingSignalPanelsCarryHint(t *testing.T) {
-	paths, err := filepath.Glob(root("dashboards/*.json"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("dashboards: %v %v", paths, err)
-	}
 	checked := 0
-	for _, p := range paths {
-		d, err := LoadDashboard(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range committedDashboards(t) {
 		for _, panel := range d.Panels {
 			need, have := map[string]bool{}, map[string]bool{}
 			for _, tg := range panel.Targets {
@@ -246,18 +230,10 @@ func TestMissingSignalPanelsCarryHint(t *testing.T) {
 // one series, for "a" only, whose rendered legend says the signal is not
 // exported.
 func TestHintQueriesOnPromtool(t *testing.T) {
-	paths, err := filepath.Glob(root("dashboards/*.json"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("dashboards: %v %v", paths, err)
-	}
 	var b strings.Builder
 	b.WriteString("rule_files: []\nevaluation_interval: 1m\ntests:\n")
 	n := 0
-	for _, p := range paths {
-		d, err := LoadDashboard(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range committedDashboards(t) {
 		for _, panel := range d.Panels {
 			for _, tg := range panel.Targets {
 				if !strings.Contains(tg.Expr, "vllm_server_signal_available") || !strings.Contains(tg.LegendFormat, "not exported") {
@@ -353,16 +329,8 @@ func outputLabels(e parser.Expr) (ls []string, ok bool) {
 // the legend must name it, except target where the panel shows one target
 // (Endpoint detail's single-value variable, or a row repeated per target).
 func TestLegendsNameEveryGroupingLabel(t *testing.T) {
-	paths, err := filepath.Glob(root("dashboards/*.json"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("dashboards: %v %v", paths, err)
-	}
 	checked := 0
-	for _, p := range paths {
-		d, err := LoadDashboard(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range committedDashboards(t) {
 		singleTarget := false
 		for _, v := range d.Variables {
 			if v.Name == "target" && !v.Multi && !v.IncludeAll {
@@ -397,4 +365,22 @@ func TestLegendsNameEveryGroupingLabel(t *testing.T) {
 	if checked < 40 {
 		t.Errorf("only %d queries checked", checked)
 	}
+}
+
+// committedDashboards loads every dashboard of dashboards/.
+func committedDashboards(t *testing.T) []Dashboard {
+	t.Helper()
+	paths, err := filepath.Glob(root("dashboards/*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("dashboards: %v %v", paths, err)
+	}
+	out := make([]Dashboard, 0, len(paths))
+	for _, p := range paths {
+		d, err := LoadDashboard(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
 }
