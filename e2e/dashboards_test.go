@@ -57,11 +57,17 @@ func TestDashboardLegendsWithShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Both modules check their answer (vllm_sim --answers), so that the answer
+	// panels have series from two targets and two modules to tell apart.
+	answersFile := filepath.Join(dir, "answers.json")
+	if err := os.WriteFile(answersFile, []byte(`{"What is 2+2? Answer with the number only.": "4", "Name three prime numbers.": "2, 3, 5"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var targets strings.Builder
 	var baselines strings.Builder
 	for i, name := range names {
 		addr := freeAddr(t)
-		sim := startProcess(t, "vllm_sim-"+name, simBin, "--web.listen-address="+addr, "--ttft=20ms", "--itl=5ms")
+		sim := startProcess(t, "vllm_sim-"+name, simBin, "--web.listen-address="+addr, "--ttft=20ms", "--itl=5ms", "--answers="+answersFile)
 		if err := waitReady(ctx, sim, "http://"+addr+"/health", 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -83,15 +89,18 @@ func TestDashboardLegendsWithShards(t *testing.T) {
 modules:
   completion:
     prober: completions
-    prompt: "Let's explore some architecture patterns for microservices"
-    max_tokens: 8
-    ignore_eos: true
+    prompt: "What is 2+2? Answer with the number only."
+    max_tokens: 4
+    expect:
+      equals: "4"
   chat:
     prober: chat
     messages:
       - role: user
         content: "Name three prime numbers."
     max_tokens: 8
+    expect:
+      regex: "\\b3\\b"
 baselines:
 `+baselines.String()+`targets:
 `+targets.String()), 0o644); err != nil {
@@ -120,6 +129,7 @@ baselines:
 		`count(vllm_baseline_saturation_output_tokens_per_second)`:                   4,
 		`count(count by (target) (vllm_probe_regression_ratio))`:                     2,
 		`count(count_over_time(vllm_server_generation_tokens_per_second[10s]) >= 8)`: 2,
+		`count(vllm_probe_answer_correct == 1)`:                                      4,
 	}
 	if err := waitFor(ctx, 90*time.Second, time.Second, "two shards, two targets, two modules in Prometheus", func(ctx context.Context) (bool, error) {
 		for e, want := range warm {
@@ -167,6 +177,7 @@ baselines:
 						}
 						if len(series) == 0 {
 							empty++
+							t.Logf("no series: %s: %s", where, expr)
 							continue
 						}
 						withData++
@@ -188,7 +199,7 @@ baselines:
 		}
 	}
 	t.Logf("%d panel queries run (%d dashboards, defaults and single values): %d returned series, %d none "+
-		"(series other branches export, or alerts, absent here)", queries, len(paths), withData, empty)
+		"(hints of signals vllm_sim exports, alerts, skips: absent here; listed above)", queries, len(paths), withData, empty)
 	if withData < queries/2 {
 		t.Errorf("only %d of %d queries returned data", withData, queries)
 	}

@@ -127,6 +127,11 @@ func (p panel) json(id, x, y int) map[string]any {
 					map[string]any{"id": "color", "value": map[string]any{"mode": "fixed", "fixedColor": "text"}},
 					map[string]any{"id": "custom.lineStyle", "value": map[string]any{"fill": "dash", "dash": []int{10, 10}}},
 					map[string]any{"id": "unit", "value": "none"},
+					// A stat panel shows the value, not the legend: the hint's 0
+					// must read as the fact, not as a zero.
+					map[string]any{"id": "mappings", "value": []any{map[string]any{"type": "value", "options": map[string]any{
+						"0": map[string]any{"text": "not exported by this server", "color": "text", "index": 0},
+					}}}},
 				},
 			})
 		}
@@ -214,6 +219,9 @@ func (d dashboard) json() map[string]any {
 		"links": []any{map[string]any{
 			"type": "dashboards", "tags": []string{"vllm-prober-mixin"}, "title": "vLLM dashboards",
 			"asDropdown": true, "includeVars": true, "keepTime": true,
+			// Required by Grafana's dashboard schema (@grafana/schema DashboardLink);
+			// Grafana's defaults.
+			"icon": "external link", "targetBlank": false, "tooltip": "", "url": "",
 		}},
 		"templating": map[string]any{"list": d.Variables},
 		"panels":     panels,
@@ -328,7 +336,7 @@ func fleetDashboard() dashboard {
 				{Type: "stat", Title: "Firing alerts", W: 3, H: 6, Unit: "short",
 					Description: "Number of vLLM alerts firing for this target (ALERTS{alertstate=\"firing\"}).",
 					Thresholds:  []threshold{{"green", nil}, {"red", f64(1)}},
-					Targets:     []target{{Expr: `count(ALERTS{alertstate="firing", alertname=~"VLLM.*", target=~"$target"}) or vector(0)`, Legend: "alerts"}}},
+					Targets:     []target{{Expr: `count(ALERTS{alertstate="firing", alertname=~"VLLM.*", job=~"$job", target=~"$target"}) or vector(0)`, Legend: "alerts"}}},
 			},
 		}, {
 			Title: "Firing alerts",
@@ -482,7 +490,7 @@ func endpointDashboard() dashboard {
 						{Expr: `sum by (module, reason) (rate(vllm_probe_skipped_total{` + probeSel + `}[$__rate_interval]))`, Legend: "skipped {{module}}: {{reason}}"},
 					}},
 				{Type: "table", Title: "Server facts", W: 24, H: 5, Unit: "none",
-					Description: "vllm_server_info of the target: vLLM version, metrics_schema (which metric names the server uses: v0, v0.10-transition, v1; a schema, not a version) and whether its TTFT includes queue time.",
+					Description: "vllm_server_info of the target: vLLM version, metrics_schema (which metric names the server uses: legacy, transition or v1, docs/metrics.md; a schema, not a version) and whether its TTFT includes queue time.",
 					Targets:     []target{{Expr: `max without (` + replicaLabels + `) (vllm_server_info{` + serverSel + `})`, Instant: true}}},
 			}},
 		},
@@ -492,12 +500,12 @@ func endpointDashboard() dashboard {
 func baselinesDashboard() dashboard {
 	baselineQ := `label_values(vllm_baseline_output_throughput_tokens_per_second{job=~"$job"}, baseline)`
 	vars := append(commonVars(false), queryVar("baseline", "Baseline", baselineQ))
-	curve := func(title, unit, desc, baselineExpr, liveExpr, liveLegend string) panel {
+	curve := func(title, unit, desc, baselineExpr, liveExpr, liveLegend string, hints ...target) panel {
 		return panel{Type: "timeseries", Title: title, W: 12, H: 8, Unit: unit, Description: desc,
-			Targets: []target{
+			Targets: append([]target{
 				{Expr: baselineExpr, Legend: "{{baseline}} {{load_type}}={{load}}"},
 				{Expr: liveExpr, Legend: liveLegend},
-			}}
+			}, hints...)}
 	}
 	latency := func(metric, title, live string) panel {
 		return curve(title+" by load vs live", "s",
@@ -513,10 +521,16 @@ func baselinesDashboard() dashboard {
 			{Title: "Live operating point", Panels: []panel{
 				{Type: "stat", Title: "Running requests", W: 6, H: 5, Unit: "short",
 					Description: "Requests in the batch now: the live concurrency to read the baseline curves at.",
-					Targets:     []target{{Expr: `sum by (target) (vllm_server_requests{` + serverSel + `, state="running"})`, Legend: "{{target}}"}}},
+					Targets: []target{
+						{Expr: `sum by (target) (vllm_server_requests{` + serverSel + `, state="running"})`, Legend: "{{target}}"},
+						notExported("running"),
+					}},
 				{Type: "stat", Title: "Finished requests/s", W: 6, H: 5, Unit: "reqps",
 					Description: "Requests finished per second now: the live request rate to read request-rate baselines at.",
-					Targets:     []target{{Expr: `sum by (target) (vllm_server_request_success_per_second{` + serverSel + `})`, Legend: "{{target}}"}}},
+					Targets: []target{
+						{Expr: `sum by (target) (vllm_server_request_success_per_second{` + serverSel + `})`, Legend: "{{target}}"},
+						notExported("request_success"),
+					}},
 				{Type: "stat", Title: "Saturation throughput", W: 6, H: 5, Unit: "short",
 					Description: "Output tokens per second at which each baseline saturates (vllm_baseline_saturation_output_tokens_per_second).",
 					Targets:     []target{{Expr: baselineQuery("vllm_baseline_saturation_output_tokens_per_second", ""), Legend: "{{baseline}}"}}},
@@ -533,7 +547,8 @@ func baselinesDashboard() dashboard {
 				curve("Request throughput by load vs live", "reqps",
 					"Each line is one point of the baseline request-throughput curve; the live series is finished requests per second.",
 					baselineQuery("vllm_baseline_request_throughput_requests_per_second", ""),
-					`sum by (target) (vllm_server_request_success_per_second{`+serverSel+`})`, "live {{target}}"),
+					`sum by (target) (vllm_server_request_success_per_second{`+serverSel+`})`, "live {{target}}",
+					notExported("request_success")),
 				latency("ttft", "TTFT", mean("vllm_probe_time_to_first_token_seconds", "target")),
 				latency("tpot", "TPOT", mean("vllm_probe_time_per_output_token_seconds", "target")),
 				latency("itl", "ITL", mean("vllm_probe_inter_token_latency_seconds", "target")),
@@ -573,11 +588,12 @@ exclusions:
       can explore a panel's query in place.
   target-job-rule:
     reason: >-
-      One query has no job matcher on purpose: the firing-alerts panels read
-      ALERTS, which Prometheus' rule manager writes without the prober's job
-      label; they select alertname=~"VLLM.*" instead.
+      The firing-alerts table reads ALERTS without job=~"$job" on purpose, and
+      selects alertname=~"VLLM.*" instead: VLLMProberAbsent, the alert that
+      fires when no prober is scraped at all, is absent() of an expression and
+      carries no job label, so a job matcher would hide it exactly when every
+      other vLLM alert is silent.
     entries:
-      - panel: Firing alerts
       - panel: Firing vLLM alerts
 `
 

@@ -20,8 +20,11 @@ const (
 
 // Group is one Prometheus rule group.
 type Group struct {
-	Name  string
-	Rules []Rule
+	Name string
+	// Comment is written above the group in the rule file, one "# " line per
+	// line: what a reader of the generated file must know about its rules.
+	Comment string
+	Rules   []Rule
 }
 
 // Rule is a recording rule (Record set) or an alerting rule (Alert set).
@@ -150,7 +153,12 @@ func (s *Spec) RecordingGroups() []Group {
 			)
 		}
 	}
-	return []Group{{Name: "vllm_prober.slo.rules", Rules: rules}}
+	return []Group{{Name: "vllm_prober.slo.rules", Rules: rules, Comment: lines(
+		"Every rule sums the prober replica away (without ("+replicaLabels+")): a prober",
+		"restart, reschedule or reshard changes instance and pod, never target or",
+		"module, so each SLI stays one series per (target, module) and its windows",
+		"(up to 3d) keep the history from before the move (alerts/tests/restart_test.yml).",
+	)}}
 }
 
 func (s *Spec) jobSel() string { return fmt.Sprintf("job=%q", s.ProberJob) }
@@ -303,8 +311,17 @@ func (s *Spec) AlertGroups() []Group {
 		}
 	}
 	return []Group{
-		{Name: "vllm_prober.alerts", Rules: ops},
-		{Name: "vllm_prober.slo.alerts", Rules: slo},
+		{Name: "vllm_prober.alerts", Rules: ops, Comment: lines(
+			"The short raw-series alerts (VLLMEngineHung, VLLMProbesFailing,",
+			"VLLMMetricsScrapeFailing, VLLMEndpointDown) and the gauge alerts stay per prober",
+			"replica: both sides of each condition come from one replica's scrape (joined",
+			"on job, instance, target), and their windows of minutes resume on the new",
+			"replica after a move. VLLMWrongAnswers sums the replicas away like the SLIs.",
+		)},
+		{Name: "vllm_prober.slo.alerts", Rules: slo, Comment: lines(
+			"Burn-rate alerts on the SLI recording rules, which sum the prober replica",
+			"away: they carry no instance or pod label and survive a prober restart.",
+		)},
 	}
 }
 
@@ -325,6 +342,11 @@ func renderGroups(header string, groups []Group) []byte {
 	b.WriteString(header)
 	b.WriteString("groups:\n")
 	for _, g := range groups {
+		if g.Comment != "" {
+			for _, l := range strings.Split(g.Comment, "\n") {
+				b.WriteString(strings.TrimRight("  # "+l, " ") + "\n")
+			}
+		}
 		fmt.Fprintf(&b, "  - name: %s\n", yamlString(g.Name))
 		b.WriteString("    rules:\n")
 		for _, r := range g.Rules {
