@@ -123,10 +123,11 @@ func derive(snaps []*Snapshot, model string) *Derived {
 			hs[i] = f(m)
 		}
 		if delta := histogramIncrease(hs); delta != nil && delta.Count > 0 {
+			mean := delta.Sum / delta.Count
 			d.Latencies[key] = Latency{
-				Mean: delta.Sum / delta.Count,
-				P50:  bucketQuantile(0.5, delta.Buckets),
-				P99:  bucketQuantile(0.99, delta.Buckets),
+				Mean: mean,
+				P50:  boundedQuantile(0.5, delta.Buckets, mean),
+				P99:  boundedQuantile(0.99, delta.Buckets, mean),
 			}
 		}
 	}
@@ -205,6 +206,20 @@ func sameBounds(a, b *Histogram) bool {
 		}
 	}
 	return true
+}
+
+// boundedQuantile is bucketQuantile capped by what the mean allows: a
+// latency is never negative, so by Markov's inequality its q-quantile is at
+// most mean/(1-q). Interpolation alone invents figures when every observation
+// falls in a coarse lowest bucket: vLLM's queue-time buckets start at 0.3 s,
+// and an idle server (mean 0) read p50 0.15 s and p99 0.297 s; capped, both
+// read 0. Where the buckets are fine enough the cap does not bind.
+func boundedQuantile(q float64, buckets []Bucket, mean float64) float64 {
+	v := bucketQuantile(q, buckets)
+	if limit := mean / (1 - q); mean >= 0 && v > limit {
+		return limit
+	}
+	return v
 }
 
 // bucketQuantile estimates quantile q from cumulative buckets exactly like

@@ -107,7 +107,8 @@ targets:
 		target("refused", refused, "labels: {pool: b},")+
 		target("flapping", flapping, "labels: {pool: a},")+
 		target("stalling", stalling, "labels: {pool: b},")+
-		target("slow", slow, "baseline: simbase, labels: {pool: a},"))
+		target("slow", slow, "baseline: simbase, labels: {pool: a},")+
+		target("metrics", healthy, "probe: false, labels: {pool: a},"))
 	f.start(Options{ConfigFile: f.path, HistoryLimit: 20})
 	// The regression means reach back a minute, not 3 s: once the daemon is
 	// stopped below, the page must still compare the probes it ran.
@@ -128,6 +129,9 @@ targets:
 			return false
 		}
 		if p, ok, _ := st("healthy"); p < 3 || ok != p {
+			return false
+		}
+		if _, ok := f.d.coll.LastScrape("metrics"); !ok {
 			return false
 		}
 		c, ok := f.d.regr.Compare("slow", "short")
@@ -196,6 +200,25 @@ targets:
 	if r := byTarget["flapping"]; r[0] == stateHealthy || !strings.Contains(r[7], "% failed (") {
 		t.Errorf("flapping row = %q, want its failure ratio and not healthy", r)
 	}
+	// Every row shows its target's last scrape: up or down, when, how long
+	// it took and why it failed; the scrape-only target has a row of its own.
+	for name, r := range byTarget {
+		cell := r[10]
+		want := "up at "
+		if name == "refused" {
+			want = "down at "
+		}
+		if !strings.HasPrefix(cell, want) || !strings.Contains(cell, " ago), took ") || (name == "refused") != strings.Contains(cell, "refused") {
+			t.Errorf("%s row's last scrape %q, want %q…, its duration and the error if any", name, cell, want)
+		}
+	}
+	scrapeOnly, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](`Array.from(document.querySelectorAll("#scrape-only tbody tr")).map(tr => Array.from(tr.cells).map(td => td.innerText))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scrapeOnly) != 1 || scrapeOnly[0][0] != "metrics" || !strings.HasPrefix(scrapeOnly[0][1], "up at ") || !strings.Contains(scrapeOnly[0][1], "took ") {
+		t.Errorf("scrape-only targets as rendered: %q, want the metrics target up with its scrape time and duration", scrapeOnly)
+	}
 	if got, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#counts"))); err != nil || !strings.Contains(got, "2 failing") && !strings.Contains(got, "3 failing") {
 		t.Errorf("counts line %q (%v)", got, err)
 	}
@@ -229,6 +252,13 @@ targets:
 	pages = append(pages, record)
 
 	// The other failing pair's record, and every target's page.
+	if err := chromedp.Do(ctx, chromedp.Navigate(f.srv.URL+"/target?name=metrics"), chromedp.WaitVisible(chromedp.CSS("#last-scrape"))); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body"))); err != nil ||
+		!strings.Contains(got, "/health\tnot checked: a scrape-only target") || !strings.Contains(got, "/metrics\tup at ") {
+		t.Errorf("the scrape-only target's page (%v):\n%s", err, got)
+	}
 	for _, name := range []string{"refused", "stalling", "flapping", "healthy", "slow"} {
 		s, _ := f.d.probes.Stats(name, "short")
 		if s.LastFailureID != 0 {

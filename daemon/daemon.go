@@ -82,6 +82,10 @@ type Daemon struct {
 	probes *prober.Manager
 	coll   *collector.Manager
 	regr   *regression.Collector
+	// scrapes is where the pages read each target's last scrape: coll.
+	scrapes interface {
+		LastScrape(target string) (collector.ScrapeState, bool)
+	}
 
 	// targets is vllm_prober_targets{source}.
 	targets *prometheus.GaugeVec
@@ -190,6 +194,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.coll = collector.NewManager(reg, log.With(logger, "component", "collector"), d.probes,
 		collector.BaselinesFunc(func(target string) (float64, bool) { return d.regr.SaturationOutputThroughput(target) }))
 	d.coll.SetClients(d.clients)
+	d.scrapes = d.coll
 	d.regr = regression.New(reg, log.With(logger, "component", "regression"), regression.FromProber(d.probes), d.coll)
 	// The probes record the load of their target when they start.
 	d.probes.SetLoadSource(d.coll.RecentLoad)

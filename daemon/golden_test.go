@@ -6,11 +6,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
@@ -60,12 +62,30 @@ targets:
     url: http://127.0.0.1:8001
     labels: {pool: b}
     modules: [never_ran]
+  - name: metrics-only
+    url: http://127.0.0.1:8002
+    labels: {pool: a}
+    modules: none
 `)
 	d, err := New(Options{ConfigFile: path}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The collector's last scrapes: sim's failed with an error that quotes
+	// the key, which the pages must not show; unchecked's was never run.
+	at := time.Date(2026, 1, 2, 3, 15, 3, 0, time.UTC)
+	d.scrapes = fakeScrapes{
+		"sim":          {At: at, Duration: 900 * time.Millisecond, Err: "Get \"http://127.0.0.1:8000/metrics\": context deadline exceeded (key " + goldenSecret + ")"},
+		"metrics-only": {At: at, Duration: 12345 * time.Microsecond, Up: true},
+	}
 	return d
+}
+
+type fakeScrapes map[string]collector.ScrapeState
+
+func (f fakeScrapes) LastScrape(target string) (collector.ScrapeState, bool) {
+	s, ok := f[target]
+	return s, ok
 }
 
 // goldenResult is a failed probe whose server echoed the key in a header and in
@@ -156,6 +176,20 @@ func TestLandingPageGolden(t *testing.T) {
 	if got := d.landingData(url.Values{"label": {"pool=a"}}, sums, now).Rows; len(got) != 2 || got[0].Target != "sim" {
 		t.Errorf("label=pool=a rows: %+v", got)
 	}
+	// The scrape-only target has no pair but its own row with its last
+	// scrape; the label filter applies to it.
+	if got := d.landingData(url.Values{"label": {"pool=b"}}, sums, now).ScrapeOnly; len(got) != 0 {
+		t.Errorf("label=pool=b shows the scrape-only target of pool a: %+v", got)
+	}
+	page := b.String()
+	for _, want := range []string{
+		`<td class="hot">down at 03:15:03Z (2s ago), took 900.0ms: Get &#34;http://127.0.0.1:8000/metrics&#34;: context deadline exceeded (key &lt;secret&gt;)</td>`,
+		`<tr><td><a href="target?name=metrics-only">metrics-only</a></td><td>up at 03:15:03Z (2s ago), took 12.3ms</td><td>pool=a</td></tr>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the landing page lacks %s", want)
+		}
+	}
 }
 
 func TestTargetPageGolden(t *testing.T) {
@@ -169,10 +203,19 @@ func TestTargetPageGolden(t *testing.T) {
 		Modules: []prober.ModuleStatus{{Module: "short_chat", Last: &ok, History: []prober.Result{ok, *res}}}}
 	tg, _ := d.Config().Target("sim")
 	var b testWriter
-	if err := targetTemplate.Execute(&b, d.targetPage(tg, ts)); err != nil {
+	now := time.Date(2026, 1, 2, 3, 15, 5, 0, time.UTC)
+	if err := targetTemplate.Execute(&b, d.targetPage(tg, ts, now)); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "target.golden.html", b.String())
+
+	// A scrape-only target: not checked, no module table, its last scrape.
+	mo, _ := d.Config().Target("metrics-only")
+	var b2 testWriter
+	if err := targetTemplate.Execute(&b2, d.targetPage(mo, prober.TargetStatus{Name: "metrics-only", URL: mo.URL}, now)); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "target-scrape-only.golden.html", b2.String())
 	if res.Err != "stream ended without [DONE] (key "+goldenSecret+")" {
 		t.Error("targetPage modified the prober's result instead of a copy")
 	}

@@ -102,6 +102,17 @@ States:{{range .States}} <label><input type="checkbox" name="state" value="{{.Na
 {{- end}}
 </tbody>
 </table>
+{{- if .ScrapeOnly}}
+<h2>Scrape-only targets</h2>
+<table id="scrape-only">
+<thead><tr><th>Target</th><th>Last scrape</th><th>Labels</th></tr></thead>
+<tbody>
+{{- range .ScrapeOnly}}
+<tr><td><a href="{{.Section}}">{{.Target}}</a></td><td{{if .Bad}} class="hot"{{end}}>{{or .Scrape "not scraped yet"}}</td><td>{{or .Labels "-"}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+{{- end}}
 <p class="unknown">Showing {{len .Rows}} of {{.Total}} pairs. "Last hour" and "History" are success ratios over the last hour and the last --history.limit probes; a baseline ratio above {{.Threshold}} is coloured, as the alert fires. Each target's page has its recent probes, their timelines and stored records.</p>
 <script>
 document.getElementById("filters").addEventListener("change", function (e) { e.currentTarget.submit(); });
@@ -121,6 +132,14 @@ type landingData struct {
 	Refresh              int
 	RefreshOptions       []int
 	Threshold            float64
+	// ScrapeOnly are the targets without pairs (probe: false), with their
+	// last scrape; the label filter applies to them too.
+	ScrapeOnly []scrapeOnlyRow
+}
+
+type scrapeOnlyRow struct {
+	Target, Section, Scrape, Labels string
+	Bad                             bool
 }
 
 type stateCount struct {
@@ -184,6 +203,19 @@ func (d *Daemon) landingData(q url.Values, stats []prober.PairStats, now time.Ti
 		}
 		data.Rows = append(data.Rows, row)
 	}
+	for i := range cfg.Targets {
+		t := &cfg.Targets[i]
+		if t.Probe {
+			continue
+		}
+		r := scrapeOnlyRow{Target: t.Name, Labels: labelText(t.Labels),
+			Section: "target?" + url.Values{"name": {t.Name}}.Encode()}
+		if data.Label != "" && !slices.Contains(strings.Fields(r.Labels), data.Label) {
+			continue
+		}
+		r.Scrape, r.Bad = d.scrapeText(t.Name, now, 160)
+		data.ScrapeOnly = append(data.ScrapeOnly, r)
+	}
 	return data
 }
 
@@ -223,17 +255,20 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 <h2 id="target-{{.Name}}">{{.Name}}</h2>
 <table>
 <tr><th>URL</th><td>{{.URL}}</td></tr>
-<tr><th>Model</th><td>{{if .Model}}{{.Model}}{{else}}<span class="unknown">not resolved yet</span>{{end}}</td></tr>
+<tr><th>Model</th><td>{{if .Model}}{{.Model}}{{else if .ScrapeOnly}}<span class="unknown">none: not probed</span>{{else}}<span class="unknown">not resolved yet</span>{{end}}</td></tr>
 <tr><th>Labels</th><td>{{or .Labels "-"}}</td></tr>
 <tr><th>/health</th><td>{{template "up" .}}{{if .Checked}}{{if .HealthUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
 <tr><th>/v1/models</th><td>{{template "up" .}}{{if .Checked}}{{if .ModelsUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
+<tr><th>/metrics</th><td id="last-scrape">{{if not .Scraped}}<span class="unknown">not scraped (scrape_metrics: false)</span>{{else if .Scrape}}<span class="{{if .ScrapeBad}}fail{{else}}ok{{end}}">{{.Scrape}}</span>{{else}}<span class="unknown">not scraped yet</span>{{end}}</td></tr>
 </table>
+{{- if .Modules}}
 <table>
 <tr><th>Module</th><th>Last probe</th><th>Result</th><th>TTFT</th><th>TPOT</th><th>E2E</th><th>Output tokens</th><th>Tokens/s</th><th>Error</th><th>Record</th></tr>
 {{- range .Modules}}
 <tr><td>{{.Module}}</td>{{with .Last}}{{template "row" .}}{{else}}<td colspan="9" class="unknown">no probe yet</td>{{end}}</tr>
 {{- end}}
 </table>
+{{- end}}
 {{- range .Modules}}{{$m := .}}
 <h3 id="module-{{.Module}}">{{.Module}}</h3>
 <p>Probe now: <a href="{{.ProbeURL}}">metrics</a>, <a href="{{.DebugURL}}">debug report</a> <span class="warn">(runs a new probe: it spends tokens and can block up to the probe timeout)</span></p>
@@ -253,7 +288,7 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 {{- end}}
 </body>
 </html>
-{{define "up"}}{{if not .Checked}}<span class="unknown">not checked yet</span>{{end}}{{end}}
+{{define "up"}}{{if .ScrapeOnly}}<span class="unknown">not checked: a scrape-only target (probe: false)</span>{{else if not .Checked}}<span class="unknown">not checked yet</span>{{end}}{{end}}
 {{define "row"}}<td>{{ts .Start}}</td><td>{{if .Success}}<span class="ok">success</span>{{else}}<span class="fail">{{.Reason}}</span>{{end}}{{if .StatusCode}} (HTTP {{.StatusCode}}){{end}}</td><td>{{dur .TTFT}}</td><td>{{dur .TPOT}}</td><td>{{dur .E2E}}{{if not .Success}} (until the failure){{end}}</td><td>{{.OutputTokens}}</td><td>{{tps .Result}}</td><td>{{.Err}}</td><td>{{if .ID}}<a href="{{.RecordURL}}">record</a>{{else}}-{{end}}</td>{{end}}
 `))
 
@@ -261,6 +296,11 @@ type targetPage struct {
 	prober.TargetStatus
 	Labels  string
 	Modules []pageModule
+	// Scraped: the collector scrapes the target (scrape_metrics); Scrape is
+	// its last scrape ("" before the first), ScrapeBad when it failed.
+	Scraped   bool
+	Scrape    string
+	ScrapeBad bool
 }
 
 type pageModule struct {
@@ -287,19 +327,23 @@ func (d *Daemon) targetHandler(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		ts = prober.TargetStatus{Name: t.Name, URL: t.URL, Model: t.Model}
 	}
-	d.renderPage(w, func(b io.Writer) error { return targetTemplate.Execute(b, d.targetPage(t, ts)) })
+	d.renderPage(w, func(b io.Writer) error { return targetTemplate.Execute(b, d.targetPage(t, ts, time.Now())) })
 }
 
 // targetPage merges the configuration (which decides which modules are
 // listed, in order) with what the prober knows, and scrubs every text that
 // came from a server.
-func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus) targetPage {
+func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, now time.Time) targetPage {
 	s := d.scrubber.Load()
 	mods := map[string][]prober.ModuleStatus{} // a `models:` target has one per model
 	for _, ms := range ts.Modules {
 		mods[ms.Module] = append(mods[ms.Module], ms)
 	}
-	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels)}
+	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels), Scraped: t.ScrapeMetrics}
+	page.ScrapeOnly = !t.Probe
+	if t.ScrapeMetrics {
+		page.Scrape, page.ScrapeBad = d.scrapeText(t.Name, now, 300)
+	}
 	page.URL = s.scrub(ts.URL)
 	page.TargetStatus.Modules = nil
 	var list []prober.ModuleStatus

@@ -100,15 +100,7 @@ func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now t
 		if ps.LastFailureID != 0 {
 			r.Record = recordURL(ps.Target, ps.Module, ps.Model, ps.LastFailureID)
 		}
-		if d.coll != nil {
-			if sc, ok := d.coll.LastScrape(ps.Target); ok {
-				if sc.Up {
-					r.Scrape = "up, " + fmtAgo(now.Sub(sc.At)) + " ago"
-				} else {
-					r.Scrape, r.ScrapeBad = "down, "+fmtAgo(now.Sub(sc.At))+" ago: "+shorten(s.scrub(sc.Err), 80), true
-				}
-			}
-		}
+		r.Scrape, r.ScrapeBad = d.scrapeText(ps.Target, now, 160)
 		if d.regr != nil && t.Baseline != "" {
 			if c, ok := d.regr.Compare(ps.Target, ps.Module); ok {
 				if !math.IsNaN(c.TTFT) {
@@ -211,6 +203,37 @@ func (r *pairRow) HTML() template.HTML {
 	td(false, r.Labels)
 	w("</tr>")
 	return template.HTML(b.String()) //nolint:gosec // every part is escaped above
+}
+
+// scrapeText is the collector's last scrape of target as the pages show it:
+// up or down, when (UTC, and how long ago), how long it took and, when it
+// failed, why (scrubbed, cut to errLen runes). "" when the target is not
+// scraped or not yet.
+func (d *Daemon) scrapeText(target string, now time.Time, errLen int) (text string, bad bool) {
+	if d.scrapes == nil {
+		return "", false
+	}
+	sc, ok := d.scrapes.LastScrape(target)
+	if !ok {
+		return "", false
+	}
+	state := "up"
+	if !sc.Up {
+		state = "down"
+	}
+	text = state + " at " + sc.At.UTC().Format("15:04:05Z") + " (" + fmtAgo(now.Sub(sc.At)) + " ago), took " + fmtScrapeDur(sc.Duration)
+	if !sc.Up {
+		text += ": " + shorten(d.scrubber.Load().scrub(sc.Err), errLen)
+	}
+	return text, !sc.Up
+}
+
+// fmtScrapeDur renders a scrape's duration: 12.3ms, 1.50s.
+func fmtScrapeDur(d time.Duration) string {
+	if d < time.Second {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + "ms"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
 }
 
 // recordURL links to a stored record; model picks the pair of a `models:`

@@ -257,7 +257,9 @@ func singleVar(name, label, query string) map[string]any {
 }
 
 // commonVars are the datasource, job, target and model variables, bound to the
-// prober's own series so they list probed endpoints only. With singleTarget the
+// prober's own series so they list its endpoints only: the probed ones
+// (vllm_probe_attempts_total) and the scraped ones (vllm_server_up), so that a
+// scrape-only target (probe: false) can be chosen too. With singleTarget the
 // target variable takes one value (a dashboard about one endpoint).
 func commonVars(singleTarget bool) []map[string]any {
 	targetVar := queryVar
@@ -266,8 +268,8 @@ func commonVars(singleTarget bool) []map[string]any {
 	}
 	return []map[string]any{
 		datasourceVar(),
-		queryVar("job", "Job", `label_values(vllm_probe_attempts_total, job)`),
-		targetVar("target", "Target", `label_values(vllm_probe_attempts_total{job=~"$job"}, target)`),
+		queryVar("job", "Job", `label_values({__name__=~"vllm_probe_attempts_total|vllm_server_up"}, job)`),
+		targetVar("target", "Target", `label_values({__name__=~"vllm_probe_attempts_total|vllm_server_up", job=~"$job"}, target)`),
 		queryVar("model", "Model", `label_values(vllm_probe_attempts_total{job=~"$job", target=~"$target"}, model)`),
 	}
 }

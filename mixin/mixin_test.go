@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	yaml "go.yaml.in/yaml/v2"
 
@@ -302,6 +303,9 @@ func readList(t *testing.T, path string) []string {
 	return out
 }
 
+// plainAlternation is a __name__ regex that is a list of names: a|b|c.
+var plainAlternation = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*(\|[a-zA-Z_:][a-zA-Z0-9_:]*)*$`)
+
 // metricNames returns the metric names an expression selects.
 func metricNames(e parser.Expr) []string {
 	var names []string
@@ -315,7 +319,12 @@ func metricNames(e parser.Expr) []string {
 			return nil
 		}
 		for _, m := range vs.LabelMatchers {
-			if m.Name == model.MetricNameLabel {
+			switch {
+			case m.Name != model.MetricNameLabel:
+			case m.Type == labels.MatchRegexp && plainAlternation.MatchString(m.Value):
+				// {__name__=~"a|b"}: each name is checked.
+				names = append(names, strings.Split(m.Value, "|")...)
+			default:
 				names = append(names, m.Value)
 			}
 		}

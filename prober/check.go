@@ -48,8 +48,8 @@ func (m *Manager) check(ctx context.Context, t *target) {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.targets[name] != t || m.metrics == nil {
-		return
+	if m.targets[name] != t || m.metrics == nil || !t.cfg.Probe {
+		return // removed, or made scrape-only meanwhile
 	}
 	modelsUp := false
 	if fail == nil {

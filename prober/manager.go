@@ -45,7 +45,10 @@ type TargetStatus struct {
 	HealthUp bool
 	ModelsUp bool
 	Checked  bool // false until /health and /v1/models were checked once
-	Modules  []ModuleStatus
+	// ScrapeOnly: probe: false (modules: none); the prober never checks or
+	// probes it, so Checked stays false.
+	ScrapeOnly bool
+	Modules    []ModuleStatus
 }
 
 // Manager runs the probes of every (target, module) pair of a configuration:
@@ -235,7 +238,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			t = &target{}
 			m.targets[tc.Name] = t
 		}
-		restart := !ok || t.cfg.URL != tc.URL || t.interval != interval || clients[tc.Name] != nil
+		restart := !ok || t.cfg.URL != tc.URL || t.interval != interval || t.cfg.Probe != tc.Probe || clients[tc.Name] != nil
 		if c := clients[tc.Name]; c != nil {
 			if t.client != nil {
 				m.clients.Release(t.client)
@@ -248,6 +251,15 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		t.cfg, t.interval, t.timeout = tc, interval, timeout
 		if tc.Model != "" {
 			t.model = tc.Model
+		}
+		if !tc.Probe && t.checked {
+			// Now scrape-only: its health series go (relabelTarget
+			// recreates them only for checked targets).
+			if t.gen == m.metrics && t.labels != nil {
+				m.metrics.healthUp.DeleteLabelValues(t.labels...)
+				m.metrics.modelsUp.DeleteLabelValues(t.labels...)
+			}
+			t.checked, t.healthUp, t.modelsUp = false, false, false
 		}
 		if restart {
 			m.stopTarget(t)
@@ -383,9 +395,13 @@ func (m *Manager) Run(ctx context.Context) {
 	m.mu.Unlock()
 }
 
-// startTarget starts t's check loop if running. m.mu must be held.
+// startTarget starts t's check loop if running. A scrape-only target
+// (probe: false, modules: none) has none: the prober sends it no request at
+// all, so a metrics-only endpoint without /health or /v1/models raises no
+// VLLMEndpointDown; the collector's scrapes (vllm_server_up) tell whether it
+// is up. m.mu must be held.
 func (m *Manager) startTarget(t *target) {
-	if m.runCtx == nil || t.cancel != nil {
+	if m.runCtx == nil || t.cancel != nil || !t.cfg.Probe {
 		return
 	}
 	ctx, cancel := context.WithCancel(m.runCtx)
@@ -819,7 +835,7 @@ func (m *Manager) Status() []TargetStatus {
 func (m *Manager) targetStatus(tc *config.Target) TargetStatus {
 	t := m.targets[tc.Name]
 	ts := TargetStatus{Name: tc.Name, URL: redactURL(tc.URL), Model: t.model,
-		HealthUp: t.healthUp, ModelsUp: t.modelsUp, Checked: t.checked}
+		HealthUp: t.healthUp, ModelsUp: t.modelsUp, Checked: t.checked, ScrapeOnly: !tc.Probe}
 	for _, mod := range tc.Modules {
 		for _, model := range pairModels(t) {
 			p := m.pairs[pairKey{tc.Name, mod, model}]

@@ -11,8 +11,10 @@ import (
 )
 
 // TestScrapeOnlyTargetNeverProbes: a target with `modules: none` (or
-// `probe: false`) next to a probed one gets no probe, while the other
-// target's probes run.
+// `probe: false`) next to a probed one gets no request at all from the
+// prober (no probe, no /health or /v1/models check) and no health series,
+// while the other target's probes run. A reload that makes a checked target
+// scrape-only drops its health series.
 func TestScrapeOnlyTargetNeverProbes(t *testing.T) {
 	_, probed := newFake(t, "served")
 	var mu sync.Mutex
@@ -53,11 +55,43 @@ targets:
 		}
 	}
 	mu.Lock()
-	defer mu.Unlock()
-	for req, n := range hits {
-		if req == "POST /v1/completions" || req == "POST /v1/chat/completions" {
-			t.Errorf("scrape-only target got %d × %s", n, req)
+	if len(hits) > 0 {
+		t.Errorf("the prober sent the scrape-only targets requests: %v", hits)
+	}
+	mu.Unlock()
+	for _, name := range []string{"metrics-only", "metrics-only-2"} {
+		for _, v := range []interface {
+			DeleteLabelValues(...string) bool
+		}{m.metrics.healthUp, m.metrics.modelsUp} {
+			if v.DeleteLabelValues(name, "") {
+				t.Errorf("%s has a health series", name)
+			}
+		}
+		ts, ok := m.TargetStatus(name)
+		if !ok || !ts.ScrapeOnly || ts.Checked {
+			t.Errorf("%s: status %+v, want scrape-only and unchecked", name, ts)
 		}
 	}
-	t.Logf("requests to the scrape-only targets: %v", hits)
+
+	// The probed target becomes scrape-only: its checks stop and its
+	// health series go.
+	if _, ok := m.TargetStatus("probed"); !ok {
+		t.Fatal("no status of the probed target")
+	}
+	cfg2 := loadConfig(t, `
+global: {probe_interval: 30ms}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+  - {name: probed, url: `+probed.URL+`, model: served, probe: false}
+`)
+	if err := m.Apply(cfg2); err != nil {
+		t.Fatal(err)
+	}
+	if m.metrics.healthUp.DeleteLabelValues("probed", "served") {
+		t.Error("a target made scrape-only kept its vllm_probe_health_up")
+	}
+	if ts, _ := m.TargetStatus("probed"); !ts.ScrapeOnly || ts.Checked {
+		t.Errorf("probed after the reload: %+v, want scrape-only and unchecked", ts)
+	}
 }

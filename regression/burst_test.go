@@ -210,7 +210,27 @@ targets: [{name: sim, url: %q, baseline: sim}]
 			}
 		})
 	}
+	burstStart := time.Now()
 	sample("during the burst", 5*time.Second)
+	// The burst must have queued the probes, or the test proves nothing:
+	// a probe that waited for a batch slot has a TTFT of several times the
+	// configured one (a ratio at the scrape's load instead of the probe's
+	// would then leave the bounds).
+	var queued []time.Duration
+	for _, ts := range pm.Status() {
+		for _, ms := range ts.Modules {
+			for _, r := range ms.History {
+				if r.Success && !r.Start.Before(burstStart) && r.TTFT > 3*cfg.TTFT {
+					queued = append(queued, r.TTFT)
+				}
+			}
+		}
+	}
+	if len(queued) == 0 {
+		t.Errorf("no probe of the burst waited for a batch slot (TTFT > %s): the burst did not queue the probes", 3*cfg.TTFT)
+	} else {
+		t.Logf("probes queued by the burst: TTFT %v", queued)
+	}
 	stopBurst()
 	burst.Wait()
 	sample("after the burst", 4*time.Second)
