@@ -300,7 +300,7 @@ func nameBaselines(name string, out []*Baseline) {
 			}
 			return b.Hardware
 		},
-		func(b *Baseline) string { return filepath.Base(b.Model) },
+		func(b *Baseline) string { return modelBase(b.Model) },
 		func(b *Baseline) string {
 			var s []string
 			p := par(b)
@@ -358,6 +358,16 @@ func nameBaselines(name string, out []*Baseline) {
 		}
 		b.Name = n
 	}
+}
+
+// modelBase is the last path element of a model id ("Llama-3.1-8B" of "meta-llama/Llama-3.1-8B" or
+// of "/data/llm/Llama-3.1-8B/"), and "" for no model (filepath.Base would give ".").
+func modelBase(model string) string {
+	m := strings.TrimRight(model, `/\`)
+	if m == "" {
+		return ""
+	}
+	return filepath.Base(m)
 }
 
 // detected is the outcome of format detection.

@@ -45,7 +45,84 @@ type realRow struct {
 func s3(mean, median, p99 float64) *stat3 { return &stat3{mean, median, p99} }
 
 func realRows() []realRow {
+	// Divisions the importer does at run time on float64 values are written with float64
+	// variables here, so that the expected value is rounded the same way (a Go constant
+	// expression would divide the exact decimals instead).
+	var (
+		gl05Duration   = 24.909644603729248 // guidellm_v05_real_concurrent4.json benchmarks[0].duration
+		groqPerMinute  = 176.73895115400083 // llmperf results_num_completed_requests_per_min
+		gl05Tokens     = 4096.0             // metrics.output_token_count.successful.total_sum
+		gl05AllTokens  = 396.0 + 4096.0     // + metrics.prompt_token_count.successful.total_sum
+		gl05Completed  = 4.0                // metrics.request_totals.successful
+		llmperfMinutes = 60.0
+	)
 	return []realRow{
+		{
+			// vLLM 0.7-era benchmark_serving.py output in a blog post (two runs, one Namespace(...)
+			// line): the second run's model is only in its command line, "--model qwen2.5", a
+			// served name without org. Both runs are one set-up, so one baseline with two points;
+			// the row checks the --max-concurrency 100 run (no failed line, no num_prompts: failed
+			// is unknown).
+			name: "vllm text log v0.7, --model without org", file: "vllm_bench_serve_v07_model_no_org.md", format: FormatVLLMServeText,
+			model: "qwen2.5", loadKind: "concurrency", load: 100, completed: 1000, failed: -1,
+			ttft: s3(1.10958, 0.56698, 5.96161), tpot: s3(0.27272, 0.27169, 0.41977), itl: s3(0.26009, 0.13925, 0.6232),
+			output: 358.60, requests: 1.81, duration: 552.55, runNumber: -1,
+			wantTotalOutputTokens: 198142, wantTotalInputTokens: 217393, wantTotalTokenThroughput: 752.04,
+		},
+		{
+			// vllm bench serve (vLLM 0.25.1) --save-result JSON: "failed" key present (not
+			// derived), "request_rate": "inf" with max_concurrency 2, no e2el keys.
+			name: "vllm json v0.25.1", file: "vllm_bench_serve_v0251.json", format: FormatVLLMServeJSON,
+			model: "facebook/opt-125m", loadKind: "concurrency", load: 2, completed: 8, failed: 0,
+			ttft:   s3(0.21553594200008774, 0.05568139649994919, 0.7344049174101428),
+			tpot:   s3(0.011265828258331112, 0.01120450286665194, 0.011979541883350674),
+			itl:    s3(0.011265836941667354, 0.010492878499917424, 0.029815922519960626),
+			output: 82.89297074037474, requests: 5.180810671273421, duration: 1.5441598830002476, runNumber: -1,
+			sourceDate:            "2026-08-16T16:08:53Z",
+			wantTotalOutputTokens: 128, wantTotalInputTokens: 256, wantTotalTokenThroughput: 248.6789122211242,
+		},
+		{
+			// aiperf 0.10.0, profile-export schema 1.3, a rate-driven run: the measured phase is
+			// {"type": "poisson", "rate": 1.0} (the warm-up phase has exclude_from_results), so
+			// request_rate 1 with no concurrency; model from input_config.models.items[];
+			// error_summary empty, so failed 0; totals from total_isl / total_osl.
+			name: "aiperf 0.10 schema 1.3 poisson rate", file: "aiperf_profile_export_v0100_poisson_rate.json", format: FormatAIPerf,
+			model: "qwen3.6-nvfp4", loadKind: "request_rate", load: 1, completed: 96, failed: 0,
+			ttft:   s3(0.10361575194791666, 0.1027066385, 0.24721048975),
+			tpot:   s3(0.005416936436115383, 0.005456637959534995, 0.0064563017350191885),
+			itl:    s3(0.005431091991977439, 0.005301865326628352, 0.007314979436526295),
+			e2e:    s3(1.2671706373541667, 1.081099647, 3.6112226771499995),
+			output: 217.66321305789484, requests: 1.0096964703337958, duration: 95.078078235, runNumber: -1,
+			sourceDate:            "2026-07-03T04:35:27.837978Z",
+			wantTotalOutputTokens: 20695, wantTotalInputTokens: 55158, wantTotalTokenThroughput: 797.7969412940564,
+		},
+		{
+			// guidellm 0.5.0.dev0, the real file of issue 18: 4 of 4 requests at concurrency 4 in
+			// 24.9096 s. guidellm's requests_per_second mean is 0.12043527909470322; vLLM's
+			// definition, completed / duration, gives 0.1606. Tokens from
+			// metrics.{prompt,output}_token_count totals (396, 4096); the date is the benchmark's
+			// start_time 1772470696.6793344 in RFC 3339.
+			name: "guidellm 0.5 real, rate definitions", file: "guidellm_v05_real_concurrent4.json", format: FormatGuideLLM,
+			model: "Qwen/Qwen3-4B-Thinking-2507", loadKind: "concurrency", load: 4, completed: 4, failed: 0,
+			ttft:   s3(0.1717655062675476, 0.17152166366577148, 0.17263293266296387),
+			tpot:   s3(0.02417877651496134, 0.024178653868062757, 0.024178931207367867),
+			e2e:    s3(24.90865981578827, 24.90842366218567, 24.909693002700806),
+			output: gl05Tokens / gl05Duration, requests: gl05Completed / gl05Duration, duration: gl05Duration, runNumber: -1,
+			toolRequestsPerSecond: 0.12043527909470322,
+			sourceDate:            "2026-03-02T16:58:16.679334Z", pointDate: "2026-03-02T16:58:16.679334Z",
+			wantTotalOutputTokens: 4096, wantTotalInputTokens: 396, wantTotalTokenThroughput: gl05AllTokens / gl05Duration,
+		},
+		{
+			// llmperf summary of the LLMPerf leaderboard (Groq, Llama 2 70B): "framework": "groq"
+			// at the top level, epoch timestamp 1704851704 = 2024-01-10T01:55:04Z.
+			name: "llmperf leaderboard, framework", file: "llmperf_leaderboard_groq_70b.json", format: FormatLLMPerf,
+			model: "llama2-70b-4096", framework: "groq", loadKind: "concurrency", load: 5, completed: 150, failed: 0,
+			ttft:   s3(0.22786034579078357, 0.2218883791938424, 0.3500269545800982),
+			e2e:    s3(0.8151081097126007, 0.8051837999373674, 0.9922714155726133),
+			output: 441.84737788500206, requests: groqPerMinute / llmperfMinutes, runNumber: -1,
+			sourceDate: "2024-01-10T01:55:04Z", pointDate: "2024-01-10T01:55:04Z", wantTPOTInclTTFTOnly: true,
+			numPrompts: 150,
+		},
 		{
 			// vLLM 0.8 benchmark_serving.py printed output, rate-driven (Maximum request
 			// concurrency: None), two test cases; the row checks the 1.0 req/s block. Model and
@@ -519,5 +596,17 @@ func TestSweepRunFileIdentity(t *testing.T) {
 	b := im.Baselines[0]
 	if b.RunNumber == nil || *b.RunNumber != 1 || b.ServerParams["max_num_seqs"] != "8" || len(b.ServerParams) != 1 {
 		t.Errorf("run %v params %v", b.RunNumber, b.ServerParams)
+	}
+}
+
+// A baseline without a model contributes no name part (filepath.Base("") would name it "x/.").
+func TestNameWithoutModel(t *testing.T) {
+	out := []*Baseline{{Model: "meta-llama/Llama-3.1-8B"}, {}, {Model: "/data/llm/Qwen2.5-7B/"}}
+	nameBaselines("x", out)
+	want := []string{"x/Llama-3.1-8B", "x", "x/Qwen2.5-7B"}
+	for i, b := range out {
+		if b.Name != want[i] {
+			t.Errorf("baseline %d named %q, want %q", i, b.Name, want[i])
+		}
 	}
 }

@@ -244,7 +244,9 @@ var (
 	reContextPP   = regexp.MustCompile(`(?:^|\s)(?:-pp|--pipeline-parallel-size)[= ](\d+)\b`)
 	reContextLen  = regexp.MustCompile(`--max-model-len[= ]"?(\d+)`)
 	reServeModel  = regexp.MustCompile(`vllm serve\s+(?:-\S+\s+\S+\s+)*?([\w.-]+/[\w.-]+)`)
-	reClientModel = regexp.MustCompile(`--model[= ]([\w.-]+/[\w.-]+)`)
+	// The client's --model: an org/name id or a served name without org ("--model qwen2.5"); a
+	// shell variable or a path (--model $MODEL, --model /data/llm/x) is not a model id.
+	reClientModel = regexp.MustCompile(`--model[= ]['"]?([\w.-]+(?:/[\w.-]+)?)(?:[^\w./-]|$)`)
 	reTrafficRate = regexp.MustCompile(`Traffic request rate:\s*(\S+)`)
 )
 
