@@ -61,6 +61,9 @@ var toolDefinitions = map[string]map[string]string{
 		"completed":                     "aiperf request_count",
 		"failed":                        "aiperf error_request_count, else the sum of error_summary[].count",
 		"duration_seconds":              "aiperf benchmark_duration, else end_time - start_time",
+		"total_input_tokens":            "aiperf total_isl: input tokens of the successful requests (client tokenizer)",
+		"total_output_tokens":           "aiperf total_osl (else total_output_tokens): output tokens of the successful requests",
+		"total_token_throughput":        "aiperf total_token_throughput.avg: (total_isl + total_osl) / benchmark duration",
 	},
 	ToolGenAIPerf: {
 		"ttft_seconds":                  "genai-perf time_to_first_token: first response - request start",

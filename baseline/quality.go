@@ -3,6 +3,7 @@ package baseline
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -181,8 +182,11 @@ func normalizeDate(s string) string {
 		if n >= 1e11 { // milliseconds
 			sec = n / 1000
 		}
+		// Python's time.time() has microsecond resolution; a float64 of ~1.7e9 s holds about that
+		// much, so the fraction is rounded to microseconds rather than printing float noise.
 		whole := int64(sec)
-		return time.Unix(whole, int64((sec-float64(whole))*1e9)).UTC().Format(time.RFC3339Nano)
+		us := int64(math.Round((sec - float64(whole)) * 1e6))
+		return time.Unix(whole, us*1000).UTC().Format(time.RFC3339Nano)
 	}
 	for _, l := range dateLayouts {
 		if t, err := time.Parse(l, s); err == nil {
