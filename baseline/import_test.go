@@ -565,6 +565,7 @@ func TestImportErrors(t *testing.T) {
 		{"open.txt", "Maximum request concurrency: 4\n============ Serving Benchmark Result ============\nSuccessful requests: 3\n", "open.txt (vllm-serve-text): line 2: result block is not closed by a line of \"=\""},
 		{"junk.txt", "Traffic request rate: inf\n============ Serving Benchmark Result ============\nthis is not a metric line\n=====\n", "junk.txt (vllm-serve-text): line 3: unexpected line in the result block started at line 2: \"this is not a metric line\""},
 		{"gl.json", `{"benchmarks": [{"metrics": {}}]}`, "gl.json (guidellm-json): benchmarks[0]: missing \"config.strategy\" (or \"args.strategy\" before v0.4): cannot tell the load level"},
+		{"gl01.json", `{"benchmarks": [{"benchmarks": [{"mode": "synchronous", "rate": null, "results": [], "errors": []}], "args": {}}]}`, "gl01.json (guidellm-json): benchmarks[0]: a guidellm 0.1 report (per-request results of each mode and rate, no aggregate metrics): not read; re-run with guidellm 0.2 or later, whose benchmarks.json carries the statistics"},
 		{"gl2.json", `{"benchmarks": []}`, "gl2.json (guidellm-json): \"benchmarks\" is empty"},
 		{"gp.json", `{"time_to_first_token": {"avg": 3}, "input_config": {"concurrency": 2}}`, "gp.json (genai-perf-json): \"time_to_first_token\": missing \"unit\" (cannot convert to seconds)"},
 		{"gp2.json", `{"time_to_first_token": {"unit": "ms", "avg": 3}}`, "gp2.json (genai-perf-json): missing \"input_config\": cannot tell the load level (concurrency or request_rate)"},

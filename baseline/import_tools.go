@@ -79,6 +79,11 @@ func guidellmPoint(bo map[string]any) (Point, error) {
 		}
 	}
 	if strategy == nil {
+		// guidellm 0.1 (GuidanceReport) nests TextGenerationBenchmarkReports, each a list of
+		// {"mode", "rate", "results", "errors"} with per-request records only, no aggregates.
+		if _, nested := bo["benchmarks"]; nested || bo["mode"] != nil {
+			return p, fmt.Errorf("a guidellm 0.1 report (per-request results of each mode and rate, no aggregate metrics): not read; re-run with guidellm 0.2 or later, whose benchmarks.json carries the statistics")
+		}
 		return p, fmt.Errorf("missing \"config.strategy\" (or \"args.strategy\" before v0.4): cannot tell the load level")
 	}
 	sr := &jreader{obj: strategy}
