@@ -610,3 +610,29 @@ func TestNameWithoutModel(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacementProblem: a usable baseline whose points cannot be placed on the concurrency axis
+// (a request rate with TTFT and ITL only, like vLLM CI's older serving table) gives no expected
+// values; import says so, once for a whole report table.
+func TestPlacementProblem(t *testing.T) {
+	b := &Baseline{Name: "ci", Points: []Point{{RequestRate: lp(4), RequestThroughput: fp(3.9), TTFT: &Stats{Mean: fp(0.04)}}}}
+	if why := b.PlacementProblem(); !strings.Contains(why, "none of its 1 usable points can be placed") {
+		t.Errorf("PlacementProblem = %q", why)
+	}
+	if _, ok := b.Expected(4); ok {
+		t.Error("Expected placed a point PlacementProblem calls unplaceable")
+	}
+	b.Points[0].Concurrency = lp(4)
+	if why := b.PlacementProblem(); why != "" {
+		t.Errorf("a concurrency point: %q", why)
+	}
+
+	f, _, _ := importAndBuild(t, "lambda", "testdata/reports/lambda-a100-h100-report.md")
+	notes, err := Assess(f, AssessOptions{MinSuccessRatio: DefaultMinSuccessRatio})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || !strings.HasPrefix(notes[0], "48 baselines (") || !strings.Contains(notes[0], "give no expected values") {
+		t.Errorf("notes %q: want one note for the 48 unplaceable baselines", notes)
+	}
+}
