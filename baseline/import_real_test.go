@@ -636,3 +636,23 @@ func TestPlacementProblem(t *testing.T) {
 		t.Errorf("notes %q: want one note for the 48 unplaceable baselines", notes)
 	}
 }
+
+// TestGenAIPerfInvalidGoodput: genai-perf writes request_goodput {"avg": "-1.0"} when it cannot
+// evaluate the --goodput constraints (perf_analyzer genai-perf/tests/test_json_exporter.py,
+// test_invalid_goodput_json_output). The file imports without a goodput, with a note.
+func TestGenAIPerfInvalidGoodput(t *testing.T) {
+	data := `{"request_throughput": {"unit": "requests/sec", "avg": "7"}, "request_goodput": {"unit": "requests/sec", "avg": "-1.0"},
+		"time_to_first_token": {"unit": "ms", "avg": 11, "p50": 16, "p99": 12}, "output_token_throughput": {"unit": "tokens/sec", "avg": 31},
+		"input_config": {"model": ["gpt2_vllm"], "concurrency": 1, "request_rate": null}}`
+	im, err := ImportBytes("profile_export_genai_perf.json", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := im.Baselines[0].Points[0]
+	if p.RequestGoodput != nil || p.RequestThroughput == nil || *p.RequestThroughput != 7 {
+		t.Errorf("goodput %v request throughput %v: want no goodput and 7 req/s", p.RequestGoodput, p.RequestThroughput)
+	}
+	if len(im.Notes) != 1 || !strings.Contains(im.Notes[0], `"request_goodput" is -1`) {
+		t.Errorf("notes %q", im.Notes)
+	}
+}

@@ -390,6 +390,16 @@ func importAIPerf(im *Import, v any) error {
 		}
 		return s.Mean
 	}
+	// genai-perf writes request_goodput {"avg": -1} when it cannot evaluate the --goodput
+	// constraints (its invalid-goodput sentinel): no goodput was measured, the rest stands.
+	for _, k := range []string{"request_goodput", "goodput"} {
+		if m, ok := top[k].(map[string]any); ok {
+			if g, present, _ := toFloat(m["avg"]); present && g < 0 {
+				im.Notes = append(im.Notes, fmt.Sprintf("%q is %v, the tool's mark for goodput constraints it could not evaluate: no goodput imported", k, g))
+				delete(top, k)
+			}
+		}
+	}
 	p.OutputThroughput = avg("output_token_throughput")
 	p.RequestThroughput = avg("request_throughput")
 	p.RequestGoodput = avg("request_goodput")
