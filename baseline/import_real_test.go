@@ -40,6 +40,7 @@ type realRow struct {
 	wantTotalOutputTokens    int64
 	wantTotalInputTokens     int64
 	wantTotalTokenThroughput float64
+	tool                     string // source.tool, when the row checks it
 }
 
 func s3(mean, median, p99 float64) *stat3 { return &stat3{mean, median, p99} }
@@ -68,6 +69,19 @@ func realRows() []realRow {
 			ttft: s3(1.10958, 0.56698, 5.96161), tpot: s3(0.27272, 0.27169, 0.41977), itl: s3(0.26009, 0.13925, 0.6232),
 			output: 358.60, requests: 1.81, duration: 552.55, runNumber: -1,
 			wantTotalOutputTokens: 198142, wantTotalInputTokens: 217393, wantTotalTokenThroughput: 752.04,
+		},
+		{
+			// SGLang's bench_serving (a fork of benchmark_serving.py, same definitions) on a LoRA
+			// research set-up, two request rates: "Backend: sglang" is the framework, the old
+			// "Total throughput (tok/s)" label the total token throughput, "Mean/Median E2E Latency
+			// (ms)" the E2E (no P99 printed), "-0.00" a zero; failed = num_prompts 1000 (from its
+			// Namespace line) - 996. The row checks the 2 req/s block; no model is named.
+			name: "sglang bench_serving text, backend and E2E", file: "sglang_bench_serving_lora_rates.md", format: FormatVLLMServeText,
+			framework: "sglang", tool: ToolSGLangBenchServing, loadKind: "request_rate", load: 2, completed: 996, failed: 4, failedDerived: true,
+			ttft: s3(1.95572, 0.5761, 13.3179), tpot: s3(0.00177, 0, 0.02726), itl: s3(0, 0, 0),
+			e2e:    s3(1.97933, 0.57603, math.NaN()),
+			output: 831.83, requests: 3.8, duration: 262.38, runNumber: -1, numPrompts: 1000,
+			wantTotalOutputTokens: 218257, wantTotalInputTokens: 342460, wantTotalTokenThroughput: 2137.04,
 		},
 		{
 			// vllm bench serve (vLLM 0.25.1) --save-result JSON: "failed" key present (not
@@ -274,6 +288,9 @@ func TestImportRealFiles(t *testing.T) {
 			case row.runNumber >= 0 && (b.RunNumber == nil || *b.RunNumber != row.runNumber):
 				t.Errorf("run_number %v, want %d", b.RunNumber, row.runNumber)
 			}
+			if row.tool != "" && b.Source.Tool != row.tool {
+				t.Errorf("tool %q, want %q", b.Source.Tool, row.tool)
+			}
 			if row.sourceDate != "" && b.Source.Date != row.sourceDate {
 				t.Errorf("source date %q, want %q", b.Source.Date, row.sourceDate)
 			}
@@ -305,7 +322,13 @@ func TestImportRealFiles(t *testing.T) {
 				}
 				eq(t, s.name+" mean", s.got.Mean, s.want[0])
 				eq(t, s.name+" median", s.got.Median, s.want[1])
-				eq(t, s.name+" p99", pct(s.got, "p99"), s.want[2])
+				if math.IsNaN(s.want[2]) {
+					if pct(s.got, "p99") != nil {
+						t.Errorf("%s p99 = %v, want absent", s.name, *pct(s.got, "p99"))
+					}
+				} else {
+					eq(t, s.name+" p99", pct(s.got, "p99"), s.want[2])
+				}
 			}
 			eq(t, "output tok/s", p.OutputThroughput, row.output)
 			eq(t, "request rate", p.RequestThroughput, row.requests)
@@ -654,5 +677,46 @@ func TestGenAIPerfInvalidGoodput(t *testing.T) {
 	}
 	if len(im.Notes) != 1 || !strings.Contains(im.Notes[0], `"request_goodput" is -1`) {
 		t.Errorf("notes %q", im.Notes)
+	}
+}
+
+// TestSGLangBlockSentinels: newer SGLang bench_serving blocks say "Max request concurrency: not
+// set" and print -1 for what they did not measure (here a simulated run, as printed in the
+// HiSim README); those are unset, with a note, not a refused file or negative figures.
+func TestSGLangBlockSentinels(t *testing.T) {
+	text := `============ Serving Benchmark Result ============
+Benchmark Mode:                          simulation
+Backend:                                 lmdeploy  
+Traffic request rate:                    inf       
+Max request concurrency:                 not set   
+Successful requests:                     50        
+Benchmark duration (s):                  20.36     
+Total input tokens:                      51513     
+Total input text tokens:                 -1        
+Total generated tokens:                  51200     
+Request throughput (req/s):              2.46      
+Output token throughput (tok/s):         2514.64   
+Peak output token throughput (tok/s):    -1.00     
+Peak concurrent requests:                -1        
+Total token throughput (tok/s):          5044.66   
+----------------End-to-End Latency----------------
+Mean E2E Latency (ms):                   9509.61   
+==================================================
+`
+	im, err := ImportBytes("sim.txt", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := im.Baselines[0]
+	p := b.Points[0]
+	if b.Framework != "lmdeploy" || b.Source.Tool != ToolSGLangBenchServing || p.Concurrency != nil || p.RequestRate == nil ||
+		p.PeakOutputThroughput != nil || p.PeakConcurrency != nil || p.E2E == nil || *p.E2E.Mean != 9.50961 {
+		t.Errorf("baseline %+v point %+v", b, p)
+	}
+	notes := strings.Join(im.Notes, "\n")
+	for _, want := range []string{`"Peak output token throughput (tok/s)" is -1.00, the tool's mark for not measured`, `"Benchmark Mode" is not a baseline metric`} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
 	}
 }

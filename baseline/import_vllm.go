@@ -24,7 +24,7 @@ var vllmResultKeys = map[string]bool{
 	"pipeline_parallel_size": true, "data_parallel_size": true, "max_model_len": true, "framework": true,
 }
 
-var reVLLMStatKey = regexp.MustCompile(`^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$`)
+var reVLLMStatKey = regexp.MustCompile(`^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$`)
 
 func importVLLMServeJSON(im *Import, values []any) error {
 	var records []map[string]any
@@ -157,6 +157,10 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 			s.Median = &sec
 		case "std":
 			s.Std = &sec
+		case "min":
+			s.Min = &sec
+		case "max":
+			s.Max = &sec
 		default:
 			q, err := strconv.ParseFloat(m[1][1:], 64)
 			if err != nil || !(q > 0 && q <= 100) {
@@ -222,6 +226,8 @@ func filepathBase(name string) string {
 // of --save-result, so that both go through vllmServeBaseline.
 var printedKeys = map[string]string{
 	"successful requests":                  "completed",
+	"max request concurrency":              "max_concurrency", // SGLang bench_serving
+	"traffic request rate":                 "request_rate",    // SGLang bench_serving, inside the block
 	"failed requests":                      "failed",
 	"maximum request concurrency":          "max_concurrency",
 	"request rate configured (rps)":        "request_rate",
@@ -234,12 +240,14 @@ var printedKeys = map[string]string{
 	"peak output token throughput (tok/s)": "max_output_tokens_per_s",
 	"peak concurrent requests":             "max_concurrent_requests",
 	"total token throughput (tok/s)":       "total_token_throughput",
+	"total throughput (tok/s)":             "total_token_throughput", // SGLang bench_serving before 2025
 	"input token throughput (tok/s)":       "input_throughput",
 }
 
 var (
-	rePrintedStat = regexp.MustCompile(`^(Mean|Median|Std|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL) \(ms\)$`)
-	rePrintedLine = regexp.MustCompile(`^\s*([^:]+?)\s*:\s+(\S+)\s*$`)
+	// "Mean TTFT (ms)"; SGLang's bench_serving also prints "Max ITL (ms)" and "Mean E2E Latency (ms)".
+	rePrintedStat = regexp.MustCompile(`^(Mean|Median|Std|Max|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL|E2E Latency) \(ms\)$`)
+	rePrintedLine = regexp.MustCompile(`^\s*([^:]+?)\s*:\s+(\S+(?: \S+)?)\s*$`)
 	reContextTP   = regexp.MustCompile(`(?:^|\s)(?:-tp|--tensor-parallel-size)[= ](\d+)\b`)
 	reContextPP   = regexp.MustCompile(`(?:^|\s)(?:-pp|--pipeline-parallel-size)[= ](\d+)\b`)
 	reContextLen  = regexp.MustCompile(`--max-model-len[= ]"?(\d+)`)
@@ -310,6 +318,7 @@ func importVLLMServeText(im *Import, text string) error {
 		}
 		start := lineNo[i]
 		rec := map[string]any{}
+		sglang := false
 		if pendingConc != "" {
 			rec["max_concurrency"] = pendingConc
 		}
@@ -331,14 +340,32 @@ func importVLLMServeText(im *Import, text string) error {
 				return fmt.Errorf("line %d: unexpected line in the result block started at line %d: %q", lineNo[i], start, l)
 			}
 			label, val := m[1], m[2]
-			if val == "None" {
-				continue // Python's unset value, e.g. "Maximum request concurrency: None"
+			if val == "None" || val == "not set" {
+				continue // unset: Python's None ("Maximum request concurrency: None"), SGLang's "not set"
+			}
+			if strings.EqualFold(label, "Backend") {
+				// SGLang's bench_serving (a fork of benchmark_serving.py, same definitions) prints the
+				// serving framework it benchmarked: sglang, vllm, lmdeploy, trt, ...
+				sglang = true
+				if fw := backendFramework(val); fw != "" {
+					rec["framework"] = fw
+				}
+				continue
+			}
+			if f, err := strconv.ParseFloat(val, 64); err == nil && f < 0 {
+				// SGLang prints -1 for what it did not measure (simulation mode, text-only runs).
+				im.Notes = append(im.Notes, fmt.Sprintf("line %d: %q is %s, the tool's mark for not measured; not imported", lineNo[i], label, val))
+				continue
 			}
 			if key, ok := printedKeys[strings.ToLower(label)]; ok {
 				rec[key] = val
 			} else if sm := rePrintedStat.FindStringSubmatch(label); sm != nil {
 				stat := strings.ToLower(sm[1])
-				rec[stat+"_"+strings.ToLower(sm[3])+"_ms"] = val
+				metric := strings.ToLower(sm[3])
+				if metric == "e2e latency" {
+					metric = "e2el"
+				}
+				rec[stat+"_"+metric+"_ms"] = val
 			} else {
 				im.Notes = append(im.Notes, fmt.Sprintf("line %d: %q is not a baseline metric; not imported", lineNo[i], label))
 			}
@@ -363,6 +390,9 @@ func importVLLMServeText(im *Import, text string) error {
 		b, err := vllmServeBaseline(rec)
 		if err != nil {
 			return fmt.Errorf("result block at line %d: %w", start, err)
+		}
+		if sglang {
+			b.Source.Tool = ToolSGLangBenchServing
 		}
 		if args != nil {
 			namespacePoint(&b.Points[0], args)
@@ -392,6 +422,21 @@ func importVLLMServeText(im *Import, text string) error {
 		}
 	}
 	return nil
+}
+
+// backendFramework maps the --backend of SGLang's bench_serving to the serving framework it
+// measured; an OpenAI-compatible client backend ("oai", "openai") names no framework.
+func backendFramework(backend string) string {
+	b := strings.ToLower(backend)
+	switch {
+	case strings.HasPrefix(b, "sglang"):
+		return "sglang"
+	case strings.HasPrefix(b, "vllm"):
+		return "vllm"
+	case b == "lmdeploy", b == "trt", b == "tgi":
+		return b
+	}
+	return ""
 }
 
 // parseNamespace reads the argparse Namespace(...) line benchmark_serving.py and vllm bench serve
