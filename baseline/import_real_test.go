@@ -720,3 +720,25 @@ Mean E2E Latency (ms):                   9509.61
 		}
 	}
 }
+
+// TestSGLangOutputFileRecord: a line of SGLang bench_serving's --output-file (the record of its
+// source, bench_serving.py): E2E under *_e2e_latency_ms, the backend as framework, total_throughput
+// as the total token throughput, Python's Infinity as the rate, and its measured "concurrency" not
+// taken for the load level.
+func TestSGLangOutputFileRecord(t *testing.T) {
+	rec := `{"backend": "sglang", "dataset_name": "sharegpt", "request_rate": Infinity, "max_concurrency": null, "duration": 100.0,
+		"completed": 1000, "total_input_tokens": 302118, "total_output_tokens": 195775, "total_output_tokens_retokenized": 195324,
+		"request_throughput": 10.0, "output_throughput": 1957.75, "total_throughput": 4978.93, "mean_e2e_latency_ms": 5000.5,
+		"p99_e2e_latency_ms": 9813.9, "mean_ttft_ms": 91.7, "mean_tpot_ms": 11.8, "mean_itl_ms": 11.9, "concurrency": 50.0}`
+	im, err := ImportBytes("sglang.jsonl", []byte(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := im.Baselines[0]
+	p := b.Points[0]
+	if b.Source.Tool != ToolSGLangBenchServing || b.Framework != "sglang" || p.Concurrency != nil || p.RequestRate == nil ||
+		!math.IsInf(float64(*p.RequestRate), 1) || p.E2E == nil || *p.E2E.Mean != 5.0005 || *pct(p.E2E, "p99") != 9.8139 ||
+		p.TotalTokenThroughput == nil || *p.TotalTokenThroughput != 4978.93 {
+		t.Errorf("baseline %+v point %+v", b, p)
+	}
+}

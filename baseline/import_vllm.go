@@ -24,7 +24,9 @@ var vllmResultKeys = map[string]bool{
 	"pipeline_parallel_size": true, "data_parallel_size": true, "max_model_len": true, "framework": true,
 }
 
-var reVLLMStatKey = regexp.MustCompile(`^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$`)
+// reVLLMStatKey matches vLLM's statistic keys (mean_ttft_ms, p99_e2el_ms) and SGLang
+// bench_serving's name for E2E (mean_e2e_latency_ms).
+var reVLLMStatKey = regexp.MustCompile(`^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e2e_latency)_ms$`)
 
 func importVLLMServeJSON(im *Import, values []any) error {
 	var records []map[string]any
@@ -144,10 +146,14 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 		if v == nil {
 			continue
 		}
-		s := stats[m[2]]
+		metric := m[2]
+		if metric == "e2e_latency" {
+			metric = "e2el"
+		}
+		s := stats[metric]
 		if s == nil {
 			s = &Stats{}
-			stats[m[2]] = s
+			stats[metric] = s
 		}
 		sec := scale10(*v, 1e-3) // ms -> s
 		switch m[1] {
@@ -182,6 +188,18 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 	}
 	if b.Model == "" {
 		b.Model = r.s("model")
+	}
+	if isSGLangRecord(rec) {
+		// SGLang's bench_serving --output-file record: its backend is the framework measured,
+		// "total_throughput" its total token throughput, "concurrency" a measured mean (not the
+		// load level, which is max_concurrency / request_rate as in vLLM).
+		b.Source.Tool = ToolSGLangBenchServing
+		if b.Framework == "" {
+			b.Framework = backendFramework(r.s("backend"))
+		}
+		if p.TotalTokenThroughput == nil {
+			p.TotalTokenThroughput = r.f("total_throughput")
+		}
 	}
 	par := Parallelism{}
 	for key, dst := range map[string]*int64{"tensor_parallel_size": &par.TP, "pipeline_parallel_size": &par.PP, "data_parallel_size": &par.DP} {
@@ -422,6 +440,16 @@ func importVLLMServeText(im *Import, text string) error {
 		}
 	}
 	return nil
+}
+
+// isSGLangRecord tells SGLang's bench_serving results (JSON records and printed blocks mapped to
+// JSON keys) from vLLM's: only SGLang writes retokenized counts and *_e2e_latency_ms.
+func isSGLangRecord(rec map[string]any) bool {
+	if _, ok := rec["total_output_tokens_retokenized"]; ok {
+		return true
+	}
+	_, ok := rec["mean_e2e_latency_ms"]
+	return ok
 }
 
 // backendFramework maps the --backend of SGLang's bench_serving to the serving framework it
