@@ -742,3 +742,31 @@ func TestSGLangOutputFileRecord(t *testing.T) {
 		t.Errorf("baseline %+v point %+v", b, p)
 	}
 }
+
+// TestNamespaceMetadata: vllm bench serve's --metadata KEY=VALUE pairs, printed in its Namespace
+// line, give a text log what they give the --save-result JSON: hardware, framework, parallelism.
+func TestNamespaceMetadata(t *testing.T) {
+	text := `Namespace(subparser='bench', bench_type='serve', dispatch_function=<function BenchmarkServingSubcommand.cmd at 0x7f1c2a3b4c10>, num_prompts=100, dataset_name='random', random_input_len=512, random_output_len=128, model='Qwen/Qwen3-8B', max_concurrency=16, request_rate=inf, metadata=['gpu=H100', 'framework=vllm', 'tensor_parallel_size=2'])
+============ Serving Benchmark Result ============
+Successful requests:                     100
+Failed requests:                         0
+Maximum request concurrency:             16
+Benchmark duration (s):                  10.00
+Request throughput (req/s):              10.00
+Output token throughput (tok/s):         1280.00
+Mean TTFT (ms):                          50.00
+==================================================
+`
+	im, err := ImportBytes("run.log", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := im.Baselines[0]
+	if b.Model != "Qwen/Qwen3-8B" || b.Hardware != "H100" || b.Framework != "vllm" || b.Parallelism == nil || b.Parallelism.TP != 2 {
+		t.Errorf("baseline %+v", b)
+	}
+	p := b.Points[0]
+	if p.Dataset != "random" || p.InputLen == nil || *p.InputLen != 512 || p.NumPrompts == nil || *p.NumPrompts != 100 {
+		t.Errorf("point %+v", p)
+	}
+}

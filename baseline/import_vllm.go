@@ -557,6 +557,16 @@ func applyNamespace(rec map[string]any, args map[string]string) {
 			rec["num_prompts"] = v
 		}
 	}
+	// --metadata KEY=VALUE ... (metadata=['gpu=H100', 'framework=vllm']): --save-result writes these
+	// keys at the top of the JSON, where the JSON importer reads gpu, framework, parallel sizes.
+	if md := strings.Trim(args["metadata"], "[]"); md != "" {
+		for _, item := range strings.Split(md, ",") {
+			k, v, ok := strings.Cut(strings.Trim(strings.TrimSpace(item), `'"`), "=")
+			if _, taken := rec[k]; ok && k != "" && !taken {
+				rec[k] = v
+			}
+		}
+	}
 }
 
 // namespaceLengths maps a dataset to the arguments holding its requested input and output lengths
