@@ -2,13 +2,16 @@ package baseline
 
 // Tool names recorded in source.tool.
 const (
-	ToolVLLMServe    = "vllm bench serve"
-	ToolVLLMCI       = "vllm CI performance benchmarks"
-	ToolGuideLLM     = "guidellm"
-	ToolAIPerf       = "aiperf"
-	ToolGenAIPerf    = "genai-perf"
-	ToolLLMPerf      = "llmperf"
-	ToolPresetScript = "preset benchmark script (polls /metrics)"
+	ToolVLLMServe = "vllm bench serve"
+	// ToolSGLangBenchServing is SGLang's python -m sglang.bench_serving, a fork of vLLM's
+	// benchmark_serving.py that prints the same result block with the same definitions.
+	ToolSGLangBenchServing = "sglang bench_serving"
+	ToolVLLMCI             = "vllm CI performance benchmarks"
+	ToolGuideLLM           = "guidellm"
+	ToolAIPerf             = "aiperf"
+	ToolGenAIPerf          = "genai-perf"
+	ToolLLMPerf            = "llmperf"
+	ToolPresetScript       = "preset benchmark script (polls /metrics)"
 )
 
 // vllmDefinitions are the definitions of vLLM's benchmark_serving.py / vllm bench serve
@@ -31,8 +34,9 @@ var vllmDefinitions = map[string]string{
 }
 
 var toolDefinitions = map[string]map[string]string{
-	ToolVLLMServe: vllmDefinitions,
-	ToolVLLMCI:    vllmDefinitions,
+	ToolVLLMServe:          vllmDefinitions,
+	ToolSGLangBenchServing: vllmDefinitions,
+	ToolVLLMCI:             vllmDefinitions,
 	ToolGuideLLM: {
 		"ttft_seconds":           "guidellm time_to_first_token_ms: first token iteration - request start (ms / 1000)",
 		"tpot_seconds":           "guidellm inter_token_latency_ms: (last_token - first_token)/(output_tokens - 1), token-weighted; this is vLLM's TPOT despite the name",
@@ -61,6 +65,9 @@ var toolDefinitions = map[string]map[string]string{
 		"completed":                     "aiperf request_count",
 		"failed":                        "aiperf error_request_count, else the sum of error_summary[].count",
 		"duration_seconds":              "aiperf benchmark_duration, else end_time - start_time",
+		"total_input_tokens":            "aiperf total_isl: input tokens of the successful requests (client tokenizer)",
+		"total_output_tokens":           "aiperf total_osl (else total_output_tokens): output tokens of the successful requests",
+		"total_token_throughput":        "aiperf total_token_throughput.avg: (total_isl + total_osl) / benchmark duration",
 	},
 	ToolGenAIPerf: {
 		"ttft_seconds":                  "genai-perf time_to_first_token: first response - request start",
@@ -96,13 +103,14 @@ var toolDefinitions = map[string]map[string]string{
 }
 
 var percentileMethods = map[string]string{
-	ToolVLLMServe:    "numpy.percentile linear (Hyndman-Fan type 7)",
-	ToolVLLMCI:       "numpy.percentile linear (Hyndman-Fan type 7)",
-	ToolGuideLLM:     "weighted lower inverse CDF, no interpolation",
-	ToolAIPerf:       "numpy.percentile linear",
-	ToolGenAIPerf:    "numpy.percentile linear",
-	ToolLLMPerf:      "pandas Series.quantile linear",
-	ToolPresetScript: "none (means only)",
+	ToolVLLMServe:          "numpy.percentile linear (Hyndman-Fan type 7)",
+	ToolSGLangBenchServing: "numpy.percentile linear (Hyndman-Fan type 7)",
+	ToolVLLMCI:             "numpy.percentile linear (Hyndman-Fan type 7)",
+	ToolGuideLLM:           "weighted lower inverse CDF, no interpolation",
+	ToolAIPerf:             "numpy.percentile linear",
+	ToolGenAIPerf:          "numpy.percentile linear",
+	ToolLLMPerf:            "pandas Series.quantile linear",
+	ToolPresetScript:       "none (means only)",
 }
 
 func definitionsFor(tool string) map[string]string {

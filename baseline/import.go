@@ -300,7 +300,7 @@ func nameBaselines(name string, out []*Baseline) {
 			}
 			return b.Hardware
 		},
-		func(b *Baseline) string { return filepath.Base(b.Model) },
+		func(b *Baseline) string { return modelBase(b.Model) },
 		func(b *Baseline) string {
 			var s []string
 			p := par(b)
@@ -358,6 +358,16 @@ func nameBaselines(name string, out []*Baseline) {
 		}
 		b.Name = n
 	}
+}
+
+// modelBase is the last path element of a model id ("Llama-3.1-8B" of "meta-llama/Llama-3.1-8B" or
+// of "/data/llm/Llama-3.1-8B/"), and "" for no model (filepath.Base would give ".").
+func modelBase(model string) string {
+	m := strings.TrimRight(model, `/\`)
+	if m == "" {
+		return ""
+	}
+	return filepath.Base(m)
 }
 
 // detected is the outcome of format detection.
@@ -425,10 +435,30 @@ func detect(name string, data []byte) (detected, error) {
 	return detected{}, errors.New("unrecognized format: not JSON from a known tool, no \"Serving Benchmark Result\" block, no vLLM CI table, no benchmark table and no baseline YAML (see docs/baselines.md for the formats read)")
 }
 
+const errAIPerfRequestRecords = "aiperf per-request records (profile_export.jsonl), no summary statistics: import the profile_export_aiperf.json that aiperf writes next to it"
+
+// isAIPerfRequestRecord recognises a line of aiperf's profile_export.jsonl: {"metadata": {...},
+// "metrics": {"time_to_first_token": {"value": 10.5, "unit": "ms"}, ...}}.
+func isAIPerfRequestRecord(o map[string]any) bool {
+	m, ok := o["metrics"].(map[string]any)
+	if !ok || o["metadata"] == nil {
+		return false
+	}
+	for _, v := range m {
+		if mv, ok := v.(map[string]any); ok && mv["value"] != nil && mv["unit"] != nil {
+			return true
+		}
+	}
+	return false
+}
+
 func detectJSON(data []byte) (detected, error) {
 	vals, err := decodeJSONValues(data)
 	if err != nil {
 		return detected{}, err
+	}
+	if o, ok := vals[0].(map[string]any); ok && isAIPerfRequestRecord(o) {
+		return detected{}, errors.New(errAIPerfRequestRecords)
 	}
 	if len(vals) > 1 {
 		for i, v := range vals {
@@ -455,6 +485,8 @@ func detectJSON(data []byte) (detected, error) {
 			return detected{format: FormatVLLMSweepSummary, values: []any{v}}, nil
 		case first["Test name"] != nil:
 			return detected{format: FormatVLLMCIRecords, values: vals}, nil
+		case first["ttft_s"] != nil && first["end_to_end_latency_s"] != nil:
+			return detected{}, errors.New("llmperf per-request responses (*_individual_responses.json), no summary statistics: import the *_summary.json that llmperf writes next to it")
 		}
 		return detected{}, fmt.Errorf("JSON array of objects with keys %s: not a known result format", keyList(first))
 	case map[string]any:

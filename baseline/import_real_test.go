@@ -40,12 +40,103 @@ type realRow struct {
 	wantTotalOutputTokens    int64
 	wantTotalInputTokens     int64
 	wantTotalTokenThroughput float64
+	tool                     string // source.tool, when the row checks it
 }
 
 func s3(mean, median, p99 float64) *stat3 { return &stat3{mean, median, p99} }
 
 func realRows() []realRow {
+	// Divisions the importer does at run time on float64 values are written with float64
+	// variables here, so that the expected value is rounded the same way (a Go constant
+	// expression would divide the exact decimals instead).
+	var (
+		gl05Duration   = 24.909644603729248 // guidellm_v05_real_concurrent4.json benchmarks[0].duration
+		groqPerMinute  = 176.73895115400083 // llmperf results_num_completed_requests_per_min
+		gl05Tokens     = 4096.0             // metrics.output_token_count.successful.total_sum
+		gl05AllTokens  = 396.0 + 4096.0     // + metrics.prompt_token_count.successful.total_sum
+		gl05Completed  = 4.0                // metrics.request_totals.successful
+		llmperfMinutes = 60.0
+	)
 	return []realRow{
+		{
+			// vLLM 0.7-era benchmark_serving.py output in a blog post (two runs, one Namespace(...)
+			// line): the second run's model is only in its command line, "--model qwen2.5", a
+			// served name without org. Both runs are one set-up, so one baseline with two points;
+			// the row checks the --max-concurrency 100 run (no failed line, no num_prompts: failed
+			// is unknown).
+			name: "vllm text log v0.7, --model without org", file: "vllm_bench_serve_v07_model_no_org.md", format: FormatVLLMServeText,
+			model: "qwen2.5", loadKind: "concurrency", load: 100, completed: 1000, failed: -1,
+			ttft: s3(1.10958, 0.56698, 5.96161), tpot: s3(0.27272, 0.27169, 0.41977), itl: s3(0.26009, 0.13925, 0.6232),
+			output: 358.60, requests: 1.81, duration: 552.55, runNumber: -1,
+			wantTotalOutputTokens: 198142, wantTotalInputTokens: 217393, wantTotalTokenThroughput: 752.04,
+		},
+		{
+			// SGLang's bench_serving (a fork of benchmark_serving.py, same definitions) on a LoRA
+			// research set-up, two request rates: "Backend: sglang" is the framework, the old
+			// "Total throughput (tok/s)" label the total token throughput, "Mean/Median E2E Latency
+			// (ms)" the E2E (no P99 printed), "-0.00" a zero; failed = num_prompts 1000 (from its
+			// Namespace line) - 996. The row checks the 2 req/s block; no model is named.
+			name: "sglang bench_serving text, backend and E2E", file: "sglang_bench_serving_lora_rates.md", format: FormatVLLMServeText,
+			framework: "sglang", tool: ToolSGLangBenchServing, loadKind: "request_rate", load: 2, completed: 996, failed: 4, failedDerived: true,
+			ttft: s3(1.95572, 0.5761, 13.3179), tpot: s3(0.00177, 0, 0.02726), itl: s3(0, 0, 0),
+			e2e:    s3(1.97933, 0.57603, math.NaN()),
+			output: 831.83, requests: 3.8, duration: 262.38, runNumber: -1, numPrompts: 1000,
+			wantTotalOutputTokens: 218257, wantTotalInputTokens: 342460, wantTotalTokenThroughput: 2137.04,
+		},
+		{
+			// vllm bench serve (vLLM 0.25.1) --save-result JSON: "failed" key present (not
+			// derived), "request_rate": "inf" with max_concurrency 2, no e2el keys.
+			name: "vllm json v0.25.1", file: "vllm_bench_serve_v0251.json", format: FormatVLLMServeJSON,
+			model: "facebook/opt-125m", loadKind: "concurrency", load: 2, completed: 8, failed: 0,
+			ttft:   s3(0.21553594200008774, 0.05568139649994919, 0.7344049174101428),
+			tpot:   s3(0.011265828258331112, 0.01120450286665194, 0.011979541883350674),
+			itl:    s3(0.011265836941667354, 0.010492878499917424, 0.029815922519960626),
+			output: 82.89297074037474, requests: 5.180810671273421, duration: 1.5441598830002476, runNumber: -1,
+			sourceDate:            "2026-08-16T16:08:53Z",
+			wantTotalOutputTokens: 128, wantTotalInputTokens: 256, wantTotalTokenThroughput: 248.6789122211242,
+		},
+		{
+			// aiperf 0.10.0, profile-export schema 1.3, a rate-driven run: the measured phase is
+			// {"type": "poisson", "rate": 1.0} (the warm-up phase has exclude_from_results), so
+			// request_rate 1 with no concurrency; model from input_config.models.items[];
+			// error_summary empty, so failed 0; totals from total_isl / total_osl.
+			name: "aiperf 0.10 schema 1.3 poisson rate", file: "aiperf_profile_export_v0100_poisson_rate.json", format: FormatAIPerf,
+			model: "qwen3.6-nvfp4", loadKind: "request_rate", load: 1, completed: 96, failed: 0,
+			ttft:   s3(0.10361575194791666, 0.1027066385, 0.24721048975),
+			tpot:   s3(0.005416936436115383, 0.005456637959534995, 0.0064563017350191885),
+			itl:    s3(0.005431091991977439, 0.005301865326628352, 0.007314979436526295),
+			e2e:    s3(1.2671706373541667, 1.081099647, 3.6112226771499995),
+			output: 217.66321305789484, requests: 1.0096964703337958, duration: 95.078078235, runNumber: -1,
+			sourceDate:            "2026-07-03T04:35:27.837978Z",
+			wantTotalOutputTokens: 20695, wantTotalInputTokens: 55158, wantTotalTokenThroughput: 797.7969412940564,
+		},
+		{
+			// guidellm 0.5.0.dev0, the real file of issue 18: 4 of 4 requests at concurrency 4 in
+			// 24.9096 s. guidellm's requests_per_second mean is 0.12043527909470322; vLLM's
+			// definition, completed / duration, gives 0.1606. Tokens from
+			// metrics.{prompt,output}_token_count totals (396, 4096); the date is the benchmark's
+			// start_time 1772470696.6793344 in RFC 3339.
+			name: "guidellm 0.5 real, rate definitions", file: "guidellm_v05_real_concurrent4.json", format: FormatGuideLLM,
+			model: "Qwen/Qwen3-4B-Thinking-2507", loadKind: "concurrency", load: 4, completed: 4, failed: 0,
+			ttft:   s3(0.1717655062675476, 0.17152166366577148, 0.17263293266296387),
+			tpot:   s3(0.02417877651496134, 0.024178653868062757, 0.024178931207367867),
+			e2e:    s3(24.90865981578827, 24.90842366218567, 24.909693002700806),
+			output: gl05Tokens / gl05Duration, requests: gl05Completed / gl05Duration, duration: gl05Duration, runNumber: -1,
+			toolRequestsPerSecond: 0.12043527909470322,
+			sourceDate:            "2026-03-02T16:58:16.679334Z", pointDate: "2026-03-02T16:58:16.679334Z",
+			wantTotalOutputTokens: 4096, wantTotalInputTokens: 396, wantTotalTokenThroughput: gl05AllTokens / gl05Duration,
+		},
+		{
+			// llmperf summary of the LLMPerf leaderboard (Groq, Llama 2 70B): "framework": "groq"
+			// at the top level, epoch timestamp 1704851704 = 2024-01-10T01:55:04Z.
+			name: "llmperf leaderboard, framework", file: "llmperf_leaderboard_groq_70b.json", format: FormatLLMPerf,
+			model: "llama2-70b-4096", framework: "groq", loadKind: "concurrency", load: 5, completed: 150, failed: 0,
+			ttft:   s3(0.22786034579078357, 0.2218883791938424, 0.3500269545800982),
+			e2e:    s3(0.8151081097126007, 0.8051837999373674, 0.9922714155726133),
+			output: 441.84737788500206, requests: groqPerMinute / llmperfMinutes, runNumber: -1,
+			sourceDate: "2024-01-10T01:55:04Z", pointDate: "2024-01-10T01:55:04Z", wantTPOTInclTTFTOnly: true,
+			numPrompts: 150,
+		},
 		{
 			// vLLM 0.8 benchmark_serving.py printed output, rate-driven (Maximum request
 			// concurrency: None), two test cases; the row checks the 1.0 req/s block. Model and
@@ -197,6 +288,9 @@ func TestImportRealFiles(t *testing.T) {
 			case row.runNumber >= 0 && (b.RunNumber == nil || *b.RunNumber != row.runNumber):
 				t.Errorf("run_number %v, want %d", b.RunNumber, row.runNumber)
 			}
+			if row.tool != "" && b.Source.Tool != row.tool {
+				t.Errorf("tool %q, want %q", b.Source.Tool, row.tool)
+			}
 			if row.sourceDate != "" && b.Source.Date != row.sourceDate {
 				t.Errorf("source date %q, want %q", b.Source.Date, row.sourceDate)
 			}
@@ -228,7 +322,13 @@ func TestImportRealFiles(t *testing.T) {
 				}
 				eq(t, s.name+" mean", s.got.Mean, s.want[0])
 				eq(t, s.name+" median", s.got.Median, s.want[1])
-				eq(t, s.name+" p99", pct(s.got, "p99"), s.want[2])
+				if math.IsNaN(s.want[2]) {
+					if pct(s.got, "p99") != nil {
+						t.Errorf("%s p99 = %v, want absent", s.name, *pct(s.got, "p99"))
+					}
+				} else {
+					eq(t, s.name+" p99", pct(s.got, "p99"), s.want[2])
+				}
 			}
 			eq(t, "output tok/s", p.OutputThroughput, row.output)
 			eq(t, "request rate", p.RequestThroughput, row.requests)
@@ -519,5 +619,154 @@ func TestSweepRunFileIdentity(t *testing.T) {
 	b := im.Baselines[0]
 	if b.RunNumber == nil || *b.RunNumber != 1 || b.ServerParams["max_num_seqs"] != "8" || len(b.ServerParams) != 1 {
 		t.Errorf("run %v params %v", b.RunNumber, b.ServerParams)
+	}
+}
+
+// A baseline without a model contributes no name part (filepath.Base("") would name it "x/.").
+func TestNameWithoutModel(t *testing.T) {
+	out := []*Baseline{{Model: "meta-llama/Llama-3.1-8B"}, {}, {Model: "/data/llm/Qwen2.5-7B/"}}
+	nameBaselines("x", out)
+	want := []string{"x/Llama-3.1-8B", "x", "x/Qwen2.5-7B"}
+	for i, b := range out {
+		if b.Name != want[i] {
+			t.Errorf("baseline %d named %q, want %q", i, b.Name, want[i])
+		}
+	}
+}
+
+// TestPlacementProblem: a usable baseline whose points cannot be placed on the concurrency axis
+// (a request rate with TTFT and ITL only, like vLLM CI's older serving table) gives no expected
+// values; import says so, once for a whole report table.
+func TestPlacementProblem(t *testing.T) {
+	b := &Baseline{Name: "ci", Points: []Point{{RequestRate: lp(4), RequestThroughput: fp(3.9), TTFT: &Stats{Mean: fp(0.04)}}}}
+	if why := b.PlacementProblem(); !strings.Contains(why, "none of its 1 usable points can be placed") {
+		t.Errorf("PlacementProblem = %q", why)
+	}
+	if _, ok := b.Expected(4); ok {
+		t.Error("Expected placed a point PlacementProblem calls unplaceable")
+	}
+	b.Points[0].Concurrency = lp(4)
+	if why := b.PlacementProblem(); why != "" {
+		t.Errorf("a concurrency point: %q", why)
+	}
+
+	f, _, _ := importAndBuild(t, "lambda", "testdata/reports/lambda-a100-h100-report.md")
+	notes, err := Assess(f, AssessOptions{MinSuccessRatio: DefaultMinSuccessRatio})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || !strings.HasPrefix(notes[0], "48 baselines (") || !strings.Contains(notes[0], "give no expected values") {
+		t.Errorf("notes %q: want one note for the 48 unplaceable baselines", notes)
+	}
+}
+
+// TestGenAIPerfInvalidGoodput: genai-perf writes request_goodput {"avg": "-1.0"} when it cannot
+// evaluate the --goodput constraints (perf_analyzer genai-perf/tests/test_json_exporter.py,
+// test_invalid_goodput_json_output). The file imports without a goodput, with a note.
+func TestGenAIPerfInvalidGoodput(t *testing.T) {
+	data := `{"request_throughput": {"unit": "requests/sec", "avg": "7"}, "request_goodput": {"unit": "requests/sec", "avg": "-1.0"},
+		"time_to_first_token": {"unit": "ms", "avg": 11, "p50": 16, "p99": 12}, "output_token_throughput": {"unit": "tokens/sec", "avg": 31},
+		"input_config": {"model": ["gpt2_vllm"], "concurrency": 1, "request_rate": null}}`
+	im, err := ImportBytes("profile_export_genai_perf.json", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := im.Baselines[0].Points[0]
+	if p.RequestGoodput != nil || p.RequestThroughput == nil || *p.RequestThroughput != 7 {
+		t.Errorf("goodput %v request throughput %v: want no goodput and 7 req/s", p.RequestGoodput, p.RequestThroughput)
+	}
+	if len(im.Notes) != 1 || !strings.Contains(im.Notes[0], `"request_goodput" is -1`) {
+		t.Errorf("notes %q", im.Notes)
+	}
+}
+
+// TestSGLangBlockSentinels: newer SGLang bench_serving blocks say "Max request concurrency: not
+// set" and print -1 for what they did not measure (here a simulated run, as printed in the
+// HiSim README); those are unset, with a note, not a refused file or negative figures.
+func TestSGLangBlockSentinels(t *testing.T) {
+	text := `============ Serving Benchmark Result ============
+Benchmark Mode:                          simulation
+Backend:                                 lmdeploy  
+Traffic request rate:                    inf       
+Max request concurrency:                 not set   
+Successful requests:                     50        
+Benchmark duration (s):                  20.36     
+Total input tokens:                      51513     
+Total input text tokens:                 -1        
+Total generated tokens:                  51200     
+Request throughput (req/s):              2.46      
+Output token throughput (tok/s):         2514.64   
+Peak output token throughput (tok/s):    -1.00     
+Peak concurrent requests:                -1        
+Total token throughput (tok/s):          5044.66   
+----------------End-to-End Latency----------------
+Mean E2E Latency (ms):                   9509.61   
+==================================================
+`
+	im, err := ImportBytes("sim.txt", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := im.Baselines[0]
+	p := b.Points[0]
+	if b.Framework != "lmdeploy" || b.Source.Tool != ToolSGLangBenchServing || p.Concurrency != nil || p.RequestRate == nil ||
+		p.PeakOutputThroughput != nil || p.PeakConcurrency != nil || p.E2E == nil || *p.E2E.Mean != 9.50961 {
+		t.Errorf("baseline %+v point %+v", b, p)
+	}
+	notes := strings.Join(im.Notes, "\n")
+	for _, want := range []string{`"Peak output token throughput (tok/s)" is -1.00, the tool's mark for not measured`, `"Benchmark Mode" is not a baseline metric`} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+}
+
+// TestSGLangOutputFileRecord: a line of SGLang bench_serving's --output-file (the record of its
+// source, bench_serving.py): E2E under *_e2e_latency_ms, the backend as framework, total_throughput
+// as the total token throughput, Python's Infinity as the rate, and its measured "concurrency" not
+// taken for the load level.
+func TestSGLangOutputFileRecord(t *testing.T) {
+	rec := `{"backend": "sglang", "dataset_name": "sharegpt", "request_rate": Infinity, "max_concurrency": null, "duration": 100.0,
+		"completed": 1000, "total_input_tokens": 302118, "total_output_tokens": 195775, "total_output_tokens_retokenized": 195324,
+		"request_throughput": 10.0, "output_throughput": 1957.75, "total_throughput": 4978.93, "mean_e2e_latency_ms": 5000.5,
+		"p99_e2e_latency_ms": 9813.9, "mean_ttft_ms": 91.7, "mean_tpot_ms": 11.8, "mean_itl_ms": 11.9, "concurrency": 50.0}`
+	im, err := ImportBytes("sglang.jsonl", []byte(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := im.Baselines[0]
+	p := b.Points[0]
+	if b.Source.Tool != ToolSGLangBenchServing || b.Framework != "sglang" || p.Concurrency != nil || p.RequestRate == nil ||
+		!math.IsInf(float64(*p.RequestRate), 1) || p.E2E == nil || *p.E2E.Mean != 5.0005 || *pct(p.E2E, "p99") != 9.8139 ||
+		p.TotalTokenThroughput == nil || *p.TotalTokenThroughput != 4978.93 {
+		t.Errorf("baseline %+v point %+v", b, p)
+	}
+}
+
+// TestNamespaceMetadata: vllm bench serve's --metadata KEY=VALUE pairs, printed in its Namespace
+// line, give a text log what they give the --save-result JSON: hardware, framework, parallelism.
+func TestNamespaceMetadata(t *testing.T) {
+	text := `Namespace(subparser='bench', bench_type='serve', dispatch_function=<function BenchmarkServingSubcommand.cmd at 0x7f1c2a3b4c10>, num_prompts=100, dataset_name='random', random_input_len=512, random_output_len=128, model='Qwen/Qwen3-8B', max_concurrency=16, request_rate=inf, metadata=['gpu=H100', 'framework=vllm', 'tensor_parallel_size=2'])
+============ Serving Benchmark Result ============
+Successful requests:                     100
+Failed requests:                         0
+Maximum request concurrency:             16
+Benchmark duration (s):                  10.00
+Request throughput (req/s):              10.00
+Output token throughput (tok/s):         1280.00
+Mean TTFT (ms):                          50.00
+==================================================
+`
+	im, err := ImportBytes("run.log", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := im.Baselines[0]
+	if b.Model != "Qwen/Qwen3-8B" || b.Hardware != "H100" || b.Framework != "vllm" || b.Parallelism == nil || b.Parallelism.TP != 2 {
+		t.Errorf("baseline %+v", b)
+	}
+	p := b.Points[0]
+	if p.Dataset != "random" || p.InputLen == nil || *p.InputLen != 512 || p.NumPrompts == nil || *p.NumPrompts != 100 {
+		t.Errorf("point %+v", p)
 	}
 }

@@ -1,6 +1,7 @@
 package baseline
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -44,13 +45,20 @@ func importGuideLLM(im *Import, v any) error {
 			return fmt.Errorf("benchmarks[%d]: %w", i, err)
 		}
 		p.Ref = fmt.Sprintf("%s benchmarks[%d]", filepathBase(im.File), i)
+		// start_time: epoch seconds of the benchmark's start (every guidellm version writes it);
+		// the import writes it as RFC 3339.
+		if st, ok := bo["start_time"].(json.Number); ok {
+			if f, err := st.Float64(); err == nil && f > 0 {
+				p.Date = st.String()
+			}
+		}
 		bm := model
 		for _, k := range []string{"config", "args"} {
 			if o, ok := bo[k].(map[string]any); ok {
 				bm = firstNonEmpty(stringAt(o, "model"), bm)
 			}
 		}
-		im.Baselines = append(im.Baselines, &Baseline{Model: bm, Source: Source{Tool: ToolGuideLLM, Date: date}, Points: []Point{p}})
+		im.Baselines = append(im.Baselines, &Baseline{Model: bm, Source: Source{Tool: ToolGuideLLM, Date: firstNonEmpty(date, p.Date)}, Points: []Point{p}})
 	}
 	return nil
 }
@@ -71,6 +79,11 @@ func guidellmPoint(bo map[string]any) (Point, error) {
 		}
 	}
 	if strategy == nil {
+		// guidellm 0.1 (GuidanceReport) nests TextGenerationBenchmarkReports, each a list of
+		// {"mode", "rate", "results", "errors"} with per-request records only, no aggregates.
+		if _, nested := bo["benchmarks"]; nested || bo["mode"] != nil {
+			return p, fmt.Errorf("a guidellm 0.1 report (per-request results of each mode and rate, no aggregate metrics): not read; re-run with guidellm 0.2 or later, whose benchmarks.json carries the statistics")
+		}
 		return p, fmt.Errorf("missing \"config.strategy\" (or \"args.strategy\" before v0.4): cannot tell the load level")
 	}
 	sr := &jreader{obj: strategy}
@@ -377,6 +390,16 @@ func importAIPerf(im *Import, v any) error {
 		}
 		return s.Mean
 	}
+	// genai-perf writes request_goodput {"avg": -1} when it cannot evaluate the --goodput
+	// constraints (its invalid-goodput sentinel): no goodput was measured, the rest stands.
+	for _, k := range []string{"request_goodput", "goodput"} {
+		if m, ok := top[k].(map[string]any); ok {
+			if g, present, _ := toFloat(m["avg"]); present && g < 0 {
+				im.Notes = append(im.Notes, fmt.Sprintf("%q is %v, the tool's mark for goodput constraints it could not evaluate: no goodput imported", k, g))
+				delete(top, k)
+			}
+		}
+	}
 	p.OutputThroughput = avg("output_token_throughput")
 	p.RequestThroughput = avg("request_throughput")
 	p.RequestGoodput = avg("request_goodput")
@@ -405,6 +428,13 @@ func importAIPerf(im *Import, v any) error {
 	}
 	p.Completed = count("request_count")
 	p.Failed = count("error_request_count")
+	// Token totals of the successful requests: aiperf total_isl / total_osl (schema 1.3 also
+	// writes total_output_tokens), and its total_token_throughput = (ISL + OSL) / duration.
+	p.TotalInputTokens = count("total_isl")
+	if p.TotalOutputTokens = count("total_osl"); p.TotalOutputTokens == nil {
+		p.TotalOutputTokens = count("total_output_tokens")
+	}
+	p.TotalTokenThroughput = avg("total_token_throughput")
 	if err != nil {
 		return err
 	}
@@ -478,8 +508,11 @@ func importAIPerf(im *Import, v any) error {
 }
 
 // aiperfPhaseLoad reads the load of an aiperf export of profile-export schema 1.3 and later:
-// input_config.phases[] entries like {"type": "concurrency", "concurrency": 16} (the last phase
-// that is not a warm-up is the measured one), else run_info.variation_values.
+// input_config.phases[], whose measured phase is the last one not excluded from the results
+// (exclude_from_results: true, or named warmup). A phase is {"type": "concurrency",
+// "concurrency": 16}, or a rate phase {"type": "poisson"|"constant"|"gamma", "rate": 1.0} with an
+// optional "concurrency" cap (aiperf's --request-rate [--concurrency]). Without phases, the load
+// comes from run_info.variation_values.
 func aiperfPhaseLoad(top, cfg map[string]any, p *Point) error {
 	var src map[string]any
 	if phases, ok := findKey(cfg, "phases").([]any); ok {
@@ -489,7 +522,8 @@ func aiperfPhaseLoad(top, cfg map[string]any, p *Point) error {
 				return fmt.Errorf("input_config.phases[%d]: a %s, not an object", i, jsonKind(ph))
 			}
 			name := strings.ToLower(stringAt(o, "name") + " " + stringAt(o, "type"))
-			if strings.Contains(name, "warmup") || strings.Contains(name, "warm_up") {
+			if excluded, _ := o["exclude_from_results"].(bool); excluded ||
+				strings.Contains(name, "warmup") || strings.Contains(name, "warm_up") {
 				continue
 			}
 			src = o
@@ -506,6 +540,9 @@ func aiperfPhaseLoad(top, cfg map[string]any, p *Point) error {
 	r := &jreader{obj: src}
 	p.Concurrency = r.load("concurrency")
 	p.RequestRate = r.load("request_rate")
+	if p.RequestRate == nil {
+		p.RequestRate = r.load("rate")
+	}
 	if r.err != nil {
 		return fmt.Errorf("input_config.phases: %w", r.err)
 	}
@@ -564,10 +601,15 @@ func aiperfDuration(top map[string]any) (*float64, error) {
 		if v != nil {
 			scale := 1.0
 			switch strings.ToLower(stringAt(m, "unit")) {
+			case "", "s", "sec", "seconds":
 			case "ms":
 				scale = 1e-3
+			case "us":
+				scale = 1e-6
 			case "ns":
 				scale = 1e-9
+			default:
+				return nil, fmt.Errorf("benchmark_duration: unknown unit %q", stringAt(m, "unit"))
 			}
 			return fp(scale10(*v, scale)), nil
 		}

@@ -24,7 +24,9 @@ var vllmResultKeys = map[string]bool{
 	"pipeline_parallel_size": true, "data_parallel_size": true, "max_model_len": true, "framework": true,
 }
 
-var reVLLMStatKey = regexp.MustCompile(`^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$`)
+// reVLLMStatKey matches vLLM's statistic keys (mean_ttft_ms, p99_e2el_ms) and SGLang
+// bench_serving's name for E2E (mean_e2e_latency_ms).
+var reVLLMStatKey = regexp.MustCompile(`^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e2e_latency)_ms$`)
 
 func importVLLMServeJSON(im *Import, values []any) error {
 	var records []map[string]any
@@ -144,10 +146,14 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 		if v == nil {
 			continue
 		}
-		s := stats[m[2]]
+		metric := m[2]
+		if metric == "e2e_latency" {
+			metric = "e2el"
+		}
+		s := stats[metric]
 		if s == nil {
 			s = &Stats{}
-			stats[m[2]] = s
+			stats[metric] = s
 		}
 		sec := scale10(*v, 1e-3) // ms -> s
 		switch m[1] {
@@ -157,6 +163,10 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 			s.Median = &sec
 		case "std":
 			s.Std = &sec
+		case "min":
+			s.Min = &sec
+		case "max":
+			s.Max = &sec
 		default:
 			q, err := strconv.ParseFloat(m[1][1:], 64)
 			if err != nil || !(q > 0 && q <= 100) {
@@ -178,6 +188,18 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 	}
 	if b.Model == "" {
 		b.Model = r.s("model")
+	}
+	if isSGLangRecord(rec) {
+		// SGLang's bench_serving --output-file record: its backend is the framework measured,
+		// "total_throughput" its total token throughput, "concurrency" a measured mean (not the
+		// load level, which is max_concurrency / request_rate as in vLLM).
+		b.Source.Tool = ToolSGLangBenchServing
+		if b.Framework == "" {
+			b.Framework = backendFramework(r.s("backend"))
+		}
+		if p.TotalTokenThroughput == nil {
+			p.TotalTokenThroughput = r.f("total_throughput")
+		}
 	}
 	par := Parallelism{}
 	for key, dst := range map[string]*int64{"tensor_parallel_size": &par.TP, "pipeline_parallel_size": &par.PP, "data_parallel_size": &par.DP} {
@@ -222,6 +244,8 @@ func filepathBase(name string) string {
 // of --save-result, so that both go through vllmServeBaseline.
 var printedKeys = map[string]string{
 	"successful requests":                  "completed",
+	"max request concurrency":              "max_concurrency", // SGLang bench_serving
+	"traffic request rate":                 "request_rate",    // SGLang bench_serving, inside the block
 	"failed requests":                      "failed",
 	"maximum request concurrency":          "max_concurrency",
 	"request rate configured (rps)":        "request_rate",
@@ -234,17 +258,21 @@ var printedKeys = map[string]string{
 	"peak output token throughput (tok/s)": "max_output_tokens_per_s",
 	"peak concurrent requests":             "max_concurrent_requests",
 	"total token throughput (tok/s)":       "total_token_throughput",
+	"total throughput (tok/s)":             "total_token_throughput", // SGLang bench_serving before 2025
 	"input token throughput (tok/s)":       "input_throughput",
 }
 
 var (
-	rePrintedStat = regexp.MustCompile(`^(Mean|Median|Std|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL) \(ms\)$`)
-	rePrintedLine = regexp.MustCompile(`^\s*([^:]+?)\s*:\s+(\S+)\s*$`)
+	// "Mean TTFT (ms)"; SGLang's bench_serving also prints "Max ITL (ms)" and "Mean E2E Latency (ms)".
+	rePrintedStat = regexp.MustCompile(`^(Mean|Median|Std|Max|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL|E2E Latency) \(ms\)$`)
+	rePrintedLine = regexp.MustCompile(`^\s*([^:]+?)\s*:\s+(\S+(?: \S+)?)\s*$`)
 	reContextTP   = regexp.MustCompile(`(?:^|\s)(?:-tp|--tensor-parallel-size)[= ](\d+)\b`)
 	reContextPP   = regexp.MustCompile(`(?:^|\s)(?:-pp|--pipeline-parallel-size)[= ](\d+)\b`)
 	reContextLen  = regexp.MustCompile(`--max-model-len[= ]"?(\d+)`)
 	reServeModel  = regexp.MustCompile(`vllm serve\s+(?:-\S+\s+\S+\s+)*?([\w.-]+/[\w.-]+)`)
-	reClientModel = regexp.MustCompile(`--model[= ]([\w.-]+/[\w.-]+)`)
+	// The client's --model: an org/name id or a served name without org ("--model qwen2.5"); a
+	// shell variable or a path (--model $MODEL, --model /data/llm/x) is not a model id.
+	reClientModel = regexp.MustCompile(`--model[= ]['"]?([\w.-]+(?:/[\w.-]+)?)(?:[^\w./-]|$)`)
 	reTrafficRate = regexp.MustCompile(`Traffic request rate:\s*(\S+)`)
 )
 
@@ -308,6 +336,7 @@ func importVLLMServeText(im *Import, text string) error {
 		}
 		start := lineNo[i]
 		rec := map[string]any{}
+		sglang := false
 		if pendingConc != "" {
 			rec["max_concurrency"] = pendingConc
 		}
@@ -329,14 +358,32 @@ func importVLLMServeText(im *Import, text string) error {
 				return fmt.Errorf("line %d: unexpected line in the result block started at line %d: %q", lineNo[i], start, l)
 			}
 			label, val := m[1], m[2]
-			if val == "None" {
-				continue // Python's unset value, e.g. "Maximum request concurrency: None"
+			if val == "None" || val == "not set" {
+				continue // unset: Python's None ("Maximum request concurrency: None"), SGLang's "not set"
+			}
+			if strings.EqualFold(label, "Backend") {
+				// SGLang's bench_serving (a fork of benchmark_serving.py, same definitions) prints the
+				// serving framework it benchmarked: sglang, vllm, lmdeploy, trt, ...
+				sglang = true
+				if fw := backendFramework(val); fw != "" {
+					rec["framework"] = fw
+				}
+				continue
+			}
+			if f, err := strconv.ParseFloat(val, 64); err == nil && f < 0 {
+				// SGLang prints -1 for what it did not measure (simulation mode, text-only runs).
+				im.Notes = append(im.Notes, fmt.Sprintf("line %d: %q is %s, the tool's mark for not measured; not imported", lineNo[i], label, val))
+				continue
 			}
 			if key, ok := printedKeys[strings.ToLower(label)]; ok {
 				rec[key] = val
 			} else if sm := rePrintedStat.FindStringSubmatch(label); sm != nil {
 				stat := strings.ToLower(sm[1])
-				rec[stat+"_"+strings.ToLower(sm[3])+"_ms"] = val
+				metric := strings.ToLower(sm[3])
+				if metric == "e2e latency" {
+					metric = "e2el"
+				}
+				rec[stat+"_"+metric+"_ms"] = val
 			} else {
 				im.Notes = append(im.Notes, fmt.Sprintf("line %d: %q is not a baseline metric; not imported", lineNo[i], label))
 			}
@@ -361,6 +408,9 @@ func importVLLMServeText(im *Import, text string) error {
 		b, err := vllmServeBaseline(rec)
 		if err != nil {
 			return fmt.Errorf("result block at line %d: %w", start, err)
+		}
+		if sglang {
+			b.Source.Tool = ToolSGLangBenchServing
 		}
 		if args != nil {
 			namespacePoint(&b.Points[0], args)
@@ -390,6 +440,31 @@ func importVLLMServeText(im *Import, text string) error {
 		}
 	}
 	return nil
+}
+
+// isSGLangRecord tells SGLang's bench_serving results (JSON records and printed blocks mapped to
+// JSON keys) from vLLM's: only SGLang writes retokenized counts and *_e2e_latency_ms.
+func isSGLangRecord(rec map[string]any) bool {
+	if _, ok := rec["total_output_tokens_retokenized"]; ok {
+		return true
+	}
+	_, ok := rec["mean_e2e_latency_ms"]
+	return ok
+}
+
+// backendFramework maps the --backend of SGLang's bench_serving to the serving framework it
+// measured; an OpenAI-compatible client backend ("oai", "openai") names no framework.
+func backendFramework(backend string) string {
+	b := strings.ToLower(backend)
+	switch {
+	case strings.HasPrefix(b, "sglang"):
+		return "sglang"
+	case strings.HasPrefix(b, "vllm"):
+		return "vllm"
+	case b == "lmdeploy", b == "trt", b == "tgi":
+		return b
+	}
+	return ""
 }
 
 // parseNamespace reads the argparse Namespace(...) line benchmark_serving.py and vllm bench serve
@@ -480,6 +555,16 @@ func applyNamespace(rec map[string]any, args map[string]string) {
 	if _, ok := rec["num_prompts"]; !ok {
 		if v, ok := args["num_prompts"]; ok {
 			rec["num_prompts"] = v
+		}
+	}
+	// --metadata KEY=VALUE ... (metadata=['gpu=H100', 'framework=vllm']): --save-result writes these
+	// keys at the top of the JSON, where the JSON importer reads gpu, framework, parallel sizes.
+	if md := strings.Trim(args["metadata"], "[]"); md != "" {
+		for _, item := range strings.Split(md, ",") {
+			k, v, ok := strings.Cut(strings.Trim(strings.TrimSpace(item), `'"`), "=")
+			if _, taken := rec[k]; ok && k != "" && !taken {
+				rec[k] = v
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package baseline
 
 import (
+	"fmt"
 	"math"
 	"sort"
 )
@@ -58,6 +59,30 @@ func (e Expectation) Mean(m Metric) float64 {
 type curvePoint struct {
 	c float64
 	p *Point
+}
+
+// PlacementProblem explains why none of b's usable points can be placed on the concurrency axis
+// (so Expected never gives a value and the daemon exports the points but no expected values or
+// regression ratios), or returns "" when at least one can. A point is placed by its concurrency,
+// or by Little's law from its request throughput and mean E2E (or TTFT + TPOT × tokens).
+func (b *Baseline) PlacementProblem() string {
+	usable := 0
+	for i := range b.Points {
+		p := &b.Points[i]
+		if !p.Usable() {
+			continue
+		}
+		usable++
+		if _, ok := p.effectiveConcurrency(); ok {
+			return ""
+		}
+	}
+	if usable == 0 {
+		return "" // CheckUsable's refusal says more
+	}
+	return fmt.Sprintf("none of its %d usable points can be placed on the concurrency axis (no finite concurrency, and no "+
+		"request throughput with a mean E2E, or TTFT and TPOT and output throughput, for Little's law): its points are "+
+		"exported, but no expected values or regression ratios", usable)
 }
 
 // effectiveConcurrency returns the concurrency a point represents: its concurrency key, or for a

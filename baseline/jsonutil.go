@@ -238,6 +238,9 @@ func scale10(v, k float64) float64 {
 	if math.IsInf(v, 0) || math.IsNaN(v) {
 		return v * k
 	}
+	if v == 0 {
+		return 0 // also for -0 (SGLang prints "-0.00" for a median rounded from below zero)
+	}
 	for n := -12; n <= 12; n++ {
 		if k != math.Pow10(n) {
 			continue

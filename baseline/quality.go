@@ -3,6 +3,7 @@ package baseline
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -37,12 +38,16 @@ var ErrNoUsablePoint = errors.New("no usable point")
 func Assess(f *File, opts AssessOptions) ([]string, error) {
 	var notes []string
 	var refused []string
+	var unplaced []*Baseline // usable, but no point can be placed on the concurrency axis
 	for _, b := range f.Baselines {
 		for i := range b.Points {
 			notes = append(notes, assessPoint(b, &b.Points[i], opts)...)
 		}
 		if b.UsablePoints() > 0 {
 			b.Unusable = ""
+			if b.PlacementProblem() != "" {
+				unplaced = append(unplaced, b)
+			}
 			continue
 		}
 		why := noUsableReason(b)
@@ -57,10 +62,30 @@ func Assess(f *File, opts AssessOptions) ([]string, error) {
 		b.Unusable = why + "; imported with --force"
 		notes = append(notes, fmt.Sprintf("baseline %q: %s; written because of --force and marked unusable: the daemon refuses it", b.Name, why))
 	}
+	notes = append(notes, unplacedNote(unplaced)...)
 	if len(refused) > 0 {
 		return notes, fmt.Errorf("%w: %s (use --force to write it anyway, marked unusable)", ErrNoUsablePoint, strings.Join(refused, "; "))
 	}
 	return notes, nil
+}
+
+// unplacedNote reports the baselines whose usable points cannot be placed on the concurrency
+// axis: one note per baseline, or one for all when there are many (a report table gives dozens).
+func unplacedNote(bs []*Baseline) []string {
+	switch {
+	case len(bs) == 0:
+		return nil
+	case len(bs) <= 3:
+		out := make([]string, len(bs))
+		for i, b := range bs {
+			out[i] = fmt.Sprintf("baseline %q: %s", b.Name, b.PlacementProblem())
+		}
+		return out
+	}
+	return []string{fmt.Sprintf("%d baselines (%q, %q, ... %q) give no expected values: no usable point of theirs can be placed "+
+		"on the concurrency axis (no finite concurrency, and no request throughput with a mean E2E, or TTFT and TPOT and output "+
+		"throughput, for Little's law); their points are exported, but no expected values or regression ratios",
+		len(bs), bs[0].Name, bs[1].Name, bs[len(bs)-1].Name)}
 }
 
 func allFailed(b *Baseline) bool {
@@ -181,8 +206,11 @@ func normalizeDate(s string) string {
 		if n >= 1e11 { // milliseconds
 			sec = n / 1000
 		}
+		// Python's time.time() has microsecond resolution; a float64 of ~1.7e9 s holds about that
+		// much, so the fraction is rounded to microseconds rather than printing float noise.
 		whole := int64(sec)
-		return time.Unix(whole, int64((sec-float64(whole))*1e9)).UTC().Format(time.RFC3339Nano)
+		us := int64(math.Round((sec - float64(whole)) * 1e6))
+		return time.Unix(whole, us*1000).UTC().Format(time.RFC3339Nano)
 	}
 	for _, l := range dateLayouts {
 		if t, err := time.Parse(l, s); err == nil {

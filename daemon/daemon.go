@@ -214,9 +214,9 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 // opts.ConfigFile — the file, its baseline files, the files its
 // file_sd_configs match, every target's HTTP client — on a private registry,
 // without running anything. It fails exactly when New would, with New's error.
-func CheckConfig(opts Options) error {
+func CheckConfig(opts Options, logger log.Logger) error {
 	opts.Registry = prometheus.NewRegistry()
-	_, err := New(opts, nil)
+	_, err := New(opts, logger)
 	return err
 }
 

@@ -200,6 +200,9 @@ func (c *Collector) ApplyConfig(cfg *config.Config) error {
 			}
 			b = f.Baselines[0]
 		}
+		if why := b.PlacementProblem(); why != "" {
+			level.Warn(c.logger).Log("msg", "baseline gives no expected values", "baseline", ref.Name, "file", ref.File, "reason", why)
+		}
 		l := &loaded{name: ref.Name, file: ref.File, b: b}
 		lc.baselines = append(lc.baselines, l)
 		lc.byName[ref.Name] = l

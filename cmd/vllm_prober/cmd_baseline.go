@@ -73,7 +73,11 @@ func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writ
 			return 1
 		}
 		for _, b := range f.Baselines {
-			fmt.Fprintf(stderr, "baseline %q: %d points (%d usable), saturation output throughput %.2f tok/s\n", b.Name, len(b.Points), b.UsablePoints(), b.SaturationOutputThroughput())
+			sat := "no output throughput" // a table of latencies only (vLLM CI's older serving table)
+			if v := b.SaturationOutputThroughput(); v > 0 {
+				sat = fmt.Sprintf("saturation output throughput %.2f tok/s", v)
+			}
+			fmt.Fprintf(stderr, "baseline %q: %d points (%d usable), %s\n", b.Name, len(b.Points), b.UsablePoints(), sat)
 		}
 		// kingpin v2 hands a lone "-" to a flag as the empty string, so both mean stdout.
 		if *out == "-" || *out == "" {

@@ -210,3 +210,32 @@ targets:
 		t.Errorf("--config.check called the file ok:\n%s", checkErr)
 	}
 }
+
+// TestUnplaceableBaselineWarns: a baseline from the Lambda A100/H100 report (a throughput and an
+// ITL at an unlimited rate, no concurrency, no E2E) can give no expected values. import warns,
+// and the daemon's load, --config.check included, logs it naming the baseline and the file
+// instead of exporting no expected values without a word.
+func TestUnplaceableBaselineWarns(t *testing.T) {
+	dir := t.TempDir()
+	basePath := filepath.Join(dir, "lambda.yaml")
+	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", basePath, "--name", "lambda",
+		"../../baseline/testdata/reports/lambda-a100-h100-report.md")
+	if code != 0 || !strings.Contains(stderr, "warning: 48 baselines (") || !strings.Contains(stderr, "give no expected values") {
+		t.Fatalf("import: exit %d, stderr:\n%s", code, stderr)
+	}
+	cfgPath := filepath.Join(dir, "vllm_prober.yml")
+	if err := os.WriteFile(cfgPath, []byte(`
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 4}
+baselines: [{name: lambda/1xA100-80GB-SXM/Meta-Llama-3.1-8B-FP8, file: lambda.yaml}]
+targets:
+  - {name: sim, url: "http://127.0.0.1:1", baseline: lambda/1xA100-80GB-SXM/Meta-Llama-3.1-8B-FP8}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, "--config.check", "--config.file="+cfgPath)
+	want := `msg="baseline gives no expected values" baseline=lambda/1xA100-80GB-SXM/Meta-Llama-3.1-8B-FP8 file=` + basePath
+	if code != 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "none of its 1 usable points can be placed") {
+		t.Errorf("--config.check: exit %d, want 0 and %q in stderr:\n%s", code, want, stderr)
+	}
+}

@@ -168,8 +168,10 @@ func TestBenchCommandFailingServer(t *testing.T) {
 	if err := json.Unmarshal(data, &rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Failed < 5 || rec.Failed > 15 || rec.Completed+rec.Failed != 20 {
-		t.Fatalf("completed %d failed %d, want about half of 20 failed", rec.Completed, rec.Failed)
+	// Each request fails with probability 0.5: bounds of 5..15 would fail 1.2% of runs
+	// (Binomial(20, 0.5)); 1..19 fail one run in 500,000 and still prove a mixed level.
+	if rec.Failed < 1 || rec.Failed > 19 || rec.Completed+rec.Failed != 20 {
+		t.Fatalf("completed %d failed %d, want some of 20 failed and some completed", rec.Completed, rec.Failed)
 	}
 	// The breakdown: one class, the prober's reason with the status.
 	if len(rec.FailureReasons) != 1 || rec.FailureReasons[0].Reason != "http_5xx" || rec.FailureReasons[0].Status != 500 ||
@@ -236,7 +238,7 @@ func TestBenchCommandFailingServer(t *testing.T) {
 		t.Fatalf("baseline: %+v", f.Baselines)
 	}
 	p := b.Points[0]
-	if p.Failed == nil || *p.Failed < 5 || p.Completed == nil || *p.Completed+*p.Failed != 20 {
+	if p.Failed == nil || *p.Failed < 1 || p.Completed == nil || *p.Completed+*p.Failed != 20 {
 		t.Errorf("forced point: completed %v failed %v, want the failures counted", p.Completed, p.Failed)
 	}
 	// Marked as baseline import marks it: the point excluded, the baseline unusable, and so

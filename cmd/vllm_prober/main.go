@@ -99,7 +99,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *configCheck {
-		if err := daemon.CheckConfig(daemon.Options{ConfigFile: *configFile, TelemetryPath: *telemetryPath}); err != nil {
+		if err := daemon.CheckConfig(daemon.Options{ConfigFile: *configFile, TelemetryPath: *telemetryPath}, logger); err != nil {
 			level.Error(logger).Log("msg", "Error loading config", "err", err)
 			return 1
 		}
