@@ -22,6 +22,7 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
+	"github.com/vllm-prober/vllm_prober/internal/yamlerr"
 )
 
 // Prober kinds a module may use.
@@ -253,7 +254,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	if raw.Global != nil {
 		if err := raw.Global.decode(&c.Global); err != nil {
-			return fmt.Errorf("global: %w", YAMLError(err, "in global"))
+			return fmt.Errorf("global: %w", yamlerr.Rewrite(err, "in global"))
 		}
 	}
 	if raw.Modules != nil {
@@ -261,7 +262,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		for _, name := range sortedKeys(raw.Modules) {
 			m := DefaultModule
 			if err := raw.Modules[name].decode(&m); err != nil {
-				return fmt.Errorf("module %q: %w", name, YAMLError(err, fmt.Sprintf("in module %q", name)))
+				return fmt.Errorf("module %q: %w", name, yamlerr.Rewrite(err, fmt.Sprintf("in module %q", name)))
 			}
 			c.Modules[name] = m
 		}
@@ -270,9 +271,9 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		t := DefaultTarget
 		if err := n.decode(&t); err != nil {
 			if t.Name != "" {
-				return fmt.Errorf("target %q: %w", t.Name, YAMLError(err, fmt.Sprintf("in target %q", t.Name)))
+				return fmt.Errorf("target %q: %w", t.Name, yamlerr.Rewrite(err, fmt.Sprintf("in target %q", t.Name)))
 			}
-			return fmt.Errorf("targets[%d]: %w", i, YAMLError(err, fmt.Sprintf("in targets[%d]", i)))
+			return fmt.Errorf("targets[%d]: %w", i, yamlerr.Rewrite(err, fmt.Sprintf("in targets[%d]", i)))
 		}
 		c.Targets = append(c.Targets, t)
 	}
@@ -285,7 +286,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	if raw.Discovery.TargetDefaults != nil {
 		t := DefaultTarget
 		if err := raw.Discovery.TargetDefaults.decode(&t); err != nil {
-			return fmt.Errorf("target_defaults: %w", YAMLError(err, "in target_defaults"))
+			return fmt.Errorf("target_defaults: %w", yamlerr.Rewrite(err, "in target_defaults"))
 		}
 		c.Discovery.TargetDefaults = &t
 	}
@@ -333,7 +334,7 @@ func Load(data []byte, dir string) (*Config, error) {
 	cfg := &Config{}
 	cfg.setDefaults() // an empty document does not call UnmarshalYAML
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
-		return nil, YAMLError(err, "")
+		return nil, yamlerr.Rewrite(err, "")
 	}
 	if err := cfg.validate(dir); err != nil {
 		return nil, err

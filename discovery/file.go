@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 	yaml "go.yaml.in/yaml/v2"
 
-	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
+	"github.com/vllm-prober/vllm_prober/internal/yamlerr"
 )
 
 // settleDelay groups the burst of events one file write causes (create, write,
@@ -194,7 +194,7 @@ func readTargetFile(path string) ([]*targetgroup.Group, error) {
 		}
 	case ".yml", ".yaml":
 		if err := yaml.UnmarshalStrict(data, &groups); err != nil {
-			return nil, fmt.Errorf("parsing YAML: %w", config.YAMLError(err, "in a target group"))
+			return nil, fmt.Errorf("parsing YAML: %w", yamlerr.Rewrite(err, "in a target group"))
 		}
 	default:
 		return nil, fmt.Errorf("extension %q is not .json, .yml or .yaml", ext)
