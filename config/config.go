@@ -412,7 +412,13 @@ func (c *Config) validate(dir string) error {
 	}
 
 	if len(c.Modules) == 0 {
-		return errors.New("no modules defined")
+		switch {
+		case len(c.Targets) == 0 && !c.Discovery.Enabled():
+			return errors.New("no modules and no targets defined")
+		case c.probes():
+			return errors.New("no modules defined")
+		}
+		// Only scrape-only targets (modules: none, probe: false): nothing to probe with.
 	}
 	for _, name := range sortedKeys(c.Modules) {
 		m := c.Modules[name]
@@ -483,6 +489,17 @@ func (c *Config) validate(dir string) error {
 		}
 	}
 	return nil
+}
+
+// probes reports whether a static target, or the template of discovered
+// targets, probes (needs modules) rather than only scraping.
+func (c *Config) probes() bool {
+	for i := range c.Targets {
+		if c.Targets[i].Probe {
+			return true
+		}
+	}
+	return c.Discovery.Enabled() && (c.Discovery.TargetDefaults == nil || c.Discovery.TargetDefaults.Probe)
 }
 
 func (m *Module) validate() error {
