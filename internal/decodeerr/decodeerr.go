@@ -1,9 +1,12 @@
-// Package yamlerr rewrites YAML decoding errors for people: they name the
-// place and the expected shape, never an internal Go type.
-package yamlerr
+// Package decodeerr rewrites YAML and JSON decoding errors for people: they
+// name the place and the expected shape, never an internal Go type.
+package decodeerr
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -41,12 +44,12 @@ func yamlKind(goType string) string {
 	return "a mapping"
 }
 
-// Rewrite rewrites the errors of a YAML decoding error that name an internal
+// YAML rewrites the errors of a YAML decoding error that name an internal
 // Go type: an unknown key says where it was (where, e.g. `in global`,
 // `in target "a"`; empty to say nothing beyond the line number), a value of the
 // wrong shape says which shape was expected ("cannot unmarshal !!seq into a
 // mapping"). Other errors are returned as they are.
-func Rewrite(err error, where string) error {
+func YAML(err error, where string) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		return err
@@ -69,4 +72,60 @@ func Rewrite(err error, where string) error {
 		return errors.New(strings.Replace(msg, te.Error(), out.Error(), 1))
 	}
 	return out
+}
+
+// JSON rewrites a type-mismatch error of encoding/json ("json: cannot
+// unmarshal object into Go value of type []*targetgroup.Group") into the key
+// and the shapes found and expected ("key targets: a string where a list is
+// expected"). Other errors are returned as they are. (Its offset is not turned
+// into a line: inside a type's own UnmarshalJSON it counts from that value.)
+func JSON(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msg := fmt.Sprintf("%s where %s is expected", jsonValue(te.Value), jsonKind(te.Type))
+	if f := strings.TrimLeft(te.Field, "."); f != "" {
+		msg = "key " + f + ": " + msg
+	}
+	return errors.New(msg)
+}
+
+// jsonValue names a JSON value kind as encoding/json reports it ("object",
+// "array", "string", "number", "bool", or "number 1.5").
+func jsonValue(v string) string {
+	switch {
+	case v == "object", v == "array":
+		return "an " + v
+	case v == "bool":
+		return "true or false"
+	case strings.HasPrefix(v, "number"):
+		return "a number"
+	}
+	return "a " + v
+}
+
+// jsonKind names the JSON shape a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another value"
 }
