@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -53,15 +52,7 @@ func TestDemo(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "demo.sh"))
 	cmd.Env = append(os.Environ(), "SIM_ADDR="+simAddr, "PROBER_ADDR="+proberAddr,
 		"CONFIG=examples/demo-test.yml", "DEMO_DURATION=30")
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	out, exited := startCommand(t, cmd)
 	defer func() {
 		cancel()
 		<-exited
