@@ -8,8 +8,9 @@
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
-# best effort) with `go install`; promtool, and gcc with libc6-dev for
-# `go test -race` (which needs cgo), with apt-get when running as root.
+# best effort) with `go install`; promtool and prometheus (the end-to-end tests
+# run a real Prometheus), and gcc with libc6-dev for `go test -race` (which
+# needs cgo), with apt-get when running as root.
 
 GO       ?= go
 GOOS     ?= $(shell $(GO) env GOOS)
@@ -168,14 +169,16 @@ govulncheck:
 		$(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION); \
 	fi
 
+# promtool checks the rules; the end-to-end tests (e2e/) run a real Prometheus
+# server ($$PROMETHEUS or prometheus on PATH). Debian's prometheus package has both.
 .PHONY: promtool
 promtool:
-	@if ! command -v $(PROMTOOL) >/dev/null 2>&1; then \
+	@if ! command -v $(PROMTOOL) >/dev/null 2>&1 || { [ -z "$$PROMETHEUS" ] && ! command -v prometheus >/dev/null 2>&1; }; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo ">> installing promtool (Debian package prometheus)"; \
+			echo ">> installing promtool and prometheus (Debian package prometheus)"; \
 			DEBIAN_FRONTEND=noninteractive scripts/apt-install.sh prometheus; \
 		else \
-			echo "promtool is missing: install the Prometheus package (Debian: apt-get install prometheus)" >&2; exit 1; \
+			echo "promtool or prometheus is missing: install the Prometheus package (Debian: apt-get install prometheus)" >&2; exit 1; \
 		fi; \
 	fi
 

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v2"
+
+	"github.com/vllm-prober/vllm_prober/internal/decodeerr"
 )
 
 // FormatVersion is the only version of the baseline file this package reads and writes.
@@ -326,7 +328,7 @@ func Parse(data []byte) (*File, error) {
 	}
 	var f File
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return nil, fmt.Errorf("decoding baseline YAML: %w", err)
+		return nil, fmt.Errorf("decoding baseline YAML: %w", decodeerr.YAML(err, ""))
 	}
 	if err := f.Validate(); err != nil {
 		return nil, err

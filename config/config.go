@@ -22,6 +22,7 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
+	"github.com/vllm-prober/vllm_prober/internal/decodeerr"
 )
 
 // Prober kinds a module may use.
@@ -253,7 +254,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	if raw.Global != nil {
 		if err := raw.Global.decode(&c.Global); err != nil {
-			return fmt.Errorf("global: %w", YAMLError(err, "in global"))
+			return fmt.Errorf("global: %w", decodeerr.YAML(err, "in global"))
 		}
 	}
 	if raw.Modules != nil {
@@ -261,7 +262,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		for _, name := range sortedKeys(raw.Modules) {
 			m := DefaultModule
 			if err := raw.Modules[name].decode(&m); err != nil {
-				return fmt.Errorf("module %q: %w", name, YAMLError(err, fmt.Sprintf("in module %q", name)))
+				return fmt.Errorf("module %q: %w", name, decodeerr.YAML(err, fmt.Sprintf("in module %q", name)))
 			}
 			c.Modules[name] = m
 		}
@@ -270,9 +271,9 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		t := DefaultTarget
 		if err := n.decode(&t); err != nil {
 			if t.Name != "" {
-				return fmt.Errorf("target %q: %w", t.Name, YAMLError(err, fmt.Sprintf("in target %q", t.Name)))
+				return fmt.Errorf("target %q: %w", t.Name, decodeerr.YAML(err, fmt.Sprintf("in target %q", t.Name)))
 			}
-			return fmt.Errorf("targets[%d]: %w", i, YAMLError(err, fmt.Sprintf("in targets[%d]", i)))
+			return fmt.Errorf("targets[%d]: %w", i, decodeerr.YAML(err, fmt.Sprintf("in targets[%d]", i)))
 		}
 		c.Targets = append(c.Targets, t)
 	}
@@ -285,7 +286,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	if raw.Discovery.TargetDefaults != nil {
 		t := DefaultTarget
 		if err := raw.Discovery.TargetDefaults.decode(&t); err != nil {
-			return fmt.Errorf("target_defaults: %w", YAMLError(err, "in target_defaults"))
+			return fmt.Errorf("target_defaults: %w", decodeerr.YAML(err, "in target_defaults"))
 		}
 		c.Discovery.TargetDefaults = &t
 	}
@@ -333,7 +334,7 @@ func Load(data []byte, dir string) (*Config, error) {
 	cfg := &Config{}
 	cfg.setDefaults() // an empty document does not call UnmarshalYAML
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
-		return nil, YAMLError(err, "")
+		return nil, decodeerr.YAML(err, "")
 	}
 	if err := cfg.validate(dir); err != nil {
 		return nil, err
@@ -411,7 +412,13 @@ func (c *Config) validate(dir string) error {
 	}
 
 	if len(c.Modules) == 0 {
-		return errors.New("no modules defined")
+		switch {
+		case len(c.Targets) == 0 && !c.Discovery.Enabled():
+			return errors.New("no modules and no targets defined")
+		case c.probes():
+			return errors.New("no modules defined")
+		}
+		// Only scrape-only targets (modules: none, probe: false): nothing to probe with.
 	}
 	for _, name := range sortedKeys(c.Modules) {
 		m := c.Modules[name]
@@ -482,6 +489,17 @@ func (c *Config) validate(dir string) error {
 		}
 	}
 	return nil
+}
+
+// probes reports whether a static target, or the template of discovered
+// targets, probes (needs modules) rather than only scraping.
+func (c *Config) probes() bool {
+	for i := range c.Targets {
+		if c.Targets[i].Probe {
+			return true
+		}
+	}
+	return c.Discovery.Enabled() && (c.Discovery.TargetDefaults == nil || c.Discovery.TargetDefaults.Probe)
 }
 
 func (m *Module) validate() error {

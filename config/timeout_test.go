@@ -187,16 +187,35 @@ func TestTimeoutDefaults(t *testing.T) {
 }
 
 // TestEmptyConfig: an empty file is refused for what it lacks, not for a zero
-// interval it never set.
+// interval it never set; modules are needed only when a target probes.
 func TestEmptyConfig(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
-		{"", "no modules defined"},
-		{"# nothing yet\n", "no modules defined"},
-		{"global: {}\n", "no modules defined"},
+		{"", "no modules and no targets defined"},
+		{"# nothing yet\n", "no modules and no targets defined"},
+		{"global: {}\n", "no modules and no targets defined"},
 		{timeoutModules, "no targets defined"},
+		{"targets: [{name: a, url: 'http://127.0.0.1:1'}]\n", "no modules defined"},
+		{"targets: [{name: a, url: 'http://127.0.0.1:1', modules: none}, {name: b, url: 'http://127.0.0.1:2'}]\n", "no modules defined"},
+		{"file_sd_configs: [{files: [sd.json]}]\n", "no modules defined"},
 	} {
 		if _, err := Load([]byte(c.yaml), ""); err == nil || err.Error() != c.want {
 			t.Errorf("Load(%q) = %v, want %q", c.yaml, err, c.want)
+		}
+	}
+	// Scrape-only configurations need no modules.
+	for _, y := range []string{
+		"targets: [{name: a, url: 'http://127.0.0.1:1', modules: none}, {name: b, url: 'http://127.0.0.1:2', probe: false}]\n",
+		"file_sd_configs: [{files: [sd.json]}]\ntarget_defaults: {modules: none}\n",
+	} {
+		c, err := Load([]byte(y), "")
+		if err != nil {
+			t.Errorf("Load(%q): %v", y, err)
+			continue
+		}
+		for _, tg := range c.Targets {
+			if len(tg.Modules) != 0 {
+				t.Errorf("Load(%q): target %s probes with %v", y, tg.Name, tg.Modules)
+			}
 		}
 	}
 }

@@ -590,7 +590,7 @@ func TestReloadMethodAndSIGHUP(t *testing.T) {
 	// Reload(): bad keeps the old config.
 	writeConfig(t, f.path, "modules: {}\n")
 	err := f.d.Reload()
-	want := `error parsing config file "` + f.path + `": no modules defined`
+	want := `error parsing config file "` + f.path + `": no modules and no targets defined`
 	if err == nil || err.Error() != want {
 		t.Errorf("Reload() = %v, want %q", err, want)
 	}

@@ -275,19 +275,11 @@ func TestImageBinary(t *testing.T) {
 	defer cancel()
 	args := []string{"--config.file=" + filepath.Join(root, cfgInImage), "--web.listen-address=" + addr}
 	run := exec.CommandContext(ctx, filepath.Join(binDir, "vllm_prober"), args...)
-	logs := &lockedBuffer{}
-	run.Stdout, run.Stderr = logs, logs
 	if os.Getuid() == 0 {
 		// USER nobody, as in the image.
 		run.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	}
-	run.Cancel = func() error { return run.Process.Signal(syscall.SIGTERM) }
-	run.WaitDelay = 10 * time.Second
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- run.Wait() }()
+	logs, exited := startCommand(t, run)
 	defer func() {
 		cancel()
 		<-exited
@@ -308,6 +300,23 @@ func TestImageBinary(t *testing.T) {
 		}
 	}
 	t.Fatalf("/metrics on %s never showed vllm_prober_build_info with version %s; last body:\n%.2000s\nlogs:\n%s", addr, version, body, logs.String())
+}
+
+// startCommand starts cmd (made with exec.CommandContext) with its output
+// collected; cancelling its context sends SIGTERM. The channel receives Wait's
+// result: callers cancel the context and receive from it before returning.
+func startCommand(t *testing.T, cmd *exec.Cmd) (*lockedBuffer, chan error) {
+	t.Helper()
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return out, exited
 }
 
 // installCopy does what COPY src dst does: a file is copied to dst, a

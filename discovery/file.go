@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 	yaml "go.yaml.in/yaml/v2"
 
-	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
+	"github.com/vllm-prober/vllm_prober/internal/decodeerr"
 )
 
 // settleDelay groups the burst of events one file write causes (create, write,
@@ -185,16 +185,25 @@ func readTargetFile(path string) ([]*targetgroup.Group, error) {
 	var groups []*targetgroup.Group
 	switch ext := strings.ToLower(filepath.Ext(path)); ext {
 	case ".json":
+		// Group by group, so that a type error names its group (decodeerr.JSON
+		// names the key and the shapes, never a Go type).
 		dec := json.NewDecoder(bytes.NewReader(data))
-		if err := dec.Decode(&groups); err != nil {
-			return nil, fmt.Errorf("parsing JSON: %w", err)
+		var raw []json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("parsing JSON: %w", decodeerr.JSON(err))
 		}
 		if dec.More() {
 			return nil, fmt.Errorf("parsing JSON: trailing data after the list of target groups")
 		}
+		groups = make([]*targetgroup.Group, len(raw))
+		for i, r := range raw {
+			if err := json.Unmarshal(r, &groups[i]); err != nil {
+				return nil, fmt.Errorf("parsing JSON: target group %d: %w", i, decodeerr.JSON(err))
+			}
+		}
 	case ".yml", ".yaml":
 		if err := yaml.UnmarshalStrict(data, &groups); err != nil {
-			return nil, fmt.Errorf("parsing YAML: %w", config.YAMLError(err, "in a target group"))
+			return nil, fmt.Errorf("parsing YAML: %w", decodeerr.YAML(err, "in a target group"))
 		}
 	default:
 		return nil, fmt.Errorf("extension %q is not .json, .yml or .yaml", ext)

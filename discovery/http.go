@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 
 	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
+	"github.com/vllm-prober/vllm_prober/internal/decodeerr"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 )
 
@@ -128,7 +129,7 @@ func (p *httpProvider) fetch(ctx context.Context) ([]*targetgroup.Group, error) 
 	}
 	var groups []*targetgroup.Group
 	if err := json.Unmarshal(body, &groups); err != nil {
-		return nil, fmt.Errorf("parsing JSON: %w", err)
+		return nil, fmt.Errorf("parsing JSON: %w", decodeerr.JSON(err))
 	}
 	for i, g := range groups {
 		if err := checkGroup(g); err != nil {

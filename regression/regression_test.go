@@ -210,7 +210,7 @@ func TestApplyErrorsKeepThePreviousConfig(t *testing.T) {
 	}{
 		{"[{name: x, file: missing.yaml}]", `baseline "x": reading baseline input: open ` + filepath.Join("testdata", "missing.yaml") + `: no such file or directory`},
 		{"[{name: x, file: two.yaml}]", `baseline "x": ` + filepath.Join("testdata", "two.yaml") + ` holds 2 baselines ([a b]) and none is named "x"`},
-		{"[{name: x, file: cfg_not_baseline.yaml}]", `baseline "x": ` + filepath.Join("testdata", "cfg_not_baseline.yaml") + `: decoding baseline YAML: yaml: unmarshal errors:` + "\n" + `  line 1: field global not found in type baseline.File`},
+		{"[{name: x, file: cfg_not_baseline.yaml}]", `baseline "x": ` + filepath.Join("testdata", "cfg_not_baseline.yaml") + `: decoding baseline YAML: yaml: unmarshal errors:` + "\n" + `  line 1: field global not found`},
 	} {
 		cfg := loadConfig(t, strings.Replace(`
 modules: {m: {prober: completions, prompt: hi}}

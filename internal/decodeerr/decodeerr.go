@@ -1,0 +1,131 @@
+// Package decodeerr rewrites YAML and JSON decoding errors for people: they
+// name the place and the expected shape, never an internal Go type.
+package decodeerr
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v2"
+)
+
+// notFoundInType matches the tail of a YAML "unknown key" error, which names
+// the Go type being decoded ("field x not found in type config.plain").
+var notFoundInType = regexp.MustCompile(`not found in type .*$`)
+
+// intoType matches the tail of a YAML type-mismatch error, which names the Go
+// type being decoded ("cannot unmarshal !!seq into config.plain").
+var intoType = regexp.MustCompile(`^(.*cannot unmarshal !!\w+.*) into (\S.*)$`)
+
+// yamlKind names the YAML shape a Go type (as yaml's errors print it) is
+// decoded from. The named types of our YAML files (configuration, file SD,
+// baselines) are structs (their UnmarshalYAML methods decode into local "plain"
+// copies), hence a mapping.
+func yamlKind(goType string) string {
+	t := strings.TrimLeft(goType, "*")
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["):
+		return "a mapping"
+	case t == "string":
+		return "a string"
+	case t == "bool":
+		return "true or false"
+	case t == "time.Duration":
+		return "a duration"
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"), strings.HasPrefix(t, "float"):
+		return "a number"
+	}
+	return "a mapping"
+}
+
+// YAML rewrites the errors of a YAML decoding error that name an internal
+// Go type: an unknown key says where it was (where, e.g. `in global`,
+// `in target "a"`; empty to say nothing beyond the line number), a value of the
+// wrong shape says which shape was expected ("cannot unmarshal !!seq into a
+// mapping"). Other errors are returned as they are.
+func YAML(err error, where string) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	repl := "not found"
+	if where != "" {
+		repl += " " + where
+	}
+	out := &yaml.TypeError{Errors: make([]string, len(te.Errors))}
+	for i, e := range te.Errors {
+		e = notFoundInType.ReplaceAllLiteralString(e, repl)
+		// Nested sections pass through here twice: rewrite Go types only.
+		if m := intoType.FindStringSubmatch(e); m != nil && !strings.HasPrefix(m[2], "a ") && m[2] != "true or false" {
+			e = m[1] + " into " + yamlKind(m[2])
+		}
+		out.Errors[i] = e
+	}
+	if msg := err.Error(); msg != te.Error() {
+		// err wraps te: keep the wrapping text around the rewritten part.
+		return errors.New(strings.Replace(msg, te.Error(), out.Error(), 1))
+	}
+	return out
+}
+
+// JSON rewrites a type-mismatch error of encoding/json ("json: cannot
+// unmarshal object into Go value of type []*targetgroup.Group") into the key
+// and the shapes found and expected ("key targets: a string where a list is
+// expected"). Other errors are returned as they are. (Its offset is not turned
+// into a line: inside a type's own UnmarshalJSON it counts from that value.)
+func JSON(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msg := fmt.Sprintf("%s where %s is expected", jsonValue(te.Value), jsonKind(te.Type))
+	if f := strings.TrimLeft(te.Field, "."); f != "" {
+		msg = "key " + f + ": " + msg
+	}
+	return errors.New(msg)
+}
+
+// jsonValue names a JSON value kind as encoding/json reports it ("object",
+// "array", "string", "number", "bool", or "number 1.5").
+func jsonValue(v string) string {
+	switch {
+	case v == "object", v == "array":
+		return "an " + v
+	case v == "bool":
+		return "true or false"
+	case strings.HasPrefix(v, "number"):
+		return "a number"
+	}
+	return "a " + v
+}
+
+// jsonKind names the JSON shape a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another value"
+}
