@@ -420,26 +420,45 @@ func loadOf(snap *Snapshot) (running, waiting float64, ok bool) {
 	return running, waiting, true
 }
 
-// RecentLoad is Load for a probe about to start: the running and waiting
-// requests of target's latest successful scrape, even when a later scrape
-// failed, as long as it is at most three scrape intervals old. A busy
-// server's scrapes time out first; the probes started then are the ones
-// whose load matters most.
-func (m *Manager) RecentLoad(target string) (running, waiting float64, ok bool) {
+// LoadDuring is the load a probe met over its lifetime [from, to]: the mean
+// of running + waiting + 1 (the probe itself) over the target's last
+// successful scrape at or before from, which is what the probe started into,
+// and every successful scrape during its lifetime. A probe that starts just
+// before the scrape that first sees a burst, and then queues behind it, is
+// thus judged at the burst's load, not at the idle load it started at. A
+// scrape that failed in between is skipped: a busy server's scrapes time out
+// first, and the probes started then are the ones whose load matters most.
+// ok is false when no scrape covers the probe: none during it, and the last
+// before it more than three scrape intervals before from.
+func (m *Manager) LoadDuring(target string, from, to time.Time) (load float64, ok bool) {
 	s := m.target(target)
 	if s == nil {
-		return 0, 0, false
+		return 0, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.ring) == 0 {
-		return 0, 0, false
+	sum, n := 0.0, 0
+	for i := len(s.ring) - 1; i >= 0; i-- {
+		snap := s.ring[i]
+		if snap.Time.After(to) {
+			continue
+		}
+		before := !snap.Time.After(from)
+		if before && from.Sub(snap.Time) > 3*s.interval {
+			break
+		}
+		if running, waiting, ok := loadOf(snap); ok {
+			sum += running + waiting + 1
+			n++
+		}
+		if before {
+			break // the state the probe started into; older ones are not its
+		}
 	}
-	latest := s.ring[len(s.ring)-1]
-	if time.Since(latest.Time) > 3*s.interval {
-		return 0, 0, false
+	if n == 0 {
+		return 0, false
 	}
-	return loadOf(latest)
+	return sum / float64(n), true
 }
 
 // GenerationTokensPerSecond returns target's generation tokens/s over the

@@ -123,9 +123,11 @@ targets:
 	s.client.CloseIdleConnections()
 }
 
-// TestRecentLoad: after a failed scrape, Load has nothing while RecentLoad
-// still gives the last good scrape's load, until it is three intervals old.
-func TestRecentLoad(t *testing.T) {
+// TestLoadDuring: after a failed scrape, Load has nothing while LoadDuring
+// still gives the last good scrape's load, until it is three intervals old;
+// over a probe's lifetime it is the mean of the scrape it started into and
+// the scrapes during it.
+func TestLoadDuring(t *testing.T) {
 	srv := newFakeVLLM(t)
 	m := NewManager(nil, nil, nil, nil)
 	if err := m.Apply(configFor(t, srv.URL, "10s", 4)); err != nil {
@@ -140,13 +142,58 @@ func TestRecentLoad(t *testing.T) {
 	if _, _, ok := m.Load("a"); ok {
 		t.Error("Load reports a load after a failed scrape")
 	}
-	if r, w, ok := m.RecentLoad("a"); !ok || r != 3 || w != 2 {
-		t.Errorf("RecentLoad = %g, %g, %v; want 3, 2 from the last good scrape", r, w, ok)
+	now := time.Now()
+	if l, ok := m.LoadDuring("a", now, now); !ok || l != 6 {
+		t.Errorf("LoadDuring = %g, %v; want 3 + 2 + 1 = 6 from the last good scrape", l, ok)
 	}
 	s.mu.Lock()
-	s.ring[len(s.ring)-1].Time = time.Now().Add(-4 * s.interval)
+	s.ring[len(s.ring)-1].Time = now.Add(-4 * s.interval)
 	s.mu.Unlock()
-	if _, _, ok := m.RecentLoad("a"); ok {
-		t.Error("RecentLoad reports a load four scrape intervals old")
+	if _, ok := m.LoadDuring("a", now, now); ok {
+		t.Error("LoadDuring reports a load four scrape intervals old")
 	}
+
+	// A probe from t0 to t0+3s: it started into the idle scrape at t0-1s, then
+	// a burst arrived, seen by the scrapes at t0+1s and t0+2s; the scrape at
+	// t0+4s, after the probe, and the older one at t0-2s are not its.
+	t0 := now.Add(time.Hour)
+	srv.setFailure(http.StatusOK, false)
+	s.mu.Lock()
+	s.ring = nil
+	for _, sc := range []struct {
+		at               time.Duration
+		running, waiting float64
+	}{{-2 * time.Second, 9, 9}, {-time.Second, 0, 0}, {time.Second, 4, 8}, {2 * time.Second, 4, 11}, {4 * time.Second, 9, 9}} {
+		snap := scrapedSnapshot(t, srv, sc.running, sc.waiting)
+		snap.Time = t0.Add(sc.at)
+		s.ring = append(s.ring, snap)
+	}
+	s.mu.Unlock()
+	if l, ok := m.LoadDuring("a", t0, t0.Add(3*time.Second)); !ok || l != (1+13+16)/3.0 {
+		t.Errorf("LoadDuring over the probe = %g, %v; want (1 + 13 + 16) / 3 = 10", l, ok)
+	}
+	// A probe that started into the burst's scrape and ended before the next.
+	if l, ok := m.LoadDuring("a", t0.Add(1500*time.Millisecond), t0.Add(1900*time.Millisecond)); !ok || l != 13 {
+		t.Errorf("LoadDuring within one scrape interval = %g, %v; want 13", l, ok)
+	}
+}
+
+// scrapedSnapshot scrapes srv serving running and waiting requests with a
+// throwaway Manager and returns the snapshot, as the collector stores it.
+func scrapedSnapshot(t *testing.T, srv *fakeVLLM, running, waiting float64) *Snapshot {
+	t.Helper()
+	srv.set(state{Running: running, Waiting: waiting})
+	m := NewManager(nil, nil, nil, nil)
+	if err := m.Apply(configFor(t, srv.URL, "10s", 4)); err != nil {
+		t.Fatal(err)
+	}
+	s := m.target("a")
+	s.scrapeOnce(context.Background())
+	s.client.CloseIdleConnections()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ring) == 0 {
+		t.Fatal("the scrape stored no snapshot")
+	}
+	return s.ring[len(s.ring)-1]
 }

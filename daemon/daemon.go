@@ -196,8 +196,8 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.coll.SetClients(d.clients)
 	d.scrapes = d.coll
 	d.regr = regression.New(reg, log.With(logger, "component", "regression"), regression.FromProber(d.probes), d.coll)
-	// The probes record the load of their target when they start.
-	d.probes.SetLoadSource(d.coll.RecentLoad)
+	// The probes record the load their target had over their lifetime.
+	d.probes.SetLoadSource(d.coll.LoadDuring)
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {

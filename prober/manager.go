@@ -81,8 +81,8 @@ type Manager struct {
 	red *redact.Redactor
 	// offset places a pair in its interval; tests pin it.
 	offset func(pairKey, time.Duration) time.Duration
-	// load tells a probe its target's load when it starts (SetLoadSource).
-	load func(target string) (running, waiting float64, ok bool)
+	// load tells a probe the load it met over its lifetime (SetLoadSource).
+	load func(target string, from, to time.Time) (load float64, ok bool)
 }
 
 // pairKey names a pair; model is set on targets with models (models.go).
@@ -590,7 +590,7 @@ type probeSpec struct {
 	promptEstimate int
 	tgt            *target
 	checks         *checks
-	load           func(target string) (running, waiting float64, ok bool)
+	load           func(target string, from, to time.Time) (load float64, ok bool)
 }
 
 func (m *Manager) snapshot(p *pair) probeSpec {
@@ -614,11 +614,13 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	begin := m.now() // the manager's clock, which tests pin
-	load := math.NaN()
-	if s.load != nil {
-		if running, waiting, ok := s.load(s.target); ok {
-			load = running + waiting + 1
+	loadUntil := func(end time.Time) float64 {
+		if s.load != nil {
+			if l, ok := s.load(s.target, begin, end); ok {
+				return l
+			}
 		}
+		return math.NaN()
 	}
 	if s.model == "" {
 		ids, res := m.fetchModels(ctx, s.client, s.url)
@@ -628,10 +630,11 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		if res != nil {
 			started()
 			res.Phase, res.Request = PhaseModels, http.MethodGet+" /v1/models"
-			res.Duration = m.now().Sub(begin)
+			end := m.now()
+			res.Duration = end.Sub(begin)
 			res.E2E = res.Duration
 			scrubResult(res, s.red)
-			res.Load = load
+			res.Load = loadUntil(end)
 			return res
 		}
 		s.model = ids[0]
@@ -659,10 +662,11 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		s.checks.apply(&res, res.gen, answerCheck)
 		res.gen = nil
 	}
-	res.Duration = m.now().Sub(begin)
+	end := m.now()
+	res.Duration = end.Sub(begin)
 	scrubResult(&res, s.red)
 	res.Text = truncateText(res.Text) // after scrubbing: no secret cut in half survives
-	res.Load = load
+	res.Load = loadUntil(end)
 	return &res
 }
 

@@ -111,9 +111,10 @@ type Result struct {
 
 	PromptTokens int
 	OutputTokens int
-	// Load is running + waiting + 1 (the probe) of the target when the probe
-	// started, from the Manager's load source (SetLoadSource); NaN when
-	// unknown. Stream alone leaves it 0.
+	// Load is running + waiting + 1 (the probe) of the target over the
+	// probe's lifetime: the mean over the scrape it started into and the
+	// scrapes during it, from the Manager's load source (SetLoadSource); NaN
+	// when unknown. Stream alone leaves it 0.
 	Load float64
 	// OutputTokensFromUsage is false when the server sent no usage (or a zero
 	// completion_tokens) and OutputTokens counts content events instead.

@@ -251,9 +251,10 @@ func (m *Manager) sortPairs() {
 	})
 }
 
-// SetLoadSource sets where a probe learns its target's load when it starts
-// (Result.Load); collector.Manager.Load fits. Without one Result.Load is NaN.
-func (m *Manager) SetLoadSource(load func(target string) (running, waiting float64, ok bool)) {
+// SetLoadSource sets where a probe learns the load it met over its lifetime
+// [from, to], as running + waiting + 1 (Result.Load); collector.Manager's
+// LoadDuring fits. Without one Result.Load is NaN.
+func (m *Manager) SetLoadSource(load func(target string, from, to time.Time) (load float64, ok bool)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.load = load

@@ -16,8 +16,9 @@ const probeSlices = 16
 
 // probeExpectation is the baseline's expectation for the probes of (target,
 // module) that started in [now−window, now), each compared at the load it
-// saw when it started (ProbeMeans.Load: running + waiting + 1), not at the
-// load of the moment: a probe that queued behind a burst is compared with
+// met over its lifetime (ProbeMeans.Load: running + waiting + 1, the mean of
+// the scrape it started into and the scrapes during it), not at the load of
+// the moment: a probe that queued behind a burst is compared with
 // the baseline at the burst's load, and an idle probe with the idle
 // expectation, even when both are in one window.
 //

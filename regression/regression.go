@@ -4,7 +4,7 @@
 // interpolated on the baseline curve at concurrency running + waiting (from
 // the collector) + 1 (the probe itself), with regression ratios oriented so
 // that above 1 is worse than the baseline. Probe latencies are compared at
-// the load each probe saw when it started (prober.Result.Load); server-side
+// the load each probe met over its lifetime (prober.Result.Load); server-side
 // figures at the latest scraped load.
 //
 // Every value is computed at scrape time from a ProbeSource (the prober) and a
@@ -50,8 +50,8 @@ type ProbeMeans struct {
 	// OutputTokens is the mean output tokens per successful probe, used to
 	// scale the baseline's latencies to the probe's length.
 	OutputTokens float64
-	// Load is the mean running + waiting + 1 of the target when the probes
-	// started, NaN when unknown.
+	// Load is the mean running + waiting + 1 the probes met over their
+	// lifetimes, NaN when unknown.
 	Load float64
 	N    int // successful probes
 	// NTPOT, NITL and NLoad are the counts TPOT, ITL and Load are means

@@ -32,7 +32,7 @@ func startStack(t *testing.T, cfg *config.Config, probeTimeout, window time.Dura
 	var rc *Collector
 	cm := collector.NewManager(reg, nil, pm, collector.BaselinesFunc(func(target string) (float64, bool) { return rc.SaturationOutputThroughput(target) }))
 	rc = New(reg, nil, FromProber(pm), cm)
-	pm.SetLoadSource(cm.RecentLoad)
+	pm.SetLoadSource(cm.LoadDuring)
 	rc.SetWindow(window)
 	for _, apply := range []func(*config.Config) error{pm.Apply, cm.Apply, rc.Apply} {
 		if err := apply(cfg); err != nil {
