@@ -92,8 +92,9 @@ func (d *Daemon) configHandler(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte(d.scrub(d.sc.Config().String())))
 }
 
-// probeHandler runs one probe now: /probe?target=NAME&module=M[&debug=true].
-// Without debug it answers the probe's metrics, as blackbox_exporter's /probe
+// probeHandler runs one probe now: /probe?target=NAME&module=M[&model=X][&debug=true].
+// model names one of the models of a target with models (default: the first
+// listed). Without debug it answers the probe's metrics, as blackbox_exporter's /probe
 // does; with debug a text report of the probe.
 func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 	cfg := d.Running() // this shard's static and discovered targets
@@ -137,9 +138,13 @@ func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 
-	level.Debug(d.logger).Log("msg", "Probe requested", "target", t.Name, "module", module, "debug", debug)
-	res, reg, err := d.probes.ProbeNow(ctx, t.Name, module)
+	model := q.Get("model")
+	level.Debug(d.logger).Log("msg", "Probe requested", "target", t.Name, "module", module, "model", model, "debug", debug)
+	res, reg, err := d.probes.ProbeModelNow(ctx, t.Name, module, model)
 	switch {
+	case errors.Is(err, prober.ErrUnknownModel):
+		textResponse(w, http.StatusBadRequest, "%s", d.scrub(err.Error()))
+		return
 	case errors.Is(err, prober.ErrBudgetExceeded):
 		textResponse(w, http.StatusTooManyRequests, "probe of target %q module %q not run: %s", t.Name, module, err)
 		return

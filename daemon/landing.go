@@ -223,7 +223,7 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 <h2 id="target-{{.Name}}">{{.Name}}</h2>
 <table>
 <tr><th>URL</th><td>{{.URL}}</td></tr>
-<tr><th>Model</th><td>{{if .Model}}{{.Model}}{{else}}<span class="unknown">not resolved yet</span>{{end}}</td></tr>
+<tr><th>Model</th><td>{{if .ModelsKey}}models: {{.ModelsKey}} (one section per listed model){{else if .Model}}{{.Model}}{{else}}<span class="unknown">not resolved yet</span>{{end}}</td></tr>
 <tr><th>Labels</th><td>{{or .Labels "-"}}</td></tr>
 <tr><th>/health</th><td>{{template "up" .}}{{if .Checked}}{{if .HealthUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
 <tr><th>/v1/models</th><td>{{template "up" .}}{{if .Checked}}{{if .ModelsUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
@@ -231,11 +231,11 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 <table>
 <tr><th>Module</th><th>Last probe</th><th>Result</th><th>TTFT</th><th>TPOT</th><th>E2E</th><th>Output tokens</th><th>Tokens/s</th><th>Error</th><th>Record</th></tr>
 {{- range .Modules}}
-<tr><td>{{.Module}}</td>{{with .Last}}{{template "row" .}}{{else}}<td colspan="9" class="unknown">no probe yet</td>{{end}}</tr>
+<tr><td>{{.Module}}{{if .Model}} ({{.Model}}){{end}}</td>{{with .Last}}{{template "row" .}}{{else}}<td colspan="9" class="unknown">no probe yet</td>{{end}}</tr>
 {{- end}}
 </table>
 {{- range .Modules}}{{$m := .}}
-<h3 id="module-{{.Module}}">{{.Module}}</h3>
+<h3 id="{{.Section}}">{{.Module}}{{if .Model}} (model {{.Model}}){{end}}</h3>
 <p>Probe now: <a href="{{.ProbeURL}}">metrics</a>, <a href="{{.DebugURL}}">debug report</a> <span class="warn">(runs a new probe: it spends tokens and can block up to the probe timeout)</span></p>
 {{- if .History}}
 <table>
@@ -259,8 +259,9 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 
 type targetPage struct {
 	prober.TargetStatus
-	Labels  string
-	Modules []pageModule
+	Labels    string
+	ModelsKey string // the target's models key, "" without
+	Modules   []pageModule
 }
 
 type pageModule struct {
@@ -268,6 +269,17 @@ type pageModule struct {
 	Last               *pageResult
 	History            []pageResult
 	ProbeURL, DebugURL string
+	Section            string // the id of its section (sectionID)
+}
+
+// sectionID is the id of the section of (module, model) on the page of target
+// t: module-M, or module-M--X on a target with models, which has one section
+// per model.
+func sectionID(t *config.Target, module, model string) string {
+	if t.Models == "" || model == "" {
+		return "module-" + module
+	}
+	return "module-" + module + "--" + model
 }
 
 // pageResult is a result with its record link.
@@ -299,7 +311,7 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus) targetPage
 	for _, ms := range ts.Modules {
 		mods[ms.Module] = append(mods[ms.Module], ms)
 	}
-	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels)}
+	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels), ModelsKey: t.Models}
 	page.URL = s.scrub(ts.URL)
 	page.TargetStatus.Modules = nil
 	var list []prober.ModuleStatus
@@ -329,6 +341,10 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus) targetPage
 			pm.Last = &l
 		}
 		q := url.Values{"target": {t.Name}, "module": {name}}
+		if ms.Model != "" {
+			q.Set("model", ms.Model) // ModuleStatus.Model is set on targets with models only
+		}
+		pm.Section = sectionID(t, name, ms.Model)
 		pm.ProbeURL = "probe?" + q.Encode()
 		q.Set("debug", "true")
 		pm.DebugURL = "probe?" + q.Encode()

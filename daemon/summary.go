@@ -96,7 +96,7 @@ func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now t
 			Hour:    ratio{OK: ps.HourSuccesses, N: ps.HourProbes, Hot: ps.HourSuccesses < ps.HourProbes},
 			Hist:    ratio{OK: ps.Successes, N: ps.Probes, Hot: ps.Successes < ps.Probes},
 			Labels:  labelText(t.Labels),
-			Section: "target?" + url.Values{"name": {ps.Target}}.Encode() + "#module-" + ps.Module}
+			Section: "target?" + url.Values{"name": {ps.Target}}.Encode() + "#" + sectionID(t, ps.Module, ps.Model)}
 		if ps.LastFailureID != 0 {
 			r.Record = recordURL(ps.Target, ps.Module, ps.Model, ps.LastFailureID)
 		}

@@ -658,6 +658,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 	res.Duration = m.now().Sub(begin)
 	scrubResult(&res, s.red)
 	res.Text = truncateText(res.Text) // after scrubbing: no secret cut in half survives
+	quoteOutput(&res)
 	res.Load = load
 	return &res
 }
