@@ -84,7 +84,7 @@ targets:
 	waitFor(t, 10*time.Second, "the wrong answer on the landing page", func() bool {
 		return strings.Count(f.page("/"), want) == 2 // one row per model
 	})
-	if landing := f.page("/"); !strings.Contains(landing, `<a href="target?name=all#module-math--sql-lora">all</a>`) {
+	if landing := f.page("/"); !strings.Contains(landing, `<a href="target?name=all#module-math--sql-lora">all</a></td><td>math (sql-lora)</td>`) {
 		t.Errorf("the summary does not link sql-lora's section:\n%s", landing)
 	}
 }
