@@ -3,14 +3,11 @@ package daemon
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/go-kit/log"
 
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
@@ -27,18 +24,10 @@ func TestModelsTargetPages(t *testing.T) {
 	if err := os.WriteFile(answers, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := simulator.DefaultConfig()
-	cfg.Model, cfg.TTFT, cfg.ITL = "base", 5*time.Millisecond, time.Millisecond
-	cfg.LoRAModules = []simulator.LoRAModule{{Name: "sql-lora"}}
-	cfg.AnswersFile = answers
-	sim, err := simulator.New(cfg, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		_ = sim.Close()
+	srv := startPlainSim(t, func(c *simulator.Config) {
+		c.Model = "base"
+		c.LoRAModules = []simulator.LoRAModule{{Name: "sql-lora"}}
+		c.AnswersFile = answers
 	})
 	f := &fixture{t: t, path: filepath.Join(dir, "vllm_prober.yml")}
 	writeConfig(t, f.path, `
