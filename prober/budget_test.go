@@ -1,11 +1,15 @@
 package prober
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -95,4 +99,35 @@ func TestBudgetShareArithmetic(t *testing.T) {
 			t.Errorf("models %q listed %v budget %d: share %d, want %d", tc.models, tc.listed, tc.budget, got, tc.want)
 		}
 	}
+}
+
+// TestBudgetShareBelowMaxTokensWarns: once /v1/models lists two models, a
+// budget of 8 gives each a share of 4, below max_tokens 5: every probe would
+// be skipped, and the log says so with the numbers.
+func TestBudgetShareBelowMaxTokensWarns(t *testing.T) {
+	_, ts := newFake(t, "m")
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := log.LoggerFunc(func(kv ...any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return log.NewLogfmtLogger(&logs).Log(kv...)
+	})
+	m := NewManager(prometheus.NewRegistry(), logger)
+	if err := m.Apply(loadConfig(t, `
+global: {probe_interval: 100ms}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+  - {name: t, url: `+ts.URL+`, models: all, token_budget_per_hour: 8}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	want := `target=t models=2 token_budget_per_hour=8 share=4 module=short max_tokens=5`
+	waitFor(t, "the budget share warning", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), want)
+	})
 }
