@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -216,7 +217,7 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 		fmt.Fprintf(&b, "Probe of target %q module %q\n", t.Name, module)
 	}
 	fmt.Fprintf(&b, "URL: %s\n", t.URL)
-	if m := d.probes.Model(t.Name); m != "" {
+	if m := cmp.Or(res.Model, d.probes.Model(t.Name)); m != "" {
 		fmt.Fprintf(&b, "Model: %s\n", m)
 	}
 	fmt.Fprintf(&b, "Started: %s\n", res.Start.UTC().Format(time.RFC3339Nano))

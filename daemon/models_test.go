@@ -59,7 +59,7 @@ targets:
 	}
 
 	code, report := f.get("/probe?target=all&module=math&model=sql-lora&debug=true")
-	if code != http.StatusOK || !strings.Contains(report, `"model":"sql-lora"`) || !strings.Contains(report, "Result: success") {
+	if code != http.StatusOK || !strings.Contains(report, "\nModel: sql-lora\n") || !strings.Contains(report, "Result: success") {
 		t.Errorf("/probe?model=sql-lora: %d\n%s", code, report)
 	}
 	if code, body := f.get("/probe?target=all&module=math&model=nope"); code != http.StatusBadRequest || !strings.Contains(body, "lists base, sql-lora") {

@@ -656,6 +656,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		res.gen = nil
 	}
 	res.Duration = m.now().Sub(begin)
+	res.Model = s.model
 	scrubResult(&res, s.red)
 	res.Text = truncateText(res.Text) // after scrubbing: no secret cut in half survives
 	quoteOutput(&res)
