@@ -1,11 +1,13 @@
 package prober
 
 import (
-	"context"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -262,22 +263,26 @@ targets:
 // fails as model_not_found while the base model stays up; the list is re-read
 // on the check interval and a model that leaves it loses its pairs and series.
 func TestModelsAll(t *testing.T) {
-	simulated, sim, _ := startSim(t, func(c *simulator.Config) {
+	_, sim, _ := startSim(t, func(c *simulator.Config) {
 		c.LoRAModules = []simulator.LoRAModule{{Name: "sql-lora", Path: "/adapters/sql"}}
 	})
 	var hide atomic.Bool
-	// The front serves the simulator's handler in its own server (no proxy
-	// hop: an httputil.ReverseProxy in between sometimes lost the upstream
-	// connection under a stream that had just begun, 1 run in ~6 on a loaded
-	// machine); with hide set its /v1/models lists the base model only, as
-	// after the adapter was unloaded.
+	up, _ := url.Parse(sim.URL)
+	proxy := httputil.NewSingleHostReverseProxy(up)
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	// A fresh connection per proxied request: a reused idle connection to the
+	// simulator was sometimes closed under a stream that had just begun (1 run
+	// in ~40), a race of this test's proxy, not of the prober under test.
+	proxy.Transport = &http.Transport{DisableKeepAlives: true}
+	// The front forwards to the simulator; with hide set its /v1/models lists
+	// the base model only, as after the adapter was unloaded.
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/models" && hide.Load() {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"sim-model","object":"model","root":"sim-model","parent":null}]}`)
 			return
 		}
-		simulated.Handler().ServeHTTP(w, r)
+		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
 	m := runConfig(t, `
@@ -495,48 +500,6 @@ targets:
 		}
 		if strings.Contains(res.Text+res.Err, key[:12]) {
 			t.Errorf("%s: the key leaks: text %q err %q", mod, res.Text, res.Err)
-		}
-	}
-}
-
-// TestCheckedModulesSendGreedySeededRequests: a module with an expect sends
-// temperature 0 and the fixed seed unless it sets its own; a plain module
-// sends no seed.
-func TestCheckedModulesSendGreedySeededRequests(t *testing.T) {
-	f, ts := newFake(t, "m")
-	m := NewManager(prometheus.NewRegistry(), nil)
-	if err := m.Apply(loadConfig(t, `
-modules:
-  checked: {prober: completions, prompt: "2+2=", max_tokens: 5, expect: {regex: "t0"}}
-  own: {prober: completions, prompt: "2+2=", max_tokens: 5, expect: {regex: "t0"}, temperature: 0.5, seed: 7}
-  plain: {prober: completions, prompt: "hi", max_tokens: 5}
-targets:
-  - {name: t, url: `+ts.URL+`, model: m, probe_interval: 1h}
-`)); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		module string
-		temp   float64
-		seed   any
-	}{
-		{"checked", 0, float64(config.DefaultCheckSeed)},
-		{"own", 0.5, float64(7)},
-		{"plain", 0, nil},
-	} {
-		res, _, err := m.ProbeNow(context.Background(), "t", tc.module)
-		if err != nil || !res.Success {
-			t.Fatalf("%s: %v %+v", tc.module, err, res)
-		}
-		f.mu.Lock()
-		last := f.bodies[len(f.bodies)-1]
-		f.mu.Unlock()
-		var body map[string]any
-		if err := json.Unmarshal([]byte(last), &body); err != nil {
-			t.Fatal(err)
-		}
-		if body["temperature"] != tc.temp || body["seed"] != tc.seed {
-			t.Errorf("%s: temperature %v seed %v, want %v and %v (body %s)", tc.module, body["temperature"], body["seed"], tc.temp, tc.seed, last)
 		}
 	}
 }
