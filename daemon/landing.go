@@ -223,7 +223,7 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 <h2 id="target-{{.Name}}">{{.Name}}</h2>
 <table>
 <tr><th>URL</th><td>{{.URL}}</td></tr>
-<tr><th>Model</th><td>{{if .ModelsKey}}models: {{.ModelsKey}} (one section per listed model){{else if .Model}}{{.Model}}{{else}}<span class="unknown">not resolved yet</span>{{end}}</td></tr>
+<tr><th>Model</th><td>{{if .Model}}{{.Model}}{{else}}<span class="unknown">not resolved yet</span>{{end}}</td></tr>
 <tr><th>Labels</th><td>{{or .Labels "-"}}</td></tr>
 <tr><th>/health</th><td>{{template "up" .}}{{if .Checked}}{{if .HealthUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
 <tr><th>/v1/models</th><td>{{template "up" .}}{{if .Checked}}{{if .ModelsUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
@@ -259,9 +259,8 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 
 type targetPage struct {
 	prober.TargetStatus
-	Labels    string
-	ModelsKey string // the target's models key, "" without
-	Modules   []pageModule
+	Labels  string
+	Modules []pageModule
 }
 
 type pageModule struct {
@@ -311,9 +310,12 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus) targetPage
 	for _, ms := range ts.Modules {
 		mods[ms.Module] = append(mods[ms.Module], ms)
 	}
-	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels), ModelsKey: t.Models}
+	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels)}
 	page.URL = s.scrub(ts.URL)
 	page.TargetStatus.Modules = nil
+	if t.Models != "" { // no one model: a section per listed model below
+		page.Model = "models: " + t.Models + " (one section per listed model)"
+	}
 	var list []prober.ModuleStatus
 	for _, name := range t.Modules {
 		if ms, ok := mods[name]; ok {
