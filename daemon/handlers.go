@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,8 +93,9 @@ func (d *Daemon) configHandler(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte(d.scrub(d.sc.Config().String())))
 }
 
-// probeHandler runs one probe now: /probe?target=NAME&module=M[&debug=true].
-// Without debug it answers the probe's metrics, as blackbox_exporter's /probe
+// probeHandler runs one probe now: /probe?target=NAME&module=M[&model=X][&debug=true].
+// model names one of the models of a target with models (default: the first
+// listed). Without debug it answers the probe's metrics, as blackbox_exporter's /probe
 // does; with debug a text report of the probe.
 func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 	cfg := d.Running() // this shard's static and discovered targets
@@ -137,9 +139,13 @@ func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 
-	level.Debug(d.logger).Log("msg", "Probe requested", "target", t.Name, "module", module, "debug", debug)
-	res, reg, err := d.probes.ProbeNow(ctx, t.Name, module)
+	model := q.Get("model")
+	level.Debug(d.logger).Log("msg", "Probe requested", "target", t.Name, "module", module, "model", model, "debug", debug)
+	res, reg, err := d.probes.ProbeModelNow(ctx, t.Name, module, model)
 	switch {
+	case errors.Is(err, prober.ErrUnknownModel):
+		textResponse(w, http.StatusBadRequest, "%s", d.scrub(err.Error()))
+		return
 	case errors.Is(err, prober.ErrBudgetExceeded):
 		textResponse(w, http.StatusTooManyRequests, "probe of target %q module %q not run: %s", t.Name, module, err)
 		return
@@ -211,7 +217,7 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 		fmt.Fprintf(&b, "Probe of target %q module %q\n", t.Name, module)
 	}
 	fmt.Fprintf(&b, "URL: %s\n", t.URL)
-	if m := d.probes.Model(t.Name); m != "" {
+	if m := cmp.Or(res.Model, d.probes.Model(t.Name)); m != "" {
 		fmt.Fprintf(&b, "Model: %s\n", m)
 	}
 	fmt.Fprintf(&b, "Started: %s\n", res.Start.UTC().Format(time.RFC3339Nano))

@@ -265,12 +265,12 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 <table>
 <tr><th>Module</th><th>Last probe</th><th>Result</th><th>TTFT</th><th>TPOT</th><th>E2E</th><th>Output tokens</th><th>Tokens/s</th><th>Error</th><th>Record</th></tr>
 {{- range .Modules}}
-<tr><td>{{.Module}}</td>{{with .Last}}{{template "row" .}}{{else}}<td colspan="9" class="unknown">no probe yet</td>{{end}}</tr>
+<tr><td>{{.Module}}{{if .Model}} ({{.Model}}){{end}}</td>{{with .Last}}{{template "row" .}}{{else}}<td colspan="9" class="unknown">no probe yet</td>{{end}}</tr>
 {{- end}}
 </table>
 {{- end}}
 {{- range .Modules}}{{$m := .}}
-<h3 id="module-{{.Module}}">{{.Module}}</h3>
+<h3 id="{{.Section}}">{{.Module}}{{if .Model}} (model {{.Model}}){{end}}</h3>
 <p>Probe now: <a href="{{.ProbeURL}}">metrics</a>, <a href="{{.DebugURL}}">debug report</a> <span class="warn">(runs a new probe: it spends tokens and can block up to the probe timeout)</span></p>
 {{- if .History}}
 <table>
@@ -308,6 +308,17 @@ type pageModule struct {
 	Last               *pageResult
 	History            []pageResult
 	ProbeURL, DebugURL string
+	Section            string // the id of its section (sectionID)
+}
+
+// sectionID is the id of the section of (module, model) on the page of target
+// t: module-M, or module-M--X on a target with models, which has one section
+// per model.
+func sectionID(t *config.Target, module, model string) string {
+	if t.Models == "" || model == "" {
+		return "module-" + module
+	}
+	return "module-" + module + "--" + model
 }
 
 // pageResult is a result with its record link.
@@ -346,6 +357,9 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, now time.T
 	}
 	page.URL = s.scrub(ts.URL)
 	page.TargetStatus.Modules = nil
+	if t.Models != "" { // no one model: a section per listed model below
+		page.Model = "models: " + t.Models + " (one section per listed model)"
+	}
 	var list []prober.ModuleStatus
 	for _, name := range t.Modules {
 		if ms, ok := mods[name]; ok {
@@ -373,6 +387,10 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, now time.T
 			pm.Last = &l
 		}
 		q := url.Values{"target": {t.Name}, "module": {name}}
+		if ms.Model != "" {
+			q.Set("model", ms.Model) // ModuleStatus.Model is set on targets with models only
+		}
+		pm.Section = sectionID(t, name, ms.Model)
 		pm.ProbeURL = "probe?" + q.Encode()
 		q.Set("debug", "true")
 		pm.DebugURL = "probe?" + q.Encode()

@@ -48,6 +48,7 @@ type pairRow struct {
 	Section, Record       string // links: the target's section, the stored record of its last failure
 	Scrape                string // the collector's last scrape of the target, "" when unknown
 	ScrapeBad             bool
+	PerModel              bool // the target has models: the module cell names the model
 }
 
 // ratio is a success ratio (OK of N), shown as the share that failed, or a
@@ -93,10 +94,11 @@ func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now t
 			continue
 		}
 		r := pairRow{Target: ps.Target, Module: ps.Module, Model: ps.Model,
-			Hour:    ratio{OK: ps.HourSuccesses, N: ps.HourProbes, Hot: ps.HourSuccesses < ps.HourProbes},
-			Hist:    ratio{OK: ps.Successes, N: ps.Probes, Hot: ps.Successes < ps.Probes},
-			Labels:  labelText(t.Labels),
-			Section: "target?" + url.Values{"name": {ps.Target}}.Encode() + "#module-" + ps.Module}
+			Hour:     ratio{OK: ps.HourSuccesses, N: ps.HourProbes, Hot: ps.HourSuccesses < ps.HourProbes},
+			Hist:     ratio{OK: ps.Successes, N: ps.Probes, Hot: ps.Successes < ps.Probes},
+			Labels:   labelText(t.Labels),
+			Section:  "target?" + url.Values{"name": {ps.Target}}.Encode() + "#" + sectionID(t, ps.Module, ps.Model),
+			PerModel: t.Models != ""}
 		if ps.LastFailureID != 0 {
 			r.Record = recordURL(ps.Target, ps.Module, ps.Model, ps.LastFailureID)
 		}
@@ -183,7 +185,11 @@ func (r *pairRow) HTML() template.HTML {
 		}
 	}
 	w(`<tr class="`, e(r.State), `"><td class="st">`, e(r.State), `</td><td><a href="`, e(r.Section), `">`, e(r.Target), "</a></td>")
-	td(false, r.Module)
+	if r.PerModel {
+		td(false, r.Module+" ("+r.Model+")")
+	} else {
+		td(false, r.Module)
+	}
 	td(false, r.Reason)
 	td(false, r.Since)
 	if r.Record != "" {

@@ -3,6 +3,7 @@ package prober
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -18,6 +19,7 @@ const (
 	ReasonInvalidStructured  Reason = "invalid_structured_output" // not the JSON or tool call asked for
 	ReasonInvalidEmbedding   Reason = "invalid_embedding"         // wrong dimension, a zero or non-finite vector
 	maxResultText                   = 512                         // bytes of generated text a Result keeps
+	maxErrText                      = 80                          // bytes of it a failed check's Err quotes
 	metricAnswerCorrect             = "vllm_probe_answer_correct"
 	metricAnswerChecks              = "vllm_probe_answer_checks_total"
 	metricEmbeddingDimension        = "vllm_probe_embedding_dimension"
@@ -139,6 +141,26 @@ func (c *checks) apply(res *Result, gen *generated, check *answer.Checker) {
 		return
 	}
 	res.Answer = AnswerCorrect
+}
+
+// quoteOutput appends to a failed output check's Err the start of the output
+// it judged, so that every place that shows the error (the landing page's
+// summary and target page, the debug report, the logs) shows the answer too.
+// The caller passes Text already scrubbed: a cut cannot leave part of a
+// secret.
+func quoteOutput(res *Result) {
+	if res.Text == "" || (res.Reason != ReasonWrongAnswer && res.Reason != ReasonInvalidStructured) {
+		return
+	}
+	t, cut := res.Text, ""
+	if len(t) > maxErrText {
+		n := maxErrText
+		for n > 0 && !utf8.RuneStart(t[n]) {
+			n--
+		}
+		t, cut = t[:n], "…"
+	}
+	res.Err += "; got " + strconv.Quote(t) + cut
 }
 
 // truncateText keeps the first maxResultText bytes of s, cut at a rune.

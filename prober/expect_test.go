@@ -133,7 +133,8 @@ targets:
 	for !(res.Reason == ReasonWrongAnswer) {
 		res, n = lastOf(t, m, "sim", "math", "", n)
 	}
-	if res.Success || res.Text != "I am not sure." || res.Answer != AnswerWrong || !strings.Contains(res.Err, `"4"`) {
+	// The error quotes the answer, so the landing page's summary shows it.
+	if res.Success || res.Text != "I am not sure." || res.Answer != AnswerWrong || res.Err != `the answer is not "4"; got "I am not sure."` {
 		t.Errorf("wrong answer: success %v text %q answer %v err %q", res.Success, res.Text, res.Answer, res.Err)
 	}
 	if v := gauge(t, m, mt.answers.correct, lv...); v != 0 {
@@ -443,6 +444,41 @@ func TestToolCallAssembly(t *testing.T) {
 	}
 	if s := old.summary(); s != `get_weather({"city": "Paris"})` {
 		t.Errorf("repeated names: summary %q", s)
+	}
+	// The shapes of vLLM's serving_chat.py (chat_completion_stream_generator):
+	// tool_choice "required" (extract_tool_call_required_streaming) sends the
+	// id, type, name and a first arguments fragment, then "name": null with
+	// each further fragment; vLLM before DeltaToolCall's id default was
+	// dropped gave every delta a fresh id; an "auto" tool parser (hermes) sends
+	// the name alone first, and the role chunk has content "".
+	for _, tc := range []struct {
+		name, id string
+		events   []string
+		want     string
+	}{
+		{"required", "chatcmpl-tool-1", []string{
+			`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
+			`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"chatcmpl-tool-1","type":"function","index":0,"function":{"name":"get_weather","arguments":"{\"city\": "}}]}}]}`,
+			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":null,"arguments":"\"Paris\"}"}}]}}]}`,
+			`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+		}, `get_weather({"city": "Paris"})`},
+		{"fresh ids", "chatcmpl-tool-a", []string{
+			`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"chatcmpl-tool-a","type":"function","index":0,"function":{"name":"f","arguments":"{\"x\""}}]}}]}`,
+			`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"chatcmpl-tool-b","type":"function","index":0,"function":{"arguments":": 1}"}}]}}]}`,
+		}, `f({"x": 1})`},
+		{"auto", "chatcmpl-tool-c", []string{
+			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"type":"function","id":"chatcmpl-tool-c","function":{"name":"f"}}]}}]}`,
+			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\": "}}]}}]}`,
+			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"2}"}}]}}]}`,
+		}, `f({"x": 2})`},
+	} {
+		g := &generated{}
+		for _, e := range tc.events {
+			g.add([]byte(e))
+		}
+		if s := g.summary(); s != tc.want || len(g.calls) != 1 || g.calls[0].id != tc.id {
+			t.Errorf("%s: summary %q, calls %+v", tc.name, s, g.calls)
+		}
 	}
 }
 

@@ -105,8 +105,8 @@ type target struct {
 
 	pairs []*pair // its pairs, in configuration order
 
-	ledger   []spend // probes of the last hour
-	reserved int     // worst-case cost of probes in flight
+	ledger   []spend        // probes of the last hour
+	reserved map[string]int // worst-case cost of probes in flight, by pair model key
 
 	cancel context.CancelFunc // of the check loop; nil when not running
 }
@@ -114,6 +114,7 @@ type target struct {
 type spend struct {
 	at     time.Time
 	tokens int
+	model  string // the pair's model key: "" unless the target has models
 }
 
 // pair is one (target, module). It survives Apply while both names stay, and so
@@ -465,7 +466,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		return
 	}
 	cost := p.worstCost()
-	if !m.budgetAllows(p.tgt, cost) {
+	if !m.budgetAllows(p.tgt, p.key.model, cost) {
 		m.metrics.skip(p.labels, SkipBudget)
 		return
 	}
@@ -475,7 +476,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	}
 	p.inFlight = true
 	m.inFlight++
-	p.tgt.reserved += cost
+	p.tgt.reserve(p.key.model, cost)
 	s := m.snapshot(p)
 	m.wg.Add(1)
 	go func() {
@@ -491,7 +492,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		defer m.mu.Unlock()
 		p.inFlight = false
 		m.inFlight--
-		m.settle(p.tgt, cost, s, res)
+		m.settle(p.tgt, p.key.model, cost, s, res)
 		if ctx.Err() != nil || p.stopped {
 			return // cancelled by shutdown or reload: not a verdict on the target
 		}
@@ -500,8 +501,10 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 }
 
 // budgetAllows reports whether a probe of worst-case cost fits t's rolling-hour
-// budget, counting probes in flight at their worst case. m.mu must be held.
-func (m *Manager) budgetAllows(t *target, cost int) bool {
+// budget, counting probes in flight at their worst case, and, on a target with
+// models, the share of that budget of the probe's model (budgetShare). m.mu
+// must be held.
+func (m *Manager) budgetAllows(t *target, model string, cost int) bool {
 	budget := t.cfg.TokenBudgetPerHour
 	if budget <= 0 {
 		return true
@@ -512,22 +515,31 @@ func (m *Manager) budgetAllows(t *target, cost int) bool {
 		i++
 	}
 	t.ledger = t.ledger[i:]
-	spent := t.reserved
+	spent, mine := 0, 0
+	for k, n := range t.reserved {
+		spent += n
+		if k == model {
+			mine += n
+		}
+	}
 	for _, s := range t.ledger {
 		spent += s.tokens
+		if s.model == model {
+			mine += s.tokens
+		}
 	}
-	return spent+cost <= budget
+	return spent+cost <= budget && mine+cost <= budgetShare(t)
 }
 
 // settle releases a probe's reservation and books what it spent. m.mu must be held.
-func (m *Manager) settle(t *target, cost int, s probeSpec, res *Result) {
-	t.reserved -= cost
+func (m *Manager) settle(t *target, model string, cost int, s probeSpec, res *Result) {
+	t.reserve(model, -cost)
 	prompt := res.PromptTokens
 	if prompt == 0 && res.StatusCode == http.StatusOK {
 		prompt = s.promptEstimate // the server processed it but sent no usage
 	}
 	if n := prompt + res.OutputTokens; n > 0 {
-		t.ledger = append(t.ledger, spend{at: m.now(), tokens: n})
+		t.ledger = append(t.ledger, spend{at: m.now(), tokens: n, model: model})
 	}
 }
 
@@ -664,8 +676,10 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 	}
 	end := m.now()
 	res.Duration = end.Sub(begin)
+	res.Model = s.model
 	scrubResult(&res, s.red)
 	res.Text = truncateText(res.Text) // after scrubbing: no secret cut in half survives
+	quoteOutput(&res)
 	res.Load = loadUntil(end)
 	return &res
 }
@@ -762,6 +776,13 @@ func scrubResult(r *Result, red *redact.Redactor) {
 // target's token budget (ErrBudgetExceeded) and books the tokens it spends there,
 // but it is not counted in the long-lived metrics or the history.
 func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*Result, *prometheus.Registry, error) {
+	return m.ProbeModelNow(ctx, targetName, module, "")
+}
+
+// ProbeModelNow is ProbeNow of one model of a target with models (models.go):
+// model must be one the target lists; "" is its first. On other targets model
+// must be "".
+func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model string) (*Result, *prometheus.Registry, error) {
 	m.mu.Lock()
 	if m.cfg == nil {
 		m.mu.Unlock()
@@ -779,24 +800,25 @@ func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*Res
 	}
 	p := &pair{key: pairKey{targetName, module, ""}, tgt: t, mod: mod,
 		timeout: m.cfg.ProbeTimeout(&t.cfg, &mod), stall: m.cfg.StallTimeout(&mod)}
-	if models := pairModels(t); len(models) > 0 {
-		p.key.model = models[0] // models: all probes the first listed model
+	var err error
+	if p.key.model, err = probeNowModel(t, model); err != nil {
+		m.mu.Unlock()
+		return nil, nil, err
 	}
 	if known, ok := m.pairs[p.key]; ok {
 		p.promptEstimate, p.checks = known.promptEstimate, known.checks
 	} else {
-		var err error
 		if p.checks, err = compileChecks(&mod); err != nil {
 			m.mu.Unlock()
 			return nil, nil, err
 		}
 	}
 	cost := p.worstCost()
-	if !m.budgetAllows(t, cost) {
+	if !m.budgetAllows(t, p.key.model, cost) {
 		m.mu.Unlock()
 		return nil, nil, ErrBudgetExceeded
 	}
-	t.reserved += cost
+	t.reserve(p.key.model, cost)
 	s := m.snapshot(p)
 	hist := m.metrics.hist
 	m.mu.Unlock()
@@ -804,7 +826,7 @@ func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*Res
 	res := m.probe(ctx, s, func() {})
 
 	m.mu.Lock()
-	m.settle(t, cost, s, res)
+	m.settle(t, p.key.model, cost, s, res)
 	end := float64(m.now().UnixNano()) / 1e9
 	m.mu.Unlock()
 

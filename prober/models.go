@@ -1,8 +1,11 @@
 package prober
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/go-kit/log/level"
 
@@ -11,8 +14,54 @@ import (
 
 // A target with models: all (or a regular expression) has one pair per
 // (module, listed model): each model gets its own schedule, history and
-// model label, and they all draw on the target's one token budget. The list
-// is re-read with /health on the health-check interval (check.go).
+// model label, and they all draw on the target's one token budget, spread
+// evenly over them (budgetShare). The list is re-read with /health on the
+// health-check interval (check.go).
+
+// ErrUnknownModel is returned by ProbeModelNow for a model the target does
+// not probe.
+var ErrUnknownModel = errors.New("not a model this target probes")
+
+// budgetShare is what the probes of one model of t may spend in a rolling
+// hour: the target's token_budget_per_hour divided by the number of models it
+// lists, so that N models together stay within the one budget and none of
+// them starves the others; the whole budget on a target without models.
+func budgetShare(t *target) int {
+	budget := t.cfg.TokenBudgetPerHour
+	if t.cfg.Models != "" && len(t.models) > 1 {
+		return budget / len(t.models)
+	}
+	return budget
+}
+
+// reserve adds (or with a negative cost releases) the worst-case cost of a
+// probe in flight of the pair with model key model.
+func (t *target) reserve(model string, cost int) {
+	if t.reserved == nil {
+		t.reserved = map[string]int{}
+	}
+	if t.reserved[model] += cost; t.reserved[model] == 0 {
+		delete(t.reserved, model)
+	}
+}
+
+// probeNowModel is the pair model key of a probe ProbeModelNow runs of
+// model on t.
+func probeNowModel(t *target, model string) (string, error) {
+	if t.cfg.Models == "" {
+		if model != "" {
+			return "", fmt.Errorf("model %q: %w: target %q has no models key", model, ErrUnknownModel, t.cfg.Name)
+		}
+		return "", nil
+	}
+	switch {
+	case model == "" && len(t.models) > 0:
+		return t.models[0], nil
+	case model == "" || slices.Contains(t.models, model):
+		return model, nil
+	}
+	return "", fmt.Errorf("model %q: %w; target %q lists %s", model, ErrUnknownModel, t.cfg.Name, strings.Join(t.models, ", "))
+}
 
 // pairModels lists the model keys of t's pairs: "" (the target's one model,
 // configured or resolved) or every listed id the target's models key matches.
@@ -93,6 +142,7 @@ func (m *Manager) syncModels(t *target, ids []string) bool {
 		return len(list) > 0
 	}
 	t.models = list
+	m.warnBudgetShare(t)
 	keep := m.applyTargetPairs(m.cfg, &t.cfg, t)
 	for key, p := range m.pairs {
 		if key.target == t.cfg.Name && !keep[key] {
@@ -106,4 +156,23 @@ func (m *Manager) syncModels(t *target, ids []string) bool {
 		}
 	}
 	return len(list) > 0
+}
+
+// warnBudgetShare logs when t's budget share per model (budgetShare) is below
+// the max_tokens of one of its modules: every probe of that module would be
+// skipped (vllm_probe_skipped_total{reason="budget"}). --config.check cannot
+// see this: the number of models is known only once /v1/models was read.
+// m.mu must be held.
+func (m *Manager) warnBudgetShare(t *target) {
+	share := budgetShare(t)
+	if t.cfg.TokenBudgetPerHour <= 0 || share == t.cfg.TokenBudgetPerHour {
+		return
+	}
+	for _, name := range t.cfg.Modules {
+		if mod := m.cfg.Modules[name]; mod.MaxTokens > share {
+			level.Warn(m.logger).Log("msg", "The token budget share of each model is below max_tokens of a module: its probes will be skipped",
+				"target", t.cfg.Name, "models", len(t.models), "token_budget_per_hour", t.cfg.TokenBudgetPerHour,
+				"share", share, "module", name, "max_tokens", mod.MaxTokens)
+		}
+	}
 }

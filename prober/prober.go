@@ -84,6 +84,7 @@ type Result struct {
 	// (Manager.Record). 0 for a probe that was not recorded (ProbeNow).
 	ID         uint64
 	Start      time.Time // t0: just before the request was sent
+	Model      string    // the model the request named; "" when none was resolved (set by the Manager)
 	Success    bool
 	Reason     Reason // "" on success
 	Err        string // for humans; redacted, never carries credentials

@@ -15,6 +15,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"golang.org/x/term"
 
 	"github.com/vllm-prober/vllm_prober/bench"
 	"github.com/vllm-prober/vllm_prober/config"
@@ -152,12 +153,10 @@ func failureSummary(fs []bench.Failure) string {
 
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {
+	// A character device is not enough: /dev/null is one too. x/term asks the
+	// terminal driver (TCGETS), as schollz/progressbar itself does.
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func splitList(s string) []string {

@@ -64,6 +64,10 @@ func TestConfigCheck(t *testing.T) {
 	if want := "modules.math.expect.regex: error parsing regexp: missing closing ): `4(`"; code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("--config.check on a bad expect regex = %d, want 1 and %s; stderr:\n%s", code, want, stderr)
 	}
+	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../config/testdata/invalid-expect-schema.yml")
+	if want := "modules.json.expect.json_schema: invalid schema: "; code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "at '/properties/count/minimum': got string, want number") {
+		t.Errorf("--config.check on a bad expect schema = %d, want 1 and %s; stderr:\n%s", code, want, stderr)
+	}
 
 	code, _, stderr = runCLI(t, "--config.check", "--config.file=does-not-exist.yml")
 	if code != 1 || !strings.Contains(stderr, "error reading config file: open does-not-exist.yml: no such file or directory") {
