@@ -123,6 +123,10 @@ type Daemon struct {
 
 // New loads the configuration file, builds the registry and the managers and
 // returns a Daemon ready to Run. An invalid configuration file is an error.
+//
+// logger gets the daemon's redaction (every value, every level) and then a
+// "caller" key, so it should carry none: a caller bound above the redaction
+// would name the redaction's own line (log.go:30), not the line that logged.
 func New(opts Options, logger log.Logger) (*Daemon, error) {
 	if logger == nil {
 		logger = log.NewNopLogger()
@@ -153,7 +157,9 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 		reg = prometheus.NewRegistry()
 	}
 	red := redact.New()
-	logger = redact.Logger(logger, red) // every level, every component
+	// Every level, every component; the caller is bound below the redaction,
+	// at the depth of the line that logs.
+	logger = log.With(redact.Logger(logger, red), "caller", log.DefaultCaller)
 	d := &Daemon{opts: opts, logger: logger, reg: reg, red: red, clients: httpclient.New(red)}
 	d.scrubber.Store(&scrubber{red: red})
 

@@ -848,3 +848,28 @@ targets:
 		t.Errorf("/probe with a bad scrape timeout = %d %q, want 400 %q", code, body, want)
 	}
 }
+
+// TestLogCallerIsTheLoggingLine: New's logger names, as "caller", the line
+// that logged, not the redaction wrapper every value passes through.
+func TestLogCallerIsTheLoggingLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vllm_prober.yml")
+	writeConfig(t, path, `
+modules:
+  m: {prober: completions, prompt: hi, max_tokens: 4}
+targets:
+  - {name: a, url: "http://127.0.0.1:1", model: x}
+`)
+	var buf bytes.Buffer
+	if _, err := New(Options{ConfigFile: path}, log.NewLogfmtLogger(log.NewSyncWriter(&buf))); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, `msg="Loaded config file"`) {
+		t.Fatalf("no load line logged:\n%s", out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.Contains(line, "caller=daemon.go:") {
+			t.Errorf("caller is not the daemon's logging line: %s", line)
+		}
+	}
+}

@@ -99,7 +99,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *configCheck {
-		if err := daemon.CheckConfig(daemon.Options{ConfigFile: *configFile, TelemetryPath: *telemetryPath}, logger); err != nil {
+		if err := daemon.CheckConfig(daemon.Options{ConfigFile: *configFile, TelemetryPath: *telemetryPath}, base); err != nil {
 			level.Error(logger).Log("msg", "Error loading config", "err", err)
 			return 1
 		}
@@ -132,7 +132,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		WebLogger:     daemon.NewWebLogger(base),
 		ShardCount:    shardCount,
 		ShardIndex:    shardIndex,
-	}, logger)
+	}, base) // New adds its redaction, then the caller
 	if err != nil {
 		level.Error(logger).Log("msg", "Error loading config", "err", err)
 		return 1
