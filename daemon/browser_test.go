@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,8 +55,12 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
-// browserKey is every target's bearer token; no page may show it.
-const browserKey = "sk-browser-test-5e1f0a9c7b"
+// browserKey is every target's bearer token and browserHeader the secret
+// value of an http_headers entry of each; no page may show either.
+const (
+	browserKey    = "sk-browser-test-5e1f0a9c7b"
+	browserHeader = "hdr-browser-test-93d0c4e8"
+)
 
 // TestOnCallViewInBrowser runs the daemon against a healthy simulator, a
 // closed port, a simulator that answers 500 to half its requests, one that
@@ -95,7 +100,8 @@ func TestOnCallViewInBrowser(t *testing.T) {
 	}).URL, dir, "simbase")
 	f := &fixture{t: t, path: filepath.Join(dir, "vllm_prober.yml")}
 	target := func(name, url, extra string) string {
-		return fmt.Sprintf("  - {name: %s, url: %q, %s http_client_config: {bearer_token: %s}}\n", name, url, extra, browserKey)
+		return fmt.Sprintf("  - {name: %s, url: %q, %s http_client_config: {bearer_token: %s, http_headers: {X-Probe-Token: {secrets: [%s]}}}}\n",
+			name, url, extra, browserKey, browserHeader)
 	}
 	writeConfig(t, f.path, `
 global: {probe_interval: 500ms, stall_timeout: 300ms, scrape_interval: 1s, scrape_timeout: 900ms, rate_window: 3s}
@@ -186,8 +192,8 @@ targets:
 		t.Errorf("the healthy target is not the last row: %q", states)
 	}
 	for _, name := range []string{"refused", "stalling"} {
-		if r := byTarget[name]; r[0] != stateFailing || !strings.HasPrefix(r[4], "failing for ") {
-			t.Errorf("%s row = %q, want failing with \"failing for\"", name, r)
+		if r := byTarget[name]; r[0] != stateFailing || !strings.HasPrefix(r[4], "failing for ") || !strings.HasSuffix(r[5], " ago") {
+			t.Errorf("%s row = %q, want failing with \"failing for\" and its last failure's age", name, r)
 		}
 	}
 	if r := byTarget["slow"]; r[0] != stateRegressed || !strings.HasSuffix(r[8], "×") {
@@ -240,20 +246,28 @@ targets:
 			if name == "refused" && !strings.Contains(body, "Failed during model resolution: GET /v1/models") {
 				t.Errorf("the refused target's record does not name the phase:\n%s", body)
 			}
-			if !strings.Contains(body, "Authorization: <secret>") {
-				t.Errorf("the record of %s does not list Authorization: <secret>:\n%s", name, body)
+			for _, want := range []string{"Authorization: <secret>", "X-Probe-Token: <secret>"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("the record of %s does not list %s:\n%s", name, want, body)
+				}
 			}
 		}
 		if err := chromedp.Do(ctx, chromedp.Navigate(f.srv.URL+"/target?name="+name), chromedp.WaitVisible(chromedp.CSS("h2"))); err != nil {
 			t.Fatal(err)
 		}
+		// The target's page opens with its row of the summary.
+		if st, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#summary tbody tr td.st"))); err != nil || st != byTarget[name][0] {
+			t.Errorf("the page of %s shows state %q (%v), want its summary row's %q", name, st, err, byTarget[name][0])
+		}
 		pages = append(pages, pageHTML(t, ctx))
 	}
 	for _, p := range pages {
-		for _, enc := range []string{browserKey, "Bearer " + browserKey,
-			base64.StdEncoding.EncodeToString([]byte(browserKey)), base64.RawURLEncoding.EncodeToString([]byte(browserKey))} {
-			if strings.Contains(p, enc) {
-				t.Errorf("a page shows the key (as %q)", enc)
+		for _, secret := range []string{browserKey, browserHeader} {
+			for _, enc := range []string{secret, "Bearer " + secret, url.QueryEscape(secret),
+				base64.StdEncoding.EncodeToString([]byte(secret)), base64.RawURLEncoding.EncodeToString([]byte(secret))} {
+				if strings.Contains(p, enc) {
+					t.Errorf("a page shows a secret (as %q)", enc)
+				}
 			}
 		}
 	}

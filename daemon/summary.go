@@ -46,6 +46,7 @@ type pairRow struct {
 	TTFT, TPOT            ratio  // baseline ratios; N == 0 when unknown
 	Labels                string // "k=v k=v", also the filter's data
 	Section, Record       string // links: the target's section, the stored record of its last failure
+	RecordAge             string // how long ago that failure was, "12s ago"
 	Scrape                string // the collector's last scrape of the target, "" when unknown
 	ScrapeBad             bool
 }
@@ -99,6 +100,10 @@ func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now t
 			Section: "target?" + url.Values{"name": {ps.Target}}.Encode() + "#module-" + ps.Module}
 		if ps.LastFailureID != 0 {
 			r.Record = recordURL(ps.Target, ps.Module, ps.Model, ps.LastFailureID)
+			r.RecordAge = "record"
+			if !ps.LastFailure.IsZero() {
+				r.RecordAge = fmtAgo(now.Sub(ps.LastFailure)) + " ago"
+			}
 		}
 		if d.coll != nil {
 			if sc, ok := d.coll.LastScrape(ps.Target); ok {
@@ -195,7 +200,7 @@ func (r *pairRow) HTML() template.HTML {
 	td(false, r.Reason)
 	td(false, r.Since)
 	if r.Record != "" {
-		w(`<td><a class="rec" href="`, e(r.Record), `">record</a></td>`)
+		w(`<td><a class="rec" href="`, e(r.Record), `" title="the stored record of the last failed probe">`, e(r.RecordAge), `</a></td>`)
 	} else {
 		w("<td>-</td>")
 	}
