@@ -69,7 +69,7 @@ h2 { margin-top: 1.5em; border-bottom: 1px solid #ddd; }
 </style>`
 
 // summaryHead is the header of the summary table, on / and /target.
-const summaryHead = `<thead><tr><th>State</th><th>Target</th><th>Module</th><th>Reason</th><th>Since</th><th>Last failure</th><th>Last hour</th><th>History</th><th>TTFT / baseline</th><th>TPOT / baseline</th><th>Last scrape</th><th>Labels</th></tr></thead>`
+const summaryHead = `<thead><tr><th>State</th><th>Target</th><th>Module</th><th>Reason</th><th>Since</th><th title="links to the stored record of the last failed probe">Last failure</th><th>Last hour</th><th>History</th><th>TTFT / baseline</th><th>TPOT / baseline</th><th>Last scrape</th><th>Labels</th></tr></thead>`
 
 // landingTemplate is /: a header with counts and filters, and one summary row
 // per (target, module), worst first. Histories and timelines are on the

@@ -99,7 +99,11 @@ func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now t
 			Labels:  labelText(t.Labels),
 			Section: "target?" + url.Values{"name": {ps.Target}}.Encode() + "#module-" + ps.Module}
 		if ps.LastFailureID != 0 {
-			r.Record = recordURL(ps.Target, ps.Module, ps.Model, ps.LastFailureID)
+			model := "" // only a `models:` target has a pair per model to pick
+			if t.Models != "" {
+				model = ps.Model
+			}
+			r.Record = recordURL(ps.Target, ps.Module, model, ps.LastFailureID)
 			r.RecordAge = "record"
 			if !ps.LastFailure.IsZero() {
 				r.RecordAge = fmtAgo(now.Sub(ps.LastFailure)) + " ago"
@@ -200,7 +204,7 @@ func (r *pairRow) HTML() template.HTML {
 	td(false, r.Reason)
 	td(false, r.Since)
 	if r.Record != "" {
-		w(`<td><a class="rec" href="`, e(r.Record), `" title="the stored record of the last failed probe">`, e(r.RecordAge), `</a></td>`)
+		w(`<td><a class="rec" href="`, e(r.Record), `">`, e(r.RecordAge), `</a></td>`)
 	} else {
 		w("<td>-</td>")
 	}
