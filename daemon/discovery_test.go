@@ -22,7 +22,7 @@ import (
 
 // startPlainSim runs an in-process vllm_sim without an API key; mutate adjusts
 // its configuration.
-func startPlainSim(t *testing.T, mutate func(*simulator.Config)) *httptest.Server {
+func startPlainSim(t testing.TB, mutate func(*simulator.Config)) *httptest.Server {
 	t.Helper()
 	cfg := simulator.DefaultConfig()
 	cfg.TTFT = 5 * time.Millisecond
