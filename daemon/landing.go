@@ -68,8 +68,11 @@ pre { margin: 0.2em 0 0.5em 1em; font-size: 85%; }
 h2 { margin-top: 1.5em; border-bottom: 1px solid #ddd; }
 </style>`
 
-// summaryHead is the header of the summary table, on / and /target.
-const summaryHead = `<thead><tr><th>State</th><th>Target</th><th>Module</th><th>Reason</th><th>Since</th><th title="links to the stored record of the last failed probe">Last failure</th><th>Last hour</th><th>History</th><th>TTFT / baseline</th><th>TPOT / baseline</th><th>Last scrape</th><th>Labels</th></tr></thead>`
+// summaryOpen opens the summary table, on / and /target: the rows follow,
+// then </tbody></table>.
+const summaryOpen = `<table id="summary">
+<thead><tr><th>State</th><th>Target</th><th>Module</th><th>Reason</th><th>Since</th><th title="links to the stored record of the last failed probe">Last failure</th><th>Last hour</th><th>History</th><th>TTFT / baseline</th><th>TPOT / baseline</th><th>Last scrape</th><th>Labels</th></tr></thead>
+<tbody>`
 
 // landingTemplate is /: a header with counts and filters, and one summary row
 // per (target, module), worst first. Histories and timelines are on the
@@ -95,9 +98,7 @@ States:{{range .States}} <label><input type="checkbox" name="state" value="{{.Na
 · Auto-refresh: <select name="refresh">{{range .RefreshOptions}}<option value="{{.}}"{{if eq . $.Refresh}} selected{{end}}>{{if .}}{{.}}s{{else}}off{{end}}</option>{{end}}</select>
 <noscript><button>Apply</button></noscript>
 </form>
-<table id="summary">
-` + summaryHead + `
-<tbody>
+` + summaryOpen + `
 {{- range .Rows}}
 {{.HTML}}
 {{- else}}
@@ -234,9 +235,7 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 <tr><th>/v1/models</th><td>{{template "up" .}}{{if .Checked}}{{if .ModelsUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
 </table>
 {{- if .Summary}}
-<table id="summary">
-` + summaryHead + `
-<tbody>
+` + summaryOpen + `
 {{- range .Summary}}
 {{.HTML}}
 {{- end}}
