@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,14 +72,26 @@ const (
 // click without a new probe, and no secret in any encoding.
 func TestOnCallViewInBrowser(t *testing.T) {
 	ctx := browser(t)
+	// Completions the simulators served: a page that ran a probe (as
+	// /probe?debug=true does) would add one; vllm_probe_attempts_total counts
+	// only the scheduler's probes.
+	var completions atomic.Int64
+	counted := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/completions") {
+				completions.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
 	simWith := func(mutate func(*simulator.Config)) string {
-		return startPlainSim(t, func(c *simulator.Config) {
+		return startWrappedSim(t, func(c *simulator.Config) {
 			c.APIKey = browserKey
 			c.TTFT, c.ITL = 10*time.Millisecond, 2*time.Millisecond
 			if mutate != nil {
 				mutate(c)
 			}
-		}).URL
+		}, counted).URL
 	}
 	healthy := simWith(nil)
 	flapping := simWith(func(c *simulator.Config) {
@@ -154,7 +168,7 @@ targets:
 		}
 		return sum
 	}
-	before := attempts()
+	before, servedBefore := attempts(), completions.Load()
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#summary"))); err != nil {
 		t.Fatal(err)
@@ -233,6 +247,12 @@ targets:
 		t.Errorf("vllm_probe_attempts_total went from %v to %v while reading a stored record", before, after)
 	}
 	pages = append(pages, record)
+	defer func() {
+		// After every record and target page below, too.
+		if served := completions.Load(); served != servedBefore {
+			t.Errorf("the simulators served %d completions while the pages were read: a page ran a probe", served-servedBefore)
+		}
+	}()
 
 	// The other failing pair's record, and every target's page.
 	for _, name := range []string{"refused", "stalling", "flapping", "healthy", "slow"} {
