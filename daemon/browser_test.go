@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,8 +57,12 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
-// browserKey is every target's bearer token; no page may show it.
-const browserKey = "sk-browser-test-5e1f0a9c7b"
+// browserKey is every target's bearer token and browserHeader the secret
+// value of an http_headers entry of each; no page may show either.
+const (
+	browserKey    = "sk-browser-test-5e1f0a9c7b"
+	browserHeader = "hdr-browser-test-93d0c4e8"
+)
 
 // TestOnCallViewInBrowser runs the daemon against a healthy simulator, a
 // closed port, a simulator that answers 500 to half its requests, one that
@@ -65,14 +72,26 @@ const browserKey = "sk-browser-test-5e1f0a9c7b"
 // click without a new probe, and no secret in any encoding.
 func TestOnCallViewInBrowser(t *testing.T) {
 	ctx := browser(t)
+	// Completions the simulators served: a page that ran a probe (as
+	// /probe?debug=true does) would add one; vllm_probe_attempts_total counts
+	// only the scheduler's probes.
+	var completions atomic.Int64
+	counted := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/completions") {
+				completions.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
 	simWith := func(mutate func(*simulator.Config)) string {
-		return startPlainSim(t, func(c *simulator.Config) {
+		return startWrappedSim(t, func(c *simulator.Config) {
 			c.APIKey = browserKey
 			c.TTFT, c.ITL = 10*time.Millisecond, 2*time.Millisecond
 			if mutate != nil {
 				mutate(c)
 			}
-		}).URL
+		}, counted).URL
 	}
 	healthy := simWith(nil)
 	flapping := simWith(func(c *simulator.Config) {
@@ -95,7 +114,8 @@ func TestOnCallViewInBrowser(t *testing.T) {
 	}).URL, dir, "simbase")
 	f := &fixture{t: t, path: filepath.Join(dir, "vllm_prober.yml")}
 	target := func(name, url, extra string) string {
-		return fmt.Sprintf("  - {name: %s, url: %q, %s http_client_config: {bearer_token: %s}}\n", name, url, extra, browserKey)
+		return fmt.Sprintf("  - {name: %s, url: %q, %s http_client_config: {bearer_token: %s, http_headers: {X-Probe-Token: {secrets: [%s]}}}}\n",
+			name, url, extra, browserKey, browserHeader)
 	}
 	writeConfig(t, f.path, `
 global: {probe_interval: 500ms, stall_timeout: 300ms, scrape_interval: 1s, scrape_timeout: 900ms, rate_window: 3s}
@@ -152,7 +172,7 @@ targets:
 		}
 		return sum
 	}
-	before := attempts()
+	before, servedBefore := attempts(), completions.Load()
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#summary"))); err != nil {
 		t.Fatal(err)
@@ -190,8 +210,8 @@ targets:
 		t.Errorf("the healthy target is not the last row: %q", states)
 	}
 	for _, name := range []string{"refused", "stalling"} {
-		if r := byTarget[name]; r[0] != stateFailing || !strings.HasPrefix(r[4], "failing for ") {
-			t.Errorf("%s row = %q, want failing with \"failing for\"", name, r)
+		if r := byTarget[name]; r[0] != stateFailing || !strings.HasPrefix(r[4], "failing for ") || !strings.HasSuffix(r[5], " ago") {
+			t.Errorf("%s row = %q, want failing with \"failing for\" and its last failure's age", name, r)
 		}
 	}
 	if r := byTarget["slow"]; r[0] != stateRegressed || !strings.HasSuffix(r[8], "×") {
@@ -250,6 +270,12 @@ targets:
 		t.Errorf("vllm_probe_attempts_total went from %v to %v while reading a stored record", before, after)
 	}
 	pages = append(pages, record)
+	defer func() {
+		// After every record and target page below, too.
+		if served := completions.Load(); served != servedBefore {
+			t.Errorf("the simulators served %d completions while the pages were read: a page ran a probe", served-servedBefore)
+		}
+	}()
 
 	// The other failing pair's record, and every target's page.
 	if err := chromedp.Do(ctx, chromedp.Navigate(f.srv.URL+"/target?name=metrics"), chromedp.WaitVisible(chromedp.CSS("#last-scrape"))); err != nil {
@@ -270,20 +296,28 @@ targets:
 			if name == "refused" && !strings.Contains(body, "Failed during model resolution: GET /v1/models") {
 				t.Errorf("the refused target's record does not name the phase:\n%s", body)
 			}
-			if !strings.Contains(body, "Authorization: <secret>") {
-				t.Errorf("the record of %s does not list Authorization: <secret>:\n%s", name, body)
+			for _, want := range []string{"Authorization: <secret>", "X-Probe-Token: <secret>"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("the record of %s does not list %s:\n%s", name, want, body)
+				}
 			}
 		}
 		if err := chromedp.Do(ctx, chromedp.Navigate(f.srv.URL+"/target?name="+name), chromedp.WaitVisible(chromedp.CSS("h2"))); err != nil {
 			t.Fatal(err)
 		}
+		// The target's page opens with its row of the summary.
+		if st, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#summary tbody tr td.st"))); err != nil || st != byTarget[name][0] {
+			t.Errorf("the page of %s shows state %q (%v), want its summary row's %q", name, st, err, byTarget[name][0])
+		}
 		pages = append(pages, pageHTML(t, ctx))
 	}
 	for _, p := range pages {
-		for _, enc := range []string{browserKey, "Bearer " + browserKey,
-			base64.StdEncoding.EncodeToString([]byte(browserKey)), base64.RawURLEncoding.EncodeToString([]byte(browserKey))} {
-			if strings.Contains(p, enc) {
-				t.Errorf("a page shows the key (as %q)", enc)
+		for _, secret := range []string{browserKey, browserHeader} {
+			for _, enc := range []string{secret, "Bearer " + secret, url.QueryEscape(secret),
+				base64.StdEncoding.EncodeToString([]byte(secret)), base64.RawURLEncoding.EncodeToString([]byte(secret))} {
+				if strings.Contains(p, enc) {
+					t.Errorf("a page shows a secret (as %q)", enc)
+				}
 			}
 		}
 	}

@@ -22,7 +22,7 @@ import (
 
 // benchBaseline benchmarks the simulator at srvURL into a baseline file called
 // name in dir, as `vllm_prober bench` does, and returns the file's path.
-func benchBaseline(t *testing.T, srvURL, dir, name string) string {
+func benchBaseline(t testing.TB, srvURL, dir, name string) string {
 	t.Helper()
 	rep, err := bench.Run(context.Background(), bench.Options{URL: srvURL, Requests: 3, Concurrencies: []int{1, 2},
 		MaxTokens: 8, IgnoreEOS: true, Name: name, PollInterval: 100 * time.Millisecond})

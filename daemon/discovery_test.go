@@ -22,7 +22,14 @@ import (
 
 // startPlainSim runs an in-process vllm_sim without an API key; mutate adjusts
 // its configuration.
-func startPlainSim(t *testing.T, mutate func(*simulator.Config)) *httptest.Server {
+func startPlainSim(t testing.TB, mutate func(*simulator.Config)) *httptest.Server {
+	t.Helper()
+	return startWrappedSim(t, mutate, nil)
+}
+
+// startWrappedSim is startPlainSim with the simulator's handler passed
+// through wrap (nil: none), e.g. to count the requests it serves.
+func startWrappedSim(t testing.TB, mutate func(*simulator.Config), wrap func(http.Handler) http.Handler) *httptest.Server {
 	t.Helper()
 	cfg := simulator.DefaultConfig()
 	cfg.TTFT = 5 * time.Millisecond
@@ -34,7 +41,11 @@ func startPlainSim(t *testing.T, mutate func(*simulator.Config)) *httptest.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(sim.Handler())
+	h := sim.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
 		srv.Close()
 		_ = sim.Close()

@@ -58,6 +58,7 @@ targets:
     modules: [short_chat, never_ran]
     http_client_config:
       authorization: {credentials: `+goldenSecret+`}
+      http_headers: {X-Probe-Token: {secrets: [`+goldenSecret+`]}, x-team: {values: [oncall]}}
   - name: unchecked
     url: http://127.0.0.1:8001
     labels: {pool: b}
@@ -156,7 +157,7 @@ func TestLandingPageGolden(t *testing.T) {
 		{Target: "sim", Module: "short_chat", Model: "m1", Probes: 20, Successes: 9,
 			LastProbe: now.Add(-2 * time.Second), LastSuccess: res.Start.Add(-time.Minute), FailingSince: res.Start,
 			LastReason: string(res.Reason), RecordStats: prober.RecordStats{LastErr: res.Err, LastStatusCode: 200,
-				LastID: 41, LastFailureID: 41, HourProbes: 40, HourSuccesses: 29}},
+				LastID: 41, LastFailureID: 41, LastFailure: now.Add(-2 * time.Second), HourProbes: 40, HourSuccesses: 29}},
 		{Target: "sim", Module: "never_ran"},
 		{Target: "unchecked", Module: "never_ran", LastProbe: now.Add(-time.Second), LastSuccess: now.Add(-time.Second),
 			Probes: 20, Successes: 15, RecordStats: prober.RecordStats{HourProbes: 20, HourSuccesses: 15, LastID: 20, LastFailureID: 12}},
@@ -203,8 +204,14 @@ func TestTargetPageGolden(t *testing.T) {
 		Modules: []prober.ModuleStatus{{Module: "short_chat", Last: &ok, History: []prober.Result{ok, *res}}}}
 	tg, _ := d.Config().Target("sim")
 	var b testWriter
-	now := time.Date(2026, 1, 2, 3, 15, 5, 0, time.UTC)
-	if err := targetTemplate.Execute(&b, d.targetPage(tg, ts, now)); err != nil {
+	now := res.Start.Add(11 * time.Minute)
+	stats := []prober.PairStats{
+		{Target: "sim", Module: "short_chat", Model: "m1", Probes: 2, Successes: 1,
+			LastProbe: ok.Start.Add(time.Second), LastSuccess: ok.Start.Add(time.Second),
+			RecordStats: prober.RecordStats{LastID: 42, LastFailureID: 41, LastFailure: res.Start.Add(5 * time.Second), HourProbes: 2, HourSuccesses: 1}},
+		{Target: "unchecked", Module: "never_ran"},
+	}
+	if err := targetTemplate.Execute(&b, d.targetPage(tg, ts, stats, now)); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "target.golden.html", b.String())
@@ -212,7 +219,7 @@ func TestTargetPageGolden(t *testing.T) {
 	// A scrape-only target: not checked, no module table, its last scrape.
 	mo, _ := d.Config().Target("metrics-only")
 	var b2 testWriter
-	if err := targetTemplate.Execute(&b2, d.targetPage(mo, prober.TargetStatus{Name: "metrics-only", URL: mo.URL}, now)); err != nil {
+	if err := targetTemplate.Execute(&b2, d.targetPage(mo, prober.TargetStatus{Name: "metrics-only", URL: mo.URL}, nil, now)); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "target-scrape-only.golden.html", b2.String())

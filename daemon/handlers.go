@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -284,8 +285,8 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 		b.WriteString("\n")
 	}
 	b.WriteString("\nRequest headers:\n")
-	if hasCredentials(&t.HTTPClientConfig) && res.RequestHeader.Get("Authorization") == "" {
-		b.WriteString("  Authorization: <secret>  (added by the HTTP client from http_client_config)\n")
+	for _, l := range clientHeaderLines(&t.HTTPClientConfig, res.RequestHeader) {
+		fmt.Fprintf(&b, "  %s  (added by the HTTP client from http_client_config)\n", l)
 	}
 	lines := s.headerLines(res.RequestHeader)
 	if len(lines) == 0 && res.Phase == prober.PhaseModels {
@@ -347,13 +348,15 @@ func (d *Daemon) writeBaseline(b *strings.Builder, t *config.Target, module stri
 		fmt.Fprintf(b, "Baseline %q: no expectation yet (the target's load is not known)\n", t.Baseline)
 		return
 	}
-	fmt.Fprintf(b, "Baseline %q at load %.1f (running + waiting + 1), live means of %d successful probes:\n", c.Baseline, c.Load, c.Live.N)
+	fmt.Fprintf(b, "Baseline %q at load %.1f (running + waiting + 1), over %d successful probes of the window:\n", c.Baseline, c.Load, c.Live.N)
+	b.WriteString("  (ratio is vllm_probe_regression_ratio: the median of live / expected over the window's time slices,\n" +
+		"   so one slow probe moves the live mean but not the ratio)\n")
 	for _, m := range []struct {
 		name           string
 		expected, live float64
 		ratio          float64
 	}{{"TTFT", c.Expected.TTFTMean, c.Live.TTFT, c.TTFT}, {"TPOT", c.Expected.TPOTMean, c.Live.TPOT, c.TPOT}} {
-		fmt.Fprintf(b, "  %s expected %s, live %s, ratio %s", m.name, fmtSecondsMs(m.expected), fmtSecondsMs(m.live), fmtRatio(m.ratio))
+		fmt.Fprintf(b, "  %s expected %s, live mean %s, ratio %s", m.name, fmtSecondsMs(m.expected), fmtSecondsMs(m.live), fmtRatio(m.ratio))
 		if m.ratio > regressionAlertRatio {
 			fmt.Fprintf(b, " (above the alert threshold %.1f)", regressionAlertRatio)
 		}
@@ -375,10 +378,31 @@ func fmtRatio(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-// hasCredentials reports whether the HTTP client adds an Authorization header
-// of its own (the request headers a result keeps are those the prober set).
-func hasCredentials(c *commoncfg.HTTPClientConfig) bool {
-	return c.BearerToken != "" || c.BearerTokenFile != "" || c.Authorization != nil || c.BasicAuth != nil || c.OAuth2 != nil
+// clientHeaderLines lists the headers the HTTP client adds to every request
+// from http_client_config, which the request headers a result keeps (those
+// the prober set) do not show: "Authorization: <secret>" when credentials are
+// configured, and each http_headers entry, its secrets and files as
+// "<secret>" and its plain values as written.
+func clientHeaderLines(c *commoncfg.HTTPClientConfig, sent http.Header) []string {
+	var lines []string
+	if (c.BearerToken != "" || c.BearerTokenFile != "" || c.Authorization != nil || c.BasicAuth != nil || c.OAuth2 != nil) &&
+		sent.Get("Authorization") == "" {
+		lines = append(lines, "Authorization: <secret>")
+	}
+	if c.HTTPHeaders == nil {
+		return lines
+	}
+	names := slices.Sorted(maps.Keys(c.HTTPHeaders.Headers))
+	for _, name := range names {
+		h := c.HTTPHeaders.Headers[name]
+		for _, v := range h.Values {
+			lines = append(lines, http.CanonicalHeaderKey(name)+": "+v)
+		}
+		for range len(h.Secrets) + len(h.Files) {
+			lines = append(lines, http.CanonicalHeaderKey(name)+": <secret>")
+		}
+	}
+	return lines
 }
 
 // fmtDur renders a duration in milliseconds with microsecond resolution, "-" for 0.

@@ -68,6 +68,12 @@ pre { margin: 0.2em 0 0.5em 1em; font-size: 85%; }
 h2 { margin-top: 1.5em; border-bottom: 1px solid #ddd; }
 </style>`
 
+// summaryOpen opens the summary table, on / and /target: the rows follow,
+// then </tbody></table>.
+const summaryOpen = `<table id="summary">
+<thead><tr><th>State</th><th>Target</th><th>Module</th><th>Reason</th><th>Since</th><th title="links to the stored record of the last failed probe">Last failure</th><th>Last hour</th><th>History</th><th>TTFT / baseline</th><th>TPOT / baseline</th><th>Last scrape</th><th>Labels</th></tr></thead>
+<tbody>`
+
 // landingTemplate is /: a header with counts and filters, and one summary row
 // per (target, module), worst first. Histories and timelines are on the
 // targets' own pages (/target), so that the page stays small at a thousand
@@ -85,16 +91,14 @@ var landingTemplate = template.Must(template.New("landing").Funcs(pageFuncs).Par
 <body>
 <h1>vLLM Prober</h1>
 <p class="counts" id="counts">{{range .Counts}}<span class="{{.State}}">{{.N}} {{.State}}</span> · {{end}}{{.Total}} (target, module) pairs</p>
-<p><a href="{{.MetricsPath}}">Metrics</a> · <a href="config">Configuration</a> · Version {{.Version}}</p>
+<p><a href="{{.MetricsPath}}">Metrics</a> · <a href="config">Configuration</a> · Version {{.Version}} · As of {{ts .Now}}</p>
 <form method="get" id="filters">
 States:{{range .States}} <label><input type="checkbox" name="state" value="{{.Name}}"{{if .On}} checked{{end}}> {{.Name}}</label>{{end}}
 · Label: <select name="label"><option value="">any</option>{{range .LabelValues}}<option{{if eq . $.Label}} selected{{end}}>{{.}}</option>{{end}}</select>
 · Auto-refresh: <select name="refresh">{{range .RefreshOptions}}<option value="{{.}}"{{if eq . $.Refresh}} selected{{end}}>{{if .}}{{.}}s{{else}}off{{end}}</option>{{end}}</select>
 <noscript><button>Apply</button></noscript>
 </form>
-<table id="summary">
-<thead><tr><th>State</th><th>Target</th><th>Module</th><th>Reason</th><th>Since</th><th>Last failure</th><th>Last hour</th><th>History</th><th>TTFT / baseline</th><th>TPOT / baseline</th><th>Last scrape</th><th>Labels</th></tr></thead>
-<tbody>
+` + summaryOpen + `
 {{- range .Rows}}
 {{.HTML}}
 {{- else}}
@@ -123,6 +127,7 @@ document.getElementById("filters").addEventListener("change", function (e) { e.c
 
 type landingData struct {
 	Version, MetricsPath string
+	Now                  time.Time
 	Counts               []stateCount
 	Total                int
 	Rows                 []pairRow
@@ -166,6 +171,7 @@ func (d *Daemon) landingData(q url.Values, stats []prober.PairStats, now time.Ti
 	data := landingData{
 		Version:        version.Info(),
 		MetricsPath:    d.metricsLink(),
+		Now:            now,
 		Total:          len(rows),
 		Label:          q.Get("label"),
 		RefreshOptions: []int{0, 10, 30, 60},
@@ -261,6 +267,14 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 <tr><th>/v1/models</th><td>{{template "up" .}}{{if .Checked}}{{if .ModelsUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
 <tr><th>/metrics</th><td id="last-scrape">{{if not .Scraped}}<span class="unknown">not scraped (scrape_metrics: false)</span>{{else if .Scrape}}<span class="{{if .ScrapeBad}}fail{{else}}ok{{end}}">{{.Scrape}}</span>{{else}}<span class="unknown">not scraped yet</span>{{end}}</td></tr>
 </table>
+{{- if .Summary}}
+` + summaryOpen + `
+{{- range .Summary}}
+{{.HTML}}
+{{- end}}
+</tbody>
+</table>
+{{- end}}
 {{- if .Modules}}
 <table>
 <tr><th>Module</th><th>Last probe</th><th>Result</th><th>TTFT</th><th>TPOT</th><th>E2E</th><th>Output tokens</th><th>Tokens/s</th><th>Error</th><th>Record</th></tr>
@@ -295,6 +309,7 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 type targetPage struct {
 	prober.TargetStatus
 	Labels  string
+	Summary []pairRow // the target's rows of /'s summary
 	Modules []pageModule
 	// Scraped: the collector scrapes the target (scrape_metrics); Scrape is
 	// its last scrape ("" before the first), ScrapeBad when it failed.
@@ -338,19 +353,27 @@ func (d *Daemon) targetHandler(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		ts = prober.TargetStatus{Name: t.Name, URL: t.URL, Model: t.Model}
 	}
-	d.renderPage(w, func(b io.Writer) error { return targetTemplate.Execute(b, d.targetPage(t, ts, time.Now())) })
+	page := d.targetPage(t, ts, d.probes.AllStats(), time.Now())
+	d.renderPage(w, func(b io.Writer) error { return targetTemplate.Execute(b, page) })
 }
 
 // targetPage merges the configuration (which decides which modules are
 // listed, in order) with what the prober knows, and scrubs every text that
-// came from a server.
-func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, now time.Time) targetPage {
+// came from a server. Its summary is the target's rows of / (from stats, the
+// statistics of every pair).
+func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, stats []prober.PairStats, now time.Time) targetPage {
 	s := d.scrubber.Load()
+	var own []prober.PairStats
+	for _, ps := range stats {
+		if ps.Target == t.Name {
+			own = append(own, ps)
+		}
+	}
 	mods := map[string][]prober.ModuleStatus{} // a `models:` target has one per model
 	for _, ms := range ts.Modules {
 		mods[ms.Module] = append(mods[ms.Module], ms)
 	}
-	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels), Scraped: t.ScrapeMetrics}
+	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels), Scraped: t.ScrapeMetrics, Summary: d.summaryRows(d.Running(), own, now)}
 	page.ScrapeOnly = !t.Probe
 	if t.ScrapeMetrics {
 		page.Scrape, page.ScrapeBad = d.scrapeText(t.Name, now, 300)

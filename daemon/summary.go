@@ -46,6 +46,7 @@ type pairRow struct {
 	TTFT, TPOT            ratio  // baseline ratios; N == 0 when unknown
 	Labels                string // "k=v k=v", also the filter's data
 	Section, Record       string // links: the target's section, the stored record of its last failure
+	RecordAge             string // how long ago that failure was, "12s ago"
 	Scrape                string // the collector's last scrape of the target, "" when unknown
 	ScrapeBad             bool
 	PerModel              bool // the target has models: the module cell names the model
@@ -100,7 +101,15 @@ func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now t
 			Section:  "target?" + url.Values{"name": {ps.Target}}.Encode() + "#" + sectionID(t, ps.Module, ps.Model),
 			PerModel: t.Models != ""}
 		if ps.LastFailureID != 0 {
-			r.Record = recordURL(ps.Target, ps.Module, ps.Model, ps.LastFailureID)
+			model := "" // only a `models:` target has a pair per model to pick
+			if t.Models != "" {
+				model = ps.Model
+			}
+			r.Record = recordURL(ps.Target, ps.Module, model, ps.LastFailureID)
+			r.RecordAge = "record"
+			if !ps.LastFailure.IsZero() {
+				r.RecordAge = fmtAgo(now.Sub(ps.LastFailure)) + " ago"
+			}
 		}
 		r.Scrape, r.ScrapeBad = d.scrapeText(ps.Target, now, 160)
 		if d.regr != nil && t.Baseline != "" {
@@ -193,7 +202,7 @@ func (r *pairRow) HTML() template.HTML {
 	td(false, r.Reason)
 	td(false, r.Since)
 	if r.Record != "" {
-		w(`<td><a class="rec" href="`, e(r.Record), `">record</a></td>`)
+		w(`<td><a class="rec" href="`, e(r.Record), `">`, e(r.RecordAge), `</a></td>`)
 	} else {
 		w("<td>-</td>")
 	}

@@ -9,6 +9,7 @@ import (
 // Updated once per recorded probe, read in O(1).
 type recordState struct {
 	lastID, lastFailureID uint64
+	lastFailure           time.Time       // when the last failed probe ended
 	minutes               [60]minuteCount // ring indexed by Unix minute mod 60
 }
 
@@ -22,7 +23,7 @@ func (s *recordState) note(r *Result, end time.Time) {
 	s.lastID++
 	r.ID = s.lastID
 	if !r.Success {
-		s.lastFailureID = r.ID
+		s.lastFailureID, s.lastFailure = r.ID, end
 	}
 	m := end.Unix() / 60
 	c := &s.minutes[m%60]
@@ -55,13 +56,16 @@ type RecordStats struct {
 	LastStatusCode int    // the last probe's HTTP status, 0 if none
 	// LastID is the record id of the last probe, LastFailureID of the last
 	// failed one (Manager.Record); 0 when none.
-	LastID, LastFailureID     uint64
+	LastID, LastFailureID uint64
+	// LastFailure is when the last failed probe ended (zero when none); like
+	// LastFailureID it outlives the history.
+	LastFailure               time.Time
 	HourProbes, HourSuccesses int
 }
 
 // recordStats returns p's RecordStats at now. m.mu must be held.
 func (p *pair) recordStats(now time.Time) RecordStats {
-	s := RecordStats{LastID: p.records.lastID, LastFailureID: p.records.lastFailureID}
+	s := RecordStats{LastID: p.records.lastID, LastFailureID: p.records.lastFailureID, LastFailure: p.records.lastFailure}
 	s.HourProbes, s.HourSuccesses = p.records.window(now.Add(-time.Hour))
 	if n := len(p.hist.recent); n > 0 {
 		last := p.hist.recent[n-1]

@@ -140,6 +140,9 @@ targets:
 	if !s.LastSuccess.Equal(successAt) || !s.FailingSince.Equal(successAt.Add(time.Minute)) {
 		t.Errorf("last success %v (want %v), failing since %v (want the end of the first failure %v)", s.LastSuccess, successAt, s.FailingSince, successAt.Add(time.Minute))
 	}
+	if lastFailure := clock.Add(-time.Minute); !s.LastFailure.Equal(lastFailure) {
+		t.Errorf("last failure %v, want the end of the 7th probe %v", s.LastFailure, lastFailure)
+	}
 	if s.LastReason != string(ReasonHTTP5xx) || s.LastFailureID != 7 || s.LastID != 7 || s.LastStatusCode != 500 || s.LastErr == "" {
 		t.Errorf("summary %+v", s)
 	}
@@ -159,8 +162,8 @@ targets:
 	}
 	f.mode.Store("ok")
 	run()
-	if s, _ := m.Stats("fake", "short"); !s.FailingSince.IsZero() || s.LastReason != "" || s.LastErr != "" {
-		t.Errorf("after a success: failing since %v, last reason %q, error %q", s.FailingSince, s.LastReason, s.LastErr)
+	if s, _ := m.Stats("fake", "short"); !s.FailingSince.IsZero() || s.LastReason != "" || s.LastErr != "" || s.LastFailureID != 7 || s.LastFailure.IsZero() {
+		t.Errorf("after a success: failing since %v, last reason %q, error %q, last failure %d at %v (want kept)", s.FailingSince, s.LastReason, s.LastErr, s.LastFailureID, s.LastFailure)
 	}
 	// Beyond an hour the minute counts drop out.
 	clock = clock.Add(2 * time.Hour)
