@@ -21,6 +21,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
@@ -32,6 +33,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, fmt.Errorf("invalid benchmark options: %w", err)
 	}
+	// A server (or a gateway in front of it) may echo the request's headers in
+	// its error bodies and events: the credentials bench sends must not reach
+	// the summary, the result files or a log line (internal/redact, the one
+	// owner of scrubbing, as in the daemon).
+	opts.red = redact.New()
+	for _, vs := range opts.Header {
+		opts.red.Learn(vs...)
+	}
+	opts.Logger = redact.Logger(opts.Logger, opts.red)
 	client := opts.Client
 	if client == nil {
 		maxc := 1
@@ -230,9 +240,10 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 			Capture: texts != nil, FullText: texts != nil,
 		})
 		if texts != nil {
-			texts[i] = res.GeneratedText()
+			texts[i] = o.red.String(res.GeneratedText())
 		}
 		res.Events, res.RequestHeader, res.ResponseHeader = nil, nil, nil
+		res.Scrub(o.red)
 		results[i] = res
 		finished.Add(1)
 		bar.add(!res.Success)

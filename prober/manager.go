@@ -614,7 +614,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 			res.Phase, res.Request = PhaseModels, http.MethodGet+" /v1/models"
 			res.Duration = m.now().Sub(begin)
 			res.E2E = res.Duration
-			scrubResult(res, s.red)
+			res.Scrub(s.red)
 			res.Load = load
 			return res
 		}
@@ -644,7 +644,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		res.gen = nil
 	}
 	res.Duration = m.now().Sub(begin)
-	scrubResult(&res, s.red)
+	res.Scrub(s.red)
 	res.Text = truncateText(res.Text) // after scrubbing: no secret cut in half survives
 	res.Load = load
 	return &res
@@ -725,10 +725,12 @@ func requestHeader(mod *config.Module, target, module, nonce string) http.Header
 	return h
 }
 
-// scrubResult removes the credentials of the configuration, and the tokens
-// its clients obtained, from the result's texts. Stream never puts one there
-// itself, but a server may echo a key or a request header in its error body.
-func scrubResult(r *Result, red *redact.Redactor) {
+// Scrub removes red's secrets (the credentials of the configuration, and the
+// tokens its clients obtained) from the result's texts and headers. Stream
+// never puts one there itself, but a server may echo a key or a request header
+// in its error body. The manager scrubs every result it keeps or returns;
+// bench scrubs its own.
+func (r *Result) Scrub(red *redact.Redactor) {
 	for _, s := range []*string{&r.Err, &r.RequestBody, &r.ErrorBody, &r.Text} {
 		*s = red.String(*s)
 	}
