@@ -387,11 +387,11 @@ func (p *poller) poll(ctx context.Context) bool {
 	}
 	s := ServerSample{
 		Offset:           snap.Time.Sub(p.start),
-		PromptTokens:     sumModels(snap, func(m *collector.Model) float64 { return m.PromptTokens }),
-		GenerationTokens: sumModels(snap, func(m *collector.Model) float64 { return m.GenerationTokens }),
+		PromptTokens:     snap.Sum(func(m *collector.Model) float64 { return m.PromptTokens }),
+		GenerationTokens: snap.Sum(func(m *collector.Model) float64 { return m.GenerationTokens }),
 		Running:          snap.Running(),
 		Waiting:          snap.Waiting(),
-		Swapped:          sumModels(snap, func(m *collector.Model) float64 { return m.Swapped }),
+		Swapped:          snap.Sum(func(m *collector.Model) float64 { return m.Swapped }),
 		KVUsage:          maxModels(snap, func(m *collector.Model) float64 { return m.KVUsage }),
 		CPUKVUsage:       maxModels(snap, func(m *collector.Model) float64 { return m.CPUKVUsage }),
 		PromptTPS:        math.NaN(),
@@ -462,20 +462,6 @@ func (p *poller) stats() ServerStats {
 	st.MaxKVUsage = maxOf(func(s ServerSample) float64 { return s.KVUsage })
 	st.MaxCPUKVUsage = maxOf(func(s ServerSample) float64 { return s.CPUKVUsage })
 	return st
-}
-
-func sumModels(s *collector.Snapshot, f func(*collector.Model) float64) float64 {
-	total, ok := 0.0, false
-	for _, m := range s.Models {
-		if v := f(m); !math.IsNaN(v) {
-			total += v
-			ok = true
-		}
-	}
-	if !ok {
-		return math.NaN()
-	}
-	return total
 }
 
 func maxModels(s *collector.Snapshot, f func(*collector.Model) float64) float64 {
