@@ -90,6 +90,7 @@ type pairKey struct{ target, module, model string }
 type target struct {
 	cfg      config.Target
 	client   *http.Client
+	secrets  []string // redact.ClientSecrets of cfg, read when client was built
 	interval time.Duration
 	timeout  time.Duration // for /health and /v1/models
 
@@ -187,11 +188,15 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 
-	// Build everything that can fail first.
+	// Build everything that can fail first. A target's credentials are read
+	// (credential files included) when its client is built, not at every
+	// discovery refresh that re-applies it unchanged.
 	clients := map[string]*http.Client{}
+	secretsOf := make(map[string][]string, len(cfg.Targets))
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]
 		if old, ok := m.targets[t.Name]; ok && reflect.DeepEqual(old.cfg.HTTPClientConfig, t.HTTPClientConfig) {
+			secretsOf[t.Name] = old.secrets
 			continue
 		}
 		c, err := m.clients.Acquire(t.HTTPClientConfig)
@@ -202,10 +207,11 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
 		clients[t.Name] = c
+		secretsOf[t.Name] = redact.ClientSecrets(&t.HTTPClientConfig)
 	}
 	var secrets []string
 	for i := range cfg.Targets {
-		secrets = append(secrets, redact.ClientSecrets(&cfg.Targets[i].HTTPClientConfig)...)
+		secrets = append(secrets, secretsOf[cfg.Targets[i].Name]...)
 	}
 	m.red.Set("prober", secrets)
 	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), tokenBuckets: slices.Clone(cfg.Global.TokenLatencyBuckets),
@@ -245,7 +251,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		if ok && (t.cfg.Model != tc.Model || t.cfg.URL != tc.URL || t.cfg.Models != tc.Models) {
 			t.model, t.models = "", nil // re-resolve
 		}
-		t.cfg, t.interval, t.timeout = tc, interval, timeout
+		t.cfg, t.interval, t.timeout, t.secrets = tc, interval, timeout, secretsOf[tc.Name]
 		if tc.Model != "" {
 			t.model = tc.Model
 		}
