@@ -137,54 +137,87 @@ func (b *Baseline) curve() []curvePoint {
 	return cps
 }
 
-// Expected interpolates the baseline at the given concurrency. For each value it takes the points
-// that report it, sorted by concurrency, and interpolates linearly between the two neighbours of
-// load; below the first or above the last point it returns that end point's value (clamping).
-// Points at equal concurrency are averaged. It returns false when no point can be placed on the
-// concurrency axis (see effectiveConcurrency) or load is not a positive finite number.
-func (b *Baseline) Expected(load float64) (Expectation, bool) {
-	nan := math.NaN()
-	e := Expectation{Concurrency: load, TTFTMean: nan, TTFTP99: nan, TPOTMean: nan, TPOTP99: nan,
-		ITLMean: nan, ITLP99: nan, E2EMean: nan, E2EP99: nan, OutputThroughput: nan}
-	if !(load > 0) || math.IsInf(load, 0) {
-		return e, false
-	}
+// xy is one value of a curve at a concurrency.
+type xy struct{ x, y float64 }
+
+// The values a Curve interpolates, in the order of Curve.values.
+const (
+	cTTFTMean = iota
+	cTTFTP99
+	cTPOTMean
+	cTPOTP99
+	cITLMean
+	cITLP99
+	cE2EMean
+	cE2EP99
+	cOutputThroughput
+	numCurveValues
+)
+
+// Curve is a baseline placed on the concurrency axis once, for interpolation: for each value, the
+// usable points that report it, sorted by concurrency, with points at equal concurrency averaged.
+// Build it with Baseline.Curve when the baseline is loaded; Expected then sorts and allocates
+// nothing. A Curve does not follow later changes to the baseline's points.
+type Curve struct {
+	placed bool // some usable point could be placed on the concurrency axis
+	values [numCurveValues][]xy
+}
+
+// Curve builds b's interpolation curve (see Expected).
+func (b *Baseline) Curve() *Curve {
 	cps := b.curve()
-	if len(cps) == 0 {
-		return e, false
+	c := &Curve{placed: len(cps) > 0}
+	// TTFT, TPOT, ITL and E2E: mean then p99 of each, in the order of the constants above.
+	for i, get := range []func(*Point) *Stats{
+		func(p *Point) *Stats { return p.TTFT },
+		func(p *Point) *Stats { return p.TPOT },
+		func(p *Point) *Stats { return p.ITL },
+		func(p *Point) *Stats { return p.E2E },
+	} {
+		c.values[cTTFTMean+2*i] = values(cps, func(p *Point) (float64, bool) { return get(p).MeanValue() })
+		c.values[cTTFTP99+2*i] = values(cps, func(p *Point) (float64, bool) { return get(p).P99() })
 	}
-	stat := func(get func(*Point) *Stats, p99 bool) func(*Point) (float64, bool) {
-		return func(p *Point) (float64, bool) {
-			if p99 {
-				return get(p).P99()
-			}
-			return get(p).MeanValue()
-		}
-	}
-	ttft := func(p *Point) *Stats { return p.TTFT }
-	tpot := func(p *Point) *Stats { return p.TPOT }
-	itl := func(p *Point) *Stats { return p.ITL }
-	e2e := func(p *Point) *Stats { return p.E2E }
-	e.TTFTMean = interpolate(cps, load, stat(ttft, false))
-	e.TTFTP99 = interpolate(cps, load, stat(ttft, true))
-	e.TPOTMean = interpolate(cps, load, stat(tpot, false))
-	e.TPOTP99 = interpolate(cps, load, stat(tpot, true))
-	e.ITLMean = interpolate(cps, load, stat(itl, false))
-	e.ITLP99 = interpolate(cps, load, stat(itl, true))
-	e.E2EMean = interpolate(cps, load, stat(e2e, false))
-	e.E2EP99 = interpolate(cps, load, stat(e2e, true))
-	e.OutputThroughput = interpolate(cps, load, func(p *Point) (float64, bool) {
+	c.values[cOutputThroughput] = values(cps, func(p *Point) (float64, bool) {
 		if p.OutputThroughput == nil {
 			return 0, false
 		}
 		return *p.OutputThroughput, true
 	})
+	return c
+}
+
+// Expected interpolates the baseline at the given concurrency. For each value it takes the points
+// that report it, sorted by concurrency, and interpolates linearly between the two neighbours of
+// load; below the first or above the last point it returns that end point's value (clamping).
+// Points at equal concurrency are averaged. It returns false when no point can be placed on the
+// concurrency axis (see effectiveConcurrency) or load is not a positive finite number.
+// It builds the curve at each call: a caller that interpolates repeatedly keeps b.Curve().
+func (b *Baseline) Expected(load float64) (Expectation, bool) {
+	return b.Curve().Expected(load)
+}
+
+// Expected is Baseline.Expected on the curve built once.
+func (c *Curve) Expected(load float64) (Expectation, bool) {
+	nan := math.NaN()
+	e := Expectation{Concurrency: load, TTFTMean: nan, TTFTP99: nan, TPOTMean: nan, TPOTP99: nan,
+		ITLMean: nan, ITLP99: nan, E2EMean: nan, E2EP99: nan, OutputThroughput: nan}
+	if !(load > 0) || math.IsInf(load, 0) || !c.placed {
+		return e, false
+	}
+	e.TTFTMean = interpolate(c.values[cTTFTMean], load)
+	e.TTFTP99 = interpolate(c.values[cTTFTP99], load)
+	e.TPOTMean = interpolate(c.values[cTPOTMean], load)
+	e.TPOTP99 = interpolate(c.values[cTPOTP99], load)
+	e.ITLMean = interpolate(c.values[cITLMean], load)
+	e.ITLP99 = interpolate(c.values[cITLP99], load)
+	e.E2EMean = interpolate(c.values[cE2EMean], load)
+	e.E2EP99 = interpolate(c.values[cE2EP99], load)
+	e.OutputThroughput = interpolate(c.values[cOutputThroughput], load)
 	return e, true
 }
 
-// interpolate is piecewise-linear interpolation with clamping over the points that have a value.
-func interpolate(cps []curvePoint, x float64, get func(*Point) (float64, bool)) float64 {
-	type xy struct{ x, y float64 }
+// values returns the points of cps that have a value, averaging points at equal concurrency.
+func values(cps []curvePoint, get func(*Point) (float64, bool)) []xy {
 	var pts []xy
 	n := 0 // points merged into the last element (for averaging ties)
 	for _, cp := range cps {
@@ -201,6 +234,11 @@ func interpolate(cps []curvePoint, x float64, get func(*Point) (float64, bool)) 
 		pts = append(pts, xy{cp.c, y})
 		n = 1
 	}
+	return pts
+}
+
+// interpolate is piecewise-linear interpolation with clamping over pts (sorted by x).
+func interpolate(pts []xy, x float64) float64 {
 	switch {
 	case len(pts) == 0:
 		return math.NaN()

@@ -24,6 +24,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
@@ -148,6 +149,8 @@ type Options struct {
 	Logger  log.Logger
 	// now is the clock for the report date (tests).
 	now func() time.Time
+	// red scrubs Header's values from every text a server sends back (Run).
+	red *redact.Redactor
 }
 
 // Levels returns the load levels of o in run order.

@@ -21,6 +21,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
@@ -32,6 +33,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, fmt.Errorf("invalid benchmark options: %w", err)
 	}
+	// A server (or a gateway in front of it) may echo the request's headers in
+	// its error bodies and events: the credentials bench sends must not reach
+	// the summary, the result files or a log line (internal/redact, the one
+	// owner of scrubbing, as in the daemon).
+	opts.red = redact.New()
+	for _, vs := range opts.Header {
+		opts.red.Learn(vs...)
+	}
+	opts.Logger = redact.Logger(opts.Logger, opts.red)
 	client := opts.Client
 	if client == nil {
 		maxc := 1
@@ -230,9 +240,10 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 			Capture: texts != nil, FullText: texts != nil,
 		})
 		if texts != nil {
-			texts[i] = res.GeneratedText()
+			texts[i] = o.red.String(res.GeneratedText())
 		}
 		res.Events, res.RequestHeader, res.ResponseHeader = nil, nil, nil
+		res.Scrub(o.red)
 		results[i] = res
 		finished.Add(1)
 		bar.add(!res.Success)
@@ -376,11 +387,11 @@ func (p *poller) poll(ctx context.Context) bool {
 	}
 	s := ServerSample{
 		Offset:           snap.Time.Sub(p.start),
-		PromptTokens:     sumModels(snap, func(m *collector.Model) float64 { return m.PromptTokens }),
-		GenerationTokens: sumModels(snap, func(m *collector.Model) float64 { return m.GenerationTokens }),
+		PromptTokens:     snap.Sum(func(m *collector.Model) float64 { return m.PromptTokens }),
+		GenerationTokens: snap.Sum(func(m *collector.Model) float64 { return m.GenerationTokens }),
 		Running:          snap.Running(),
 		Waiting:          snap.Waiting(),
-		Swapped:          sumModels(snap, func(m *collector.Model) float64 { return m.Swapped }),
+		Swapped:          snap.Sum(func(m *collector.Model) float64 { return m.Swapped }),
 		KVUsage:          maxModels(snap, func(m *collector.Model) float64 { return m.KVUsage }),
 		CPUKVUsage:       maxModels(snap, func(m *collector.Model) float64 { return m.CPUKVUsage }),
 		PromptTPS:        math.NaN(),
@@ -451,20 +462,6 @@ func (p *poller) stats() ServerStats {
 	st.MaxKVUsage = maxOf(func(s ServerSample) float64 { return s.KVUsage })
 	st.MaxCPUKVUsage = maxOf(func(s ServerSample) float64 { return s.CPUKVUsage })
 	return st
-}
-
-func sumModels(s *collector.Snapshot, f func(*collector.Model) float64) float64 {
-	total, ok := 0.0, false
-	for _, m := range s.Models {
-		if v := f(m); !math.IsNaN(v) {
-			total += v
-			ok = true
-		}
-	}
-	if !ok {
-		return math.NaN()
-	}
-	return total
 }
 
 func maxModels(s *collector.Snapshot, f func(*collector.Model) float64) float64 {

@@ -87,12 +87,14 @@ type Snapshot struct {
 }
 
 // Running is the sum of running requests over all models (NaN when none is exposed).
-func (s *Snapshot) Running() float64 { return s.sum(func(m *Model) float64 { return m.Running }) }
+func (s *Snapshot) Running() float64 { return s.Sum(func(m *Model) float64 { return m.Running }) }
 
 // Waiting is the sum of waiting requests over all models (NaN when none is exposed).
-func (s *Snapshot) Waiting() float64 { return s.sum(func(m *Model) float64 { return m.Waiting }) }
+func (s *Snapshot) Waiting() float64 { return s.Sum(func(m *Model) float64 { return m.Waiting }) }
 
-func (s *Snapshot) sum(f func(*Model) float64) float64 {
+// Sum is the sum of f over all models, NaN values left out (NaN when every
+// model's is NaN).
+func (s *Snapshot) Sum(f func(*Model) float64) float64 {
 	total, ok := 0.0, false
 	for _, m := range s.Models {
 		if v := f(m); !math.IsNaN(v) {

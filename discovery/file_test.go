@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/vllm-prober/vllm_prober/config"
 )
 
@@ -73,8 +75,7 @@ func TestFileSDPickedUpWithoutRestart(t *testing.T) {
 
 	cancel()
 	<-done
-	noGoroutine(t, "fsnotify")
-	noGoroutine(t, "discovery.(*fileProvider)")
+	goleak.VerifyNone(t) // the watcher (fsnotify) and the provider's loop are gone
 }
 
 // TestFileSDStartup: a file broken from the start contributes nothing and is

@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -149,24 +148,6 @@ func writeAtomic(t *testing.T, path, content string) {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// noGoroutine fails if a goroutine running in a function whose name contains
-// frag is still alive shortly after the test's cleanups.
-func noGoroutine(t *testing.T, frag string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		buf := make([]byte, 1<<20)
-		stacks := string(buf[:runtime.Stack(buf, true)])
-		if !strings.Contains(stacks, frag) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a goroutine in %s outlived the Manager:\n%s", frag, stacks)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

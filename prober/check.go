@@ -40,7 +40,7 @@ func (m *Manager) check(ctx context.Context, t *target) {
 	healthUp := vllmapi.Health(ctx, client, base) == nil
 	ids, fail := m.fetchModels(ctx, client, base)
 	if fail != nil {
-		scrubResult(fail, red)
+		fail.Scrub(red)
 	}
 	if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
 		return // shutting down or reconfigured

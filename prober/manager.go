@@ -93,6 +93,7 @@ type pairKey struct{ target, module, model string }
 type target struct {
 	cfg      config.Target
 	client   *http.Client
+	secrets  []string // redact.ClientSecrets of cfg, read when client was built
 	interval time.Duration
 	timeout  time.Duration // for /health and /v1/models
 
@@ -191,11 +192,15 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 
-	// Build everything that can fail first.
+	// Build everything that can fail first. A target's credentials are read
+	// (credential files included) when its client is built, not at every
+	// discovery refresh that re-applies it unchanged.
 	clients := map[string]*http.Client{}
+	secretsOf := make(map[string][]string, len(cfg.Targets))
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]
 		if old, ok := m.targets[t.Name]; ok && reflect.DeepEqual(old.cfg.HTTPClientConfig, t.HTTPClientConfig) {
+			secretsOf[t.Name] = old.secrets
 			continue
 		}
 		c, err := m.clients.Acquire(t.HTTPClientConfig)
@@ -206,10 +211,11 @@ func (m *Manager) Apply(cfg *config.Config) error {
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
 		clients[t.Name] = c
+		secretsOf[t.Name] = redact.ClientSecrets(&t.HTTPClientConfig)
 	}
 	var secrets []string
 	for i := range cfg.Targets {
-		secrets = append(secrets, redact.ClientSecrets(&cfg.Targets[i].HTTPClientConfig)...)
+		secrets = append(secrets, secretsOf[cfg.Targets[i].Name]...)
 	}
 	m.red.Set("prober", secrets)
 	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), tokenBuckets: slices.Clone(cfg.Global.TokenLatencyBuckets),
@@ -249,7 +255,7 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		if ok && (t.cfg.Model != tc.Model || t.cfg.URL != tc.URL || t.cfg.Models != tc.Models) {
 			t.model, t.models = "", nil // re-resolve
 		}
-		t.cfg, t.interval, t.timeout = tc, interval, timeout
+		t.cfg, t.interval, t.timeout, t.secrets = tc, interval, timeout, secretsOf[tc.Name]
 		if tc.Model != "" {
 			t.model = tc.Model
 		}
@@ -645,7 +651,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 			end := m.now()
 			res.Duration = end.Sub(begin)
 			res.E2E = res.Duration
-			scrubResult(res, s.red)
+			res.Scrub(s.red)
 			res.Load = loadUntil(end)
 			return res
 		}
@@ -677,7 +683,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 	end := m.now()
 	res.Duration = end.Sub(begin)
 	res.Model = s.model
-	scrubResult(&res, s.red)
+	res.Scrub(s.red)
 	res.Text = truncateText(res.Text) // after scrubbing: no secret cut in half survives
 	quoteOutput(&res)
 	res.Load = loadUntil(end)
@@ -759,10 +765,12 @@ func requestHeader(mod *config.Module, target, module, nonce string) http.Header
 	return h
 }
 
-// scrubResult removes the credentials of the configuration, and the tokens
-// its clients obtained, from the result's texts. Stream never puts one there
-// itself, but a server may echo a key or a request header in its error body.
-func scrubResult(r *Result, red *redact.Redactor) {
+// Scrub removes red's secrets (the credentials of the configuration, and the
+// tokens its clients obtained) from the result's texts and headers. Stream
+// never puts one there itself, but a server may echo a key or a request header
+// in its error body. The manager scrubs every result it keeps or returns;
+// bench scrubs its own.
+func (r *Result) Scrub(red *redact.Redactor) {
 	for _, s := range []*string{&r.Err, &r.RequestBody, &r.ErrorBody, &r.Text} {
 		*s = red.String(*s)
 	}

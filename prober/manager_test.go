@@ -752,7 +752,7 @@ targets:
 		t.Fatal(err)
 	}
 	r := &Result{Err: "HTTP 401: key file-secret-value rejected", ResponseHeader: http.Header{"X-Echo": {"inline-password"}}}
-	scrubResult(r, m.red)
+	r.Scrub(m.red)
 	if r.Err != "HTTP 401: key <secret> rejected" || r.ResponseHeader.Get("X-Echo") != "<secret>" {
 		t.Errorf("scrubbed: %q %v", r.Err, r.ResponseHeader)
 	}

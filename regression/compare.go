@@ -38,7 +38,7 @@ func (c *Collector) Compare(target, module string) (Comparison, bool) {
 		return Comparison{}, false
 	}
 	load := running + waiting + 1
-	exp, ok := l.b.Expected(load)
+	exp, ok := l.curve.Expected(load)
 	if !ok {
 		return Comparison{}, false
 	}
@@ -48,7 +48,7 @@ func (c *Collector) Compare(target, module string) (Comparison, bool) {
 			window = t.window
 		}
 	}
-	live, pexp, ratios, pok := probeExpectation(c.probes, l.b, target, module, c.now(), window, load)
+	live, pexp, ratios, pok := probeExpectation(c.probes, l.curve, target, module, c.now(), window, load)
 	if !pok {
 		pexp = exp
 	}

@@ -35,7 +35,7 @@ const probeSlices = 16
 // left out when others did; when none did, fallbackLoad (the latest scraped
 // load) stands in. ok is false when no probe of the window has an
 // expectation.
-func probeExpectation(src ProbeSource, b *baseline.Baseline, target, module string, now time.Time, window time.Duration, fallbackLoad float64) (live ProbeMeans, exp baseline.Expectation, ratios map[baseline.Metric]float64, ok bool) {
+func probeExpectation(src ProbeSource, b *baseline.Curve, target, module string, now time.Time, window time.Duration, fallbackLoad float64) (live ProbeMeans, exp baseline.Expectation, ratios map[baseline.Metric]float64, ok bool) {
 	since := now.Add(-window)
 	w := src.Window(target, module)
 	all := w.MeanStats(since)

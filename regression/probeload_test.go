@@ -100,7 +100,7 @@ func TestProbeExpectationPerProbeLoad(t *testing.T) {
 		{"one load unknown", log},
 	} {
 		for _, fallback := range []float64{1, 9} {
-			live, exp, ratios, ok := probeExpectation(tc.log, b, "t", "m", now, 30*time.Second, fallback)
+			live, exp, ratios, ok := probeExpectation(tc.log, b.Curve(), "t", "m", now, 30*time.Second, fallback)
 			if !ok {
 				t.Fatalf("%s: no expectation", tc.name)
 			}
@@ -121,10 +121,10 @@ func TestProbeExpectationPerProbeLoad(t *testing.T) {
 		r.load = nan
 		blind = append(blind, r)
 	}
-	if _, exp, ratios, ok := probeExpectation(blind, b, "t", "m", now, 30*time.Second, 1); !ok || exp.Concurrency != 1 || ratios[baseline.MetricTTFT] != 1 {
+	if _, exp, ratios, ok := probeExpectation(blind, b.Curve(), "t", "m", now, 30*time.Second, 1); !ok || exp.Concurrency != 1 || ratios[baseline.MetricTTFT] != 1 {
 		t.Errorf("without loads: expectation at %g, TTFT ratio %g", exp.Concurrency, ratios[baseline.MetricTTFT])
 	}
-	if _, _, _, ok := probeExpectation(probeLog{}, b, "t", "m", now, 30*time.Second, 1); ok {
+	if _, _, _, ok := probeExpectation(probeLog{}, b.Curve(), "t", "m", now, 30*time.Second, 1); ok {
 		t.Error("an expectation without probes")
 	}
 }

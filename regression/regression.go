@@ -132,6 +132,7 @@ type state struct {
 type loaded struct {
 	name, file string
 	b          *baseline.Baseline
+	curve      *baseline.Curve // b on the concurrency axis, built once per configuration
 }
 
 type target struct {
@@ -203,7 +204,7 @@ func (c *Collector) ApplyConfig(cfg *config.Config) error {
 		if why := b.PlacementProblem(); why != "" {
 			level.Warn(c.logger).Log("msg", "baseline gives no expected values", "baseline", ref.Name, "file", ref.File, "reason", why)
 		}
-		l := &loaded{name: ref.Name, file: ref.File, b: b}
+		l := &loaded{name: ref.Name, file: ref.File, b: b, curve: b.Curve()}
 		lc.baselines = append(lc.baselines, l)
 		lc.byName[ref.Name] = l
 	}
@@ -392,7 +393,7 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 		return
 	}
 	load := running + waiting + 1
-	exp, ok := l.b.Expected(load)
+	exp, ok := l.curve.Expected(load)
 	if !ok {
 		return
 	}
@@ -420,7 +421,7 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 		// Each probe is compared with the baseline at the load it saw when
 		// it started; the scrape-time expectation only stands in while no
 		// probe of the window succeeded.
-		live, pexp, ratios, pok := probeExpectation(c.probes, l.b, t.name, mod, now, window, load)
+		live, pexp, ratios, pok := probeExpectation(c.probes, l.curve, t.name, mod, now, window, load)
 		if !pok {
 			pexp = exp
 		}
