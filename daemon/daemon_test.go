@@ -312,8 +312,8 @@ func TestDaemonServesProbes(t *testing.T) {
 			t.Fatalf("/ = %d", code)
 		}
 		for _, want := range []string{
-			`<tr class="failing"><td class="st">failing</td><td><a href="target?name=echo#module-short_completion">echo</a></td><td>short_completion</td><td>unauthorized (HTTP 401)`,
-			`<tr class="healthy"><td class="st">healthy</td><td><a href="target?name=sim#module-short_chat">sim</a></td><td>short_chat</td>`,
+			`<tr class="failing"><td class="st">failing<td><a href="target?name=echo#module-short_completion">echo</a><td>short_completion<td>unauthorized (HTTP 401)`,
+			`<tr class="healthy"><td class="st">healthy<td><a href="target?name=sim#module-short_chat">sim</a><td>short_chat<td`,
 			`<span class="failing">1 failing</span>`, `<span class="healthy">2 healthy</span>`,
 			"failing for ", "last success ", `href="probe/record?id=`,
 			`<a href="metrics">Metrics</a>`, `<a href="config">Configuration</a>`,

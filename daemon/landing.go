@@ -209,6 +209,7 @@ func (d *Daemon) landingData(q url.Values, stats []prober.PairStats, now time.Ti
 		}
 		data.Rows = append(data.Rows, row)
 	}
+	spanTargets(data.Rows)
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]
 		if t.Probe {
@@ -219,7 +220,7 @@ func (d *Daemon) landingData(q url.Values, stats []prober.PairStats, now time.Ti
 		if data.Label != "" && !slices.Contains(strings.Fields(r.Labels), data.Label) {
 			continue
 		}
-		r.Scrape, r.Bad = d.scrapeText(t.Name, now, 160)
+		r.Scrape, r.Bad = d.scrapeText(t.Name, now, summaryErrLen)
 		data.ScrapeOnly = append(data.ScrapeOnly, r)
 	}
 	return data
@@ -373,7 +374,7 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, stats []pr
 	for _, ms := range ts.Modules {
 		mods[ms.Module] = append(mods[ms.Module], ms)
 	}
-	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels), Scraped: t.ScrapeMetrics, Summary: d.summaryRows(d.Running(), own, now)}
+	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels), Scraped: t.ScrapeMetrics, Summary: spanTargets(d.summaryRows(d.Running(), own, now))}
 	page.ScrapeOnly = !t.Probe
 	if t.ScrapeMetrics {
 		page.Scrape, page.ScrapeBad = d.scrapeText(t.Name, now, 300)

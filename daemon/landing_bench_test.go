@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
@@ -55,6 +56,11 @@ func BenchmarkLandingPage(b *testing.B) {
 			sums = append(sums, s)
 		}
 	}
+	benchLanding(b, d, sums, now)
+}
+
+// benchLanding times the render of / from sums and reports its size.
+func benchLanding(b *testing.B, d *Daemon, sums []prober.PairStats, now time.Time) {
 	q := url.Values{}
 	var size int
 	b.ReportAllocs()
@@ -67,6 +73,44 @@ func BenchmarkLandingPage(b *testing.B) {
 		size = len(w.b)
 	}
 	b.ReportMetric(float64(size), "bytes/page")
+}
+
+// BenchmarkLandingPageOutage is BenchmarkLandingPage in the worst case for the
+// page's size: every one of the 1,000 targets × 2 modules failing, each with
+// a long error (a refused connection to an in-cluster address), and every
+// target's last scrape down with its own error. The summary must still stay
+// under 1 MB; docs/performance.md has the figures.
+func BenchmarkLandingPageOutage(b *testing.B) {
+	const targets = 1000
+	var cfg strings.Builder
+	cfg.WriteString("modules:\n  short_completion: {prober: completions, prompt: hi, max_tokens: 8}\n  short_chat: {prober: chat, messages: [{role: user, content: hi}], max_tokens: 8}\ntargets:\n")
+	for i := range targets {
+		fmt.Fprintf(&cfg, "  - {name: vllm-%04d, url: 'http://vllm-%04d.inference.svc.cluster.local:8000', model: meta-llama/Llama-3.1-8B-Instruct, labels: {pool: pool-%d, cluster: c%d}, modules: [short_completion, short_chat]}\n", i, i, i%20, i%3)
+	}
+	path := filepath.Join(b.TempDir(), "c.yml")
+	writeConfig(b, path, cfg.String())
+	d, err := New(Options{ConfigFile: path}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	scrapes := fakeScrapes{}
+	var sums []prober.PairStats
+	for i := range targets {
+		host := fmt.Sprintf("vllm-%04d.inference.svc.cluster.local:8000", i)
+		addr := fmt.Sprintf("10.0.%d.%d:8000", i/250, i%250)
+		scrapes[fmt.Sprintf("vllm-%04d", i)] = collector.ScrapeState{At: now.Add(-3 * time.Second), Duration: 1500 * time.Microsecond,
+			Err: fmt.Sprintf("Get \"http://%s/metrics\": dial tcp %s: connect: connection refused", host, addr)}
+		for _, mod := range []string{"short_completion", "short_chat"} {
+			sums = append(sums, prober.PairStats{Target: fmt.Sprintf("vllm-%04d", i), Module: mod, Model: "meta-llama/Llama-3.1-8B-Instruct",
+				Probes: 20, LastProbe: now.Add(-2 * time.Second), LastSuccess: now.Add(-47 * time.Minute),
+				FailingSince: now.Add(-46 * time.Minute), LastReason: string(prober.ReasonConnection),
+				RecordStats: prober.RecordStats{HourProbes: 240, HourSuccesses: 13, LastID: 240, LastFailureID: 240, LastFailure: now.Add(-2 * time.Second),
+					LastErr: fmt.Sprintf("connection refused: Post \"http://%s/v1/chat/completions\": dial tcp %s: connect: connection refused", host, addr)}})
+		}
+	}
+	d.scrapes = scrapes
+	benchLanding(b, d, sums, now)
 }
 
 // BenchmarkLandingPageLive serves / (handler, statistics, baseline comparisons,
