@@ -237,7 +237,7 @@ func (s *Spec) AlertGroups() []Group {
 				healthDown,
 			),
 			"vllm_prober cannot scrape the vLLM /metrics endpoint.",
-			`vllm_prober has failed to scrape /metrics of {{ $labels.target }} (model {{ $labels.model }}) for `+a.MetricsScrapeFailing.For.String()+` while /health answers (server_up = `+value+`); server-side panels and saturation alerts are blind.`),
+			`vllm_prober has failed to scrape /metrics of {{ $labels.target }} (model {{ $labels.model }}) for `+a.MetricsScrapeFailing.For.String()+` while /health answers or is not checked (a scrape-only target; server_up = `+value+`); server-side panels and saturation alerts are blind.`),
 		s.alert("VLLMProberAbsent", a.ProberAbsent,
 			fmt.Sprintf("absent(up{%s} == 1)", job),
 			"vllm_prober is not being scraped.",
