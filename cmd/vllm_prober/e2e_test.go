@@ -142,7 +142,7 @@ targets:
 	if version != "" && !strings.Contains(metrics, `version="`+version+`"`) {
 		t.Errorf("vllm_prober_build_info does not carry the ldflags version %q", version)
 	}
-	if code, page, _ := httpGet(base + "/"); code != http.StatusOK || !strings.Contains(page, `<tr class="healthy"><td class="st">healthy</td>`) {
+	if code, page, _ := httpGet(base + "/"); code != http.StatusOK || !strings.Contains(page, `<tr class="healthy"><td class="st">healthy<td>`) {
 		t.Errorf("landing page = %d without a healthy summary row", code)
 	}
 	if code, page, _ := httpGet(base + "/target?name=sim"); code != http.StatusOK || !strings.Contains(page, `<span class="ok">success</span>`) {
