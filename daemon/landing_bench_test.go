@@ -26,17 +26,7 @@ import (
 // prober.BenchmarkAllStats the read of the statistics of 2,000 full histories.
 func BenchmarkLandingPage(b *testing.B) {
 	const targets = 1000
-	var cfg strings.Builder
-	cfg.WriteString("modules:\n  short_completion: {prober: completions, prompt: hi, max_tokens: 8}\n  short_chat: {prober: chat, messages: [{role: user, content: hi}], max_tokens: 8}\ntargets:\n")
-	for i := range targets {
-		fmt.Fprintf(&cfg, "  - {name: vllm-%04d, url: 'http://127.0.0.1:1', model: meta-llama/Llama-3.1-8B-Instruct, labels: {pool: pool-%d, cluster: c%d}, modules: [short_completion, short_chat]}\n", i, i%20, i%3)
-	}
-	path := filepath.Join(b.TempDir(), "c.yml")
-	writeConfig(b, path, cfg.String())
-	d, err := New(Options{ConfigFile: path}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	d := fleetDaemon(b, targets, func(int) string { return "http://127.0.0.1:1" })
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var sums []prober.PairStats
 	for i := range targets {
@@ -57,6 +47,23 @@ func BenchmarkLandingPage(b *testing.B) {
 		}
 	}
 	benchLanding(b, d, sums, now)
+}
+
+// fleetDaemon is a daemon (not running) configured with targets targets
+// vllm-0000… at url(i), two modules each, two static labels.
+func fleetDaemon(b *testing.B, targets int, url func(i int) string) *Daemon {
+	var cfg strings.Builder
+	cfg.WriteString("modules:\n  short_completion: {prober: completions, prompt: hi, max_tokens: 8}\n  short_chat: {prober: chat, messages: [{role: user, content: hi}], max_tokens: 8}\ntargets:\n")
+	for i := range targets {
+		fmt.Fprintf(&cfg, "  - {name: vllm-%04d, url: '%s', model: meta-llama/Llama-3.1-8B-Instruct, labels: {pool: pool-%d, cluster: c%d}, modules: [short_completion, short_chat]}\n", i, url(i), i%20, i%3)
+	}
+	path := filepath.Join(b.TempDir(), "c.yml")
+	writeConfig(b, path, cfg.String())
+	d, err := New(Options{ConfigFile: path}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
 }
 
 // benchLanding times the render of / from sums and reports its size.
@@ -82,17 +89,7 @@ func benchLanding(b *testing.B, d *Daemon, sums []prober.PairStats, now time.Tim
 // under 1 MB; docs/performance.md has the figures.
 func BenchmarkLandingPageOutage(b *testing.B) {
 	const targets = 1000
-	var cfg strings.Builder
-	cfg.WriteString("modules:\n  short_completion: {prober: completions, prompt: hi, max_tokens: 8}\n  short_chat: {prober: chat, messages: [{role: user, content: hi}], max_tokens: 8}\ntargets:\n")
-	for i := range targets {
-		fmt.Fprintf(&cfg, "  - {name: vllm-%04d, url: 'http://vllm-%04d.inference.svc.cluster.local:8000', model: meta-llama/Llama-3.1-8B-Instruct, labels: {pool: pool-%d, cluster: c%d}, modules: [short_completion, short_chat]}\n", i, i, i%20, i%3)
-	}
-	path := filepath.Join(b.TempDir(), "c.yml")
-	writeConfig(b, path, cfg.String())
-	d, err := New(Options{ConfigFile: path}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	d := fleetDaemon(b, targets, func(i int) string { return fmt.Sprintf("http://vllm-%04d.inference.svc.cluster.local:8000", i) })
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	scrapes := fakeScrapes{}
 	var sums []prober.PairStats
