@@ -22,6 +22,7 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
@@ -387,7 +388,7 @@ func clientHeaderLines(c *commoncfg.HTTPClientConfig, sent http.Header) []string
 	var lines []string
 	if (c.BearerToken != "" || c.BearerTokenFile != "" || c.Authorization != nil || c.BasicAuth != nil || c.OAuth2 != nil) &&
 		sent.Get("Authorization") == "" {
-		lines = append(lines, "Authorization: <secret>")
+		lines = append(lines, "Authorization: "+redact.Placeholder)
 	}
 	if c.HTTPHeaders == nil {
 		return lines
@@ -399,7 +400,7 @@ func clientHeaderLines(c *commoncfg.HTTPClientConfig, sent http.Header) []string
 			lines = append(lines, http.CanonicalHeaderKey(name)+": "+v)
 		}
 		for range len(h.Secrets) + len(h.Files) {
-			lines = append(lines, http.CanonicalHeaderKey(name)+": <secret>")
+			lines = append(lines, http.CanonicalHeaderKey(name)+": "+redact.Placeholder)
 		}
 	}
 	return lines
