@@ -52,10 +52,12 @@ type pairRow struct {
 	ScrapeBad             bool
 	PerModel              bool // the target has models: the module cell names the model
 	// Span is how many rows, from this one, share its target's cells (last
-	// scrape, labels): 1 alone, 0 when a row above holds them (spanTargets).
-	// ReasonSpan is the same for the reason, shared by the target's rows
+	// scrape, labels), and Covered says that a row above holds them
+	// (spanTargets); the zero values are a row of its own. ReasonSpan and
+	// ReasonCovered are the same for the reason, shared by the target's rows
 	// that have the same one (every module of a target that is down).
-	Span, ReasonSpan int
+	Span, ReasonSpan       int
+	Covered, ReasonCovered bool
 }
 
 // spanTargets sets the rows' Span: consecutive rows of one target (its
@@ -67,14 +69,14 @@ func spanTargets(rows []pairRow) []pairRow {
 	for i := 0; i < len(rows); {
 		j := i + 1
 		for j < len(rows) && rows[j].Target == rows[i].Target {
-			rows[j].Span = 0
+			rows[j].Covered = true
 			j++
 		}
 		rows[i].Span = j - i
 		for k := i; k < j; {
 			l := k + 1
 			for l < j && rows[l].Reason == rows[k].Reason {
-				rows[l].ReasonSpan = 0
+				rows[l].ReasonCovered = true
 				l++
 			}
 			rows[k].ReasonSpan = l - k
@@ -85,11 +87,11 @@ func spanTargets(rows []pairRow) []pairRow {
 	return rows
 }
 
-// spanned writes a cell that spans n rows (n > 1), or a plain one (n == 1);
-// n == 0 writes nothing, a row above holds the cell.
-func spanned(w func(...string), n int, class, text string) {
+// spanned writes a cell that spans n rows (n > 1), or a plain one; nothing
+// when covered, a row above holds the cell.
+func spanned(w func(...string), n int, covered bool, class, text string) {
 	switch {
-	case n == 0:
+	case covered:
 		return
 	case n > 1:
 		w(`<td rowspan="`, strconv.Itoa(n), `"`)
@@ -253,7 +255,7 @@ func (r *pairRow) HTML() template.HTML {
 	} else {
 		td(false, r.Module)
 	}
-	spanned(w, r.ReasonSpan, "", r.Reason)
+	spanned(w, r.ReasonSpan, r.ReasonCovered, "", r.Reason)
 	td(false, r.Since)
 	if r.Record != "" {
 		w(`<td><a class="rec" href="`, e(r.Record), `">`, e(r.RecordAge), `</a>`)
@@ -271,8 +273,8 @@ func (r *pairRow) HTML() template.HTML {
 	if r.ScrapeBad {
 		class = "hot"
 	}
-	spanned(w, r.Span, class, scrape)
-	spanned(w, r.Span, "", r.Labels)
+	spanned(w, r.Span, r.Covered, class, scrape)
+	spanned(w, r.Span, r.Covered, "", r.Labels)
 	return template.HTML(b.String()) //nolint:gosec // every part is escaped above
 }
 
