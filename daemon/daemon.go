@@ -30,9 +30,9 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
-	"github.com/vllm-prober/vllm_prober/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/shard"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/regression"
 )
@@ -68,7 +68,7 @@ type Options struct {
 	// bridged from the daemon's logger.
 	WebLogger *slog.Logger
 	// ShardCount and ShardIndex split the targets, static and discovered, over
-	// replicas (discovery.Shard): this daemon probes shard ShardIndex of
+	// replicas (shard.Targets): this daemon probes shard ShardIndex of
 	// ShardCount. A ShardCount of 0 means 1 (every target).
 	ShardCount, ShardIndex int
 }
@@ -149,7 +149,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	if opts.ShardCount == 0 {
 		opts.ShardCount = 1
 	}
-	if err := discovery.ValidateShard(opts.ShardCount, opts.ShardIndex); err != nil {
+	if err := shard.Validate(opts.ShardCount, opts.ShardIndex); err != nil {
 		return nil, err
 	}
 	reg := opts.Registry

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/shard"
 )
 
 // discoveryRun is the target discovery of one configuration file (none when
@@ -145,7 +146,7 @@ func (d *Daemon) carryOver(cfg *config.Config, static []config.Target) []config.
 // with applyMu held.
 func (d *Daemon) applyTargets(cfg *config.Config, targets []config.Target) error {
 	run := *cfg
-	run.Targets = discovery.Shard(targets, d.opts.ShardCount, d.opts.ShardIndex)
+	run.Targets = shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex)
 	prev := d.running.Load()
 	restore := func(what string, apply func(*config.Config) error) {
 		if prev == nil {
@@ -194,7 +195,7 @@ func (d *Daemon) discovered(r *discoveryRun, targets []config.Target) {
 		return // a newer configuration file replaced r's
 	}
 	prev := d.running.Load()
-	if prev != nil && slices.EqualFunc(prev.Targets, discovery.Shard(targets, d.opts.ShardCount, d.opts.ShardIndex), sameTarget) {
+	if prev != nil && slices.EqualFunc(prev.Targets, shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex), sameTarget) {
 		return
 	}
 	if err := d.applyTargets(r.cfg, targets); err != nil {

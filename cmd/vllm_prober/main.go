@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/vllm-prober/vllm_prober/daemon"
-	"github.com/vllm-prober/vllm_prober/discovery"
 )
 
 func main() {
@@ -61,7 +60,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	historyLimit := runCmd.Flag("history.limit", "Recent probes per target and module kept for the landing page (plus up to as many older failures).").
 		Default(fmt.Sprint(daemon.DefaultHistoryLimit)).Int()
 	toolkitFlags := kingpinflag.AddFlags(runCmd, daemon.DefaultListenAddress)
-	shardFlags := discovery.AddShardFlags(runCmd)
+	shardFlags := addShardFlags(runCmd)
 
 	type subcommand struct {
 		clause *kingpin.CmdClause
