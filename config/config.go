@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/common/model"
 	yaml "go.yaml.in/yaml/v2"
 
-	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
 	"github.com/vllm-prober/vllm_prober/internal/decodeerr"
 )
 
@@ -82,10 +81,10 @@ type Config struct {
 	Modules   map[string]Module `yaml:"modules"`
 	Targets   []Target          `yaml:"targets"`
 	Baselines []BaselineRef     `yaml:"baselines,omitempty"`
-	// Discovery holds file_sd_configs, http_sd_configs, relabel_configs and
-	// target_defaults (package discovery runs them). When discovery is
-	// enabled, validation leaves TargetDefaults set, with Modules resolved.
-	Discovery sdconfig.Config[Target] `yaml:",inline"`
+	// Discovery holds the *_sd_configs, relabel_configs and target_defaults
+	// (package discovery runs them). When discovery is enabled, validation
+	// leaves TargetDefaults set, with Modules resolved.
+	Discovery Discovery `yaml:",inline"`
 }
 
 // Global holds settings that apply to every target unless a target overrides them.
@@ -245,8 +244,8 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		Modules   map[string]*deferred `yaml:"modules"`
 		Targets   []*deferred          `yaml:"targets"`
 		Baselines []BaselineRef        `yaml:"baselines,omitempty"`
-		// The template is decoded later, like targets, for errors with context.
-		Discovery sdconfig.Config[deferred] `yaml:",inline"`
+		// Decoded later, like targets, for errors with context.
+		Discovery sdSections `yaml:",inline"`
 	}
 	var raw plain
 	if err := unmarshal(&raw); err != nil {
@@ -278,17 +277,8 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		c.Targets = append(c.Targets, t)
 	}
 	c.Baselines = raw.Baselines
-	c.Discovery = sdconfig.Config[Target]{
-		FileSDConfigs:  raw.Discovery.FileSDConfigs,
-		HTTPSDConfigs:  raw.Discovery.HTTPSDConfigs,
-		RelabelConfigs: raw.Discovery.RelabelConfigs,
-	}
-	if raw.Discovery.TargetDefaults != nil {
-		t := DefaultTarget
-		if err := raw.Discovery.TargetDefaults.decode(&t); err != nil {
-			return fmt.Errorf("target_defaults: %w", decodeerr.YAML(err, "in target_defaults"))
-		}
-		c.Discovery.TargetDefaults = &t
+	if err := raw.Discovery.decode(&c.Discovery); err != nil {
+		return err
 	}
 	return nil
 }

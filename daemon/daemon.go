@@ -30,6 +30,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/shard"
@@ -112,9 +113,11 @@ type Daemon struct {
 	// logger, the prober and every page go through it.
 	red      *redact.Redactor
 	scrubber atomic.Pointer[scrubber]
-	// clients is the one HTTP client pool of the prober, the collector and
-	// discovery.
+	// clients is the one HTTP client pool of the prober and the collector.
 	clients *httpclient.Pool
+	// sdMetrics are the prometheus_sd_* metrics every configuration's
+	// discovery counts into.
+	sdMetrics *discovery.Metrics
 
 	ready   atomic.Bool
 	started atomic.Bool
@@ -175,7 +178,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 
 	d.targets = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vllm_prober_targets",
-		Help: "Targets this replica probes (its shard), by where they come from: static (targets) or discovered (file_sd_configs, http_sd_configs).",
+		Help: "Targets this replica probes (its shard), by where they come from: static (targets) or discovered (file_sd_configs, http_sd_configs, kubernetes_sd_configs, dns_sd_configs).",
 	}, []string{"source"})
 	shardInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vllm_prober_shard_info",
@@ -187,6 +190,12 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 			return nil, fmt.Errorf("registering the daemon's metrics: %w", err)
 		}
 	}
+
+	sdMetrics, err := discovery.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the discovery metrics: %w", err)
+	}
+	d.sdMetrics = sdMetrics
 
 	d.probes = prober.NewManager(reg, log.With(logger, "component", "prober"))
 	d.probes.SetHistoryLimit(opts.HistoryLimit)

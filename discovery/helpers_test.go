@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/prometheus/prometheus/discovery/targetgroup"
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/config"
@@ -60,10 +61,10 @@ func (b *logBuffer) waitLog(t *testing.T, parts ...string) string {
 }
 
 // loadConfig decodes a discovery section the way config.Config embeds it.
-func loadConfig(t *testing.T, s string) Config {
+func loadConfig(t *testing.T, s string) config.Discovery {
 	t.Helper()
 	var f struct {
-		Discovery Config `yaml:",inline"`
+		Discovery config.Discovery `yaml:",inline"`
 	}
 	if err := yaml.UnmarshalStrict([]byte(s), &f); err != nil {
 		t.Fatalf("decoding config: %v", err)
@@ -158,4 +159,16 @@ func dir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// bySource indexes each discoverer's groups by source, as Run keeps them.
+func bySource(providers [][]*targetgroup.Group) []map[string]*targetgroup.Group {
+	out := make([]map[string]*targetgroup.Group, len(providers))
+	for i, gs := range providers {
+		out[i] = map[string]*targetgroup.Group{}
+		for _, g := range gs {
+			out[i][g.Source] = g
+		}
+	}
+	return out
 }
