@@ -56,6 +56,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 	promdiscovery "github.com/prometheus/prometheus/discovery"
+	"github.com/prometheus/prometheus/discovery/kubernetes"
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
@@ -174,6 +175,12 @@ func New(cfg config.Discovery, base []config.Target, logger log.Logger, opts ...
 	}
 	check := unregisteredMetrics()
 	for _, sd := range m.sds {
+		if inCluster(sd.Config) {
+			// Its client comes from the pod's service account: outside a
+			// cluster (--config.check in CI) it cannot be built, and inside
+			// one a failure is logged at Run, as Prometheus does.
+			continue
+		}
 		if _, err := m.discoverer(sd, check); err != nil {
 			return nil, fmt.Errorf("%s: %w", sd.Name, err)
 		}
@@ -186,6 +193,14 @@ func New(cfg config.Discovery, base []config.Target, logger log.Logger, opts ...
 	}
 	m.current = m.compute(nil)
 	return m, nil
+}
+
+// inCluster reports whether c is a kubernetes_sd_configs entry without
+// api_server and kubeconfig_file: one that talks to the API server of the
+// cluster it runs in.
+func inCluster(c promdiscovery.Config) bool {
+	k, ok := c.(*kubernetes.SDConfig)
+	return ok && k.APIServer.URL == nil && k.KubeConfig == ""
 }
 
 // discoverer builds the Prometheus discoverer of sd, counting into metrics.
@@ -247,8 +262,9 @@ func (m *Manager) Run(ctx context.Context) {
 	for i, sd := range m.sds {
 		d, err := m.discoverer(sd, m.metrics)
 		if err != nil {
-			// New built it already: only a changed file (kubeconfig) gets here.
-			level.Error(m.logger).Log("msg", "Cannot start discovery", "discovery", sd.Name, "err", err)
+			// In-cluster Kubernetes discovery outside a cluster, or a
+			// kubeconfig_file changed since New: as in Prometheus, the rest runs.
+			level.Error(m.logger).Log("msg", "Cannot create service discovery", "discovery", sd.Name, "err", err)
 			continue
 		}
 		ch := make(chan []*targetgroup.Group)
