@@ -57,9 +57,14 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 		Default(strconv.FormatFloat(bench.DefaultMinSuccessRatio, 'f', -1, 64)).Float64()
 	force := cmd.Flag("force", "Write the baseline file even when a level is below --min-success-ratio; such points are marked excluded (a baseline without a usable point unusable), as baseline import --force marks them.").Bool()
 	saveDetailed := cmd.Flag("save-detailed", "Add the per-request arrays of `vllm bench serve --save-detailed` (input_lens, output_lens, ttfts, itls, start_times, generated_texts with each whole generated text, errors) to each level's JSON.").Bool()
+	warmup := cmd.Flag("warmup", "Before each level's timed window, send one untimed request (max_tokens 1) per concurrency slot, all at once, so that the first wave "+
+		"leaves on open connections from a warm process; the warm-up requests are not counted. --no-warmup sends the first wave cold.").Default("true").Bool()
+	gcLimit := cmd.Flag("gc-memory-limit", "During each level's timed window, turn Go's garbage collector off (GOGC=off) with this soft memory limit as its only trigger, "+
+		"so that no collection pauses a measured stream; 0 keeps Go's default collector.").Default("1GiB").Bytes()
 
 	run := func(ctx context.Context, logger log.Logger) int {
 		opts := bench.Options{
+			SkipWarmup: !*warmup, GCMemoryLimit: int64(*gcLimit),
 			URL: *url, Model: *model, Endpoint: *endpoint, Requests: *requests, Seed: *seed,
 			MaxTokens: *maxTokens, Temperature: *temperature, IgnoreEOS: *ignoreEOS, Prompt: *prompt,
 			RandomInputLen: *inputLen, MetricsPath: *metricsPath, Name: *name,
