@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
+	"github.com/vllm-prober/vllm_prober/internal/clierr"
 )
 
 func runBaselineCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -198,14 +201,20 @@ targets:
 	if checkCode != code {
 		t.Errorf("--config.check = %d, the daemon = %d; stderr:\n%s", checkCode, code, checkErr)
 	}
-	checkMsg, runMsg := errLine.FindStringSubmatch(checkErr), errLine.FindStringSubmatch(errb.String())
-	switch {
-	case checkMsg == nil || runMsg == nil:
-		t.Errorf("no \"Error loading config\" line\ncheck:\n%s\ndaemon:\n%s", checkErr, errb.String())
-	case checkMsg[1] != runMsg[1]:
-		t.Errorf("messages differ:\ncheck:  %s\ndaemon: %s", checkMsg[1], runMsg[1])
-	case !strings.Contains(checkMsg[1], want):
-		t.Errorf("--config.check message %s lacks %s", checkMsg[1], want)
+	runMsg := errLine.FindStringSubmatch(errb.String())
+	if runMsg == nil {
+		t.Fatalf("no \"Error loading config\" line from the daemon:\n%s", errb.String())
+	}
+	daemonErr, err := strconv.Unquote(runMsg[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// --config.check says the daemon's error, as a sentence.
+	if wantCheck := clierr.Format("--config.check", configCheckError(cfgPath, errors.New(daemonErr))); checkErr != wantCheck {
+		t.Errorf("--config.check says:\n%s\nwant the daemon's error:\n%s", checkErr, wantCheck)
+	}
+	if plain := strings.ReplaceAll(want, `\"`, `"`); !strings.Contains(checkErr, plain) {
+		t.Errorf("--config.check message lacks %s:\n%s", plain, checkErr)
 	}
 	if strings.Contains(checkErr, "Config file is ok") {
 		t.Errorf("--config.check called the file ok:\n%s", checkErr)

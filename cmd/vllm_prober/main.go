@@ -5,10 +5,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -21,6 +23,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/daemon"
 	"github.com/vllm-prober/vllm_prober/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/clierr"
 )
 
 func main() {
@@ -100,12 +103,13 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	if *configCheck {
 		if err := daemon.CheckConfig(daemon.Options{ConfigFile: *configFile, TelemetryPath: *telemetryPath}, base); err != nil {
-			level.Error(logger).Log("msg", "Error loading config", "err", err)
+			clierr.Print(stderr, "--config.check", configCheckError(*configFile, err))
 			return 1
 		}
-		if *toolkitFlags.WebConfigFile != "" {
-			if err := web.Validate(*toolkitFlags.WebConfigFile); err != nil {
-				level.Error(logger).Log("msg", "Error loading web config", "file", *toolkitFlags.WebConfigFile, "err", err)
+		if f := *toolkitFlags.WebConfigFile; f != "" {
+			if err := web.Validate(f); err != nil {
+				clierr.Print(stderr, "--config.check", clierr.Error{File: f, Err: err,
+					Fix: "fix the web configuration file (the exporter-toolkit's format: tls_server_config, http_server_config, basic_auth_users)."})
 				return 1
 			}
 		}
@@ -142,6 +146,18 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// configFilePrefix is how the configuration's loader starts its errors; the
+// command-line message names the file itself.
+var configFilePrefix = regexp.MustCompile(`^error (?:parsing|applying|reading) config file(?: "[^"]*")?: `)
+
+// configCheckError is what --config.check says about err, the daemon's error
+// loading file.
+func configCheckError(file string, err error) clierr.Error {
+	msg := configFilePrefix.ReplaceAllString(err.Error(), "")
+	return clierr.Error{File: file, Err: errors.New(msg),
+		Fix: "fix the file (CONFIGURATION.md describes every key) and run vllm_prober --config.check again."}
 }
 
 // usageTemplate is kingpin's default with, in the application's help, the
