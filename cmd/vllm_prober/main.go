@@ -72,9 +72,15 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var subs []subcommand
 	for _, register := range []func(*kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int){
-		registerBaselineCommands,
-		registerRulesCommands,
-		registerBenchCommands,
+		func(app *kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int) {
+			return registerBaselineCommandsTo(app, stdout, stderr)
+		},
+		func(app *kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int) {
+			return registerRulesCommandsTo(app, stderr)
+		},
+		func(app *kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int) {
+			return registerBenchCommandsTo(app, stdout, stderr)
+		},
 	} {
 		clause, fn := register(app)
 		subs = append(subs, subcommand{clause, fn})

@@ -59,6 +59,12 @@ func Format(command string, e Error) string {
 		b.WriteString(e.Place + ": ")
 	}
 	head, items := Items(e.Err)
+	if len(items) == 1 { // a list of one reads as a sentence
+		if head != "" {
+			head += ": "
+		}
+		head, items = head+items[0], nil
+	}
 	switch {
 	case len(items) == 0:
 		b.WriteString(head)
@@ -95,6 +101,17 @@ func Items(err error) (head string, items []string) {
 			items = append(items, sub...)
 		}
 		return "", items
+	}
+	// A wrapped join ("invalid options: %w" of errors.Join(a, b)): the
+	// wrapping text is the heading, the joined errors the items.
+	for e := errors.Unwrap(err); e != nil; e = errors.Unwrap(e) {
+		if _, ok := e.(interface{ Unwrap() []error }); !ok || !isJoin(e) {
+			continue
+		}
+		if prefix, ok := strings.CutSuffix(err.Error(), e.Error()); ok && !strings.Contains(prefix, "\n") {
+			_, items = Items(e)
+			return strings.TrimSuffix(strings.TrimSpace(prefix), ":"), items
+		}
 	}
 	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
 	head = strings.TrimSpace(lines[0])
