@@ -102,7 +102,7 @@ func TestYAML11Strings(t *testing.T) {
 		t.Error("the hinted error does not wrap the original")
 	}
 	for _, e := range []error{
-		errors.New("at '/type': got number, want object"),         // not about a string
+		errors.New("at '/type': got number, want object"),        // not about a string
 		errors.New("at '/required/2': got boolean, want string"), // the value is a string: nothing to say
 		errors.New("at '/nowhere': got boolean, want string"),
 	} {
