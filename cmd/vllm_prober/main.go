@@ -24,6 +24,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/daemon"
 	"github.com/vllm-prober/vllm_prober/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
+	"github.com/vllm-prober/vllm_prober/internal/logging"
 )
 
 func main() {
@@ -177,17 +178,10 @@ Flags of {{.FullCommand}}, the default command:
 {{end -}}
 {{if .Context.Args -}}`, 1)
 
-// newLogger returns a go-kit logger writing to w in format ("logfmt" or "json")
-// that drops messages below lvl ("debug", "info", "warn" or "error"). It stamps
-// "ts" but no caller: callers add log.DefaultCaller, the slog bridge its own.
+// newLogger returns the logger of both binaries (internal/logging): ts,
+// level, then the rest, in format ("logfmt" or "json"), dropping messages
+// below lvl. It adds no caller: callers add log.DefaultCaller, the slog
+// bridge its own.
 func newLogger(w io.Writer, lvl, format string) log.Logger {
-	w = log.NewSyncWriter(w)
-	var logger log.Logger
-	if format == "json" {
-		logger = log.NewJSONLogger(w)
-	} else {
-		logger = log.NewLogfmtLogger(w)
-	}
-	logger = level.NewFilter(logger, level.Allow(level.ParseDefault(lvl, level.InfoValue())))
-	return log.With(logger, "ts", log.DefaultTimestampUTC)
+	return logging.New(w, lvl, format)
 }
