@@ -12,6 +12,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 	"github.com/vllm-prober/vllm_prober/regression"
 )
 
@@ -57,7 +58,7 @@ func regressionAllocsPerTarget(t *testing.T, n int) float64 {
 	ms := time.Millisecond
 	for i := range n {
 		for j := range prober.DefaultHistoryLimit {
-			pm.RecordForTest(fmt.Sprintf("t%04d", i), "m", prober.Result{
+			pm.RecordForTest(fmt.Sprintf("t%04d", i), "m", probe.Result{
 				Start: start.Add(time.Duration(j) * ms), Success: j%5 != 0, Reason: "",
 				TTFT: 100 * ms, E2E: 400 * ms, OutputTokens: 16,
 				ITLs: []time.Duration{20 * ms, 20 * ms, 20 * ms, 20 * ms, 20 * ms},

@@ -4,7 +4,7 @@
 // interpolated on the baseline curve at concurrency running + waiting (from
 // the collector) + 1 (the probe itself), with regression ratios oriented so
 // that above 1 is worse than the baseline. Probe latencies are compared at
-// the load each probe met over its lifetime (prober.Result.Load); server-side
+// the load each probe met over its lifetime (probe.Result.Load); server-side
 // figures at the latest scraped load.
 //
 // Every value is computed at scrape time from a ProbeSource (the prober) and a

@@ -54,7 +54,7 @@ func TestConfigCheck(t *testing.T) {
 	}
 
 	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../config/testdata/invalid-prober.yml")
-	want := `msg="Error loading config" err="error parsing config file \"../../config/testdata/invalid-prober.yml\": module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat or embeddings)"`
+	want := `msg="Error loading config" err="error parsing config file \"../../config/testdata/invalid-prober.yml\": module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat, embeddings or responses)"`
 	if code != 1 || !strings.Contains(stderr, want) || !strings.HasPrefix(stderr, "level=error ") {
 		t.Errorf("--config.check on a bad file = %d, want 1 and %s; stderr:\n%s", code, want, stderr)
 	}
