@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# e2e-tools.sh TOOL... builds the real components that `make e2e` runs against,
+# from the Go module proxy, and caches each by version outside the clone:
+#
+#   prometheus3     Prometheus 3.x server and promtool (github.com/prometheus/prometheus)
+#   kubernetes      kube-apiserver and kubectl (k8s.io/kubernetes)
+#   etcd            etcd (go.etcd.io/etcd/server/v3)
+#   argo-rollouts   the Argo Rollouts controller and its CRDs (github.com/argoproj/argo-rollouts)
+#   all             every one of them
+#
+# None of them can be had with `go install` (their go.mod files carry replace
+# directives), and Debian ships none of them (Debian's prometheus is 2.42), so each
+# is built as the main module from the proxy's source zip. Cold, on a 2-core machine:
+# Prometheus about 4 minutes, kube-apiserver about 5, etcd about 30 s, Argo Rollouts
+# about 3.5; warm (cached binary) nothing at all.
+#
+# Cache: ${VLLM_PROBER_TOOLS:-$HOME/.cache/vllm_prober/tools}/NAME-VERSION/, holding the
+# binaries (and, for Argo Rollouts, its crds/). The script prints one line per tool:
+#   NAME DIR
+# and `e2e-tools.sh --dir TOOL` prints only the directory (for scripts and tests).
+# Either form builds what is missing first; concurrent callers wait for one build
+# (flock on NAME-VERSION.lock).
+# Nothing it builds is ever written into the repository.
+set -euo pipefail
+
+PROMETHEUS3_VERSION=${PROMETHEUS3_VERSION:-v0.315.0} # Prometheus 3.15.0
+KUBERNETES_VERSION=${KUBERNETES_VERSION:-v1.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+ARGO_ROLLOUTS_VERSION=${ARGO_ROLLOUTS_VERSION:-v1.10.2}
+# Argo Rollouts v1.10.2 needs Go >= 1.26.10; the proxy serves this toolchain. It is
+# used for that build only, never for the project's own go.mod.
+ARGO_ROLLOUTS_TOOLCHAIN=${ARGO_ROLLOUTS_TOOLCHAIN:-go1.27.3}
+
+TOOLS=${VLLM_PROBER_TOOLS:-$HOME/.cache/vllm_prober/tools}
+GO=${GO:-go}
+export GOFLAGS= GOWORK=off
+
+log() { printf '>> e2e-tools: %s\n' "$*" >&2; }
+
+# moddir MODULE@VERSION prints the module's directory in the module cache.
+moddir() {
+	"$GO" mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
+}
+
+# srccopy MODULE@VERSION DEST copies a module's source into DEST, writable.
+srccopy() {
+	local dir
+	dir=$(moddir "$1")
+	[ -n "$dir" ] || { echo "e2e-tools: could not download $1" >&2; return 1; }
+	rm -rf "$2"
+	cp -r "$dir" "$2"
+	chmod -R u+w "$2"
+}
+
+dir_of() {
+	case "$1" in
+	prometheus3) echo "$TOOLS/prometheus-$PROMETHEUS3_VERSION" ;;
+	kubernetes) echo "$TOOLS/kubernetes-$KUBERNETES_VERSION" ;;
+	etcd) echo "$TOOLS/etcd-$ETCD_VERSION" ;;
+	argo-rollouts) echo "$TOOLS/argo-rollouts-$ARGO_ROLLOUTS_VERSION" ;;
+	*) echo "e2e-tools: unknown tool $1 (prometheus3, kubernetes, etcd, argo-rollouts, all)" >&2; return 2 ;;
+	esac
+}
+
+# Each build writes into a temporary directory beside its cache entry and renames
+# it into place last, so an interrupted build never leaves a half-filled entry.
+build_prometheus3() {
+	local out=$1 work=$1.build
+	local v=${PROMETHEUS3_VERSION#v0.} # v0.315.0 -> 315.0
+	local minor=${v%%.*}
+	local semver="$((minor / 100)).$((minor % 100)).${v#*.}" # -> 3.15.0
+	rm -rf "$work" && mkdir -p "$work"
+	log "building Prometheus $semver ($PROMETHEUS3_VERSION), about 4 minutes cold"
+	srccopy "github.com/prometheus/prometheus@$PROMETHEUS3_VERSION" "$work/src"
+	local ld="-X github.com/prometheus/common/version.Version=$semver"
+	(cd "$work/src" &&
+		CGO_ENABLED=0 "$GO" build -ldflags "$ld" -o "$work/bin/prometheus" ./cmd/prometheus &&
+		CGO_ENABLED=0 "$GO" build -ldflags "$ld" -o "$work/bin/promtool" ./cmd/promtool)
+	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
+}
+
+build_kubernetes() {
+	local out=$1 work=$1.build
+	local v=${KUBERNETES_VERSION#v} # 1.37.2
+	local major=${v%%.*} rest=${v#*.}
+	local minor=${rest%%.*}
+	local staging="v0.${minor}.${rest#*.}" # the published k8s.io/* modules: v0.37.2
+	rm -rf "$work" && mkdir -p "$work"
+	log "building kube-apiserver and kubectl $KUBERNETES_VERSION, about 5 minutes cold"
+	srccopy "k8s.io/kubernetes@$KUBERNETES_VERSION" "$work/src"
+	(
+		cd "$work/src"
+		# The zip has no staging/ and an empty vendor/; its go.work points at staging.
+		rm -rf go.work go.work.sum vendor
+		# Every replace that points into ./staging becomes a require of the published module.
+		mapfile -t stagemods < <("$GO" mod edit -json | tr -d '\n\t ' | grep -o '"Old":{"Path":"[^"]*"},"New":{"Path":"\./staging[^"]*"' | sed 's/"Old":{"Path":"\([^"]*\)".*/\1/')
+		local drop=() req=() mod
+		for mod in "${stagemods[@]}"; do
+			drop+=("-dropreplace=$mod")
+			req+=("-require=$mod@$staging")
+		done
+		[ "${#drop[@]}" -gt 0 ] || { echo "e2e-tools: no staging replaces found in k8s.io/kubernetes' go.mod" >&2; exit 1; }
+		"$GO" mod edit "${drop[@]}" "${req[@]}"
+		local date
+		date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+		local ld=""
+		for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+			ld+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+			ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+		done
+		CGO_ENABLED=0 "$GO" build -mod=mod -ldflags "$ld" -o "$work/bin/kube-apiserver" ./cmd/kube-apiserver
+		CGO_ENABLED=0 "$GO" build -mod=mod -ldflags "$ld" -o "$work/bin/kubectl" ./cmd/kubectl
+	)
+	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
+}
+
+build_etcd() {
+	local out=$1 work=$1.build
+	rm -rf "$work" && mkdir -p "$work/mod"
+	log "building etcd $ETCD_VERSION, about 30 s cold"
+	(
+		cd "$work/mod"
+		"$GO" mod init e2e-tools/etcd >/dev/null 2>&1
+		"$GO" get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >get.log 2>&1 || { cat get.log >&2; exit 1; }
+		CGO_ENABLED=0 "$GO" build -o "$work/bin/etcd" go.etcd.io/etcd/server/v3
+	)
+	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
+}
+
+build_argo_rollouts() {
+	local out=$1 work=$1.build
+	rm -rf "$work" && mkdir -p "$work/bin"
+	log "building the Argo Rollouts controller $ARGO_ROLLOUTS_VERSION with $ARGO_ROLLOUTS_TOOLCHAIN, about 3.5 minutes cold"
+	local dir
+	dir=$(GOTOOLCHAIN=$ARGO_ROLLOUTS_TOOLCHAIN moddir "github.com/argoproj/argo-rollouts@$ARGO_ROLLOUTS_VERSION")
+	[ -n "$dir" ] || { echo "e2e-tools: could not download argo-rollouts $ARGO_ROLLOUTS_VERSION" >&2; return 1; }
+	cp -r "$dir" "$work/src" && chmod -R u+w "$work/src"
+	(cd "$work/src" && GOTOOLCHAIN=$ARGO_ROLLOUTS_TOOLCHAIN CGO_ENABLED=0 "$GO" build -mod=mod -o "$work/bin/rollouts-controller" ./cmd/rollouts-controller)
+	cp -r "$work/src/manifests/crds" "$work/bin/crds"
+	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
+}
+
+ensure() {
+	local name=$1 out
+	out=$(dir_of "$name")
+	local first
+	case "$name" in
+	prometheus3) first=promtool ;;
+	kubernetes) first=kubectl ;;
+	etcd) first=etcd ;;
+	argo-rollouts) first=rollouts-controller ;;
+	esac
+	if [ ! -x "$out/$first" ]; then
+		mkdir -p "$TOOLS"
+		# One build per tool at a time: a second caller waits here for the first,
+		# then finds the binary in place.
+		exec {lock}>"$out.lock"
+		flock "$lock"
+		[ -x "$out/$first" ] || "build_${name//-/_}" "$out"
+		exec {lock}>&-
+	fi
+	[ -n "$only_dir" ] && echo "$out" || echo "$name $out"
+}
+
+only_dir=
+if [ "${1:-}" = --dir ]; then
+	only_dir=1
+	shift
+fi
+[ "$#" -gt 0 ] || { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+tools=()
+for t in "$@"; do
+	if [ "$t" = all ]; then tools+=(prometheus3 kubernetes etcd argo-rollouts); else dir_of "$t" >/dev/null; tools+=("$t"); fi
+done
+for t in "${tools[@]}"; do
+	ensure "$t"
+done
