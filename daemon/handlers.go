@@ -345,7 +345,7 @@ func (d *Daemon) writeBaseline(b *strings.Builder, t *config.Target, module stri
 	if t.Baseline == "" {
 		return
 	}
-	c, ok := d.regr.Compare(t.Name, module)
+	c, ok := d.cmp.Compare(t.Name, module)
 	if !ok {
 		fmt.Fprintf(b, "Baseline %q: no expectation yet (the target's load is not known)\n", t.Baseline)
 		return

@@ -159,7 +159,9 @@ targets:
 	}
 	path := filepath.Join(dir, "vllm_prober.yml")
 	writeConfig(b, path, cfg.String())
-	d, err := New(Options{ConfigFile: path, HistoryLimit: limit}, nil)
+	// The comparisons reach back over the probes run below, not only the
+	// last 5 minutes, however long the timed loop takes.
+	d, err := New(Options{ConfigFile: path, HistoryLimit: limit, ProbeWindow: time.Hour}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -193,9 +195,6 @@ targets:
 		b.Fatal(err)
 	}
 	b.Logf("%d pairs with full histories after %s", targets*modules, time.Since(start).Round(time.Second))
-	// The comparisons reach back over the probes just run, not only the
-	// last 5 minutes, however long the timed loop takes.
-	d.regr.SetWindow(time.Hour)
 
 	h := d.Handler()
 	req := httptest.NewRequest(http.MethodGet, "/", nil)

@@ -24,7 +24,7 @@ func BenchmarkAllStats(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := NewManager(nil, nil)
+	m := NewManager(testOptions(nil, nil))
 	if err := m.Apply(cfg); err != nil {
 		b.Fatal(err)
 	}

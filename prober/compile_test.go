@@ -22,7 +22,7 @@ func TestTargetChangeCompilesNothing(t *testing.T) {
   a: {prober: completions, prompt: hi, max_tokens: 8}
   b: {prober: responses, prompt: hi, max_tokens: 8, expect: {regex: x}}
 `
-	m := NewManager(nil, nil)
+	m := NewManager(testOptions(nil, nil))
 	apply := func(yml string, want int) {
 		t.Helper()
 		if err := m.Apply(load(yml)); err != nil {

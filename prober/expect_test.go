@@ -39,7 +39,7 @@ func simAnswers(t *testing.T, m map[string]string) string {
 // runConfig runs a Manager on the configuration yml until the test ends.
 func runConfig(t *testing.T, yml string) *Manager {
 	t.Helper()
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(loadConfig(t, yml)); err != nil {
 		t.Fatal(err)
 	}

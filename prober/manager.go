@@ -89,7 +89,7 @@ type Manager struct {
 	red *redact.Redactor
 	// offset places a pair in its interval; tests pin it.
 	offset func(pairKey, time.Duration) time.Duration
-	// load tells a probe the load it met over its lifetime (SetLoadSource).
+	// load tells a probe the load it met over its lifetime (Options.Load).
 	load func(target string, from, to time.Time) (load float64, ok bool)
 }
 
@@ -144,49 +144,52 @@ type pair struct {
 	cancel context.CancelFunc // of the schedule loop; nil when not running
 }
 
-// NewManager returns a Manager that registers its metrics with reg (nil: none).
-func NewManager(reg prometheus.Registerer, logger log.Logger) *Manager {
+// Options configure a Manager.
+type Options struct {
+	// Registerer receives the probe metrics; nil: none.
+	Registerer prometheus.Registerer
+	Logger     log.Logger
+	// Clients is the HTTP client pool of the probes, shared with the
+	// collector and discovery: one client per distinct http_client_config.
+	// Redactor scrubs every text the prober keeps (results' errors and
+	// headers) and learns the tokens the clients obtain. Both required.
+	Clients  *httpclient.Pool
+	Redactor *redact.Redactor
+	// HistoryLimit is how many recent results (and, on top, recent
+	// failures) each pair keeps (default DefaultHistoryLimit).
+	HistoryLimit int
+	// Load tells a probe the load its target had over its lifetime [from,
+	// to], as running + waiting + 1 (Result.Load); collector.Manager's
+	// LoadDuring fits. Without one Result.Load is NaN.
+	Load func(target string, from, to time.Time) (load float64, ok bool)
+}
+
+// NewManager returns a Manager of opts.
+func NewManager(opts Options) *Manager {
+	if opts.Clients == nil || opts.Redactor == nil {
+		panic("prober: Options.Clients and Options.Redactor are required")
+	}
+	logger := opts.Logger
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	red := redact.New()
+	limit := opts.HistoryLimit
+	if limit < 1 {
+		limit = DefaultHistoryLimit
+	}
 	return &Manager{
-		reg:          reg,
+		reg:          opts.Registerer,
 		logger:       logger,
 		targets:      map[string]*target{},
 		pairs:        map[pairKey]*pair{},
-		historyLimit: DefaultHistoryLimit,
+		historyLimit: limit,
 		now:          time.Now,
 		specs:        map[string]*probe.Spec{},
-		run: func(ctx context.Context, s *probe.Spec, c *http.Client, call probe.Call) probe.Result {
-			return s.Run(ctx, c, call)
-		},
-		offset:  scheduleOffset,
-		red:     red,
-		clients: httpclient.New(red),
-	}
-}
-
-// SetShared makes the Manager use pool for its HTTP clients and red to scrub
-// the texts it keeps, shared with the rest of the daemon. Call it before the
-// first Apply.
-func (m *Manager) SetShared(pool *httpclient.Pool, red *redact.Redactor) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.clients, m.red = pool, red
-}
-
-// SetHistoryLimit sets how many recent results (and, on top, recent failures)
-// each pair keeps. It applies to results recorded from now on.
-func (m *Manager) SetHistoryLimit(n int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if n < 1 {
-		n = 1
-	}
-	m.historyLimit = n
-	for _, p := range m.pairs {
-		p.hist.limit = n
+		run:          func(ctx context.Context, s *probe.Spec, c *http.Client, call probe.Call) probe.Result { return s.Run(ctx, c, call) },
+		offset:       scheduleOffset,
+		red:          opts.Redactor,
+		clients:      opts.Clients,
+		load:         opts.Load,
 	}
 }
 

@@ -162,7 +162,7 @@ targets:
     labels: {preset: H100X1}
 `)
 	reg := prometheus.NewPedanticRegistry()
-	m := NewManager(reg, log.NewNopLogger())
+	m := NewManager(testOptions(reg, log.NewNopLogger()))
 	m.now = func() time.Time { return time.Unix(1700000000, 0) }
 	m.offset = func(pairKey, time.Duration) time.Duration { return 0 }
 	m.run = func(ctx context.Context, spec *probe.Spec, c *http.Client, call probe.Call) probe.Result {
@@ -224,7 +224,7 @@ targets:
   - {name: fake, url: `+ts.URL+`}
 `)
 	reg := prometheus.NewRegistry()
-	m := NewManager(reg, nil)
+	m := NewManager(testOptions(reg, nil))
 	m.offset = func(pairKey, time.Duration) time.Duration { return 0 }
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
@@ -284,7 +284,7 @@ targets:
 	cfg.Targets[0].ProbeTimeout = model.Duration(time.Minute)
 	baseline := runtime.NumGoroutine()
 	reg := prometheus.NewRegistry()
-	m := NewManager(reg, nil)
+	m := NewManager(testOptions(reg, nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ modules:
 targets:
   - {name: slow, url: `+ts.URL+`, model: m}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ modules:
 targets:
   - {name: t, url: `+ts.URL+`, model: m, token_budget_per_hour: 30}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +399,7 @@ targets:
   - {name: hung, url: `+tsHung.URL+`, model: m, probe_interval: 2s}
   - {name: fast, url: `+tsFast.URL+`, model: m, probe_interval: 40ms}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +432,7 @@ targets:
 	tA := "  - {name: a, url: " + tsA.URL + "}\n"
 	tB := "  - {name: b, url: " + tsB.URL + ", labels: {zone: z1}}\n"
 	reg := prometheus.NewRegistry()
-	m := NewManager(reg, nil)
+	m := NewManager(testOptions(reg, nil))
 	if err := m.Apply(loadConfig(t, cfgYAML(tA))); err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +508,7 @@ targets:
   - {name: ok, url: `+ts.URL+`, model: served}
   - {name: wrong, url: `+ts.URL+`, model: absent}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +559,7 @@ targets:
 		defer logMu.Unlock()
 		return log.NewLogfmtLogger(&logs).Log(kv...)
 	})
-	m := NewManager(reg, logger)
+	m := NewManager(testOptions(reg, logger))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -622,7 +622,7 @@ modules:
 targets:
   - {name: t, url: `+ts.URL+`, modules: [short]}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if _, _, err := m.ProbeNow(context.Background(), "t", "short"); err == nil {
 		t.Error("ProbeNow before Apply succeeded")
 	}
@@ -723,7 +723,7 @@ targets:
     url: http://127.0.0.1:1
     http_client_config: {basic_auth: {username: u, password: inline-password}}
 `)
-	m := NewManager(nil, nil)
+	m := NewManager(testOptions(nil, nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}

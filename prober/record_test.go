@@ -27,8 +27,9 @@ targets:
   - {name: fake, url: `+ts.URL+`, model: m1, modules: [short], probe_interval: 1h}
 `)
 	reg := prometheus.NewPedanticRegistry()
-	m := NewManager(reg, nil)
-	m.SetHistoryLimit(2)
+	opts := testOptions(reg, nil)
+	opts.HistoryLimit = 2
+	m := NewManager(opts)
 	clock := time.Unix(1700000000, 0)
 	m.now = func() time.Time { return clock }
 	if err := m.Apply(cfg); err != nil {
@@ -101,7 +102,7 @@ modules:
 targets:
   - {name: fake, url: `+ts.URL+`, modules: [short]}
 `)
-	m := NewManager(nil, nil)
+	m := NewManager(testOptions(nil, nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}

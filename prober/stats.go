@@ -240,12 +240,3 @@ func (m *Manager) sortPairs() {
 		return strings.Compare(a.key.model, b.key.model) // models: all
 	})
 }
-
-// SetLoadSource sets where a probe learns the load it met over its lifetime
-// [from, to], as running + waiting + 1 (probe.Result.Load); collector.Manager's
-// LoadDuring fits. Without one probe.Result.Load is NaN.
-func (m *Manager) SetLoadSource(load func(target string, from, to time.Time) (load float64, ok bool)) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.load = load
-}

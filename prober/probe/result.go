@@ -108,7 +108,7 @@ type Result struct {
 	OutputTokens int
 	// Load is running + waiting + 1 (the probe) of the target over the
 	// probe's lifetime: the mean over the scrape it started into and the
-	// scrapes during it, from the Manager's load source (SetLoadSource); NaN
+	// scrapes during it, from the Manager's load source (Options.Load); NaN
 	// when unknown. Stream alone leaves it 0.
 	Load float64
 	// OutputTokensFromUsage is false when the server sent no usage (or a zero
