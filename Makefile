@@ -6,6 +6,7 @@
 #   make test     check + go test -race + promtool rules checks + chart tests
 #   make lint     check + golangci-lint + govulncheck (slower; not part of test)
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
+#   make e2e      end-to-end tests against a real kube-apiserver (built and cached)
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
 # best effort) with `go install`; promtool and prometheus (the end-to-end tests
@@ -99,7 +100,22 @@ test: check test-rules test-go
 
 .PHONY: test-go
 test-go: tools-test
+	@echo ">> the tests against a real Kubernetes API server (TestKubernetes*) skip here: they run in make e2e"
 	$(GO) test $(GO_TEST_FLAGS) ./...
+
+# make e2e: the slow end-to-end tests against real components that
+# scripts/e2e-tools.sh builds once and caches outside the clone (cold: minutes;
+# warm: nothing). E2E_TOOLS are built first; the tests find them through the
+# VLLM_PROBER_*_DIR variables.
+E2E_TOOLS ?= kubernetes etcd
+E2E_PKGS  ?= ./e2e/
+E2E_RUN   ?= TestKubernetes
+.PHONY: e2e
+e2e: helm
+	scripts/e2e-tools.sh $(E2E_TOOLS)
+	VLLM_PROBER_KUBERNETES_DIR="$$(scripts/e2e-tools.sh --dir kubernetes)" \
+	VLLM_PROBER_ETCD_DIR="$$(scripts/e2e-tools.sh --dir etcd)" \
+		$(GO) test -count=1 -v -timeout 30m -run '$(E2E_RUN)' $(E2E_PKGS)
 
 .PHONY: test-rules
 test-rules: promtool
