@@ -87,6 +87,9 @@ type Config struct {
 	// (package discovery runs them). When discovery is enabled, validation
 	// leaves TargetDefaults set, with Modules resolved.
 	Discovery Discovery `yaml:",inline"`
+	// URLProbes lets /probe probe URLs that are not configured targets
+	// (Prometheus Operator Probe objects); nil means off.
+	URLProbes *URLProbes `yaml:"url_probes,omitempty"`
 }
 
 // Global holds settings that apply to every target unless a target overrides them.
@@ -248,6 +251,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		Baselines []BaselineRef        `yaml:"baselines,omitempty"`
 		// Decoded later, like targets, for errors with context.
 		Discovery sdSections `yaml:",inline"`
+		URLProbes *deferred  `yaml:"url_probes,omitempty"`
 	}
 	var raw plain
 	if err := unmarshal(&raw); err != nil {
@@ -281,6 +285,13 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	c.Baselines = raw.Baselines
 	if err := raw.Discovery.decode(&c.Discovery); err != nil {
 		return err
+	}
+	if raw.URLProbes != nil {
+		u := DefaultURLProbes
+		if err := raw.URLProbes.decode(&u); err != nil {
+			return fmt.Errorf("url_probes: %w", decodeerr.YAML(err, "in url_probes"))
+		}
+		c.URLProbes = &u
 	}
 	return nil
 }
@@ -405,7 +416,7 @@ func (c *Config) validate(dir string) error {
 
 	if len(c.Modules) == 0 {
 		switch {
-		case len(c.Targets) == 0 && !c.Discovery.Enabled():
+		case len(c.Targets) == 0 && !c.Discovery.Enabled() && c.URLProbes == nil:
 			return errors.New("no modules and no targets defined")
 		case c.probes():
 			return errors.New("no modules defined")
@@ -463,7 +474,12 @@ func (c *Config) validate(dir string) error {
 		}
 	}
 
-	if len(c.Targets) == 0 && !c.Discovery.Enabled() {
+	if c.URLProbes != nil {
+		if err := c.URLProbes.validate(c, dir); err != nil {
+			return fmt.Errorf("url_probes: %w", err)
+		}
+	}
+	if len(c.Targets) == 0 && !c.Discovery.Enabled() && c.URLProbes == nil {
 		return errors.New("no targets defined")
 	}
 	seen := map[string]bool{}

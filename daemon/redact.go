@@ -39,6 +39,9 @@ func configSecrets(cfg *config.Config) []string {
 	for i := range cfg.Discovery.HTTPSDConfigs {
 		out = append(out, redact.ClientSecrets(&cfg.Discovery.HTTPSDConfigs[i].HTTPClientConfig)...)
 	}
+	if cfg.URLProbes != nil {
+		out = append(out, redact.ClientSecrets(&cfg.URLProbes.HTTPClientConfig)...)
+	}
 	for i := range cfg.Discovery.KubernetesSDConfigs {
 		out = append(out, redact.ClientSecrets(&cfg.Discovery.KubernetesSDConfigs[i].HTTPClientConfig)...)
 	}

@@ -91,6 +91,8 @@ type Manager struct {
 	offset func(pairKey, time.Duration) time.Duration
 	// load tells a probe the load it met over its lifetime (Options.Load).
 	load func(target string, from, to time.Time) (load float64, ok bool)
+	// urlProbes is the token ledger of URL probes (urlprobe.go).
+	urlProbes *target
 }
 
 // pairKey names a pair; model is set on targets with models (models.go).
