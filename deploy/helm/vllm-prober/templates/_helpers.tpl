@@ -141,9 +141,22 @@ relabel_configs:
 {{- if and .Values.discovery.enabled (or (hasKey .Values.config "kubernetes_sd_configs") (hasKey .Values.config "relabel_configs")) -}}
 {{- fail "discovery.enabled writes kubernetes_sd_configs and relabel_configs: put extra rules in discovery.relabelConfigs, or disable discovery to write your own" -}}
 {{- end -}}
+{{- if and .Values.urlProbes.enabled (hasKey .Values.config "url_probes") -}}
+{{- fail "urlProbes.enabled writes url_probes: set it through urlProbes, not config.url_probes" -}}
+{{- end -}}
 {{- toYaml .Values.config }}
 {{- if .Values.discovery.enabled }}
 {{ include "vllm-prober.discoveryConfig" . }}
+{{- end }}
+{{- if .Values.urlProbes.enabled }}
+url_probes:
+  allowed_urls:
+    {{- toYaml .Values.urlProbes.allowedURLs | nindent 4 }}
+  {{- with .Values.urlProbes.modules }}
+  modules:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  token_budget_per_hour: {{ .Values.urlProbes.tokenBudgetPerHour }}
 {{- end }}
 {{- end -}}
 
