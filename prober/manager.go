@@ -185,11 +185,13 @@ func NewManager(opts Options) *Manager {
 		historyLimit: limit,
 		now:          time.Now,
 		specs:        map[string]*probe.Spec{},
-		run:          func(ctx context.Context, s *probe.Spec, c *http.Client, call probe.Call) probe.Result { return s.Run(ctx, c, call) },
-		offset:       scheduleOffset,
-		red:          opts.Redactor,
-		clients:      opts.Clients,
-		load:         opts.Load,
+		run: func(ctx context.Context, s *probe.Spec, c *http.Client, call probe.Call) probe.Result {
+			return s.Run(ctx, c, call)
+		},
+		offset:  scheduleOffset,
+		red:     opts.Redactor,
+		clients: opts.Clients,
+		load:    opts.Load,
 	}
 }
 
