@@ -137,6 +137,22 @@ type Options struct {
 	// SaveDetailed adds the per-request arrays of `vllm bench serve
 	// --save-detailed` to each level's JSON (see ServeJSON).
 	SaveDetailed bool
+	// SkipWarmup sends each level's first wave on new connections from a cold
+	// process. By default (false) every level starts with a warm-up: one
+	// untimed request (max_tokens 1) per concurrency slot (every request of
+	// an "inf" rate level, one for a finite rate) and one for the /metrics
+	// poller, all sent at once so that each opens its own connection, which
+	// the timed requests then reuse.
+	// The warm-up requests are not part of the results.
+	SkipWarmup bool
+	// GCMemoryLimit > 0 turns Go's garbage collector off (GOGC=off) for each
+	// level's timed window, with this soft memory limit (bytes) as the only
+	// trigger, after collecting once before the window; the settings in force
+	// before are restored when the window ends. A collection that stops the
+	// client in the middle of a stream adds its pause to the TTFT or ITL it
+	// measures. 0 leaves the collector alone. It changes process-wide
+	// settings: one Run at a time.
+	GCMemoryLimit int64
 	// Client sends every request; nil builds one sized for the largest level.
 	Client *http.Client
 	// Progress receives each level's progress: a progress bar redrawn in place

@@ -8,6 +8,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,12 +225,18 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 	bar := newProgress(o.Progress, o.ProgressBar, lv.String(), n)
 	var finished atomic.Int64
 
+	if !o.SkipWarmup {
+		warmUp(ctx, client, o, model, lv, ps[0])
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("interrupted: %w", context.Cause(ctx))
+		}
+	}
+	restoreGC := timedWindowGC(o.GCMemoryLimit)
+	defer restoreGC() // once the window ended, or on an early return
+
 	lctx, stopPoll := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	poller := &poller{client: client, url: o.URL + o.MetricsPath, interval: o.PollInterval, header: o.Header}
-	lr.Start = time.Now()
-	poller.start = lr.Start
-	wg.Go(func() { poller.run(lctx) })
 
 	one := func(i int) {
 		rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
@@ -251,13 +259,18 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 		bar.add(!res.Success)
 	}
 
-	start := time.Now()
+	// The first wave waits on release: every goroutine of it is created (and
+	// has its stack) before any request leaves, so that their send times are
+	// as close together as the scheduler allows.
+	release := make(chan struct{})
+	var start time.Time
 	var reqs sync.WaitGroup
 	switch lv.Type {
 	case LoadConcurrency:
 		var next atomic.Int64
 		for w := 0; w < int(lv.Value) && w < n; w++ {
 			reqs.Go(func() {
+				<-release
 				for ctx.Err() == nil {
 					i := int(next.Add(1)) - 1
 					if i >= n {
@@ -267,12 +280,23 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 				}
 			})
 		}
+		start = releaseWave(lctx, lr, poller, &wg, release)
 	default:
 		offs := arrivals(lv.Value, n, o.Seed)
+		first := 0 // the requests sent at offset 0: the first wave
+		for first < n && offs[first] == 0 {
+			i := first
+			reqs.Go(func() {
+				<-release
+				one(i)
+			})
+			first++
+		}
+		start = releaseWave(lctx, lr, poller, &wg, release)
 		timer := time.NewTimer(0)
 		<-timer.C
 	dispatch:
-		for i := 0; i < n; i++ {
+		for i := first; i < n; i++ {
 			if d := time.Until(start.Add(offs[i])); d > 0 {
 				timer.Reset(d)
 				select {
@@ -287,6 +311,7 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 	}
 	reqs.Wait()
 	duration := time.Since(start)
+	restoreGC()
 	bar.finish(int(finished.Load()))
 	stopPoll()
 	wg.Wait()
@@ -305,6 +330,84 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 	lr.Metrics = Calculate(results, duration, o.Percentiles)
 	lr.Server = poller.stats()
 	return lr, nil
+}
+
+// releaseWave starts the timed window: the level's start, the /metrics poller
+// (stopped by cancelling ctx, waited for with wg) and, last, the first wave.
+func releaseWave(ctx context.Context, lr *LevelResult, p *poller, wg *sync.WaitGroup, release chan struct{}) time.Time {
+	lr.Start = time.Now()
+	p.start = lr.Start
+	wg.Go(func() { p.run(ctx) })
+	close(release)
+	return lr.Start
+}
+
+// warmSlots is how many connections the warm-up of a level opens: one per
+// concurrency slot, every request of an "inf" rate level (all sent at once),
+// one for a finite rate (its connections open as its arrivals need them),
+// plus one for the /metrics poller, which shares the client's pool.
+func warmSlots(lv Level, n int) int {
+	switch {
+	case lv.Type == LoadConcurrency:
+		return min(int(lv.Value), n) + 1
+	case math.IsInf(lv.Value, 1):
+		return n + 1
+	}
+	return 2
+}
+
+// warmUp sends warmSlots untimed requests (max_tokens 1) at once and waits
+// for them: each opens a connection, which returns to the client's idle pool
+// for the timed requests, and the process has run every code path of a
+// request before the first timed one. Their results are dropped; a failed
+// warm-up is logged (the timed requests then report the server's state).
+func warmUp(ctx context.Context, client *http.Client, o *Options, model string, lv Level, prompt string) {
+	k := warmSlots(lv, o.Requests)
+	mod := o.module()
+	mod.MaxTokens = 1
+	spec, err := probe.Compile(o.Name+"-warmup", mod)
+	if err != nil {
+		level.Warn(o.Logger).Log("msg", "no warm-up: its request does not compile", "err", err)
+		return
+	}
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for w := 0; w < k; w++ {
+		wg.Go(func() {
+			rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+			defer cancel()
+			<-release
+			res := spec.Run(rctx, client, probe.Call{BaseURL: o.URL, Model: model, Prompt: prompt, Header: o.Header,
+				RequestID: fmt.Sprintf("%s-%s-warmup-%d", o.Name, lv.Slug(), w), StallTimeout: o.StallTimeout})
+			if !res.Success {
+				failed.Add(1)
+			}
+		})
+	}
+	close(release)
+	wg.Wait()
+	if f := failed.Load(); f > 0 && ctx.Err() == nil {
+		level.Warn(o.Logger).Log("msg", "warm-up requests failed; the timed requests follow anyway", "level", lv, "failed", f, "sent", k)
+	}
+}
+
+// timedWindowGC applies GCMemoryLimit (see Options) and returns the function
+// that restores the previous settings; calling it again does nothing.
+func timedWindowGC(limit int64) (restore func()) {
+	if limit <= 0 {
+		return func() {}
+	}
+	runtime.GC() // start the window with the warm-up's garbage collected
+	pct := debug.SetGCPercent(-1)
+	prev := debug.SetMemoryLimit(limit)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			debug.SetGCPercent(pct)
+			debug.SetMemoryLimit(prev)
+		})
+	}
 }
 
 // poller scrapes /metrics every interval with collector.Scrape.
