@@ -253,7 +253,7 @@ func TestShardedStaticTargets(t *testing.T) {
 			want = append(want, tg.Name)
 		}
 		if !slices.Equal(names, want) || len(names) == 0 || len(names) == len(all) {
-			t.Errorf("shard %d runs %v, want discovery.Shard's %v (a proper share)", index, names, want)
+			t.Errorf("shard %d runs %v, want shard.Targets' %v (a proper share)", index, names, want)
 		}
 		for _, n := range names {
 			seen[n]++

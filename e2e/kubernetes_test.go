@@ -35,7 +35,8 @@ const (
 // chart renders them and with the chart's RBAC, against a real kube-apiserver:
 // the chart's renderings are accepted by the API server (with the Prometheus
 // Operator's CRDs), its ServiceAccount may list and watch exactly the kinds
-// discovered, and pods that come, change labels and go are followed.
+// discovered, and pods, Services and EndpointSlices that come, change labels
+// and go are followed (roles pod, service and endpointslice).
 func TestKubernetesDiscovery(t *testing.T) {
 	start := time.Now()
 	k := startKube(t, kubeNS, kubeSA)
@@ -207,6 +208,39 @@ func TestKubernetesDiscovery(t *testing.T) {
 	if after := simRequests(t, simB); after != before {
 		t.Errorf("sim-b served %v requests after its pod was deleted (%v before)", after-before, before)
 	}
+
+	// role endpointslice, through a second vllm_prober with its own rules: an
+	// FQDN slice (IPv4 slices refuse loopback addresses) of a headless Service,
+	// its endpoint pointing at a pod. The name does not resolve here: the
+	// target exists, its probes fail with reason dns.
+	k.kubectlT(t, fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"vllm-headless","namespace":%q},
+"spec":{"clusterIP":"None","ipFamilyPolicy":"SingleStack","ports":[{"name":"http","port":%d}]}}`, kubeNS, port(simB)), "apply", "-f", "-")
+	k.kubectlT(t, fmt.Sprintf(`{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"vllm-fqdn","namespace":%q,
+"labels":{"kubernetes.io/service-name":"vllm-headless"}},"addressType":"FQDN","ports":[{"name":"http","port":%d}],
+"endpoints":[{"addresses":["vllm-es.e2e.invalid"],"conditions":{"ready":true},"targetRef":{"kind":"Pod","name":"vllm-es","namespace":%q}}]}`,
+		kubeNS, port(simB), kubeNS), "apply", "-f", "-")
+	esCfg := filepath.Join(t.TempDir(), "endpointslice.yml")
+	writeFile(t, esCfg, fmt.Sprintf(`
+global: {probe_interval: 1s, scrape_interval: 1s, rate_window: 10s}
+modules: {completions: {prober: completions, prompt: "Say hello.", max_tokens: 4}}
+kubernetes_sd_configs:
+  - {role: endpointslice, kubeconfig_file: %q, namespaces: {names: [%s]}}
+relabel_configs:
+  - {source_labels: [__meta_kubernetes_service_name, __meta_kubernetes_endpointslice_port_name], regex: "vllm-headless;http", action: keep}
+  - {source_labels: [__meta_kubernetes_namespace, __meta_kubernetes_endpointslice_address_target_name], regex: "(.+);(.+)", target_label: __target_name__, replacement: "$1.$2"}
+`, k.kubeconfig, kubeNS))
+	esAddr := freeAddr(t)
+	startProcess(t, "vllm_prober-endpointslice", proberBin, "--config.file="+esCfg, "--web.listen-address="+esAddr)
+	esMetrics := "http://" + esAddr + "/metrics"
+	timed("endpointslice -> probing (start included)", func(ctx context.Context) (bool, error) {
+		m, err := scrapeText(ctx, esMetrics)
+		return seriesValue(m, "vllm_probe_attempts_total", `target="`+kubeNS+`.vllm-es"`) >= 1, err
+	})
+	k.kubectlT(t, "", "delete", "endpointslice", "-n", kubeNS, "vllm-fqdn")
+	timed("endpointslice deleted -> stopped", func(ctx context.Context) (bool, error) {
+		m, err := scrapeText(ctx, esMetrics)
+		return err == nil && !hasSeries(m, "vllm_probe_attempts_total", `target="`+kubeNS+`.vllm-es"`), err
+	})
 
 	// The discovery metrics of Prometheus' kubernetes SD are exported.
 	m, _ = scrapeText(t.Context(), metricsURL)
