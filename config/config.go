@@ -559,7 +559,7 @@ func (m *Module) validate() error {
 	}
 	// These have module keys of their own; two places for one value would be ambiguous.
 	for _, k := range []struct{ body, key string }{
-		{"max_tokens", "max_tokens"}, {"max_completion_tokens", "max_tokens"},
+		{"max_tokens", "max_tokens"}, {"max_completion_tokens", "max_tokens"}, {"max_output_tokens", "max_tokens"},
 		{"temperature", "temperature"}, {"ignore_eos", "ignore_eos"},
 		{"response_format", "response_format"}, {"tools", "tools"}, {"tool_choice", "tool_choice"},
 	} {
