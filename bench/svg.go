@@ -130,7 +130,7 @@ const (
 	svgStyle                       = `font-family="sans-serif" font-size="12"`
 	lineColor, gridColor           = "#e15759", "#dddddd"
 	legendY                        = svgH - 14
-	barGroupWidth                  = 0.7  // of a level's slot
+	barGroupWidth                  = 0.7 // of a level's slot
 	barColorMean, barColorFallback = "#4e79a7", "#bab0ac"
 )
 

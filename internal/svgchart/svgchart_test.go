@@ -33,7 +33,6 @@ func TestNewAxis(t *testing.T) {
 	}
 }
 
-
 // TestStrips: one probe group per probe, the failed ones marked, a circle per
 // measured value, the expected value as a dashed line where given, the line
 // broken at a failure, every text escaped.
