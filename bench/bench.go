@@ -2,7 +2,7 @@
 // method (wait for /v1/models, N requests at fixed concurrency with a fixed
 // prompt, poll /metrics every second) and vLLM's serving benchmark (Poisson
 // request rates with a seed, per-request TTFT/TPOT/ITL/E2E aggregated like
-// calculate_metrics) in one. Every request is measured by prober.Stream and
+// calculate_metrics) in one. Every request is measured by probe.Stream and
 // every /metrics poll is read by collector.Scrape, so the numbers use the same
 // definitions as the daemon's probes and collector.
 //
@@ -25,7 +25,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
-	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // DefaultPrompt is the multi-GPU presets report's fixed prompt.
@@ -91,7 +91,8 @@ type Options struct {
 	URL string
 	// Model to request; empty uses the first id of /v1/models.
 	Model string
-	// Endpoint is config.ProberCompletions (/v1/completions) or config.ProberChat.
+	// Endpoint is the probe kind of the requests: config.ProberCompletions
+	// (/v1/completions), config.ProberChat or config.ProberResponses.
 	Endpoint string
 	// Requests is the number of requests per level.
 	Requests int
@@ -191,9 +192,9 @@ func (o *Options) setDefaults() error {
 	switch o.Endpoint {
 	case "":
 		o.Endpoint = config.ProberCompletions
-	case config.ProberCompletions, config.ProberChat:
+	case config.ProberCompletions, config.ProberChat, config.ProberResponses:
 	default:
-		errs = append(errs, fmt.Errorf("endpoint %q is neither %q nor %q", o.Endpoint, config.ProberCompletions, config.ProberChat))
+		errs = append(errs, fmt.Errorf("endpoint %q is not %q, %q or %q", o.Endpoint, config.ProberCompletions, config.ProberChat, config.ProberResponses))
 	}
 	if o.Requests == 0 {
 		o.Requests = DefaultRequests
@@ -329,8 +330,8 @@ func (r *Report) minSuccessRatio() float64 {
 type LevelResult struct {
 	Level   Level
 	Start   time.Time
-	Results []prober.Result // one per request, in request order; timelines and headers dropped
-	// Texts is each request's whole generated text (prober.Result.GeneratedText),
+	Results []probe.Result // one per request, in request order; timelines and headers dropped
+	// Texts is each request's whole generated text (probe.Result.GeneratedText),
 	// in request order, when SaveDetailed asked for vLLM's generated_texts; nil otherwise.
 	Texts   []string
 	Metrics Metrics

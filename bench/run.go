@@ -25,7 +25,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
-	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // Run benchmarks the server at every level of opts. It returns the levels that
@@ -60,6 +60,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		// The one User-Agent of vllm_prober (internal/httpclient).
 		client = &http.Client{Transport: commoncfg.NewUserAgentRoundTripper(httpclient.UserAgent(), tr)}
 	}
+	spec, err := probe.Compile(opts.Name, opts.module())
+	if err != nil {
+		return nil, err
+	}
 	models, err := waitReady(ctx, client, &opts)
 	if err != nil {
 		return nil, err
@@ -88,7 +92,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		level.Warn(opts.Logger).Log("msg", "model not listed by /v1/models; sending it anyway", "model", rep.Model)
 	}
 	for _, lv := range opts.Levels() {
-		lr, err := runLevel(ctx, client, &opts, rep.Model, lv)
+		lr, err := runLevel(ctx, client, &opts, spec, rep.Model, lv)
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", lv, err)
 		}
@@ -136,22 +140,22 @@ func fetchModels(ctx context.Context, client *http.Client, o *Options) ([]modelC
 	return vllmapi.Models(rctx, client, o.URL, o.Header)
 }
 
-// requestBody is the JSON body of request i: vLLM's benchmark client's body
-// (vLLM's benchmarks/backend_request_func.py) with our prompt.
-func requestBody(o *Options, model, prompt string) map[string]any {
-	body := map[string]any{"model": model, "temperature": o.Temperature}
-	if o.IgnoreEOS {
-		body["ignore_eos"] = true
+// module is the probe module bench sends, compiled once per run like a
+// configured module: vLLM's benchmark client's request
+// (benchmarks/backend_request_func.py) of the endpoint's kind. Each request
+// asks its own prompt (probe.Call.Prompt); bench sends no nonce.
+func (o *Options) module() config.Module {
+	mod := config.Module{Prober: o.Endpoint, MaxTokens: o.MaxTokens, Temperature: o.Temperature, IgnoreEOS: o.IgnoreEOS}
+	switch o.Endpoint {
+	case config.ProberChat:
+		mod.Messages = []config.Message{{Role: "user", Content: o.Prompt}}
+	case config.ProberCompletions:
+		mod.Prompt = o.Prompt
+		mod.ExtraBody = map[string]any{"repetition_penalty": 1.0}
+	default:
+		mod.Prompt = o.Prompt
 	}
-	if o.Endpoint == config.ProberChat {
-		body["messages"] = []map[string]string{{"role": "user", "content": prompt}}
-		body["max_completion_tokens"] = o.MaxTokens
-	} else {
-		body["prompt"] = prompt
-		body["max_tokens"] = o.MaxTokens
-		body["repetition_penalty"] = 1.0
-	}
-	return body
+	return mod
 }
 
 // promptWords feed random prompts; each is one token in common BPE vocabularies.
@@ -209,11 +213,11 @@ func arrivals(rate float64, n int, seed uint64) []time.Duration {
 }
 
 // runLevel runs one level: the requests, the /metrics poller and the progress bar.
-func runLevel(ctx context.Context, client *http.Client, o *Options, model string, lv Level) (*LevelResult, error) {
+func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.Spec, model string, lv Level) (*LevelResult, error) {
 	lr := &LevelResult{Level: lv}
 	n := o.Requests
 	ps := prompts(o, lv, n)
-	results := make([]prober.Result, n)
+	results := make([]probe.Result, n)
 	var texts []string // vLLM's generated_texts, for --save-detailed
 	if o.SaveDetailed {
 		texts = make([]string, n)
@@ -237,18 +241,16 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 	one := func(i int) {
 		rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 		defer cancel()
-		h := o.Header.Clone()
-		if h == nil {
-			h = http.Header{}
-		}
-		h.Set("X-Request-Id", fmt.Sprintf("%s-%s-%d", o.Name, lv.Slug(), i))
-		res := prober.Stream(rctx, client, prober.StreamRequest{
-			BaseURL: o.URL, Kind: o.Endpoint, Body: requestBody(o, model, ps[i]), Header: h, StallTimeout: o.StallTimeout,
-			// --save-detailed writes vLLM's generated_texts: the whole text of each request.
-			Capture: texts != nil, FullText: texts != nil,
-		})
+		call := probe.Call{BaseURL: o.URL, Model: model, Prompt: ps[i], Header: o.Header,
+			RequestID: fmt.Sprintf("%s-%s-%d", o.Name, lv.Slug(), i), StallTimeout: o.StallTimeout}
+		var text string
 		if texts != nil {
-			texts[i] = o.red.String(res.GeneratedText())
+			// --save-detailed writes vLLM's generated_texts: the whole text of each request.
+			call.Output = &text
+		}
+		res := spec.Run(rctx, client, call)
+		if texts != nil {
+			texts[i] = o.red.String(text)
 		}
 		res.Events, res.RequestHeader, res.ResponseHeader = nil, nil, nil
 		res.Scrub(o.red)
@@ -361,28 +363,23 @@ func warmSlots(lv Level, n int) int {
 // warm-up is logged (the timed requests then report the server's state).
 func warmUp(ctx context.Context, client *http.Client, o *Options, model string, lv Level, prompt string) {
 	k := warmSlots(lv, o.Requests)
-	body := requestBody(o, model, prompt)
-	if o.Endpoint == config.ProberChat {
-		body["max_completion_tokens"] = 1
-	} else {
-		body["max_tokens"] = 1
+	mod := o.module()
+	mod.MaxTokens = 1
+	spec, err := probe.Compile(o.Name+"-warmup", mod)
+	if err != nil {
+		level.Warn(o.Logger).Log("msg", "no warm-up: its request does not compile", "err", err)
+		return
 	}
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	release := make(chan struct{})
 	for w := 0; w < k; w++ {
 		wg.Go(func() {
-			h := o.Header.Clone()
-			if h == nil {
-				h = http.Header{}
-			}
-			h.Set("X-Request-Id", fmt.Sprintf("%s-%s-warmup-%d", o.Name, lv.Slug(), w))
 			rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 			defer cancel()
 			<-release
-			res := prober.Stream(rctx, client, prober.StreamRequest{
-				BaseURL: o.URL, Kind: o.Endpoint, Body: body, Header: h, StallTimeout: o.StallTimeout,
-			})
+			res := spec.Run(rctx, client, probe.Call{BaseURL: o.URL, Model: model, Prompt: prompt, Header: o.Header,
+				RequestID: fmt.Sprintf("%s-%s-warmup-%d", o.Name, lv.Slug(), w), StallTimeout: o.StallTimeout})
 			if !res.Success {
 				failed.Add(1)
 			}

@@ -54,7 +54,7 @@ func TestConfigCheck(t *testing.T) {
 	}
 
 	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../config/testdata/invalid-prober.yml")
-	want := "vllm_prober --config.check: ../../config/testdata/invalid-prober.yml: module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat or embeddings)\n"
+	want := "vllm_prober --config.check: ../../config/testdata/invalid-prober.yml: module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat, embeddings or responses)\n"
 	if code != 1 || !strings.HasPrefix(stderr, want) {
 		t.Errorf("--config.check on a bad file = %d, want 1 and %s; stderr:\n%s", code, want, stderr)
 	}

@@ -1,4 +1,4 @@
-package regression
+package compare
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
@@ -28,12 +30,11 @@ func startStack(t *testing.T, cfg *config.Config, probeTimeout, window time.Dura
 		cfg.Targets[i].ProbeTimeout = model.Duration(probeTimeout)
 	}
 	reg := prometheus.NewRegistry()
-	pm := prober.NewManager(reg, nil)
-	var rc *Collector
-	cm := collector.NewManager(reg, nil, pm, collector.BaselinesFunc(func(target string) (float64, bool) { return rc.SaturationOutputThroughput(target) }))
-	rc = New(reg, nil, FromProber(pm), cm)
-	pm.SetLoadSource(cm.LoadDuring)
-	rc.SetWindow(window)
+	red := redact.New()
+	clients := httpclient.New(red)
+	cm := collector.NewManager(collector.Options{Registerer: reg, Clients: clients})
+	pm := prober.NewManager(prober.Options{Registerer: reg, Clients: clients, Redactor: red, Load: cm.LoadDuring})
+	rc := New(Options{Registerer: reg, Probes: FromProber(pm), Server: cm, Window: window})
 	for _, apply := range []func(*config.Config) error{pm.Apply, cm.Apply, rc.Apply} {
 		if err := apply(cfg); err != nil {
 			t.Fatal(err)

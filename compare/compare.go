@@ -1,7 +1,9 @@
-package regression
+package compare
 
 import (
 	"math"
+
+	"github.com/vllm-prober/vllm_prober/prober"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
 )
@@ -15,7 +17,7 @@ type Comparison struct {
 	// Expected is the baseline at the loads the window's probes saw (at
 	// Load while no probe of the window succeeded).
 	Expected baseline.Expectation
-	Live     ProbeMeans
+	Live     prober.Means
 	// TTFT and TPOT are the regression ratios (vllm_probe_regression_ratio:
 	// the median of the window's per-probe live / expected; above 1 is
 	// worse), NaN when unknown.
@@ -60,7 +62,7 @@ func (c *Collector) Compare(target, module string) (Comparison, bool) {
 // latencyRatio is vllm_probe_regression_ratio of a latency metric, from the
 // window's per-probe ratios (probeExpectation): NaN without successful probes
 // or an expectation at their loads.
-func latencyRatio(m baseline.Metric, ratios map[baseline.Metric]float64, live ProbeMeans, ok bool) float64 {
+func latencyRatio(m baseline.Metric, ratios map[baseline.Metric]float64, live prober.Means, ok bool) float64 {
 	if v, found := ratios[m]; found && live.N > 0 && ok {
 		return v
 	}

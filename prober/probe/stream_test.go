@@ -1,4 +1,4 @@
-package prober
+package probe
 
 import (
 	"context"
@@ -235,12 +235,12 @@ func TestStreamRequest(t *testing.T) {
 	if res.RequestHeader.Get("X-Request-Id") != "abc" || res.ResponseHeader.Get("Content-Type") == "" {
 		t.Errorf("result headers: request %v response %v", res.RequestHeader, res.ResponseHeader)
 	}
-	if got := kinds(res.Events); !slices.Contains(got, EventRole) || !slices.Contains(got, EventUsage) || got[len(got)-1] != EventDone {
+	if got := timelineKinds(res.Events); !slices.Contains(got, EventRole) || !slices.Contains(got, EventUsage) || got[len(got)-1] != EventDone {
 		t.Errorf("timeline = %v", got)
 	}
 }
 
-func kinds(evs []Event) []EventKind {
+func timelineKinds(evs []Event) []EventKind {
 	var out []EventKind
 	for _, e := range evs {
 		out = append(out, e.Kind)
@@ -403,7 +403,7 @@ func TestStreamFailureReasons(t *testing.T) {
 			} else if res.Err != tc.wantErr {
 				t.Errorf("err = %q\nwant  %q", res.Err, tc.wantErr)
 			}
-			if kinds := kinds(res.Events); len(kinds) == 0 || kinds[len(kinds)-1] != EventFailed {
+			if kinds := timelineKinds(res.Events); len(kinds) == 0 || kinds[len(kinds)-1] != EventFailed {
 				t.Errorf("timeline %v does not end in %q", kinds, EventFailed)
 			}
 		})

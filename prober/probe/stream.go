@@ -1,4 +1,4 @@
-package prober
+package probe
 
 import (
 	"bytes"
@@ -105,13 +105,33 @@ var errStalled = errors.New("stalled")
 // Stream never panics on server input and the Result's Err never carries
 // credentials or request headers.
 func Stream(ctx context.Context, client *http.Client, req StreamRequest) Result {
-	s := &streamer{}
-	if req.Capture {
+	res, gen := send(ctx, client, req, nil)
+	if req.Output != nil && gen != nil {
+		*req.Output = gen.text.String()
+	}
+	return res
+}
+
+// send sends req as its kind does, and returns the result and, when req
+// asked for it (Capture), the generated output. mod is the module probed,
+// nil outside a Spec.
+func send(ctx context.Context, client *http.Client, req StreamRequest, mod *config.Module) (Result, *generated) {
+	k, ok := kinds[req.Kind]
+	if !ok {
+		return Result{Start: time.Now(), Reason: ReasonMalformed, Err: sanitize(fmt.Sprintf("unknown probe kind %q", req.Kind))}, nil
+	}
+	if k.events == nil {
+		if mod == nil {
+			mod = &config.Module{}
+		}
+		return k.send(ctx, client, req, mod), nil
+	}
+	s := &streamer{dec: k.events()}
+	if req.Capture || req.Output != nil {
 		s.gen = &generated{unbounded: req.FullText}
 	}
-	s.run(ctx, client, req)
-	s.res.gen = s.gen
-	return s.res
+	s.run(ctx, client, req, k)
+	return s.res, s.gen
 }
 
 type streamer struct {
@@ -119,7 +139,8 @@ type streamer struct {
 	t0    time.Time
 	phase string // what the probe is doing, for a failure's Phase
 
-	gen *generated // the output, when the request asks for it
+	gen *generated   // the output, when the request asks for it
+	dec eventDecoder // the kind's reading of its events
 
 	mu       sync.Mutex // guards events: httptrace hooks may run on other goroutines
 	events   []Event
@@ -162,7 +183,8 @@ func (s *streamer) fail(reason Reason, format string, args ...any) {
 	s.event(EventFailed, 0)
 }
 
-func (s *streamer) run(ctx context.Context, client *http.Client, req StreamRequest) {
+func (s *streamer) run(ctx context.Context, client *http.Client, req StreamRequest, k *kind) {
+	path := k.path
 	defer func() {
 		s.mu.Lock()
 		// An exact-size copy: appending left up to twice the capacity
@@ -173,10 +195,6 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 	if client == nil {
 		client = http.DefaultClient
 	}
-	path := "/v1/completions"
-	if req.Kind == config.ProberChat {
-		path = "/v1/chat/completions"
-	}
 	s.phase = PhaseRequest
 	s.res.Request = http.MethodPost + " " + path
 	endpoint, err := url.Parse(strings.TrimRight(req.BaseURL, "/") + path)
@@ -185,7 +203,7 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 		s.fail(ReasonConnection, "invalid target URL: %v", redactErr(err))
 		return
 	}
-	body, err := json.Marshal(streamBody(req.Body))
+	body, err := json.Marshal(k.streamBody(req.Body))
 	if err != nil {
 		s.res.Start = time.Now()
 		s.fail(ReasonMalformed, "encoding request body: %v", err)
@@ -283,76 +301,12 @@ func (r *stallReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// chunk is the union of the SSE payloads vLLM sends on both endpoints. The
-// reader only asks whether a chunk carries generated text, so the text fields
-// are decoded into booleans ([text], [toolCalls], [objectError]) rather than
-// copied: a probe decodes one chunk per token.
-type chunk struct {
-	Choices []struct {
-		Text  text `json:"text"`
-		Delta struct {
-			Role             text      `json:"role"`
-			Content          text      `json:"content"`
-			ReasoningContent text      `json:"reasoning_content"`
-			Reasoning        text      `json:"reasoning"`
-			ToolCalls        toolCalls `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-	// Mid-stream errors: {"error":{...}} (≥ v0.10.1) or flat {"object":"error",...}.
-	Error  json.RawMessage `json:"error"`
-	Object objectError     `json:"object"`
-}
-
-// text is whether a JSON string is non-empty. null is empty; any other kind
-// of value is an error, as it is for a string field.
-type text bool
-
-func (t *text) UnmarshalJSON(b []byte) error {
-	// b is one valid JSON value without surrounding space: encoding/json
-	// checks the whole input before it decodes.
-	switch b[0] {
-	case '"':
-		*t = len(b) > 2
-	case 'n':
-		*t = false
-	default:
-		return fmt.Errorf("want a string, got %.20s", b)
-	}
-	return nil
-}
-
-// objectError is whether a JSON string is "error".
-type objectError bool
-
-func (o *objectError) UnmarshalJSON(b []byte) error {
-	var t text
-	if err := t.UnmarshalJSON(b); err != nil {
-		return err
-	}
-	*o = string(b) == `"error"`
-	return nil
-}
-
-// toolCalls is whether a delta's tool_calls holds anything: not null and not [].
-type toolCalls bool
-
-func (c *toolCalls) UnmarshalJSON(b []byte) error {
-	*c = string(b) != "null" && string(b) != "[]"
-	return nil
-}
-
 func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Duration) {
 	var (
 		last          time.Duration
 		contentEvents int
 		usageOut      int
 		haveUsage     bool
-		c             chunk
 		text          strings.Builder // the start of the generated text
 	)
 	finish := func() {
@@ -383,13 +337,24 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			case errors.Is(err, errLineTooLong), errors.Is(err, errEventTooLong):
 				s.fail(ReasonMalformed, "reading stream: %v", err)
 			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-				s.fail(ReasonTruncated, "stream ended without data: [DONE] after %d content events", contentEvents)
+				s.fail(ReasonTruncated, "stream ended without %s after %d content events", s.dec.end(), contentEvents)
 			default:
 				s.fail(ReasonTruncated, "stream broken after %d content events: %v", contentEvents, redactErr(err))
 			}
 			return
 		}
-		if string(bytes.TrimSpace(data)) == "[DONE]" {
+		ev, err := s.dec.decode(data)
+		if err != nil {
+			s.fail(ReasonMalformed, "invalid JSON in SSE event %d: %v", contentEvents+1, err)
+			return
+		}
+		if ev.usage {
+			haveUsage = true
+			usageOut = ev.completion
+			s.res.PromptTokens = ev.promptTokens
+		}
+		switch ev.kind {
+		case EventDone:
 			s.eventAt(now, EventDone, len(data))
 			if contentEvents == 0 {
 				s.fail(ReasonEmptyOutput, "stream completed without generated text")
@@ -397,42 +362,22 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			}
 			s.res.Success = true
 			return
-		}
-		// c and its choices are reused from event to event; encoding/json
-		// decodes into the old elements of a slice, so they are zeroed first.
-		clear(c.Choices[:cap(c.Choices)])
-		c = chunk{Choices: c.Choices[:0]}
-		if err := json.Unmarshal(data, &c); err != nil {
-			s.fail(ReasonMalformed, "invalid JSON in SSE event %d: %v", contentEvents+1, err)
-			return
-		}
-		if hasJSON(c.Error) || bool(c.Object) {
+		case EventError:
 			s.eventAt(now, EventError, len(data))
-			_, msg := parseErrorBody(data)
-			s.fail(ReasonStreamError, "error event in stream after %d content events: %s", contentEvents, msg)
+			s.fail(ReasonStreamError, "error event in stream after %d content events: %s", contentEvents, ev.err)
 			return
-		}
-		content, role, finishErr := false, false, false
-		for _, ch := range c.Choices {
-			d := ch.Delta
-			switch {
-			case bool(ch.Text || d.Content || d.ReasoningContent || d.Reasoning) || bool(d.ToolCalls):
-				content = true
-			case bool(d.Role):
-				role = true
+		case EventContent:
+			if s.gen != nil {
+				s.dec.capture(s.gen, data)
 			}
-			if ch.FinishReason != nil && *ch.FinishReason == "error" {
-				finishErr = true
-			}
-		}
-		if content && s.gen != nil {
-			s.gen.add(data)
-		}
-		switch {
-		case content:
 			s.eventAt(now, EventContent, len(data))
 			if text.Len() < maxTextExcerpt {
-				appendText(&text, data)
+				s.dec.text(&text, data)
+				if text.Len() > maxTextExcerpt {
+					t := excerpt([]byte(text.String()), maxTextExcerpt)
+					text.Reset()
+					text.WriteString(t)
+				}
 			}
 			if contentEvents == 0 {
 				s.res.TTFT = now
@@ -441,52 +386,14 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			}
 			last = now
 			contentEvents++
-		case role:
-			s.eventAt(now, EventRole, len(data))
-		case len(c.Choices) > 0:
-			s.eventAt(now, EventEmpty, len(data))
+		case 0:
+		default:
+			s.eventAt(now, ev.kind, len(data))
 		}
-		if c.Usage != nil {
-			if len(c.Choices) == 0 {
-				s.eventAt(now, EventUsage, len(data))
-			}
-			haveUsage = true
-			usageOut = c.Usage.CompletionTokens
-			s.res.PromptTokens = c.Usage.PromptTokens
-		}
-		if finishErr {
+		if ev.finishErr {
 			s.fail(ReasonStreamError, `finish_reason "error" after %d content events`, contentEvents)
 			return
 		}
-	}
-}
-
-// appendText adds the generated text of a content event to b, up to
-// maxTextExcerpt bytes. Only the first events of a probe pay for decoding the
-// strings.
-func appendText(b *strings.Builder, data []byte) {
-	var c struct {
-		Choices []struct {
-			Text  string `json:"text"`
-			Delta struct {
-				Content          string `json:"content"`
-				ReasoningContent string `json:"reasoning_content"`
-				Reasoning        string `json:"reasoning"`
-			} `json:"delta"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(data, &c) != nil {
-		return
-	}
-	for _, ch := range c.Choices {
-		for _, t := range []string{ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Text, ch.Delta.Content} {
-			b.WriteString(t)
-		}
-	}
-	if b.Len() > maxTextExcerpt {
-		t := excerpt([]byte(b.String()), maxTextExcerpt)
-		b.Reset()
-		b.WriteString(t)
 	}
 }
 

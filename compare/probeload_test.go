@@ -1,9 +1,11 @@
-package regression
+package compare
 
 import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/prober"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
 )
@@ -19,8 +21,8 @@ func (p probeLog) Model(string) string { return "m" }
 
 func (p probeLog) Window(_, _ string) ProbeWindow { return p }
 
-func (p probeLog) MeanStats(since time.Time) ProbeMeans {
-	var m ProbeMeans
+func (p probeLog) Means(since time.Time) prober.Means {
+	var m prober.Means
 	var nLoad int
 	for _, r := range p {
 		if r.start.Before(since) {
@@ -39,7 +41,7 @@ func (p probeLog) MeanStats(since time.Time) ProbeMeans {
 	}
 	if m.N == 0 {
 		nan := math.NaN()
-		return ProbeMeans{TTFT: nan, TPOT: nan, ITL: nan, E2E: nan, OutputTokens: nan, Load: nan}
+		return prober.Means{TTFT: nan, TPOT: nan, ITL: nan, E2E: nan, OutputTokens: nan, Load: nan}
 	}
 	n := float64(m.N)
 	m.NTPOT, m.NITL, m.NLoad = m.N, m.N, nLoad
@@ -95,7 +97,7 @@ func TestProbeExpectationPerProbeLoad(t *testing.T) {
 		{"every load known", log[:6]},
 		// A probe without load is left out, means included: its slice's
 		// load sum is turned back from the mean with the count of probes
-		// that knew theirs (ProbeMeans.NLoad), so it neither borrows a
+		// that knew theirs (prober.Means.NLoad), so it neither borrows a
 		// neighbour's load nor biases it.
 		{"one load unknown", log},
 	} {

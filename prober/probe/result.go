@@ -1,4 +1,4 @@
-package prober
+package probe
 
 import (
 	"net/http"
@@ -37,20 +37,10 @@ func Reasons() []Reason {
 	}
 }
 
-// Skip reasons: why a scheduled probe did not start (label reason of vllm_probe_skipped_total).
-const (
-	SkipBudget      = "budget"      // the target's token budget per hour would be exceeded
-	SkipInFlight    = "in_flight"   // the previous probe of the pair is still running
-	SkipConcurrency = "concurrency" // max_concurrent_probes probes are already running
-)
-
-// SkipReasons lists every skip reason.
-func SkipReasons() []string { return []string{SkipBudget, SkipInFlight, SkipConcurrency} }
-
 // StreamRequest is one streaming completion to send.
 type StreamRequest struct {
 	BaseURL      string         // target root, e.g. http://127.0.0.1:8000
-	Kind         string         // config.ProberCompletions | config.ProberChat
+	Kind         string         // a module's prober: completions, chat, embeddings or responses
 	Body         map[string]any // full JSON body; Stream forces stream=true and stream_options.include_usage=true
 	Header       http.Header    // extra headers (X-Request-Id etc.)
 	StallTimeout time.Duration  // 0 disables stall detection
@@ -60,6 +50,10 @@ type StreamRequest struct {
 	// FullText lifts Capture's bound: the whole generated text is kept, as
 	// vLLM's benchmark client keeps generated_text (bench --save-detailed).
 	FullText bool
+	// Output, when not nil, receives the generated text Stream kept (it
+	// implies Capture). Unlike Result.Text it is neither cut nor scrubbed:
+	// the caller owns what it writes.
+	Output *string
 }
 
 // Event is one entry of a probe's timeline.
@@ -114,7 +108,7 @@ type Result struct {
 	OutputTokens int
 	// Load is running + waiting + 1 (the probe) of the target over the
 	// probe's lifetime: the mean over the scrape it started into and the
-	// scrapes during it, from the Manager's load source (SetLoadSource); NaN
+	// scrapes during it, from the Manager's load source (Options.Load); NaN
 	// when unknown. Stream alone leaves it 0.
 	Load float64
 	// OutputTokensFromUsage is false when the server sent no usage (or a zero
@@ -132,20 +126,6 @@ type Result struct {
 	Answer AnswerVerdict
 	// Dimension is the vector length of an embeddings probe, 0 otherwise.
 	Dimension int
-
-	gen           *generated // the captured output until the checks ran
-	packedHeaders string     // both headers, as the history keeps them (packHeaders)
-}
-
-// GeneratedText is the text the stream generated when its request set
-// Capture (whole with FullText, else up to 64 KiB), "" otherwise or once the
-// manager ran the output checks on it. Unlike Text it is neither cut nor
-// scrubbed: the caller owns what it writes.
-func (r *Result) GeneratedText() string {
-	if r.gen == nil {
-		return ""
-	}
-	return r.gen.text.String()
 }
 
 // OutputTokensPerSecond is OutputTokens / E2E, 0 when undefined: for failed
@@ -155,4 +135,15 @@ func (r *Result) OutputTokensPerSecond() float64 {
 		return 0
 	}
 	return float64(r.OutputTokens) / r.E2E.Seconds()
+}
+
+// TPOT is vLLM's time per output token of one request: (E2E − TTFT)/(out − 1),
+// defined only when out > 1 (vLLM's benchmarks/benchmark_serving.py
+// calculate_metrics: `if output_len > 1: tpots.append((latency - ttft) /
+// (output_len - 1))`). The prober, the regression series and bench all use it.
+func TPOT(ttft, e2e time.Duration, outputTokens int) (time.Duration, bool) {
+	if outputTokens <= 1 || e2e <= 0 {
+		return 0, false
+	}
+	return (e2e - ttft) / time.Duration(outputTokens-1), true
 }

@@ -1,9 +1,11 @@
-package regression
+package compare
 
 import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/prober"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
 )
@@ -16,7 +18,7 @@ const probeSlices = 16
 
 // probeExpectation is the baseline's expectation for the probes of (target,
 // module) that started in [now−window, now), each compared at the load it
-// met over its lifetime (ProbeMeans.Load: running + waiting + 1, the mean of
+// met over its lifetime (prober.Means.Load: running + waiting + 1, the mean of
 // the scrape it started into and the scrapes during it), not at the load of
 // the moment: a probe that queued behind a burst is compared with
 // the baseline at the burst's load, and an idle probe with the idle
@@ -35,10 +37,10 @@ const probeSlices = 16
 // left out when others did; when none did, fallbackLoad (the latest scraped
 // load) stands in. ok is false when no probe of the window has an
 // expectation.
-func probeExpectation(src ProbeSource, b *baseline.Curve, target, module string, now time.Time, window time.Duration, fallbackLoad float64) (live ProbeMeans, exp baseline.Expectation, ratios map[baseline.Metric]float64, ok bool) {
+func probeExpectation(src interface{ Window(target, module string) ProbeWindow }, b *baseline.Curve, target, module string, now time.Time, window time.Duration, fallbackLoad float64) (live prober.Means, exp baseline.Expectation, ratios map[baseline.Metric]float64, ok bool) {
 	since := now.Add(-window)
 	w := src.Window(target, module)
-	all := w.MeanStats(since)
+	all := w.Means(since)
 	nan := math.NaN()
 	exp = baseline.Expectation{Concurrency: nan, TTFTMean: nan, TPOTMean: nan, ITLMean: nan, E2EMean: nan,
 		TTFTP99: nan, TPOTP99: nan, ITLP99: nan, E2EP99: nan, OutputThroughput: nan}
@@ -52,7 +54,7 @@ func probeExpectation(src ProbeSource, b *baseline.Curve, target, module string,
 		load, out, ttft, tpot, itl, e2e float64
 	}
 	at := func(t time.Time) sums {
-		m := w.MeanStats(t)
+		m := w.Means(t)
 		if m.N == 0 {
 			return sums{}
 		}
@@ -138,7 +140,7 @@ func probeExpectation(src ProbeSource, b *baseline.Curve, target, module string,
 	if n.n == 0 {
 		return all, exp, nil, false
 	}
-	live = ProbeMeans{TTFT: lTTFT.mean(), TPOT: lTPOT.mean(), ITL: lITL.mean(), E2E: lE2E.mean(),
+	live = prober.Means{TTFT: lTTFT.mean(), TPOT: lTPOT.mean(), ITL: lITL.mean(), E2E: lE2E.mean(),
 		OutputTokens: lOut.mean(), Load: load.mean(), N: int(math.Round(n.n))}
 	exp.Concurrency, exp.TTFTMean, exp.TPOTMean, exp.ITLMean, exp.E2EMean = load.mean(), ttft.mean(), tpot.mean(), itl.mean(), e2e.mean()
 	ratios = map[baseline.Metric]float64{}

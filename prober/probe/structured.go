@@ -1,4 +1,4 @@
-package prober
+package probe
 
 import (
 	"encoding/json"

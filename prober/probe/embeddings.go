@@ -1,4 +1,4 @@
-package prober
+package probe
 
 import (
 	"bytes"
@@ -21,23 +21,20 @@ const maxEmbeddingBody = 8 << 20
 
 // embeddingsBody builds the /v1/embeddings body of a module: its prompt (with
 // the nonce in front) as the one input, floats as the encoding.
-func embeddingsBody(mod *config.Module, model, nonce string) map[string]any {
-	input := mod.Prompt
-	if mod.Nonce {
-		input = nonce + " " + input
-	}
-	body := map[string]any{"model": model, "input": input, "encoding_format": "float"}
+func embeddingsBody(mod *config.Module, model, prompt string) map[string]any {
+	body := map[string]any{"model": model, "input": prompt, "encoding_format": "float"}
 	for k, v := range mod.ExtraBody {
 		body[k] = answer.JSONable(v)
 	}
 	return body
 }
 
-// Embed sends one /v1/embeddings request (vLLM's pooling API) and checks its
-// answer: one vector, of wantDim values when wantDim > 0, finite and with a
-// non-zero norm. E2E is t0 → the whole response read; the probe has no
-// tokens to time, so TTFT, ITL and TPOT stay 0.
-func Embed(ctx context.Context, client *http.Client, req StreamRequest, wantDim int) Result {
+// embed sends one /v1/embeddings request (vLLM's pooling API) and checks its
+// answer: one vector, of mod.ExpectedDimension values when that is set,
+// finite and with a non-zero norm. E2E is t0 → the whole response read; the
+// probe has no tokens to time, so TTFT, ITL and TPOT stay 0.
+func embed(ctx context.Context, client *http.Client, req StreamRequest, mod *config.Module) Result {
+	wantDim := mod.ExpectedDimension
 	var res Result
 	if client == nil {
 		client = http.DefaultClient

@@ -1,25 +1,26 @@
-// Package regression compares live probe and server measurements with the
-// benchmark baselines of the configuration. It exports each baseline's points
-// (vllm_baseline_*), and per target the values the baseline expects,
-// interpolated on the baseline curve at concurrency running + waiting (from
-// the collector) + 1 (the probe itself), with regression ratios oriented so
-// that above 1 is worse than the baseline. Probe latencies are compared at
-// the load each probe met over its lifetime (prober.Result.Load); server-side
-// figures at the latest scraped load.
+// Package compare joins what the prober measures, what the collector scrapes
+// and the benchmark baselines of the configuration: every series that needs
+// more than one of them. It exports each baseline's points (vllm_baseline_*);
+// per target the values the baseline expects, interpolated on the baseline
+// curve at concurrency running + waiting (from the collector) + 1 (the probe
+// itself), and regression ratios oriented so that above 1 is worse than the
+// baseline (probe latencies compared at the load each probe met over its
+// lifetime, probe.Result.Load; server-side figures at the latest scraped
+// load); and the TTFT gap between the probes and the server and the
+// server's headroom (join.go).
 //
-// Every value is computed at scrape time from a ProbeSource (the prober) and a
-// ServerSource (the collector); the series' labels are built once per target
-// (and resolved model) after SetTargets, and the baseline point series once
-// per SetTargets (series.go); the Collector also gives the collector the
-// baselines' saturation throughput (collector.Baselines), through the daemon
-// (collector.BaselinesFunc), so that neither is set on the other.
-package regression
+// Every value is computed at scrape time from a ProbeSource (the prober) and
+// a ServerSource (the collector), which never read this package; the
+// series' labels are built once per target (and resolved model) after
+// SetTargets, and the baseline point series once per SetTargets (series.go).
+package compare
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,33 +36,12 @@ import (
 
 // The daemon's managers fit the interfaces.
 var (
-	_ collector.Baselines = (*Collector)(nil)
-	_ ServerSource        = (*collector.Manager)(nil)
-	_ StatsSource         = (*prober.Manager)(nil)
+	_ ServerSource = (*collector.Manager)(nil)
+	_ StatsSource  = (*prober.Manager)(nil)
 )
 
-// ProbeMeans are the means of the successful probes of one (target, module)
-// in a window. Latencies are in seconds; a value no probe measured is NaN.
-type ProbeMeans struct {
-	TTFT float64 // mean time to first token
-	TPOT float64 // mean of per-probe (E2E-TTFT)/(out-1), probes with out > 1
-	ITL  float64 // mean of every inter-token gap of every probe (pooled)
-	E2E  float64 // mean end-to-end latency
-	// OutputTokens is the mean output tokens per successful probe, used to
-	// scale the baseline's latencies to the probe's length.
-	OutputTokens float64
-	// Load is the mean running + waiting + 1 the probes met over their
-	// lifetimes, NaN when unknown.
-	Load float64
-	N    int // successful probes
-	// NTPOT, NITL and NLoad are the counts TPOT, ITL and Load are means
-	// over (probes with more than one token, inter-token gaps, probes that
-	// knew their load), as prober.Means has them.
-	NTPOT, NITL, NLoad int
-}
-
-// Mean returns the live value of a latency metric, NaN for others.
-func (p ProbeMeans) Mean(m baseline.Metric) float64 {
+// liveMean returns the live value of a latency metric, NaN for others.
+func liveMean(p prober.Means, m baseline.Metric) float64 {
 	switch m {
 	case baseline.MetricTTFT:
 		return p.TTFT
@@ -83,13 +63,17 @@ type ProbeSource interface {
 	Window(target, module string) ProbeWindow
 	// Model is the resolved model of target, "" if unknown.
 	Model(target string) string
+	// MeanTTFT is the mean TTFT in seconds of the successful probes of
+	// target (all modules) that started at or after since, and how many
+	// there were.
+	MeanTTFT(target string, since time.Time) (seconds float64, n int)
 }
 
 // ProbeWindow is one snapshot of a (target, module)'s probe statistics.
 type ProbeWindow interface {
-	// MeanStats returns the means of the successful probes that started at
+	// Means returns the means of the successful probes that started at
 	// or after since.
-	MeanStats(since time.Time) ProbeMeans
+	Means(since time.Time) prober.Means
 }
 
 // ServerSource is what the regression series need from the collector;
@@ -101,6 +85,9 @@ type ServerSource interface {
 	// request lifetime over the rate window: what one request receives,
 	// however busy the server is.
 	StreamOutputTokensPerSecond(target string) (float64, bool)
+	// View is what the last scrapes of target tell (join.go); false when
+	// its last scrape failed.
+	View(target string) (collector.View, bool)
 }
 
 // Collector exports the baseline and regression series. It is an unchecked
@@ -114,14 +101,15 @@ type Collector struct {
 	mu     sync.RWMutex
 	state  *state
 	loaded *loadedConfig // the baselines of the configuration, read once by ApplyConfig
-	window time.Duration // fixed probe window; 0 derives it per target
+	window time.Duration // fixed probe window (Options.Window); 0 derives it per target
 }
 
 type state struct {
 	static    []string           // static label names, sorted
 	baselines []*loaded          // configuration order
 	byName    map[string]*loaded // by configuration name
-	targets   []target           // configuration order
+	targets   []target           // configuration order, the targets with a baseline
+	scraped   []scraped          // the targets the collector scrapes, sorted by name (join.go)
 	byTarget  map[string]*loaded // target name -> its baseline
 	descs     map[string]*prometheus.Desc
 	// points are the baselines' vllm_baseline_* series, constant until
@@ -143,25 +131,32 @@ type target struct {
 	series                *seriesCache // the target's series, built at its first scrape
 }
 
-// New returns a Collector registered with reg (when not nil). probes and
-// server may be nil: the per-target series are then not exported.
-func New(reg prometheus.Registerer, logger log.Logger, probes ProbeSource, server ServerSource) *Collector {
+// Options configure a Collector.
+type Options struct {
+	// Registerer receives the Collector (unchecked); nil: none.
+	Registerer prometheus.Registerer
+	Logger     log.Logger
+	// Probes and Server are read at every scrape; without either the
+	// per-target series are not exported (the baselines' points are).
+	Probes ProbeSource
+	Server ServerSource
+	// Window fixes how far back the probes' means reach; 0 (the default)
+	// takes the larger of the rate window and three probe intervals of the
+	// target.
+	Window time.Duration
+}
+
+// New returns a Collector of opts.
+func New(opts Options) *Collector {
+	logger := opts.Logger
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	c := &Collector{logger: logger, probes: probes, server: server, now: time.Now, state: &state{}}
-	if reg != nil {
-		reg.MustRegister(c)
+	c := &Collector{logger: logger, probes: opts.Probes, server: opts.Server, window: opts.Window, now: time.Now, state: &state{}}
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(c)
 	}
 	return c
-}
-
-// SetWindow fixes how far back the probes' means reach. By default it is the
-// larger of the rate window and three probe intervals of the target.
-func (c *Collector) SetWindow(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.window = d
 }
 
 // loadedConfig is the baselines of one configuration, by name.
@@ -228,6 +223,9 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 	st.static = cfg.StaticLabelNames()
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]
+		if t.ScrapeMetrics {
+			st.scraped = append(st.scraped, scraped{name: t.Name, static: t.StaticLabelValues(st.static)})
+		}
 		if t.Baseline == "" {
 			continue
 		}
@@ -240,6 +238,7 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 			modules: slices.Clone(t.Modules), static: t.StaticLabelValues(st.static),
 			window: max(time.Duration(cfg.Global.RateWindow), 3*cfg.ProbeInterval(t)), series: &seriesCache{}})
 	}
+	slices.SortFunc(st.scraped, func(a, b scraped) int { return strings.Compare(a.name, b.name) })
 	st.descs = newDescs(st.static)
 	for _, l := range st.baselines {
 		st.points = appendBaseline(st.points, c.logger, st.descs, l)
@@ -250,12 +249,10 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 	return nil
 }
 
-// SaturationOutputThroughput is the saturation output throughput (tokens/s)
-// of target's baseline; it implements collector.Baselines.
-func (c *Collector) SaturationOutputThroughput(target string) (float64, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	l, ok := c.state.byTarget[target]
+// saturation is the saturation output throughput (tokens/s) of target's
+// baseline.
+func (st *state) saturation(target string) (float64, bool) {
+	l, ok := st.byTarget[target]
 	if !ok {
 		return 0, false
 	}
@@ -273,6 +270,8 @@ const (
 	mExpTTFT     = "vllm_probe_expected_time_to_first_token_seconds"
 	mExpGen      = "vllm_server_expected_generation_tokens_per_second"
 	mRatio       = "vllm_probe_regression_ratio"
+	mTTFTGap     = "vllm_probe_server_ttft_gap_seconds"
+	mHeadroom    = "vllm_server_headroom_ratio"
 	labelTarget  = "target"
 	labelModule  = "module"
 	labelModel   = "model"
@@ -295,7 +294,11 @@ func newDescs(static []string) map[string]*prometheus.Desc {
 		mExpTPOT:    prometheus.NewDesc(mExpTPOT, "Mean time per output token the baseline predicts at the live load (running + waiting + 1).", pair, nil),
 		mExpTTFT:    prometheus.NewDesc(mExpTTFT, "Mean time to first token the baseline predicts at the live load (running + waiting + 1).", pair, nil),
 		mExpGen:     prometheus.NewDesc(mExpGen, "Output token throughput the baseline predicts at the live load (running + waiting + 1).", tgt, nil),
-		mRatio:      prometheus.NewDesc(mRatio, "Live probe latency / the baseline's expectation at the live load (E2E scaled to the probes' output length), or for output_throughput the expected / live output tokens per second of one request; above 1 is worse than the baseline.", append(slices.Clone(pair), labelMetric), nil),
+		mTTFTGap: prometheus.NewDesc(mTTFTGap, "Mean TTFT of the probes minus the server's mean TTFT (plus its mean queue time when its TTFT excludes queueing) over the same window.",
+			append([]string{labelTarget, labelModel}, static...), nil),
+		mHeadroom: prometheus.NewDesc(mHeadroom, "Remaining capacity (0-1) by resource: kv_cache, batch_slots, throughput and overall (their minimum).",
+			append(append([]string{labelTarget, labelModel}, static...), "resource"), nil),
+		mRatio: prometheus.NewDesc(mRatio, "Live probe latency / the baseline's expectation at the live load (E2E scaled to the probes' output length), or for output_throughput the expected / live output tokens per second of one request; above 1 is worse than the baseline.", append(slices.Clone(pair), labelMetric), nil),
 	}
 }
 
@@ -305,8 +308,9 @@ func (c *Collector) Describe(chan<- *prometheus.Desc) {}
 // Collect computes every series now.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.RLock()
-	st, fixed, server := c.state, c.window, c.server
+	st := c.state
 	c.mu.RUnlock()
+	fixed, server := c.window, c.server
 	if st.descs == nil {
 		return
 	}
@@ -315,6 +319,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if server == nil || c.probes == nil {
 		return
+	}
+	for _, t := range st.scraped {
+		c.collectJoined(ch, st, server, t)
 	}
 	now := c.now()
 	for _, t := range st.targets {

@@ -1,4 +1,4 @@
-package regression
+package compare
 
 import (
 	"math"
@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
@@ -20,7 +21,7 @@ import (
 // fakeProbes and fakeServer are stand-ins with fixed values.
 type fakeProbes struct {
 	mu     sync.Mutex
-	means  map[string]ProbeMeans // "target/module"
+	means  map[string]prober.Means // "target/module"
 	models map[string]string
 	since  time.Time
 }
@@ -34,9 +35,9 @@ type fakeWindow struct {
 	key string
 }
 
-// MeanStats returns the pair's fixed means whatever since: every probe has
+// Means returns the pair's fixed means whatever since: every probe has
 // a TPOT, one gap and, when Load is set, a load.
-func (w fakeWindow) MeanStats(since time.Time) ProbeMeans {
+func (w fakeWindow) Means(since time.Time) prober.Means {
 	w.f.mu.Lock()
 	defer w.f.mu.Unlock()
 	w.f.since = since
@@ -47,19 +48,37 @@ func (w fakeWindow) MeanStats(since time.Time) ProbeMeans {
 		}
 		return m
 	}
-	return ProbeMeans{TTFT: math.NaN(), TPOT: math.NaN(), ITL: math.NaN(), E2E: math.NaN()}
+	return prober.Means{TTFT: math.NaN(), TPOT: math.NaN(), ITL: math.NaN(), E2E: math.NaN()}
 }
 
 func (f *fakeProbes) Model(target string) string { return f.models[target] }
+
+// MeanTTFT is the target's first pair's fixed mean TTFT, asked since since.
+func (f *fakeProbes) MeanTTFT(target string, since time.Time) (float64, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.since = since
+	for key, m := range f.means {
+		if strings.HasPrefix(key, target+"/") {
+			return m.TTFT, m.N
+		}
+	}
+	return 0, 0
+}
 
 type fakeServer struct {
 	running, waiting float64
 	loadOK           bool
 	stream           float64 // output tokens per second of one request
 	streamOK         bool
+	views            map[string]collector.View
 }
 
 func (f *fakeServer) Load(string) (float64, float64, bool) { return f.running, f.waiting, f.loadOK }
+func (f *fakeServer) View(target string) (collector.View, bool) {
+	v, ok := f.views[target]
+	return v, ok
+}
 func (f *fakeServer) StreamOutputTokensPerSecond(string) (float64, bool) {
 	return f.stream, f.streamOK
 }
@@ -143,7 +162,7 @@ vllm_server_expected_generation_tokens_per_second{baseline="llama",model="served
 
 func TestCollectorExportsContractSeries(t *testing.T) {
 	probes := &fakeProbes{
-		means: map[string]ProbeMeans{
+		means: map[string]prober.Means{
 			// TTFT twice, TPOT as, ITL twice the expected values, E2E 0.75 of
 			// the baseline's TTFT + TPOT × (33 − 1) = 1 s; m2 has no probe yet.
 			"t1/m1": {TTFT: 0.5, TPOT: 0.0234375, ITL: 0.046875, E2E: 0.75, OutputTokens: 33, N: 3},
@@ -154,7 +173,7 @@ func TestCollectorExportsContractSeries(t *testing.T) {
 	// Expected per request: 256 tok/s at a load of 3 = 256/3 tok/s; live twice that.
 	server := &fakeServer{running: 1, waiting: 1, loadOK: true, stream: 2 * (256.0 / 3), streamOK: true}
 	reg := prometheus.NewRegistry()
-	c := New(reg, nil, probes, server)
+	c := New(Options{Registerer: reg, Probes: probes, Server: server})
 	now := time.Unix(1700000000, 0)
 	c.now = func() time.Time { return now }
 	if err := c.Apply(loadConfig(t, cfgText)); err != nil {
@@ -167,15 +186,19 @@ func TestCollectorExportsContractSeries(t *testing.T) {
 	if want := now.Add(-time.Minute); !probes.since.Equal(want) {
 		t.Errorf("probes asked since %v, want %v", probes.since, want)
 	}
-	c.SetWindow(5 * time.Second)
-	_, _ = reg.Gather()
+	fixed := New(Options{Probes: probes, Server: server, Window: 5 * time.Second})
+	fixed.now = c.now
+	if err := fixed.Apply(loadConfig(t, cfgText)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CollectAndCount(fixed)
 	if want := now.Add(-5 * time.Second); !probes.since.Equal(want) {
-		t.Errorf("after SetWindow probes asked since %v, want %v", probes.since, want)
+		t.Errorf("with Options.Window probes asked since %v, want %v", probes.since, want)
 	}
-	if v, ok := c.SaturationOutputThroughput("t1"); !ok || v != 384 {
-		t.Errorf("SaturationOutputThroughput(t1) = %v, %v; want 384", v, ok)
+	if v, ok := c.state.saturation("t1"); !ok || v != 384 {
+		t.Errorf("saturation(t1) = %v, %v; want 384", v, ok)
 	}
-	if _, ok := c.SaturationOutputThroughput("t2"); ok {
+	if _, ok := c.state.saturation("t2"); ok {
 		t.Error("t2 has no baseline but a saturation throughput")
 	}
 
@@ -201,7 +224,7 @@ vllm_server_expected_generation_tokens_per_second{baseline="llama",model="config
 }
 
 func TestApplyErrorsKeepThePreviousConfig(t *testing.T) {
-	c := New(nil, nil, nil, nil)
+	c := New(Options{})
 	if err := c.Apply(loadConfig(t, cfgText)); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +244,7 @@ targets: [{name: t1, url: "http://127.0.0.1:1", baseline: x}]
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("Apply: %v\nwant %s", err, tc.want)
 		}
-		if v, ok := c.SaturationOutputThroughput("t1"); !ok || v != 384 {
+		if v, ok := c.state.saturation("t1"); !ok || v != 384 {
 			t.Errorf("after a failed Apply the old baseline is gone: %v %v", v, ok)
 		}
 	}
@@ -234,10 +257,10 @@ targets: [{name: t1, url: "http://127.0.0.1:1", baseline: b}, {name: t2, url: "h
 	if err := c.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := c.SaturationOutputThroughput("t1"); v != 170 {
+	if v, _ := c.state.saturation("t1"); v != 170 {
 		t.Errorf("t1 saturation %v, want b's 170", v)
 	}
-	if v, _ := c.SaturationOutputThroughput("t2"); v != 384 {
+	if v, _ := c.state.saturation("t2"); v != 384 {
 		t.Errorf("t2 saturation %v, want llama's 384", v)
 	}
 }
@@ -249,13 +272,14 @@ func (f fakeStats) Stats(target, module string) (prober.PairStats, bool) {
 	return s, ok
 }
 func (f fakeStats) Model(string) string { return "m" }
+func (f fakeStats) MeanTTFT(string, time.Time) (float64, int) { return 0, 0 }
 
 // TestFromProberMeans checks the adapter; the means themselves are the
 // prober's (prober/stats_test.go).
 func TestFromProberMeans(t *testing.T) {
 	src := FromProber(fakeStats{"t/m": {Target: "t", Module: "m"}})
 	for _, mod := range []string{"m", "other"} {
-		if none := src.Window("t", mod).MeanStats(time.Time{}); none.N != 0 || !math.IsNaN(none.TTFT) || !math.IsNaN(none.Load) {
+		if none := src.Window("t", mod).Means(time.Time{}); none.N != 0 || !math.IsNaN(none.TTFT) || !math.IsNaN(none.Load) {
 			t.Errorf("%s without probes: %+v", mod, none)
 		}
 	}
@@ -283,7 +307,7 @@ targets: [{name: t1, url: "http://127.0.0.1:1", baseline: llama}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := New(nil, nil, nil, nil)
+	c := New(Options{})
 	if err := c.ApplyConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -295,14 +319,14 @@ targets: [{name: t1, url: "http://127.0.0.1:1", baseline: llama}]
 	if err := c.SetTargets(&refreshed); err != nil {
 		t.Fatalf("SetTargets read the baseline file again: %v", err)
 	}
-	if v, ok := c.SaturationOutputThroughput("t2"); !ok || v != 384 {
+	if v, ok := c.state.saturation("t2"); !ok || v != 384 {
 		t.Errorf("discovered t2: saturation %v %v", v, ok)
 	}
 	refreshed.Targets = append(refreshed.Targets, config.Target{Name: "t3", URL: "http://127.0.0.1:3", Baseline: "nope"})
 	if err := c.SetTargets(&refreshed); err == nil {
 		t.Error("a target of an unknown baseline was accepted")
 	}
-	if _, ok := c.SaturationOutputThroughput("t2"); !ok {
+	if _, ok := c.state.saturation("t2"); !ok {
 		t.Error("a failed SetTargets dropped the previous targets")
 	}
 }

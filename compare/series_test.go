@@ -1,10 +1,12 @@
-package regression
+package compare
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/prober"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -38,11 +40,11 @@ func collectOnce(t testing.TB, c *Collector) map[string]*dto.Metric {
 // model, or SetTargets, builds them again.
 func TestSeriesLabelsBuiltOnce(t *testing.T) {
 	probes := &fakeProbes{
-		means:  map[string]ProbeMeans{"t1/m1": {TTFT: 0.5, TPOT: 0.0234375, ITL: 0.046875, E2E: 0.75, OutputTokens: 33, N: 3}},
+		means:  map[string]prober.Means{"t1/m1": {TTFT: 0.5, TPOT: 0.0234375, ITL: 0.046875, E2E: 0.75, OutputTokens: 33, N: 3}},
 		models: map[string]string{"t1": "served"},
 	}
 	server := &fakeServer{running: 1, waiting: 1, loadOK: true, stream: 100, streamOK: true}
-	c := New(nil, nil, probes, server)
+	c := New(Options{Probes: probes, Server: server})
 	c.now = func() time.Time { return time.Unix(1700000000, 0) }
 	cfg := loadConfig(t, cfgText)
 	if err := c.Apply(cfg); err != nil {
@@ -98,14 +100,14 @@ func BenchmarkCollect(b *testing.B) {
 	const n = 1000
 	var cfg strings.Builder
 	cfg.WriteString("global: {probe_interval: 10s, rate_window: 1m}\nmodules: {m1: {prober: completions, prompt: hi}}\nbaselines: [{name: llama, file: llama.yaml}]\ntargets:\n")
-	probes := &fakeProbes{means: map[string]ProbeMeans{}, models: map[string]string{}}
+	probes := &fakeProbes{means: map[string]prober.Means{}, models: map[string]string{}}
 	for i := range n {
 		name := fmt.Sprintf("t%04d", i)
 		fmt.Fprintf(&cfg, "  - {name: %s, url: \"http://127.0.0.1:%d\", baseline: llama}\n", name, 10000+i)
-		probes.means[name+"/m1"] = ProbeMeans{TTFT: 0.5, TPOT: 0.0234375, ITL: 0.046875, E2E: 0.75, OutputTokens: 33, Load: 3, N: 3}
+		probes.means[name+"/m1"] = prober.Means{TTFT: 0.5, TPOT: 0.0234375, ITL: 0.046875, E2E: 0.75, OutputTokens: 33, Load: 3, N: 3}
 		probes.models[name] = "served"
 	}
-	c := New(nil, nil, probes, &fakeServer{running: 1, waiting: 1, loadOK: true, stream: 100, streamOK: true})
+	c := New(Options{Probes: probes, Server: &fakeServer{running: 1, waiting: 1, loadOK: true, stream: 100, streamOK: true}})
 	if err := c.Apply(loadConfig(b, cfg.String())); err != nil {
 		b.Fatal(err)
 	}
