@@ -9,18 +9,18 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/svgchart"
-	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // historyStrips are the metrics of a module's history chart on /target.
 var historyStrips = []struct {
 	name, color string
-	value       func(prober.Result) time.Duration
+	value       func(probe.Result) time.Duration
 	expected    func(e expectation) float64 // seconds, NaN when none
 }{
-	{"TTFT", "#4e79a7", func(r prober.Result) time.Duration { return r.TTFT }, func(e expectation) float64 { return e.ttft }},
-	{"TPOT", "#f28e2b", func(r prober.Result) time.Duration { return r.TPOT }, func(e expectation) float64 { return e.tpot }},
-	{"E2E", "#59a14f", func(r prober.Result) time.Duration { return r.E2E }, func(e expectation) float64 { return e.e2e }},
+	{"TTFT", "#4e79a7", func(r probe.Result) time.Duration { return r.TTFT }, func(e expectation) float64 { return e.ttft }},
+	{"TPOT", "#f28e2b", func(r probe.Result) time.Duration { return r.TPOT }, func(e expectation) float64 { return e.tpot }},
+	{"E2E", "#59a14f", func(r probe.Result) time.Duration { return r.E2E }, func(e expectation) float64 { return e.e2e }},
 }
 
 // expectation is a baseline's expected means, in seconds (NaN: none).
@@ -32,10 +32,10 @@ var noExpectation = expectation{math.NaN(), math.NaN(), math.NaN()}
 // window's probes saw, noExpectation without a baseline or before the load
 // is known.
 func (d *Daemon) moduleExpectation(t *config.Target, module string) expectation {
-	if t.Baseline == "" || d.regr == nil {
+	if t.Baseline == "" || d.cmp == nil {
 		return noExpectation
 	}
-	c, ok := d.regr.Compare(t.Name, module)
+	c, ok := d.cmp.Compare(t.Name, module)
 	if !ok {
 		return noExpectation
 	}
