@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -45,4 +44,3 @@ func TestChartsShowPercentilesAndCounts(t *testing.T) {
 		}
 	}
 }
-func nan() float64 { return math.NaN() }
