@@ -489,7 +489,11 @@ func startPrometheus(t *testing.T, promBin, dir string, proberAddrs []string) (*
 		t.Fatal(err)
 	}
 	promCfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(promCfg, mixin.PrometheusConfig(spec, proberAddrs, interval, ruleFiles), 0o644); err != nil {
+	cfg, err := mixin.PrometheusConfig(spec, proberAddrs, interval, ruleFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(promCfg, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	promAddr := freeAddr(t)
