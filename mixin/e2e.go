@@ -182,6 +182,8 @@ type Alert struct {
 	Annotations map[string]string `json:"annotations"`
 	State       string            `json:"state"`
 	Value       string            `json:"value"`
+	// ActiveAt is when the alert became pending.
+	ActiveAt time.Time `json:"activeAt"`
 }
 
 // api is the Prometheus HTTP API client of client_golang.
@@ -227,7 +229,7 @@ func (c *Client) Alerts(ctx context.Context) ([]Alert, error) {
 	}
 	out := make([]Alert, len(res.Alerts))
 	for i, al := range res.Alerts {
-		out[i] = Alert{Labels: labelMap(al.Labels), Annotations: labelMap(al.Annotations), State: string(al.State), Value: al.Value}
+		out[i] = Alert{Labels: labelMap(al.Labels), Annotations: labelMap(al.Annotations), State: string(al.State), Value: al.Value, ActiveAt: al.ActiveAt}
 	}
 	return out, nil
 }

@@ -805,3 +805,25 @@ func TestLeMatcherAndFormatting(t *testing.T) {
 		}
 	}
 }
+
+// TestPromtoolHistogramModes runs alerts/tests/prometheus3/ (the SLI rules and
+// burn-rate alerts on classic, native and NHCB input series of the same probes)
+// with a Prometheus 3.x promtool: Prometheus 2.42's promtool cannot parse native
+// histogram input series. `make e2e` sets E2E_PROMETHEUS3_DIR to the build of
+// scripts/e2e-tools.sh prometheus3; without it the test skips, saying so.
+func TestPromtoolHistogramModes(t *testing.T) {
+	dir := os.Getenv("E2E_PROMETHEUS3_DIR")
+	if dir == "" {
+		t.Skip("SKIP: needs a Prometheus 3.x promtool (E2E_PROMETHEUS3_DIR); run `make e2e`, which builds it once with scripts/e2e-tools.sh prometheus3")
+	}
+	paths, err := filepath.Glob(root("alerts/tests/prometheus3/*.yml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no promtool tests in alerts/tests/prometheus3: %v", err)
+	}
+	args := append([]string{"test", "rules"}, paths...)
+	out, err := exec.Command(filepath.Join(dir, "promtool"), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool (3.x) %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Logf("promtool (3.x) %s:\n%s", strings.Join(args, " "), out)
+}
