@@ -214,12 +214,13 @@ tools-test: promtool helm cc
 chart-sync:
 	scripts/chart-sync.sh $(CHART_FILES_DIR)
 
-# Regenerate alerts/ from mixin/slo.yml and dashboards/ from mixin/dashboards.go,
-# then the chart's copies.
+# Regenerate alerts/ from mixin/slo.yml (and the SLO specs of alerts/slo/ for
+# Pyrra, Sloth and OpenSLO) and dashboards/ from mixin/dashboards.go, then the
+# chart's copies.
 .PHONY: rules
 rules:
 	$(GO) run ./cmd/vllm_prober rules generate --slo.file mixin/slo.yml --out alerts/
-	$(GO) test -count=1 -run '^TestDashboardsUpToDate$$' ./mixin/ -update
+	$(GO) test -count=1 -run '^(TestDashboardsUpToDate|TestSLOSpecsUpToDate)$$' ./mixin/ -update
 	$(MAKE) chart-sync
 
 # make e2e: the slow end-to-end tests, against real components that

@@ -3,8 +3,10 @@ package mixin
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -554,32 +556,50 @@ type Options struct {
 	// generated header, so use "mixin/slo.yml" from the repository root to
 	// reproduce the committed files byte for byte.
 	SLOFile string
-	// OutDir receives RulesFile and AlertsFile.
+	// OutDir receives the generated files.
 	OutDir string
 	// ForScale multiplies every `for` duration and evaluation window (see
-	// Spec.Scaled); 0 means 1.
+	// Spec.Scaled); 0 means 1. Prometheus format only.
 	ForScale float64
+	// Format is one of Formats; "" means FormatPrometheus.
+	Format string
+	// NativeHistograms makes the Pyrra latency SLOs read native histograms
+	// (latencyNative) instead of classic buckets.
+	NativeHistograms bool
 }
 
-// Generate reads the SLO file, renders the rule files and writes them to OutDir.
-// It returns the paths written.
+// Generate reads the SLO file, renders the files of the format and writes them
+// to OutDir. It returns the paths written.
 func Generate(o Options) ([]string, error) {
 	spec, err := LoadSpec(o.SLOFile)
 	if err != nil {
 		return nil, err
 	}
-	files, err := RenderScaled(spec, filepath.ToSlash(o.SLOFile), o.ForScale)
+	var files map[string][]byte
+	switch o.Format {
+	case "", FormatPrometheus:
+		files, err = RenderScaled(spec, filepath.ToSlash(o.SLOFile), o.ForScale)
+	default:
+		if o.ForScale != 0 && o.ForScale != 1 {
+			return nil, fmt.Errorf("--for-scale applies to the prometheus format only, not %s", o.Format)
+		}
+		files, err = RenderFormat(spec, filepath.ToSlash(o.SLOFile), o.Format, o.NativeHistograms)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating output directory: %w", err)
 	}
+	names := slices.Sorted(maps.Keys(files))
+	if o.Format == "" || o.Format == FormatPrometheus {
+		names = RuleFileNames()
+	}
 	var written []string
-	for _, name := range RuleFileNames() {
+	for _, name := range names {
 		p := filepath.Join(o.OutDir, name)
 		if err := os.WriteFile(p, files[name], 0o644); err != nil {
-			return written, fmt.Errorf("writing rule file: %w", err)
+			return written, fmt.Errorf("writing %s: %w", name, err)
 		}
 		written = append(written, p)
 	}

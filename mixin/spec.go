@@ -42,6 +42,9 @@ type Spec struct {
 	// gauge's last value across failed /metrics scrapes (during which the prober
 	// exports no vllm_server_* series): last_over_time(gauge[ScrapeGapWindow]).
 	ScrapeGapWindow model.Duration `yaml:"scrape_gap_window"`
+	// SLOPeriod is the error-budget period of the objectives (the burn-rate rows
+	// below are for it); the SLO specs for Pyrra, Sloth and OpenSLO carry it.
+	SLOPeriod model.Duration `yaml:"slo_period"`
 	// BurnRates are the multi-window multi-burn-rate rows (SRE workbook table 5-8).
 	BurnRates []BurnRate `yaml:"burn_rates"`
 	// SLOs are the availability and latency objectives.
@@ -163,6 +166,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.ScrapeGapWindow <= 0 {
 		add("scrape_gap_window must be positive")
+	}
+	if s.SLOPeriod <= 0 {
+		add("slo_period must be positive")
 	}
 	if s.MinBadProbes < 1 {
 		add("min_bad_probes must be at least 1, got %d", s.MinBadProbes)
@@ -315,6 +321,9 @@ func leMatcher(f float64) string {
 	}
 	return `le=~"` + s + `(\\.0)?"`
 }
+
+// parseRatio parses a ratio literal of objectiveRatio.
+func parseRatio(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
 
 // objectiveRatio turns a percentage into a ratio literal: 99.5 → "0.995".
 func objectiveRatio(pct float64) string {
