@@ -6,6 +6,7 @@
 #   make test     check + go test -race + promtool rules checks + chart tests
 #   make lint     check + golangci-lint + govulncheck (slower; not part of test)
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
+#   make e2e      the slow end-to-end tests on Prometheus 3.x (built once, cached)
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
 # best effort) with `go install`; promtool and prometheus (the end-to-end tests
@@ -240,13 +241,36 @@ tools-test: promtool helm cc chromium
 chart-sync:
 	scripts/chart-sync.sh $(CHART_FILES_DIR)
 
-# Regenerate alerts/ from mixin/slo.yml and dashboards/ from mixin/dashboards.go,
-# then the chart's copies.
+# Regenerate alerts/ from mixin/slo.yml (and the SLO specs of alerts/slo/ for
+# Pyrra, Sloth and OpenSLO) and dashboards/ from mixin/dashboards.go, then the
+# chart's copies.
 .PHONY: rules
 rules:
 	$(GO) run ./cmd/vllm_prober rules generate --slo.file mixin/slo.yml --out alerts/
-	$(GO) test -count=1 -run '^TestDashboardsUpToDate$$' ./mixin/ -update
+	$(GO) test -count=1 -run '^(TestDashboardsUpToDate|TestSLOSpecsUpToDate)$$' ./mixin/ -update
 	$(MAKE) chart-sync
+
+# make e2e: the slow end-to-end tests, against real components that
+# scripts/e2e-tools.sh builds once and caches (Prometheus 3.x today). Each tool
+# in E2E_TOOLS is built (or found in the cache) first and its directory exported
+# as E2E_<TOOL>_DIR (E2E_PROMETHEUS3_DIR, E2E_KUBERNETES_DIR, E2E_ETCD_DIR,
+# E2E_ARGO_ROLLOUTS_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
+# Tests that need a tool skip in `make test` (saying so) and run here. To add
+# end-to-end tests, append to the lists:
+#   E2E_TOOLS += kubernetes etcd
+#   E2E_PKGS  += ./discovery/...
+E2E_TOOLS   := prometheus3
+E2E_PKGS    := ./e2e/... ./mixin/...
+E2E_RUN     ?= .
+E2E_TIMEOUT ?= 60m
+
+.PHONY: e2e
+e2e: tools-test
+	@start=$$(date +%s); set -e; \
+	tools="$$(scripts/e2e-tools.sh $(E2E_TOOLS))"; echo "$$tools"; \
+	eval "$$(printf '%s\n' "$$tools" | awk '{ n = toupper($$1); gsub("-", "_", n); printf "export E2E_%s_DIR=%s\n", n, $$2 }')"; \
+	VLLM_PROBER_E2E=1 $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' $(E2E_PKGS); \
+	echo ">> make e2e took $$(( $$(date +%s) - start ))s"
 
 .PHONY: demo
 demo: build
