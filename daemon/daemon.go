@@ -80,6 +80,7 @@ type Daemon struct {
 	reg    *prometheus.Registry
 	sc     *config.SafeConfig
 	probes *prober.Manager
+	bursts *prober.Burster // POST /burst (burst.go)
 	coll   *collector.Manager
 	regr   *regression.Collector
 	// scrapes is where the pages read each target's last scrape: coll.
@@ -191,6 +192,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.probes = prober.NewManager(reg, log.With(logger, "component", "prober"))
 	d.probes.SetHistoryLimit(opts.HistoryLimit)
 	d.probes.SetShared(d.clients, d.red)
+	d.bursts = prober.NewBurster(reg, d.probes)
 	// Baselines and regression series: probe means from the prober, load and
 	// throughput from the collector, which in turn takes the baselines'
 	// saturation throughput for its throughput headroom.
@@ -231,7 +233,7 @@ func checkTelemetryPath(p string) error {
 		return fmt.Errorf("telemetry path %q must start with /", p)
 	}
 	switch p {
-	case "/", "/probe", "/probe/record", "/target", "/config", "/-/reload", "/-/healthy", "/-/ready":
+	case "/", "/probe", "/probe/record", "/target", "/config", "/-/reload", "/-/healthy", "/-/ready", "/gate", "/burst":
 		return fmt.Errorf("telemetry path %q collides with another endpoint", p)
 	}
 	return nil
@@ -282,6 +284,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { d.probes.Run(ctx) })
+	wg.Go(func() { d.bursts.Run(ctx) })
 	wg.Go(func() { d.coll.Run(ctx) })
 	d.startDiscovery(ctx)
 

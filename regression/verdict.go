@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
 )
@@ -79,6 +80,11 @@ type Row struct {
 // Verdict is the judgement of one endpoint against a baseline or a
 // reference endpoint.
 type Verdict struct {
+	// Target and Module name what was judged, Window how far back its
+	// probes were read (the daemon's gate; empty for a one-shot check).
+	Target, Module string
+	Window         time.Duration
+
 	Result string // Pass, Fail or Inconclusive
 	// Reason says why, for humans: the failing rows, or what was missing.
 	Reason string
@@ -177,6 +183,9 @@ func joinReasons(rs []string) string {
 // verdictJSON is the JSON of a Verdict: `vllm_prober check --format json`
 // and the body of /gate. Unknown numbers are null.
 type verdictJSON struct {
+	Target     string     `json:"target,omitempty"`
+	Module     string     `json:"module,omitempty"`
+	Window     float64    `json:"window_seconds,omitempty"`
 	Verdict    string     `json:"verdict"`
 	Reason     string     `json:"reason"`
 	Against    string     `json:"against"`
@@ -203,7 +212,7 @@ func num(f float64) *float64 {
 
 // MarshalJSON writes the verdict with NaN values as null.
 func (v Verdict) MarshalJSON() ([]byte, error) {
-	out := verdictJSON{Verdict: v.Result, Reason: v.Reason, Against: v.Against, Probes: v.Probes,
+	out := verdictJSON{Target: v.Target, Module: v.Module, Window: v.Window.Seconds(), Verdict: v.Result, Reason: v.Reason, Against: v.Against, Probes: v.Probes,
 		Successes: v.Successes, Thresholds: v.Thresholds, Metrics: make([]rowJSON, 0, len(v.Rows))}
 	for _, r := range v.Rows {
 		res := r.Result
