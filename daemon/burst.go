@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-kit/log/level"
-	"github.com/prometheus/common/model"
 
 	"github.com/vllm-prober/vllm_prober/prober"
 )
@@ -58,12 +57,11 @@ func (d *Daemon) burstHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	within := time.Duration(0)
 	if v := q.Get("within"); v != "" {
-		md, err := model.ParseDuration(v)
-		if err != nil {
+		var err error
+		if within, err = parseDuration(v); err != nil {
 			textResponse(w, http.StatusBadRequest, "within %q is not a duration (e.g. 1m)", v)
 			return
 		}
-		within = time.Duration(md)
 	}
 	plan, err := d.bursts.Start(t.Name, module, probes, within)
 	switch {

@@ -284,7 +284,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { d.probes.Run(ctx) })
-	wg.Go(func() { d.bursts.Run(ctx) })
+	wg.Go(d.bursts.Run(ctx)) // bursts are accepted from now on
 	wg.Go(func() { d.coll.Run(ctx) })
 	d.startDiscovery(ctx)
 

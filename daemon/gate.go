@@ -138,12 +138,11 @@ func (d *Daemon) gateHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	window := time.Duration(cfg.Global.Gate.Window)
 	if v := q.Get("window"); v != "" {
-		md, err := model.ParseDuration(v)
-		if err != nil || md <= 0 {
+		var err error
+		if window, err = parseDuration(v); err != nil || window <= 0 {
 			textResponse(w, http.StatusBadRequest, "window %q is not a positive duration (e.g. 5m)", v)
 			return
 		}
-		window = time.Duration(md)
 	}
 	v, err := d.gateVerdict(cfg, t, module, q.Get("reference"), window, th)
 	if err != nil {
@@ -163,6 +162,15 @@ func (d *Daemon) gateHandler(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// parseDuration reads a duration as Prometheus writes them (1m30s, 5m, 1h)
+// or as Go does (1.5s, 500ms).
+func parseDuration(s string) (time.Duration, error) {
+	if d, err := model.ParseDuration(s); err == nil {
+		return time.Duration(d), nil
+	}
+	return time.ParseDuration(s)
 }
 
 // errNoComparison: a gate needs a baseline or a reference.

@@ -59,7 +59,7 @@ type burstSpend struct {
 }
 
 // NewBurster returns a Burster of m's pairs, with its metrics registered
-// with reg (nil: none). Bursts start once Run runs.
+// with reg (nil: none). Bursts start once Run was called.
 func NewBurster(reg prometheus.Registerer, m *Manager) *Burster {
 	b := &Burster{m: m,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -92,17 +92,19 @@ func NewBurster(reg prometheus.Registerer, m *Manager) *Burster {
 	return b
 }
 
-// Run lets bursts start until ctx is done, then cancels the running ones
-// and returns once they ended.
-func (b *Burster) Run(ctx context.Context) {
+// Run lets bursts start from its return on, until ctx is done; the returned
+// wait blocks until ctx is done and every burst has ended (ctx cancels them).
+func (b *Burster) Run(ctx context.Context) (wait func()) {
 	b.mu.Lock()
 	b.ctx = ctx
 	b.mu.Unlock()
-	<-ctx.Done()
-	b.mu.Lock()
-	b.ctx = nil
-	b.mu.Unlock()
-	b.wg.Wait()
+	return func() {
+		<-ctx.Done()
+		b.mu.Lock()
+		b.ctx = nil
+		b.mu.Unlock()
+		b.wg.Wait()
+	}
 }
 
 // limits are the running configuration's burst limits.
