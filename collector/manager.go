@@ -21,29 +21,6 @@ import (
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 )
 
-// ProbeStats is what the collector needs from the prober.
-type ProbeStats interface {
-	// MeanTTFT is the mean TTFT in seconds of the successful probes of target since.
-	MeanTTFT(target string, since time.Time) (float64, int)
-	// Model is the model the probes of target use, "" if unknown.
-	Model(target string) string
-}
-
-// Baselines is what the collector needs from the baseline package.
-type Baselines interface {
-	// SaturationOutputThroughput is the output tokens/s at which the baseline
-	// attached to target saturates.
-	SaturationOutputThroughput(target string) (float64, bool)
-}
-
-// BaselinesFunc adapts a function to Baselines, so that the daemon can hand
-// the collector a lookup without a setter cycle between the collector and
-// the regression series, each of which needs the other.
-type BaselinesFunc func(target string) (float64, bool)
-
-// SaturationOutputThroughput calls f.
-func (f BaselinesFunc) SaturationOutputThroughput(target string) (float64, bool) { return f(target) }
-
 // infoRetry is how long after a failed /version or /v1/models read the
 // collector tries again; a successful read is repeated only when the server
 // looks new or restarted.
@@ -56,46 +33,50 @@ const maxSnapshots = 4096
 // exports the derived series. It is an unchecked prometheus.Collector: the
 // static label names change with the configuration.
 type Manager struct {
-	logger    log.Logger
-	probes    ProbeStats
-	baselines Baselines
+	logger  log.Logger
+	clients *httpclient.Pool // shared between targets of equal HTTP client config (and with the prober)
 
 	mu         sync.Mutex
 	targets    map[string]*scraper // by target name
-	clients    *httpclient.Pool    // shared between targets of equal HTTP client config (and with the prober, SetClients)
 	labelNames []string            // static label names
 	window     time.Duration
 	runCtx     context.Context // set while Run runs
 	wg         sync.WaitGroup  // scrape loops
 }
 
-// NewManager returns a Manager and registers it with reg (when reg is not nil).
-// probes and baselines may be nil.
-func NewManager(reg prometheus.Registerer, logger log.Logger, probes ProbeStats, baselines Baselines) *Manager {
+// Options configure a Manager.
+type Options struct {
+	// Registerer receives the Manager (an unchecked collector); nil: none.
+	Registerer prometheus.Registerer
+	Logger     log.Logger
+	// Clients is the HTTP client pool the scrapes take their clients from,
+	// shared with the prober and discovery: one connection pool per
+	// distinct http_client_config. Required.
+	Clients *httpclient.Pool
+}
+
+// NewManager returns a Manager of opts, registered with opts.Registerer.
+// The collector reads its own source only: vLLM's /metrics, /v1/models and
+// /version. The series that join it with the probes and the baselines (the
+// TTFT gap, the headroom) are the compare package's.
+func NewManager(opts Options) *Manager {
+	if opts.Clients == nil {
+		panic("collector: Options.Clients is required")
+	}
+	logger := opts.Logger
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
 	m := &Manager{
-		logger:    logger,
-		probes:    probes,
-		baselines: baselines,
-		targets:   map[string]*scraper{},
-		window:    time.Duration(config.DefaultGlobal.RateWindow),
-		clients:   httpclient.New(nil),
+		logger:  logger,
+		targets: map[string]*scraper{},
+		window:  time.Duration(config.DefaultGlobal.RateWindow),
+		clients: opts.Clients,
 	}
-	if reg != nil {
-		reg.MustRegister(m)
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(m)
 	}
 	return m
-}
-
-// SetClients makes the Manager take its HTTP clients from pool, shared with
-// the prober and discovery: one connection pool per distinct
-// http_client_config. Call it before the first Apply.
-func (m *Manager) SetClients(pool *httpclient.Pool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.clients = pool
 }
 
 // scraper is one target's loop and state.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/prometheus/common/model"
 
+	"github.com/vllm-prober/vllm_prober/compare"
 	"github.com/vllm-prober/vllm_prober/config"
-	"github.com/vllm-prober/vllm_prober/regression"
 )
 
 // maxWebhookBody bounds the JSON body /gate and /burst read (a Flagger
@@ -86,9 +86,9 @@ func resolvePair(cfg *config.Config, q url.Values) (*config.Target, string, erro
 }
 
 // gateThresholds reads latency_ratio, success_ratio and min_successes,
-// each defaulting to regression.DefaultThresholds.
-func gateThresholds(q url.Values) (regression.Thresholds, error) {
-	th := regression.DefaultThresholds
+// each defaulting to compare.DefaultThresholds.
+func gateThresholds(q url.Values) (compare.Thresholds, error) {
+	th := compare.DefaultThresholds
 	for _, f := range []struct {
 		key string
 		set func(string) error
@@ -155,7 +155,7 @@ func (d *Daemon) gateHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := http.StatusOK
-	if v.Result != regression.Pass {
+	if v.Result != compare.Pass {
 		code = http.StatusServiceUnavailable
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -177,18 +177,15 @@ func parseDuration(s string) (time.Duration, error) {
 var errNoComparison = errors.New("has no baseline: name a reference target (reference=NAME) to compare with")
 
 // gateVerdict judges t's probes of module in the last window.
-func (d *Daemon) gateVerdict(cfg *config.Config, t *config.Target, module, reference string, window time.Duration, th regression.Thresholds) (regression.Verdict, error) {
+func (d *Daemon) gateVerdict(cfg *config.Config, t *config.Target, module, reference string, window time.Duration, th compare.Thresholds) (compare.Verdict, error) {
 	since := time.Now().Add(-window)
-	sample := func(target string) regression.Sample {
+	sample := func(target string) compare.Sample {
 		st, _ := d.probes.Stats(target, module)
 		probes, successes := st.ProbesSince(since)
-		m := st.Means(since)
-		return regression.Sample{Probes: probes, Successes: successes, Means: regression.ProbeMeans{
-			TTFT: m.TTFT, TPOT: m.TPOT, ITL: m.ITL, E2E: m.E2E, OutputTokens: m.OutputTokens, Load: m.Load,
-			N: m.N, NTPOT: m.NTPOT, NITL: m.NITL, NLoad: m.NLoad}}
+		return compare.Sample{Probes: probes, Successes: successes, Means: st.Means(since)}
 	}
 	s := sample(t.Name)
-	var v regression.Verdict
+	var v compare.Verdict
 	if reference != "" {
 		ref, ok := cfg.Target(reference)
 		if !ok {
@@ -198,18 +195,18 @@ func (d *Daemon) gateVerdict(cfg *config.Config, t *config.Target, module, refer
 			return v, fmt.Errorf("module %q is not configured for reference target %q", module, ref.Name)
 		}
 		rs := sample(ref.Name)
-		v = regression.Judge(s, rs.Means, &rs, nil, th, "reference "+ref.Name)
+		v = compare.Judge(s, rs.Means, &rs, nil, th, "reference "+ref.Name)
 	} else {
-		cmp, has, ok := d.regr.CompareWindow(t.Name, module, window)
+		cmp, has, ok := d.cmp.CompareWindow(t.Name, module, window)
 		switch {
 		case !has:
 			return v, fmt.Errorf("target %q %w", t.Name, errNoComparison)
 		case ok:
 			s.Means = cmp.Live
 		}
-		v = regression.Judge(s, cmp.Expected, nil, cmp.Ratios, th, "baseline "+cmp.Baseline)
-		if !ok && v.Result == regression.Pass {
-			v.Result, v.Reason = regression.Inconclusive, "no probe of the window has an expectation in baseline "+cmp.Baseline
+		v = compare.Judge(s, cmp.Expected, nil, cmp.Ratios, th, "baseline "+cmp.Baseline)
+		if !ok && v.Result == compare.Pass {
+			v.Result, v.Reason = compare.Inconclusive, "no probe of the window has an expectation in baseline "+cmp.Baseline
 		}
 	}
 	v.Target, v.Module, v.Window = t.Name, module, window

@@ -56,7 +56,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	}
 	// The baselines are read once per configuration; discovery refreshes
 	// only hand the managers new targets (applyTargets).
-	if err := d.regr.ApplyConfig(cfg); err != nil {
+	if err := d.cmp.ApplyConfig(cfg); err != nil {
 		d.applyMu.Unlock()
 		if m != nil {
 			m.Close()
@@ -69,9 +69,9 @@ func (d *Daemon) apply(cfg *config.Config) error {
 		}
 		if prev := d.running.Load(); prev != nil {
 			// Back to the baselines of the configuration still in force.
-			rerr := d.regr.ApplyConfig(d.sc.Config())
+			rerr := d.cmp.ApplyConfig(d.sc.Config())
 			if rerr == nil {
-				rerr = d.regr.SetTargets(prev)
+				rerr = d.cmp.SetTargets(prev)
 			}
 			if rerr != nil {
 				level.Error(d.logger).Log("msg", "Cannot restore the previous baselines", "err", rerr)
@@ -155,16 +155,16 @@ func (d *Daemon) applyTargets(cfg *config.Config, targets []config.Target) error
 			level.Error(d.logger).Log("msg", "Cannot restore the previous config", "component", what, "err", d.scrub(err.Error()))
 		}
 	}
-	if err := d.regr.SetTargets(&run); err != nil {
+	if err := d.cmp.SetTargets(&run); err != nil {
 		return fmt.Errorf("baselines: %w", err)
 	}
 	if err := d.probes.Apply(&run); err != nil {
-		restore("regression", d.regr.SetTargets)
+		restore("compare", d.cmp.SetTargets)
 		return fmt.Errorf("prober: %w", err)
 	}
 	if err := d.coll.Apply(&run); err != nil {
 		restore("prober", d.probes.Apply)
-		restore("regression", d.regr.SetTargets)
+		restore("compare", d.cmp.SetTargets)
 		return fmt.Errorf("collector: %w", err)
 	}
 	static := map[string]bool{}

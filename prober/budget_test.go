@@ -31,7 +31,7 @@ modules:
 targets:
   - {name: t, url: `+ts.URL+`, models: all, token_budget_per_hour: 60}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestBudgetShareBelowMaxTokensWarns(t *testing.T) {
 		defer mu.Unlock()
 		return log.NewLogfmtLogger(&logs).Log(kv...)
 	})
-	m := NewManager(prometheus.NewRegistry(), logger)
+	m := NewManager(testOptions(prometheus.NewRegistry(), logger))
 	if err := m.Apply(loadConfig(t, `
 global: {probe_interval: 100ms}
 modules:

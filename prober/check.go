@@ -2,15 +2,13 @@ package prober
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"slices"
-	"time"
 
 	"github.com/go-kit/log/level"
 
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // checkLoop checks t's /health and /v1/models now and then every interval.
@@ -38,7 +36,7 @@ func (m *Manager) check(ctx context.Context, t *target) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	healthUp := vllmapi.Health(ctx, client, base) == nil
-	ids, fail := m.fetchModels(ctx, client, base)
+	ids, fail := probe.ListModels(ctx, client, base)
 	if fail != nil {
 		fail.Scrub(red)
 	}
@@ -68,36 +66,4 @@ func (m *Manager) check(ctx context.Context, t *target) {
 	m.relabelTarget(t)
 	m.metrics.healthUp.WithLabelValues(t.labels...).Set(b2f(healthUp))
 	m.metrics.modelsUp.WithLabelValues(t.labels...).Set(b2f(modelsUp))
-}
-
-// fetchModels lists the served model ids. On failure it returns a failed Result
-// whose reason says why.
-func (m *Manager) fetchModels(ctx context.Context, client *http.Client, base string) ([]string, *Result) {
-	res := &Result{Start: time.Now()}
-	models, err := vllmapi.Models(ctx, client, base, nil)
-	if err != nil {
-		var status *vllmapi.StatusError
-		var decode *vllmapi.DecodeError
-		switch {
-		case errors.As(err, &status):
-			res.StatusCode = status.Code
-			reason, msg := classifyHTTPError(status.Code, status.Body)
-			res.Reason, res.Err = reason, sanitize("/v1/models: "+msg)
-			res.ErrorBody = excerpt(status.Body, maxErrorExcerpt)
-		case errors.As(err, &decode):
-			res.StatusCode = http.StatusOK
-			res.Reason, res.Err = ReasonMalformed, sanitize("/v1/models: invalid JSON: "+decode.Err.Error())
-		default:
-			reason, msg := classifyTransportError(ctx, err)
-			res.Reason, res.Err = reason, sanitize(msg)
-		}
-		return nil, res
-	}
-	ids := make([]string, 0, len(models))
-	for _, d := range models {
-		if d.ID != "" {
-			ids = append(ids, d.ID)
-		}
-	}
-	return ids, nil
 }

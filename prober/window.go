@@ -3,6 +3,8 @@ package prober
 import (
 	"sort"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // ProbesSince returns how many of the kept probes started at or after since,
@@ -19,7 +21,7 @@ func (s PairStats) ProbesSince(since time.Time) (probes, successes int) {
 // MeansOf returns the means of the successful results among rs, with the
 // definitions the daemon's windows use (Means): a one-shot check and the
 // daemon's gate judge probes with the same arithmetic.
-func MeansOf(rs []*Result) Means {
+func MeansOf(rs []*probe.Result) Means {
 	var w statWindow
 	for _, r := range rs {
 		w.add(r, len(rs))

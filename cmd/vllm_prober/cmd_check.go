@@ -17,9 +17,13 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
+	"github.com/vllm-prober/vllm_prober/compare"
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/clierr"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"
-	"github.com/vllm-prober/vllm_prober/regression"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // Exit codes of `vllm_prober check`.
@@ -49,7 +53,7 @@ type checkOptions struct {
 	probes                    int
 	duration                  time.Duration
 	format                    string
-	th                        regression.Thresholds
+	th                        compare.Thresholds
 }
 
 // isCheckCommand reports whether args select the check command, so that a
@@ -83,21 +87,25 @@ func registerCheckCommandTo(app *kingpin.Application, stdout, stderr io.Writer) 
 	cmd.Flag("duration", "Spread the probes over this duration (default: one after the other).").Default("0s").DurationVar(&o.duration)
 	cmd.Flag("format", "Output format. One of: [text, json]").Default("text").EnumVar(&o.format, "text", "json")
 	cmd.Flag("threshold.latency-ratio", "A latency (TTFT, TPOT, ITL, E2E) above this ratio to the expected value fails, as the latency-regression alert.").
-		Default(fmt.Sprint(regression.DefaultThresholds.LatencyRatio)).Float64Var(&o.th.LatencyRatio)
+		Default(fmt.Sprint(compare.DefaultThresholds.LatencyRatio)).Float64Var(&o.th.LatencyRatio)
 	cmd.Flag("threshold.success-ratio", "A share of successful probes below this fails.").
-		Default(fmt.Sprint(regression.DefaultThresholds.SuccessRatio)).Float64Var(&o.th.SuccessRatio)
+		Default(fmt.Sprint(compare.DefaultThresholds.SuccessRatio)).Float64Var(&o.th.SuccessRatio)
 	cmd.Flag("threshold.min-successes", "Fewer successful probes than this (of the endpoint or the reference) are inconclusive.").
-		Default(fmt.Sprint(regression.DefaultThresholds.MinSuccesses)).IntVar(&o.th.MinSuccesses)
+		Default(fmt.Sprint(compare.DefaultThresholds.MinSuccesses)).IntVar(&o.th.MinSuccesses)
 
 	return cmd, func(ctx context.Context, logger log.Logger) int {
 		plan, err := o.plan(ctx)
 		if err != nil {
-			fmt.Fprintf(stderr, "vllm_prober: error: check: %s\n", err)
+			e := clierr.Error{Err: err, Fix: "`vllm_prober check --help` lists the flags; docs/rollouts.md has examples."}
+			if fe := (*checkFileError)(nil); errors.As(err, &fe) {
+				e = clierr.Error{File: fe.file, Err: fe.err, Fix: "fix the file; `vllm_prober --config.check --config.file " + fe.file + "` checks it as the daemon does."}
+			}
+			clierr.Print(stderr, "check", e)
 			return checkUsage
 		}
 		v, err := plan.run(ctx, logger)
 		if err != nil {
-			fmt.Fprintf(stderr, "vllm_prober: error: check: %s\n", err)
+			clierr.Print(stderr, "check", clierr.Error{Err: err})
 			return checkUsage
 		}
 		if o.format == "json" {
@@ -107,9 +115,9 @@ func registerCheckCommandTo(app *kingpin.Application, stdout, stderr io.Writer) 
 			writeVerdict(stdout, plan.title, v)
 		}
 		switch v.Result {
-		case regression.Pass:
+		case compare.Pass:
 			return checkPass
-		case regression.Fail:
+		case compare.Fail:
 			return checkFail
 		}
 		return checkInconclusive
@@ -127,7 +135,7 @@ type checkPlan struct {
 	concurrency    float64
 	probes         int
 	every          time.Duration
-	th             regression.Thresholds
+	th             compare.Thresholds
 	title          string
 }
 
@@ -265,7 +273,7 @@ func (o *checkOptions) planFromFile(ctx context.Context, p *checkPlan) error {
 	}
 	cfg, err := config.LoadFile(o.configFile)
 	if err != nil {
-		return fmt.Errorf("--config.file %s: %w", o.configFile, err)
+		return &checkFileError{file: o.configFile, err: err}
 	}
 	t, ok := cfg.Target(o.target)
 	if !ok {
@@ -333,6 +341,15 @@ func (o *checkOptions) planFromFile(ctx context.Context, p *checkPlan) error {
 	return nil
 }
 
+// checkFileError is a configuration file check cannot use.
+type checkFileError struct {
+	file string
+	err  error
+}
+
+func (e *checkFileError) Error() string { return e.file + ": " + e.err.Error() }
+func (e *checkFileError) Unwrap() error { return e.err }
+
 func contains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {
@@ -344,13 +361,14 @@ func contains(s []string, v string) bool {
 
 // run probes the target (and the reference, alternately) with the daemon's
 // prober, one probe at a time, and judges the results.
-func (p *checkPlan) run(ctx context.Context, logger log.Logger) (regression.Verdict, error) {
-	m := prober.NewManager(nil, logger)
+func (p *checkPlan) run(ctx context.Context, logger log.Logger) (compare.Verdict, error) {
+	red := redact.New()
+	m := prober.NewManager(prober.Options{Logger: logger, Clients: httpclient.New(red), Redactor: red})
 	if err := m.Apply(p.cfg); err != nil {
-		return regression.Verdict{}, fmt.Errorf("configuration: %w", err)
+		return compare.Verdict{}, fmt.Errorf("configuration: %w", err)
 	}
-	var own, ref []*prober.Result
-	probe := func(target string) (*prober.Result, error) {
+	var own, ref []*probe.Result
+	probe := func(target string) (*probe.Result, error) {
 		res, _, err := m.ProbeNow(ctx, target, p.module)
 		if err != nil {
 			return nil, fmt.Errorf("probe of %q: %w", target, err)
@@ -367,16 +385,16 @@ func (p *checkPlan) run(ctx context.Context, logger log.Logger) (regression.Verd
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return regression.Verdict{}, fmt.Errorf("interrupted after %d probes: %w", i, err)
+			return compare.Verdict{}, fmt.Errorf("interrupted after %d probes: %w", i, err)
 		}
 		r, err := probe(p.target)
 		if err != nil {
-			return regression.Verdict{}, err
+			return compare.Verdict{}, err
 		}
 		own = append(own, r)
 		if p.reference != "" {
 			if r, err = probe(p.reference); err != nil {
-				return regression.Verdict{}, err
+				return compare.Verdict{}, err
 			}
 			ref = append(ref, r)
 		}
@@ -384,23 +402,20 @@ func (p *checkPlan) run(ctx context.Context, logger log.Logger) (regression.Verd
 	s := sampleOf(own)
 	if p.reference != "" {
 		rs := sampleOf(ref)
-		return regression.Judge(s, rs.Means, &rs, nil, p.th, "reference "+p.reference), nil
+		return compare.Judge(s, rs.Means, &rs, nil, p.th, "reference "+p.reference), nil
 	}
 	e, _ := p.curve.Expected(p.concurrency) // plan checked it
-	exp := regression.ExpectedFromBaseline(e, s.Means.OutputTokens)
-	return regression.Judge(s, exp, nil, nil, p.th, fmt.Sprintf("baseline %s at concurrency %g", p.baselineName, p.concurrency)), nil
+	exp := compare.ExpectedFromBaseline(e, s.Means.OutputTokens)
+	return compare.Judge(s, exp, nil, nil, p.th, fmt.Sprintf("baseline %s at concurrency %g", p.baselineName, p.concurrency)), nil
 }
 
-func sampleOf(rs []*prober.Result) regression.Sample {
+func sampleOf(rs []*probe.Result) compare.Sample {
 	m := prober.MeansOf(rs)
-	s := regression.Sample{Probes: len(rs), Successes: m.N, Means: regression.ProbeMeans{
-		TTFT: m.TTFT, TPOT: m.TPOT, ITL: m.ITL, E2E: m.E2E, OutputTokens: m.OutputTokens, Load: m.Load,
-		N: m.N, NTPOT: m.NTPOT, NITL: m.NITL, NLoad: m.NLoad}}
-	return s
+	return compare.Sample{Probes: len(rs), Successes: m.N, Means: m}
 }
 
 // writeVerdict prints the verdict table.
-func writeVerdict(w io.Writer, title string, v regression.Verdict) {
+func writeVerdict(w io.Writer, title string, v compare.Verdict) {
 	fmt.Fprintf(w, "%s against %s: %s\n", title, v.Against, strings.ToUpper(v.Result))
 	fmt.Fprintf(w, "%s\n\n", v.Reason)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -410,7 +425,7 @@ func writeVerdict(w io.Writer, title string, v regression.Verdict) {
 		if res == "" {
 			res = "not judged"
 		}
-		if r.Metric == regression.MetricSuccessRatio {
+		if r.Metric == compare.MetricSuccessRatio {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t>= %g\t%s\n", "success ratio", ratioCell(r.Expected), ratioCell(r.Measured), "-", v.Thresholds.SuccessRatio, res)
 			continue
 		}
