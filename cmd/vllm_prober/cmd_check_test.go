@@ -95,7 +95,7 @@ func TestCheckExitCodes(t *testing.T) {
 					t.Errorf("output lacks %q", l)
 				}
 			}
-			if c.want == 3 && !strings.Contains(errOut, "error") {
+			if c.want == 3 && !strings.HasPrefix(errOut, "vllm_prober") {
 				t.Errorf("usage error without a message on stderr: %q", errOut)
 			}
 		})
