@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -223,5 +224,11 @@ func (v Verdict) MarshalJSON() ([]byte, error) {
 		out.Metrics = append(out.Metrics, rowJSON{Metric: r.Metric, Expected: num(r.Expected),
 			Measured: num(r.Measured), Ratio: num(r.Ratio), Result: res})
 	}
-	return json.Marshal(out)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // reasons say "ratio 3 > 1.2"
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

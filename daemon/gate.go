@@ -149,7 +149,7 @@ func (d *Daemon) gateHandler(w http.ResponseWriter, r *http.Request) {
 		textResponse(w, http.StatusBadRequest, "%s", err)
 		return
 	}
-	b, err := json.Marshal(v)
+	b, err := v.MarshalJSON()
 	if err != nil {
 		textResponse(w, http.StatusInternalServerError, "encoding the verdict: %s", err)
 		return

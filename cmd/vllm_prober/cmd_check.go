@@ -109,8 +109,13 @@ func registerCheckCommandTo(app *kingpin.Application, stdout, stderr io.Writer) 
 			return checkUsage
 		}
 		if o.format == "json" {
-			b, _ := json.MarshalIndent(v, "", "  ")
-			fmt.Fprintf(stdout, "%s\n", b)
+			enc := json.NewEncoder(stdout)
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(v); err != nil {
+				clierr.Print(stderr, "check", clierr.Error{Err: fmt.Errorf("writing the verdict: %w", err)})
+				return checkUsage
+			}
 		} else {
 			writeVerdict(stdout, plan.title, v)
 		}
