@@ -111,7 +111,8 @@ func gateThresholds(q url.Values) (compare.Thresholds, error) {
 // probes of the last window (global.gate.window by default) against its
 // baseline, or against reference target R's probes of the same window. 200
 // when T passes, 503 when it fails or cannot be judged (too few successful
-// probes, no baseline value), with the verdict as JSON. It runs no probe:
+// probes, no baseline value), with the verdict as JSON (always_200=true: 200
+// whatever the verdict, for Argo Rollouts' web provider). It runs no probe:
 // it reads what the scheduled (and burst) probes recorded, so it spends no
 // tokens.
 func (d *Daemon) gateHandler(w http.ResponseWriter, r *http.Request) {
@@ -155,7 +156,10 @@ func (d *Daemon) gateHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := http.StatusOK
-	if v.Result != compare.Pass {
+	// always_200=true: the verdict is in the body only, for clients that
+	// treat any other status as an error of their own (Argo Rollouts' web
+	// provider: an Error, where a failed or inconclusive verdict is meant).
+	if always, _ := strconv.ParseBool(q.Get("always_200")); v.Result != compare.Pass && !always {
 		code = http.StatusServiceUnavailable
 	}
 	w.Header().Set("Content-Type", "application/json")

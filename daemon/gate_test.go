@@ -151,6 +151,9 @@ func TestGateFlips(t *testing.T) {
 		t.Errorf("503 with verdict %+v", a)
 	}
 	wait(q+"&reference=stable", http.StatusServiceUnavailable)
+	if code, a := f.gate(q + "&always_200=true"); code != http.StatusOK || a.Verdict == "pass" {
+		t.Errorf("always_200=true: %d %+v, want 200 with the failing verdict", code, a)
+	}
 	canary.admin(t, `{"fault":""}`)
 	wait(q, http.StatusOK)
 
