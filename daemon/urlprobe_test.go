@@ -13,18 +13,18 @@ import (
 	"time"
 )
 
-// countingServer wraps a vllm_sim and records every request's Authorization.
-type countingServer struct {
+// authRecordingServer wraps a vllm_sim and records every request's Authorization.
+type authRecordingServer struct {
 	*httptest.Server
 	mu    sync.Mutex
 	auths []string
 }
 
-func startCountingSim(t *testing.T, key string) *countingServer {
+func startAuthRecordingSim(t *testing.T, key string) *authRecordingServer {
 	t.Helper()
 	sim := startSim(t, key)
 	target, _ := url.Parse(sim.URL)
-	c := &countingServer{}
+	c := &authRecordingServer{}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
 		c.auths = append(c.auths, r.Header.Get("Authorization"))
@@ -59,7 +59,7 @@ func startCountingSim(t *testing.T, key string) *countingServer {
 	return c
 }
 
-func (c *countingServer) requests() []string {
+func (c *authRecordingServer) requests() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.auths...)
@@ -71,8 +71,8 @@ func (c *countingServer) requests() []string {
 // spend their own budget, and the scheduled probes never skip for them.
 func TestURLProbes(t *testing.T) {
 	const urlKey = "sk-url-probes-5e1d9a"
-	allowed := startCountingSim(t, urlKey)
-	other := startCountingSim(t, urlKey)
+	allowed := startAuthRecordingSim(t, urlKey)
+	other := startAuthRecordingSim(t, urlKey)
 	f := &fixture{t: t, sim: startSim(t, simKey), echo: startEcho(t)}
 	f.path = filepath.Join(t.TempDir(), "vllm_prober.yml")
 	writeConfig(t, f.path, configText(f.sim.URL, f.echo.URL, fmt.Sprintf(`
@@ -172,7 +172,7 @@ url_probes:
 // TestURLProbesOff: without url_probes, a URL target is refused with 403
 // naming the setting, and nothing is sent.
 func TestURLProbesOff(t *testing.T) {
-	other := startCountingSim(t, "")
+	other := startAuthRecordingSim(t, "")
 	f := newFixture(t)
 	code, body := f.get("/probe?module=short_completion&target=" + url.QueryEscape(other.URL))
 	if code != http.StatusForbidden || !strings.Contains(body, "url_probes.allowed_urls") {
