@@ -59,9 +59,6 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	// once per configuration file; discovery refreshes only hand the
 	// managers new targets (targetSteps).
 	if err := d.applyTargets(cfg, list, append(d.configSteps(), d.targetSteps()...)); err != nil {
-		if m != nil {
-			m.Close()
-		}
 		d.applyMu.Unlock()
 		return err
 	}
@@ -258,7 +255,6 @@ func (d *Daemon) startLocked(r *discoveryRun) {
 // stop cancels r and waits until its goroutines have returned; a no-op for a
 // discovery that never started.
 func (r *discoveryRun) stop() {
-	defer r.m.Close() // also when it never started
 	if r.cancel == nil {
 		return
 	}

@@ -224,9 +224,6 @@ func slogLogger(logger log.Logger) *slog.Logger {
 	return slog.New(slogkit.NewGoKitHandler(logger, lvl))
 }
 
-// Close is kept for symmetry with Run: a Manager that never ran holds nothing.
-func (m *Manager) Close() {}
-
 // Updates delivers the full target list each time it changes. Only the newest
 // list is kept: a slow reader skips intermediate lists, never a final state.
 // The channel is closed when Run returns. Lists are fresh copies the receiver
