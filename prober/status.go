@@ -11,8 +11,8 @@ import (
 type ModuleStatus struct {
 	Module  string
 	Model   string         // with the target's models key: the model probed; else ""
-	Last    *probe.Result  // nil before the first probe finished
-	History []probe.Result // newest first, bounded; treat as read-only
+	Last    *Record  // nil before the first probe finished
+	History []Record // newest first, bounded; treat as read-only
 }
 
 // TargetStatus is the state of one target for the landing page.
