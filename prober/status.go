@@ -10,7 +10,7 @@ import (
 // ModuleStatus is the state of one (target, module) pair for the landing page.
 type ModuleStatus struct {
 	Module  string
-	Model   string         // with the target's models key: the model probed; else ""
+	Model   string   // with the target's models key: the model probed; else ""
 	Last    *Record  // nil before the first probe finished
 	History []Record // newest first, bounded; treat as read-only
 }
