@@ -254,12 +254,12 @@ func TestHintQueriesOnPromtool(t *testing.T) {
 					return fmt.Sprintf("      - series: 'vllm_server_signal_available{job=\"vllm_prober\",instance=%q,pod=%q,target=%q,signal=%q}'\n        values: '%sx10'\n",
 						instance, pod, target, sig, value)
 				}
-				fmt.Fprintf(&b, "  - name: %s\n    interval: 1m\n    input_series:\n", yamlString(d.Title+" / "+panel.Title+" / "+sig))
+				fmt.Fprintf(&b, "  - name: %s\n    interval: 1m\n    input_series:\n", yamlQuote(d.Title+" / "+panel.Title+" / "+sig))
 				b.WriteString(series("10.0.0.1:10040", "vllm-prober-0", "a", "0"))
 				b.WriteString(series("10.0.0.2:10040", "vllm-prober-1", "a", "0"))
 				b.WriteString(series("10.0.0.1:10040", "vllm-prober-0", "b", "1"))
 				fmt.Fprintf(&b, "    promql_expr_test:\n      - expr: %s\n        eval_time: 5m\n        exp_samples:\n          - labels: '{target=\"a\", signal=%q}'\n            value: 0\n",
-					yamlString(Interpolate(tg.Expr, allValues, 5*time.Minute)), sig)
+					yamlQuote(Interpolate(tg.Expr, allValues, 5*time.Minute)), sig)
 			}
 		}
 	}
