@@ -641,7 +641,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		return math.NaN()
 	}
 	if s.model == "" {
-		ids, res := m.fetchModels(ctx, s.client, s.url)
+		ids, res := m.fetchModels(ctx, s.client, s.url, s.target)
 		if res == nil && len(ids) == 0 {
 			res = &Result{Start: begin, Reason: ReasonModelNotFound, Err: "/v1/models lists no model"}
 		}
@@ -669,6 +669,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 		Header:       requestHeader(&mod, s.target, s.module, nonce),
 		StallTimeout: s.stall,
 		Capture:      s.checks.capture(),
+		Redact:       s.red,
 	}
 	var res Result
 	if mod.Prober == config.ProberEmbeddings {
@@ -677,15 +678,15 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Resul
 	} else {
 		req.Body = requestBody(&mod, s.model, nonce)
 		res = m.stream(ctx, s.client, req)
-		s.checks.apply(&res, res.gen, answerCheck)
+		s.checks.apply(&res, res.gen, answerCheck, s.red)
 		res.gen = nil
 	}
 	end := m.now()
 	res.Duration = end.Sub(begin)
 	res.Model = s.model
 	res.Scrub(s.red)
-	res.Text = truncateText(res.Text) // after scrubbing: no secret cut in half survives
-	quoteOutput(&res)
+	res.Text = truncateText(s.red, res.Text) // scrubs first: no secret cut in half survives
+	quoteOutput(&res, s.red)
 	res.Load = loadUntil(end)
 	return &res
 }

@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"net/http"
 	"time"
 )
@@ -60,6 +61,11 @@ type StreamRequest struct {
 	// FullText lifts Capture's bound: the whole generated text is kept, as
 	// vLLM's benchmark client keeps generated_text (bench --save-detailed).
 	FullText bool
+	// Redact scrubs every text the server sends before the Result keeps a
+	// part of it (errors, error body, generated text): scrubbing comes
+	// before every cut, so that no part of a secret straddling a cut
+	// survives. nil scrubs nothing.
+	Redact *redact.Redactor
 }
 
 // Event is one entry of a probe's timeline.

@@ -105,7 +105,7 @@ var errStalled = errors.New("stalled")
 // Stream never panics on server input and the Result's Err never carries
 // credentials or request headers.
 func Stream(ctx context.Context, client *http.Client, req StreamRequest) Result {
-	s := &streamer{}
+	s := &streamer{red: req.Redact}
 	if req.Capture {
 		s.gen = &generated{unbounded: req.FullText}
 	}
@@ -115,6 +115,7 @@ func Stream(ctx context.Context, client *http.Client, req StreamRequest) Result 
 }
 
 type streamer struct {
+	red   *redact.Redactor // scrubs what the server sent, before any cut
 	res   Result
 	t0    time.Time
 	phase string // what the probe is doing, for a failure's Phase
@@ -152,7 +153,7 @@ func (s *streamer) eventAt(off time.Duration, kind EventKind, n int) {
 func (s *streamer) fail(reason Reason, format string, args ...any) {
 	s.res.Success = false
 	s.res.Reason = reason
-	s.res.Err = sanitize(fmt.Sprintf(format, args...))
+	s.res.Err = sanitize(s.red, fmt.Sprintf(format, args...))
 	s.res.Phase = s.phase
 	if !s.t0.IsZero() {
 		// A failed probe's E2E ends at the failure (for a stall or a
@@ -191,7 +192,7 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 		s.fail(ReasonMalformed, "encoding request body: %v", err)
 		return
 	}
-	s.res.RequestBody = excerpt(body, maxRequestBody)
+	s.res.RequestBody = excerpt(s.red, body, maxRequestBody)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -232,7 +233,7 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		s.res.ErrorBody = excerpt(b, maxErrorExcerpt)
+		s.res.ErrorBody = excerpt(s.red, b, maxErrorExcerpt)
 		reason, msg := classifyHTTPError(resp.StatusCode, b)
 		s.fail(reason, "%s", msg)
 		return
@@ -321,7 +322,9 @@ func (t *text) UnmarshalJSON(b []byte) error {
 	case 'n':
 		*t = false
 	default:
-		return fmt.Errorf("want a string, got %.20s", b)
+		// The value is not quoted: it is the server's text, and a cut
+		// quote could hold part of a secret.
+		return fmt.Errorf("want a string, got a JSON %s", jsonKind(b[0]))
 	}
 	return nil
 }
@@ -353,7 +356,8 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 		usageOut      int
 		haveUsage     bool
 		c             chunk
-		text          strings.Builder // the start of the generated text
+		text          strings.Builder // the start of the generated text, as sent
+		textDone      bool            // text holds enough to cut (textEnough)
 	)
 	finish := func() {
 		s.res.OutputTokens = contentEvents
@@ -361,7 +365,7 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			s.res.OutputTokens = usageOut
 			s.res.OutputTokensFromUsage = true
 		}
-		s.res.Text = text.String()
+		s.res.Text = excerpt(s.red, []byte(text.String()), maxTextExcerpt)
 		if !s.res.Success {
 			return // fail set E2E to the failure; there is no TPOT
 		}
@@ -431,8 +435,9 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 		switch {
 		case content:
 			s.eventAt(now, EventContent, len(data))
-			if text.Len() < maxTextExcerpt {
+			if !textDone {
 				appendText(&text, data)
+				textDone = s.textEnough(&text)
 			}
 			if contentEvents == 0 {
 				s.res.TTFT = now
@@ -461,9 +466,20 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 	}
 }
 
-// appendText adds the generated text of a content event to b, up to
-// maxTextExcerpt bytes. Only the first events of a probe pay for decoding the
-// strings.
+// textEnough reports whether the generated text b holds is enough for the
+// excerpt: scrubbed, it reaches maxTextExcerpt plus the longest secret, so
+// that a secret the server split over several events and that straddles the
+// cut is whole in b when it is scrubbed, before the cut.
+func (s *streamer) textEnough(b *strings.Builder) bool {
+	need := maxTextExcerpt + s.red.MaxLen()
+	if b.Len() < maxTextExcerpt {
+		return false
+	}
+	return len(s.red.String(b.String())) >= need
+}
+
+// appendText adds the generated text of a content event to b. Only the
+// first events of a probe pay for decoding the strings (textEnough).
 func appendText(b *strings.Builder, data []byte) {
 	var c struct {
 		Choices []struct {
@@ -483,28 +499,13 @@ func appendText(b *strings.Builder, data []byte) {
 			b.WriteString(t)
 		}
 	}
-	if b.Len() > maxTextExcerpt {
-		t := excerpt([]byte(b.String()), maxTextExcerpt)
-		b.Reset()
-		b.WriteString(t)
-	}
 }
 
-// excerpt returns at most n bytes of b as valid UTF-8, with "…" when cut.
-func excerpt(b []byte, n int) string {
-	if len(b) <= n {
-		return strings.ToValidUTF8(string(b), "\uFFFD")
-	}
-	b = b[:n]
-	for k := 1; k <= utf8.UTFMax && k <= len(b); k++ {
-		if utf8.RuneStart(b[len(b)-k]) {
-			if !utf8.FullRune(b[len(b)-k:]) {
-				b = b[:len(b)-k] // a rune cut in two
-			}
-			break
-		}
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD") + "…"
+// excerpt returns at most n bytes of b, scrubbed by red first (redact.Cut:
+// no secret straddling the cut survives in part), as valid UTF-8, with "…"
+// when cut.
+func excerpt(red *redact.Redactor, b []byte, n int) string {
+	return strings.ToValidUTF8(red.Cut(string(b), n), "\uFFFD")
 }
 
 func hasJSON(raw json.RawMessage) bool {
@@ -626,9 +627,24 @@ func parseErrorBody(body []byte) (typ, msg string) {
 	return "", string(bytes.TrimSpace(body))
 }
 
-// sanitize makes a server- or error-supplied string safe to show: printable,
-// one line, bounded.
-func sanitize(s string) string {
+// jsonKind names the kind of JSON value that starts with c.
+func jsonKind(c byte) string {
+	switch c {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	}
+	return "number"
+}
+
+// sanitize makes a server- or error-supplied string safe to show: scrubbed
+// by red first (before the cut, so that no part of a secret straddling it
+// survives), printable, one line, bounded.
+func sanitize(red *redact.Redactor, s string) string {
+	s = red.String(s)
 	var b strings.Builder
 	for _, r := range s {
 		if b.Len() >= maxErrLen {
