@@ -73,11 +73,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if len(models) == 0 {
 			return nil, errors.New("no --model given and /v1/models lists no model")
 		}
-		rep.Model = models[0].ID
+		// The id is the server's text: scrubbed before any output keeps it.
+		id, held := opts.red.Label(models[0].ID)
+		if held {
+			level.Warn(opts.Logger).Log("msg", "The model id the server lists holds the credential sent: it is shown as "+redact.Placeholder, "field", "/v1/models id")
+		}
+		rep.Model = id
 	}
 	found := false
 	for _, m := range models {
-		if m.ID == rep.Model {
+		if id, _ := opts.red.Label(m.ID); id == rep.Model {
 			found = true
 			rep.MaxModelLen = m.MaxModelLen
 		}
@@ -238,6 +243,7 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 			BaseURL: o.URL, Kind: o.Endpoint, Body: requestBody(o, model, ps[i]), Header: h, StallTimeout: o.StallTimeout,
 			// --save-detailed writes vLLM's generated_texts: the whole text of each request.
 			Capture: texts != nil, FullText: texts != nil,
+			Redact: o.red,
 		})
 		if texts != nil {
 			texts[i] = o.red.String(res.GeneratedText())

@@ -59,6 +59,15 @@ func New(red *redact.Redactor) *Pool {
 	return &Pool{red: red, buckets: map[string][]*shared{}, byPtr: map[*http.Client]*shared{}}
 }
 
+// Redactor returns the redact.Redactor the Pool's clients teach (nil: none),
+// so that the holders of its clients scrub what their targets send with it.
+func (p *Pool) Redactor() *redact.Redactor {
+	if p == nil {
+		return nil
+	}
+	return p.red
+}
+
 // Acquire returns a client for cfg, shared with the other holders of an
 // equal configuration. Each Acquire must be paired with a Release.
 func (p *Pool) Acquire(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
