@@ -56,7 +56,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		tr.MaxIdleConns = maxc + 2
 		defer tr.CloseIdleConnections()
 		// The one User-Agent of vllm_prober (internal/httpclient).
-		client = &http.Client{Transport: commoncfg.NewUserAgentRoundTripper(httpclient.UserAgent(), tr)}
+		// Its headers (--api-key-file's Authorization, --header) never
+		// follow a redirect to another origin (httpclient.CheckRedirect).
+		client = &http.Client{Transport: commoncfg.NewUserAgentRoundTripper(httpclient.UserAgent(), tr), CheckRedirect: httpclient.CheckRedirect}
 	}
 	models, err := waitReady(ctx, client, &opts)
 	if err != nil {
