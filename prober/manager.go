@@ -106,16 +106,11 @@ type target struct {
 
 	pairs []*pair // its pairs, in configuration order
 
-	ledger   []spend        // probes of the last hour
-	reserved map[string]int // worst-case cost of probes in flight, by pair model key
+	// Scheduled is the token budget of the scheduled probes, keyed by pair
+	// model key; OnDemand that of /probe (budget.go).
+	scheduled, onDemand TokenPool
 
 	cancel context.CancelFunc // of the check loop; nil when not running
-}
-
-type spend struct {
-	at     time.Time
-	tokens int
-	model  string // the pair's model key: "" unless the target has models
 }
 
 // pair is one (target, module). It survives Apply while both names stay, and so
@@ -472,7 +467,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		return
 	}
 	cost := p.worstCost()
-	if !m.budgetAllows(p.tgt, p.key.model, cost) {
+	if !p.tgt.scheduled.Allows(m.now(), p.tgt.cfg.TokenBudgetPerHour, budgetShare(p.tgt), p.key.model, cost) {
 		m.metrics.skip(p.labels, SkipBudget)
 		return
 	}
@@ -482,7 +477,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	}
 	p.inFlight = true
 	m.inFlight++
-	p.tgt.reserve(p.key.model, cost)
+	p.tgt.scheduled.Reserve(p.key.model, cost)
 	s := m.snapshot(p)
 	m.wg.Add(1)
 	go func() {
@@ -498,7 +493,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		defer m.mu.Unlock()
 		p.inFlight = false
 		m.inFlight--
-		m.settle(p.tgt, p.key.model, cost, s, res)
+		m.settle(&p.tgt.scheduled, p.key.model, cost, s, res)
 		if ctx.Err() != nil || p.stopped {
 			return // cancelled by shutdown or reload: not a verdict on the target
 		}
@@ -506,47 +501,14 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	}()
 }
 
-// budgetAllows reports whether a probe of worst-case cost fits t's rolling-hour
-// budget, counting probes in flight at their worst case, and, on a target with
-// models, the share of that budget of the probe's model (budgetShare). m.mu
-// must be held.
-func (m *Manager) budgetAllows(t *target, model string, cost int) bool {
-	budget := t.cfg.TokenBudgetPerHour
-	if budget <= 0 {
-		return true
-	}
-	cut := m.now().Add(-time.Hour)
-	i := 0
-	for i < len(t.ledger) && t.ledger[i].at.Before(cut) {
-		i++
-	}
-	t.ledger = t.ledger[i:]
-	spent, mine := 0, 0
-	for k, n := range t.reserved {
-		spent += n
-		if k == model {
-			mine += n
-		}
-	}
-	for _, s := range t.ledger {
-		spent += s.tokens
-		if s.model == model {
-			mine += s.tokens
-		}
-	}
-	return spent+cost <= budget && mine+cost <= budgetShare(t)
-}
-
-// settle releases a probe's reservation and books what it spent. m.mu must be held.
-func (m *Manager) settle(t *target, model string, cost int, s probeSpec, res *Result) {
-	t.reserve(model, -cost)
+// settle releases a probe's reservation in pool and books what it spent.
+// m.mu must be held.
+func (m *Manager) settle(pool *TokenPool, model string, cost int, s probeSpec, res *Result) {
 	prompt := res.PromptTokens
 	if prompt == 0 && res.StatusCode == http.StatusOK {
 		prompt = s.promptEstimate // the server processed it but sent no usage
 	}
-	if n := prompt + res.OutputTokens; n > 0 {
-		t.ledger = append(t.ledger, spend{at: m.now(), tokens: n, model: model})
-	}
+	pool.Settle(m.now(), model, cost, prompt+res.OutputTokens)
 }
 
 // record books a finished scheduled probe. m.mu must be held.
@@ -823,11 +785,13 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 		}
 	}
 	cost := p.worstCost()
-	if !m.budgetAllows(t, p.key.model, cost) {
+	// On-demand probes draw on a pool of their own (budget.go): however
+	// many calls /probe gets, the scheduled probes keep their budget.
+	if budget := onDemandBudget(t, cost); !t.onDemand.Allows(m.now(), budget, budget, "", cost) {
 		m.mu.Unlock()
-		return nil, nil, ErrBudgetExceeded
+		return nil, nil, ErrOnDemandBudgetExceeded
 	}
-	t.reserve(p.key.model, cost)
+	t.onDemand.Reserve("", cost)
 	s := m.snapshot(p)
 	hist := m.metrics.hist
 	m.mu.Unlock()
@@ -835,7 +799,7 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 	res := m.probe(ctx, s, func() {})
 
 	m.mu.Lock()
-	m.settle(t, p.key.model, cost, s, res)
+	m.settle(&t.onDemand, "", cost, s, res)
 	end := float64(m.now().UnixNano()) / 1e9
 	m.mu.Unlock()
 

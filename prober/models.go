@@ -34,17 +34,6 @@ func budgetShare(t *target) int {
 	return budget
 }
 
-// reserve adds (or with a negative cost releases) the worst-case cost of a
-// probe in flight of the pair with model key model.
-func (t *target) reserve(model string, cost int) {
-	if t.reserved == nil {
-		t.reserved = map[string]int{}
-	}
-	if t.reserved[model] += cost; t.reserved[model] == 0 {
-		delete(t.reserved, model)
-	}
-}
-
 // probeNowModel is the pair model key of a probe ProbeModelNow runs of
 // model on t.
 func probeNowModel(t *target, model string) (string, error) {
