@@ -18,6 +18,8 @@
 # binaries (and, for Argo Rollouts, its crds/). The script prints one line per tool:
 #   NAME DIR
 # and `e2e-tools.sh --dir TOOL` prints only the directory (for scripts and tests).
+# Either form builds what is missing first; concurrent callers wait for one build
+# (flock on NAME-VERSION.lock).
 # Nothing it builds is ever written into the repository.
 set -euo pipefail
 
@@ -119,7 +121,7 @@ build_etcd() {
 	(
 		cd "$work/mod"
 		"$GO" mod init e2e-tools/etcd >/dev/null 2>&1
-		"$GO" get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null
+		"$GO" get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >get.log 2>&1 || { cat get.log >&2; exit 1; }
 		CGO_ENABLED=0 "$GO" build -o "$work/bin/etcd" go.etcd.io/etcd/server/v3
 	)
 	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
@@ -150,7 +152,12 @@ ensure() {
 	esac
 	if [ ! -x "$out/$first" ]; then
 		mkdir -p "$TOOLS"
-		"build_${name//-/_}" "$out"
+		# One build per tool at a time: a second caller waits here for the first,
+		# then finds the binary in place.
+		exec {lock}>"$out.lock"
+		flock "$lock"
+		[ -x "$out/$first" ] || "build_${name//-/_}" "$out"
+		exec {lock}>&-
 	fi
 	[ -n "$only_dir" ] && echo "$out" || echo "$name $out"
 }
