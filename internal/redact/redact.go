@@ -151,7 +151,8 @@ func (r *Redactor) rebuild() {
 // space (a credential file's trailing newline), trimmed; each of those
 // JSON-escaped (as every JSON encoder writes it, with and without HTML
 // escaping), URL-encoded (query and path escaping) and base64-encoded alone
-// (standard, unpadded and URL alphabets). The wire forms ("Bearer …",
+// (standard, unpadded and URL alphabets); and each of those inside a JSON
+// string, once or twice. The wire forms ("Bearer …",
 // "Basic base64(user:password)") are values of their own (ClientSecrets), so
 // they get every form too. Not guaranteed: hex, another letter case,
 // \uXXXX escapes of ordinary letters, base64 of the secret inside a longer
@@ -162,11 +163,18 @@ func forms(v string) []string {
 		out = append(out, t)
 	}
 	for _, base := range slices.Clone(out) {
-		out = append(out, jsonEscaped(base, true), jsonEscaped(base, false),
-			url.QueryEscape(base), url.PathEscape(base),
+		out = append(out, url.QueryEscape(base), url.PathEscape(base),
 			base64.StdEncoding.EncodeToString([]byte(base)),
 			base64.RawStdEncoding.EncodeToString([]byte(base)),
 			base64.RawURLEncoding.EncodeToString([]byte(base)))
+	}
+	// Each of them inside a JSON string, and inside a JSON string that is
+	// itself quoted in JSON (an error message quoting an upstream body).
+	for _, f := range slices.Clone(out) {
+		for _, html := range []bool{true, false} {
+			once := jsonEscaped(f, html)
+			out = append(out, once, jsonEscaped(once, html))
+		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
