@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"hash"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
-	"net/url"
 	"regexp"
 	"strings"
 
