@@ -58,8 +58,11 @@ var secretFields = []secretField{
 	{name: "proxy_url password", client: `proxy_url: "http://puser:{psecret}@{host}"`, proxy: true},
 }
 
-// hostileModules: one module per way the hostile server answers.
-var hostileModules = []string{hostile.Mode401, hostile.Mode500, hostile.ModeEvent, hostile.ModeSplit, hostile.ModeRedirect}
+// hostileModules: one module per way the hostile server answers (module
+// m<mode>); "text" is the split stream without an output check, whose
+// generated text the stream reader itself keeps (the split module's check
+// keeps it instead).
+var hostileModules = []string{hostile.Mode401, hostile.Mode500, hostile.ModeEvent, hostile.ModeSplit, hostile.ModeRedirect, "text"}
 
 // runHostile runs a daemon against a hostile server with field's secret,
 // rotates its file (if any) once every module has been probed, and returns
@@ -82,7 +85,11 @@ func runHostile(t *testing.T, field secretField, tag string) (outputs map[string
 	}
 	var mods strings.Builder
 	for _, m := range hostileModules {
-		fmt.Fprintf(&mods, "  m%s: {prober: completions, prompt: hi, max_tokens: 4, headers: {X-Mode: %q}", m, m)
+		mode := m
+		if m == "text" {
+			mode = hostile.ModeSplit
+		}
+		fmt.Fprintf(&mods, "  m%s: {prober: completions, prompt: hi, max_tokens: 4, headers: {X-Mode: %q}", m, mode)
 		if m == hostile.ModeSplit {
 			mods.WriteString(", expect: {regex: never-matches-zz}")
 		}
