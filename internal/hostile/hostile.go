@@ -37,6 +37,10 @@ const (
 // echo (a target URL ending in it has no model list).
 const DenyPrefix = "/deny"
 
+// ModePrefix + a mode is a path prefix that selects the mode of the
+// completions under it, for clients that send no X-Mode header (bench).
+const ModePrefix = "/mode/"
+
 // credentialHeaders are the request headers whose values the server takes
 // for credentials: those of every HTTP client configuration field.
 var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "X-Api-Key", "X-Gateway-Token", "Cookie"}
@@ -209,6 +213,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// Response headers echo too (header values cannot hold newlines).
 	w.Header().Set("X-Echo", strings.NewReplacer("\r", " ", "\n", " ").Replace(echo))
 	path, deny := strings.CutPrefix(r.URL.Path, DenyPrefix)
+	if rest, ok := strings.CutPrefix(path, ModePrefix); ok {
+		mode, p, _ := strings.Cut(rest, "/")
+		path = "/" + p
+		if r.Header.Get("X-Mode") == "" {
+			r.Header.Set("X-Mode", mode)
+		}
+	}
 	switch path {
 	case "/token":
 		// The access token issued carries the client secret (TokenPrefix +
@@ -230,10 +241,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case "/metrics":
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		fmt.Fprintf(w, "# HELP vllm:num_requests_running %s\n# TYPE vllm:num_requests_running gauge\n", strings.ReplaceAll(echo, "\\", `\\`))
-		fmt.Fprintf(w, "vllm:num_requests_running{model_name=%q} 1\n", "hostile-model")
+		fmt.Fprintf(w, "vllm:num_requests_running{model_name=%q} 0\n", "hostile-model")
 		for _, c := range plain {
 			for _, f := range Forms(c) {
-				fmt.Fprintf(w, "vllm:num_requests_running{model_name=\"%s\"} 2\n", labelEscape(f))
+				fmt.Fprintf(w, "vllm:num_requests_running{model_name=\"%s\"} 0\n", labelEscape(f))
 			}
 		}
 		fmt.Fprintf(w, "# HELP vllm:request_success_total %s\n# TYPE vllm:request_success_total counter\n", strings.ReplaceAll(echo, "\\", `\\`))

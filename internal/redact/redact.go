@@ -87,14 +87,13 @@ func (r *Redactor) Learn(values ...string) {
 			all = append(all, v[i+1:])
 		}
 	}
+	// The values are kept; rebuild derives their forms.
 	for _, v := range all {
-		for _, form := range forms(v) {
-			if len(form) < minSecretLen || slices.Contains(r.learned, form) {
-				continue
-			}
-			r.learned = append(r.learned, form)
-			changed = true
+		if len(v) < minSecretLen || slices.Contains(r.learned, v) {
+			continue
 		}
+		r.learned = append(r.learned, v)
+		changed = true
 	}
 	if !changed {
 		return
