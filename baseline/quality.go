@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,8 +37,87 @@ var ErrNoUsablePoint = errors.New("no usable point")
 //   - a baseline left with no usable point is an error wrapping ErrNoUsablePoint, unless Force,
 //     in which case it is marked Unusable (and the daemon will still refuse it).
 func Assess(f *File, opts AssessOptions) ([]string, error) {
-	var notes []string
-	var refused []string
+	notes, refused := assess(f, opts)
+	if len(refused) > 0 {
+		msgs := make([]string, len(refused))
+		for i, r := range refused {
+			msgs[i] = fmt.Sprintf("baseline %q: %s", r.Name, r.Reason)
+			if !r.AllFailed {
+				msgs[i] += " (--keep-failed-points or a lower --min-success-ratio would use them)"
+			}
+		}
+		return notes, fmt.Errorf("%w: %s (use --force to write it anyway, marked unusable)", ErrNoUsablePoint, strings.Join(msgs, "; "))
+	}
+	return notes, nil
+}
+
+// Exclusion is a baseline AssessAndLeaveOut removed from a file, and why.
+type Exclusion struct {
+	Name string
+	// Reason is one short sentence: which points, and why none is usable.
+	Reason string
+	// AllFailed: every point of it had no successful request (no option
+	// makes it usable); otherwise its points are below the minimum success
+	// ratio.
+	AllFailed bool
+}
+
+// AssessAndLeaveOut is Assess for a file of several baselines that keeps
+// what is usable: a baseline with no usable point is removed from f (unless
+// opts.Force, which marks it unusable as Assess does) and returned, and the
+// notes about its points are left out (its Exclusion says it). It fails,
+// wrapping ErrNoUsablePoint, only when no baseline is left; the notes then
+// keep every point's finding.
+func AssessAndLeaveOut(f *File, opts AssessOptions) (notes []string, left []Exclusion, err error) {
+	notes, left = assess(f, opts)
+	if len(left) == 0 {
+		return notes, nil, nil
+	}
+	out := map[string]bool{}
+	for _, e := range left {
+		out[e.Name] = true
+	}
+	kept := f.Baselines[:0]
+	for _, b := range f.Baselines {
+		if !out[b.Name] {
+			kept = append(kept, b)
+		}
+	}
+	f.Baselines = kept
+	if len(f.Baselines) == 0 {
+		where := "its only baseline"
+		if len(left) > 1 {
+			where = fmt.Sprintf("any of its %d baselines", len(left))
+		}
+		why := "every point is below the minimum success ratio or has no successful request"
+		if allLeftFailed(left) {
+			why = "every request failed"
+		}
+		return notes, left, fmt.Errorf("%w in %s: %s", ErrNoUsablePoint, where, why)
+	}
+	notes = slices.DeleteFunc(notes, func(n string) bool {
+		for name := range out {
+			if strings.HasPrefix(n, fmt.Sprintf("baseline %q ", name)) || strings.HasPrefix(n, fmt.Sprintf("baseline %q:", name)) {
+				return true
+			}
+		}
+		return false
+	})
+	return notes, left, nil
+}
+
+func allLeftFailed(left []Exclusion) bool {
+	for _, e := range left {
+		if !e.AllFailed {
+			return false
+		}
+	}
+	return true
+}
+
+// assess marks the points of f and returns the notes and the baselines left
+// with no usable point (when opts.Force is off).
+func assess(f *File, opts AssessOptions) (notes []string, refused []Exclusion) {
 	var unplaced []*Baseline // usable, but no point can be placed on the concurrency axis
 	for _, b := range f.Baselines {
 		for i := range b.Points {
@@ -52,21 +132,38 @@ func Assess(f *File, opts AssessOptions) ([]string, error) {
 		}
 		why := noUsableReason(b)
 		if !opts.Force {
-			msg := fmt.Sprintf("baseline %q: %s", b.Name, why)
-			if !allFailed(b) {
-				msg += " (--keep-failed-points or a lower --min-success-ratio would use them)"
-			}
-			refused = append(refused, msg)
+			refused = append(refused, Exclusion{Name: b.Name, Reason: exclusionReason(b, opts.MinSuccessRatio, why), AllFailed: allFailed(b)})
 			continue
 		}
 		b.Unusable = why + "; imported with --force"
 		notes = append(notes, fmt.Sprintf("baseline %q: %s; written because of --force and marked unusable: the daemon refuses it", b.Name, why))
 	}
-	notes = append(notes, unplacedNote(unplaced)...)
-	if len(refused) > 0 {
-		return notes, fmt.Errorf("%w: %s (use --force to write it anyway, marked unusable)", ErrNoUsablePoint, strings.Join(refused, "; "))
+	return append(notes, unplacedNote(unplaced)...), refused
+}
+
+// exclusionReason says in a few words why no point of b is usable, with the
+// success ratios of its points when they are below the minimum.
+func exclusionReason(b *Baseline, minRatio float64, fallback string) string {
+	var ratios []string
+	for i := range b.Points {
+		p := &b.Points[i]
+		if p.AllFailed {
+			ratios = append(ratios, "0")
+			continue
+		}
+		r, ok := p.SuccessRatio()
+		if !ok {
+			return fallback
+		}
+		ratios = append(ratios, strconv.FormatFloat(r, 'g', 4, 64))
 	}
-	return notes, nil
+	switch {
+	case allFailed(b):
+		return fallback
+	case len(ratios) == 1:
+		return fmt.Sprintf("its only point has a success ratio of %s, below --min-success-ratio %g", ratios[0], minRatio)
+	}
+	return fmt.Sprintf("all %d points are below --min-success-ratio %g (success ratios %s)", len(ratios), minRatio, strings.Join(ratios, ", "))
 }
 
 // unplacedNote reports the baselines whose usable points cannot be placed on the concurrency

@@ -2,7 +2,7 @@
 // method (wait for /v1/models, N requests at fixed concurrency with a fixed
 // prompt, poll /metrics every second) and vLLM's serving benchmark (Poisson
 // request rates with a seed, per-request TTFT/TPOT/ITL/E2E aggregated like
-// calculate_metrics) in one. Every request is measured by prober.Stream and
+// calculate_metrics) in one. Every request is measured by probe.Stream and
 // every /metrics poll is read by collector.Scrape, so the numbers use the same
 // definitions as the daemon's probes and collector.
 //
@@ -25,7 +25,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
-	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // DefaultPrompt is the multi-GPU presets report's fixed prompt.
@@ -91,7 +91,8 @@ type Options struct {
 	URL string
 	// Model to request; empty uses the first id of /v1/models.
 	Model string
-	// Endpoint is config.ProberCompletions (/v1/completions) or config.ProberChat.
+	// Endpoint is the probe kind of the requests: config.ProberCompletions
+	// (/v1/completions), config.ProberChat or config.ProberResponses.
 	Endpoint string
 	// Requests is the number of requests per level.
 	Requests int
@@ -136,6 +137,22 @@ type Options struct {
 	// SaveDetailed adds the per-request arrays of `vllm bench serve
 	// --save-detailed` to each level's JSON (see ServeJSON).
 	SaveDetailed bool
+	// SkipWarmup sends each level's first wave on new connections from a cold
+	// process. By default (false) every level starts with a warm-up: one
+	// untimed request (max_tokens 1) per concurrency slot (every request of
+	// an "inf" rate level, one for a finite rate) and one for the /metrics
+	// poller, all sent at once so that each opens its own connection, which
+	// the timed requests then reuse.
+	// The warm-up requests are not part of the results.
+	SkipWarmup bool
+	// GCMemoryLimit > 0 turns Go's garbage collector off (GOGC=off) for each
+	// level's timed window, with this soft memory limit (bytes) as the only
+	// trigger, after collecting once before the window; the settings in force
+	// before are restored when the window ends. A collection that stops the
+	// client in the middle of a stream adds its pause to the TTFT or ITL it
+	// measures. 0 leaves the collector alone. It changes process-wide
+	// settings: one Run at a time.
+	GCMemoryLimit int64
 	// Client sends every request; nil builds one sized for the largest level.
 	Client *http.Client
 	// Progress receives each level's progress: a progress bar redrawn in place
@@ -175,9 +192,9 @@ func (o *Options) setDefaults() error {
 	switch o.Endpoint {
 	case "":
 		o.Endpoint = config.ProberCompletions
-	case config.ProberCompletions, config.ProberChat:
+	case config.ProberCompletions, config.ProberChat, config.ProberResponses:
 	default:
-		errs = append(errs, fmt.Errorf("endpoint %q is neither %q nor %q", o.Endpoint, config.ProberCompletions, config.ProberChat))
+		errs = append(errs, fmt.Errorf("endpoint %q is not %q, %q or %q", o.Endpoint, config.ProberCompletions, config.ProberChat, config.ProberResponses))
 	}
 	if o.Requests == 0 {
 		o.Requests = DefaultRequests
@@ -313,8 +330,8 @@ func (r *Report) minSuccessRatio() float64 {
 type LevelResult struct {
 	Level   Level
 	Start   time.Time
-	Results []prober.Result // one per request, in request order; timelines and headers dropped
-	// Texts is each request's whole generated text (prober.Result.GeneratedText),
+	Results []probe.Result // one per request, in request order; timelines and headers dropped
+	// Texts is each request's whole generated text (probe.Result.GeneratedText),
 	// in request order, when SaveDetailed asked for vLLM's generated_texts; nil otherwise.
 	Texts   []string
 	Metrics Metrics

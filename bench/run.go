@@ -8,6 +8,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +25,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
-	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // Run benchmarks the server at every level of opts. It returns the levels that
@@ -60,6 +62,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		// follow a redirect to another origin (httpclient.CheckRedirect).
 		client = &http.Client{Transport: commoncfg.NewUserAgentRoundTripper(httpclient.UserAgent(), tr), CheckRedirect: httpclient.CheckRedirect}
 	}
+	spec, err := probe.Compile(opts.Name, opts.module())
+	if err != nil {
+		return nil, err
+	}
 	models, err := waitReady(ctx, client, &opts)
 	if err != nil {
 		return nil, err
@@ -93,7 +99,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		level.Warn(opts.Logger).Log("msg", "model not listed by /v1/models; sending it anyway", "model", rep.Model)
 	}
 	for _, lv := range opts.Levels() {
-		lr, err := runLevel(ctx, client, &opts, rep.Model, lv)
+		lr, err := runLevel(ctx, client, &opts, spec, rep.Model, lv)
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", lv, err)
 		}
@@ -141,22 +147,22 @@ func fetchModels(ctx context.Context, client *http.Client, o *Options) ([]modelC
 	return vllmapi.Models(rctx, client, o.URL, o.Header)
 }
 
-// requestBody is the JSON body of request i: vLLM's benchmark client's body
-// (vLLM's benchmarks/backend_request_func.py) with our prompt.
-func requestBody(o *Options, model, prompt string) map[string]any {
-	body := map[string]any{"model": model, "temperature": o.Temperature}
-	if o.IgnoreEOS {
-		body["ignore_eos"] = true
+// module is the probe module bench sends, compiled once per run like a
+// configured module: vLLM's benchmark client's request
+// (benchmarks/backend_request_func.py) of the endpoint's kind. Each request
+// asks its own prompt (probe.Call.Prompt); bench sends no nonce.
+func (o *Options) module() config.Module {
+	mod := config.Module{Prober: o.Endpoint, MaxTokens: o.MaxTokens, Temperature: o.Temperature, IgnoreEOS: o.IgnoreEOS}
+	switch o.Endpoint {
+	case config.ProberChat:
+		mod.Messages = []config.Message{{Role: "user", Content: o.Prompt}}
+	case config.ProberCompletions:
+		mod.Prompt = o.Prompt
+		mod.ExtraBody = map[string]any{"repetition_penalty": 1.0}
+	default:
+		mod.Prompt = o.Prompt
 	}
-	if o.Endpoint == config.ProberChat {
-		body["messages"] = []map[string]string{{"role": "user", "content": prompt}}
-		body["max_completion_tokens"] = o.MaxTokens
-	} else {
-		body["prompt"] = prompt
-		body["max_tokens"] = o.MaxTokens
-		body["repetition_penalty"] = 1.0
-	}
-	return body
+	return mod
 }
 
 // promptWords feed random prompts; each is one token in common BPE vocabularies.
@@ -214,11 +220,11 @@ func arrivals(rate float64, n int, seed uint64) []time.Duration {
 }
 
 // runLevel runs one level: the requests, the /metrics poller and the progress bar.
-func runLevel(ctx context.Context, client *http.Client, o *Options, model string, lv Level) (*LevelResult, error) {
+func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.Spec, model string, lv Level) (*LevelResult, error) {
 	lr := &LevelResult{Level: lv}
 	n := o.Requests
 	ps := prompts(o, lv, n)
-	results := make([]prober.Result, n)
+	results := make([]probe.Result, n)
 	var texts []string // vLLM's generated_texts, for --save-detailed
 	if o.SaveDetailed {
 		texts = make([]string, n)
@@ -226,29 +232,32 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 	bar := newProgress(o.Progress, o.ProgressBar, lv.String(), n)
 	var finished atomic.Int64
 
+	if !o.SkipWarmup {
+		warmUp(ctx, client, o, model, lv, ps[0])
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("interrupted: %w", context.Cause(ctx))
+		}
+	}
+	restoreGC := timedWindowGC(o.GCMemoryLimit)
+	defer restoreGC() // once the window ended, or on an early return
+
 	lctx, stopPoll := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	poller := &poller{client: client, url: o.URL + o.MetricsPath, interval: o.PollInterval, header: o.Header}
-	lr.Start = time.Now()
-	poller.start = lr.Start
-	wg.Go(func() { poller.run(lctx) })
 
 	one := func(i int) {
 		rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 		defer cancel()
-		h := o.Header.Clone()
-		if h == nil {
-			h = http.Header{}
-		}
-		h.Set("X-Request-Id", fmt.Sprintf("%s-%s-%d", o.Name, lv.Slug(), i))
-		res := prober.Stream(rctx, client, prober.StreamRequest{
-			BaseURL: o.URL, Kind: o.Endpoint, Body: requestBody(o, model, ps[i]), Header: h, StallTimeout: o.StallTimeout,
-			// --save-detailed writes vLLM's generated_texts: the whole text of each request.
-			Capture: texts != nil, FullText: texts != nil,
-			Redact: o.red,
-		})
+		call := probe.Call{BaseURL: o.URL, Model: model, Prompt: ps[i], Header: o.Header,
+			RequestID: fmt.Sprintf("%s-%s-%d", o.Name, lv.Slug(), i), StallTimeout: o.StallTimeout, Redact: o.red}
+		var text string
 		if texts != nil {
-			texts[i] = o.red.String(res.GeneratedText())
+			// --save-detailed writes vLLM's generated_texts: the whole text of each request.
+			call.Output = &text
+		}
+		res := spec.Run(rctx, client, call)
+		if texts != nil {
+			texts[i] = o.red.String(text)
 		}
 		res.Events, res.RequestHeader, res.ResponseHeader = nil, nil, nil
 		res.Scrub(o.red)
@@ -257,13 +266,18 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 		bar.add(!res.Success)
 	}
 
-	start := time.Now()
+	// The first wave waits on release: every goroutine of it is created (and
+	// has its stack) before any request leaves, so that their send times are
+	// as close together as the scheduler allows.
+	release := make(chan struct{})
+	var start time.Time
 	var reqs sync.WaitGroup
 	switch lv.Type {
 	case LoadConcurrency:
 		var next atomic.Int64
 		for w := 0; w < int(lv.Value) && w < n; w++ {
 			reqs.Go(func() {
+				<-release
 				for ctx.Err() == nil {
 					i := int(next.Add(1)) - 1
 					if i >= n {
@@ -273,12 +287,23 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 				}
 			})
 		}
+		start = releaseWave(lctx, lr, poller, &wg, release)
 	default:
 		offs := arrivals(lv.Value, n, o.Seed)
+		first := 0 // the requests sent at offset 0: the first wave
+		for first < n && offs[first] == 0 {
+			i := first
+			reqs.Go(func() {
+				<-release
+				one(i)
+			})
+			first++
+		}
+		start = releaseWave(lctx, lr, poller, &wg, release)
 		timer := time.NewTimer(0)
 		<-timer.C
 	dispatch:
-		for i := 0; i < n; i++ {
+		for i := first; i < n; i++ {
 			if d := time.Until(start.Add(offs[i])); d > 0 {
 				timer.Reset(d)
 				select {
@@ -293,6 +318,7 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 	}
 	reqs.Wait()
 	duration := time.Since(start)
+	restoreGC()
 	bar.finish(int(finished.Load()))
 	stopPoll()
 	wg.Wait()
@@ -311,6 +337,84 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, model string
 	lr.Metrics = Calculate(results, duration, o.Percentiles)
 	lr.Server = poller.stats()
 	return lr, nil
+}
+
+// releaseWave starts the timed window: the level's start, the /metrics poller
+// (stopped by cancelling ctx, waited for with wg) and, last, the first wave.
+func releaseWave(ctx context.Context, lr *LevelResult, p *poller, wg *sync.WaitGroup, release chan struct{}) time.Time {
+	lr.Start = time.Now()
+	p.start = lr.Start
+	wg.Go(func() { p.run(ctx) })
+	close(release)
+	return lr.Start
+}
+
+// warmSlots is how many connections the warm-up of a level opens: one per
+// concurrency slot, every request of an "inf" rate level (all sent at once),
+// one for a finite rate (its connections open as its arrivals need them),
+// plus one for the /metrics poller, which shares the client's pool.
+func warmSlots(lv Level, n int) int {
+	switch {
+	case lv.Type == LoadConcurrency:
+		return min(int(lv.Value), n) + 1
+	case math.IsInf(lv.Value, 1):
+		return n + 1
+	}
+	return 2
+}
+
+// warmUp sends warmSlots untimed requests (max_tokens 1) at once and waits
+// for them: each opens a connection, which returns to the client's idle pool
+// for the timed requests, and the process has run every code path of a
+// request before the first timed one. Their results are dropped; a failed
+// warm-up is logged (the timed requests then report the server's state).
+func warmUp(ctx context.Context, client *http.Client, o *Options, model string, lv Level, prompt string) {
+	k := warmSlots(lv, o.Requests)
+	mod := o.module()
+	mod.MaxTokens = 1
+	spec, err := probe.Compile(o.Name+"-warmup", mod)
+	if err != nil {
+		level.Warn(o.Logger).Log("msg", "no warm-up: its request does not compile", "err", err)
+		return
+	}
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for w := 0; w < k; w++ {
+		wg.Go(func() {
+			rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+			defer cancel()
+			<-release
+			res := spec.Run(rctx, client, probe.Call{BaseURL: o.URL, Model: model, Prompt: prompt, Header: o.Header,
+				RequestID: fmt.Sprintf("%s-%s-warmup-%d", o.Name, lv.Slug(), w), StallTimeout: o.StallTimeout, Redact: o.red})
+			if !res.Success {
+				failed.Add(1)
+			}
+		})
+	}
+	close(release)
+	wg.Wait()
+	if f := failed.Load(); f > 0 && ctx.Err() == nil {
+		level.Warn(o.Logger).Log("msg", "warm-up requests failed; the timed requests follow anyway", "level", lv, "failed", f, "sent", k)
+	}
+}
+
+// timedWindowGC applies GCMemoryLimit (see Options) and returns the function
+// that restores the previous settings; calling it again does nothing.
+func timedWindowGC(limit int64) (restore func()) {
+	if limit <= 0 {
+		return func() {}
+	}
+	runtime.GC() // start the window with the warm-up's garbage collected
+	pct := debug.SetGCPercent(-1)
+	prev := debug.SetMemoryLimit(limit)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			debug.SetGCPercent(pct)
+			debug.SetMemoryLimit(prev)
+		})
+	}
 }
 
 // poller scrapes /metrics every interval with collector.Scrape.

@@ -370,7 +370,7 @@ func TestBenchWaitsForModels(t *testing.T) {
 func TestBenchOptionErrors(t *testing.T) {
 	_, err := Run(context.Background(), Options{URL: "http://127.0.0.1:1", Concurrencies: []int{0}, RequestRates: []float64{-1},
 		Endpoint: "embeddings", Prompt: "x", RandomInputLen: 3})
-	want := "invalid benchmark options: endpoint \"embeddings\" is neither \"completions\" nor \"chat\"\n" +
+	want := "invalid benchmark options: endpoint \"embeddings\" is not \"completions\", \"chat\" or \"responses\"\n" +
 		"concurrency must be at least 1, got 0\nrequest rate must be positive or inf, got -1\n" +
 		"give either a prompt or a random input length, not both"
 	if err == nil || err.Error() != want {
@@ -458,4 +458,31 @@ func readTrace(t *testing.T, path string) map[string][]time.Time {
 		}
 	}
 	return out
+}
+
+// TestBenchResponses: bench drives /v1/responses through the same compiled
+// probe spec as the prober's responses modules: every request streams,
+// counts its tokens from response.completed's usage, and keeps its whole
+// text for --save-detailed.
+func TestBenchResponses(t *testing.T) {
+	_, url := startSim(t, func(c *simulator.Config) { c.TTFT, c.ITL = 20*time.Millisecond, 2*time.Millisecond })
+	rep, err := Run(context.Background(), Options{
+		URL: url, Endpoint: config.ProberResponses, Requests: 4, Concurrencies: []int{2}, MaxTokens: 8, IgnoreEOS: true,
+		PollInterval: 100 * time.Millisecond, Name: "responses", SaveDetailed: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr := rep.Levels[0]
+	if lr.Metrics.Completed != 4 || lr.Metrics.TotalOutput != 32 {
+		t.Fatalf("completed %d, output tokens %d; want 4 and 32", lr.Metrics.Completed, lr.Metrics.TotalOutput)
+	}
+	for i, r := range lr.Results {
+		if !r.Success || !r.OutputTokensFromUsage || r.TTFT <= 0 || len(r.ITLs) != 7 {
+			t.Errorf("request %d: success %v, tokens from usage %v, TTFT %v, %d ITLs", i, r.Success, r.OutputTokensFromUsage, r.TTFT, len(r.ITLs))
+		}
+		if lr.Texts[i] == "" {
+			t.Errorf("request %d: no generated text kept", i)
+		}
+	}
 }

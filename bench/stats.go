@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // Percentile returns the p-th percentile (0 <= p <= 100) of sorted, ascending
@@ -121,7 +121,7 @@ func (m *Metrics) SuccessRatio() float64 {
 // (E2E-TTFT)/(out-1) for requests with more than one output token, averaged
 // over requests; ITL pools every gap of every request (chunk-weighted); a
 // request whose output token count is 0 counts as 1 (no tokenizer).
-func Calculate(results []prober.Result, duration time.Duration, percentiles []float64) Metrics {
+func Calculate(results []probe.Result, duration time.Duration, percentiles []float64) Metrics {
 	m := Metrics{Duration: duration, Failures: FailureBreakdown(results)}
 	var ttfts, tpots, itls, e2es, outTPS, inTPS []float64
 	for i := range results {
@@ -139,7 +139,7 @@ func Calculate(results []prober.Result, duration time.Duration, percentiles []fl
 		m.TotalInput += r.PromptTokens
 		ttfts = append(ttfts, r.TTFT.Seconds())
 		e2es = append(e2es, r.E2E.Seconds())
-		if tpot, ok := prober.TPOT(r.TTFT, r.E2E, out); ok {
+		if tpot, ok := probe.TPOT(r.TTFT, r.E2E, out); ok {
 			tpots = append(tpots, tpot.Seconds())
 		}
 		for _, g := range r.ITLs {
@@ -170,7 +170,7 @@ func Calculate(results []prober.Result, duration time.Duration, percentiles []fl
 // (PR #23867): token timestamps are start+TTFT, then +ITL cumulatively, counted
 // in 1-second buckets from the earliest start; the concurrency peak is a sweep
 // line over [start, start+E2E) of successful requests, ends before starts on ties.
-func peaks(results []prober.Result) (float64, int) {
+func peaks(results []probe.Result) (float64, int) {
 	var t0 time.Time
 	for i := range results {
 		if r := &results[i]; r.Success && (t0.IsZero() || r.Start.Before(t0)) {
@@ -219,10 +219,10 @@ func peaks(results []prober.Result) (float64, int) {
 }
 
 // Failure is one class of failed requests: the prober's failure reason (the
-// reason label of vllm_probe_failures_total, see prober.Reasons) and, when the
+// reason label of vllm_probe_failures_total, see probe.Reasons) and, when the
 // server answered with an error status, that status.
 type Failure struct {
-	Reason prober.Reason
+	Reason probe.Reason
 	// Status is the HTTP status of an error answer (not 2xx); 0 when the
 	// request failed without one (connection, timeout) or inside a 200 stream.
 	Status int
@@ -241,12 +241,12 @@ func (f Failure) Class() string {
 }
 
 // FailureBreakdown counts the failed results by reason and error status, the
-// largest class first (ties in the order of prober.Reasons, then by status).
+// largest class first (ties in the order of probe.Reasons, then by status).
 // The classification is the prober's own: bench reuses Result.Reason as
-// prober.Stream set it.
-func FailureBreakdown(results []prober.Result) []Failure {
+// probe.Stream set it.
+func FailureBreakdown(results []probe.Result) []Failure {
 	type key struct {
-		reason prober.Reason
+		reason probe.Reason
 		status int
 	}
 	idx := map[key]int{}
@@ -268,8 +268,8 @@ func FailureBreakdown(results []prober.Result) []Failure {
 		}
 		out[j].Count++
 	}
-	order := map[prober.Reason]int{}
-	for i, r := range prober.Reasons() {
+	order := map[probe.Reason]int{}
+	for i, r := range probe.Reasons() {
 		order[r] = i + 1 // a reason the list lacks sorts first (0); none should
 	}
 	slices.SortStableFunc(out, func(a, b Failure) int {

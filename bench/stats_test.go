@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -61,15 +61,15 @@ func TestSummarizePopulationStd(t *testing.T) {
 func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 
 // handResults are four requests whose aggregate is computed by hand below.
-func handResults() []prober.Result {
+func handResults() []probe.Result {
 	t0 := time.Unix(1700000000, 0)
-	return []prober.Result{
+	return []probe.Result{
 		{Start: t0, Success: true, TTFT: ms(100), E2E: ms(500), OutputTokens: 5, PromptTokens: 10,
 			ITLs: []time.Duration{ms(100), ms(100), ms(100), ms(100)}},
 		{Start: t0.Add(ms(50)), Success: true, TTFT: ms(200), E2E: ms(200), OutputTokens: 1, PromptTokens: 20},
 		{Start: t0.Add(ms(600)), Success: true, TTFT: ms(300), E2E: ms(700), OutputTokens: 3, PromptTokens: 30,
 			ITLs: []time.Duration{ms(150), ms(250)}},
-		{Start: t0.Add(ms(700)), Success: false, Reason: prober.ReasonHTTP5xx, StatusCode: 500,
+		{Start: t0.Add(ms(700)), Success: false, Reason: probe.ReasonHTTP5xx, StatusCode: 500,
 			Err: "HTTP 500 InternalServerError: EngineCore encountered an issue."},
 	}
 }
@@ -117,7 +117,7 @@ func TestCalculateMatchesHandComputation(t *testing.T) {
 }
 
 func TestCalculateAllFailed(t *testing.T) {
-	m := Calculate([]prober.Result{{Reason: prober.ReasonConnection}, {Reason: prober.ReasonConnection}}, time.Second, []float64{99})
+	m := Calculate([]probe.Result{{Reason: probe.ReasonConnection}, {Reason: probe.ReasonConnection}}, time.Second, []float64{99})
 	if m.Completed != 0 || m.Failed != 2 || m.OutputThroughput != 0 || m.TTFT.Mean != 0 || m.MaxConcurrentRequests != 0 {
 		t.Fatalf("all-failed metrics = %+v", m)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/baseline"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/atomicfile"
-	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // Tool is the source.tool of the baseline files bench writes.
@@ -335,7 +335,7 @@ func addDetail(o *orderedJSON, lr *LevelResult) {
 
 // requestErrors is vLLM's per-request errors array: "" for a success, else
 // the prober's reason and message.
-func requestErrors(results []prober.Result) []string {
+func requestErrors(results []probe.Result) []string {
 	out := make([]string, len(results))
 	for i := range results {
 		if r := &results[i]; !r.Success {
@@ -369,7 +369,7 @@ func failureReasons(fs []Failure) rawJSON {
 
 // definitions documents what bench's baseline metrics mean (source.definitions).
 var definitions = map[string]string{
-	"ttft_seconds":                  "client (prober.Stream): first SSE event carrying generated text minus the time just before the POST; chat's role-only first event does not count",
+	"ttft_seconds":                  "client (probe.Stream): first SSE event carrying generated text minus the time just before the POST; chat's role-only first event does not count",
 	"tpot_seconds":                  "client, per request (E2E - TTFT)/(output_tokens - 1) for requests with more than one output token, then averaged over requests (vLLM's TPOT)",
 	"itl_seconds":                   "client: gaps between successive content events, pooled over all requests, chunk-weighted (vLLM's ITL)",
 	"e2e_seconds":                   "client: last content event minus the time just before the POST (vLLM's E2EL)",

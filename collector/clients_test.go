@@ -13,7 +13,7 @@ modules:
 targets:
   - {name: a, url: "http://127.0.0.1:1"}
 `
-	m := NewManager(nil, nil, nil, nil)
+	m := NewManager(testOptions(nil, nil))
 	if err := m.Apply(testConfig(t, base+`  - {name: b, url: "http://127.0.0.1:2"}
   - name: c
     url: "http://127.0.0.1:3"

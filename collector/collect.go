@@ -1,8 +1,9 @@
 package collector
 
 import (
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +16,6 @@ type descs struct {
 	kvUsage, cpuKVUsage, kvCapacity *prometheus.Desc
 	preemptions, success            *prometheus.Desc
 	ttft, itl, e2e, queue           *prometheus.Desc
-	ttftGap, headroom               *prometheus.Desc
 	signal, servedModel             *prometheus.Desc
 }
 
@@ -43,12 +43,10 @@ func newDescs(static []string) *descs {
 		itl:         d("vllm_server_inter_token_latency_seconds", "Server-side inter-token latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
 		e2e:         d("vllm_server_e2e_latency_seconds", "Server-side end-to-end request latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
 		queue:       d("vllm_server_queue_time_seconds", "Server-side queue time over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
-		ttftGap:     d("vllm_probe_server_ttft_gap_seconds", "Mean TTFT of the probes minus the server's mean TTFT (plus its mean queue time when its TTFT excludes queueing) over the same window.", base),
 		signal: d("vllm_server_signal_available", "1 if the target's vLLM /metrics exports the signal's family (for any model), 0 if it does not: its panels and alerts then have no data, which is not zero.",
 			append(append([]string(nil), withTarget...), "signal")),
 		servedModel: d("vllm_server_served_model_info", "Models the target serves (/v1/models) and the model_name their traffic is counted under in vLLM's /metrics: a LoRA adapter's base model, else the model itself; always 1.",
 			with("base_model")),
-		headroom: d("vllm_server_headroom_ratio", "Remaining capacity (0-1) by resource: kv_cache, batch_slots, throughput and overall (their minimum).", with("resource")),
 	}
 }
 
@@ -76,142 +74,72 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 	}
 	static := s.labelValues
 	tl := append([]string{s.name}, static...)
-	up := 0.0
-	if s.up {
-		up = 1
-	}
-	ch <- prometheus.MustNewConstMetric(d.up, prometheus.GaugeValue, up, tl...)
+	ch <- prometheus.MustNewConstMetric(d.up, prometheus.GaugeValue, b2f(s.up), tl...)
 	ch <- prometheus.MustNewConstMetric(d.duration, prometheus.GaugeValue, s.duration, tl...)
-	if !s.up || len(s.ring) == 0 {
-		s.mu.Unlock()
+	v, ok := s.viewLocked()
+	s.mu.Unlock()
+	if !ok {
 		return // no stale derived series while the server does not answer
 	}
-	latest := s.ring[len(s.ring)-1]
-	info := s.info
-	maxNumSeqs := s.maxNumSeqs
-	derived := s.derived
-	includesQueue := make(map[string]bool, len(latest.Models))
-	for name := range latest.Models {
-		includesQueue[name] = s.ttftIncludesQueueLocked(name)
+	for i, ok := range signalAvailability(v.latest) {
+		ch <- prometheus.MustNewConstMetric(d.signal, prometheus.GaugeValue, b2f(ok), append(slices.Clone(tl), signals[i].name)...)
 	}
-	s.mu.Unlock()
-
-	for i, ok := range signalAvailability(latest) {
-		v := 0.0
-		if ok {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(d.signal, prometheus.GaugeValue, v, append(append([]string(nil), tl...), signals[i].name)...)
-	}
-
-	models := make([]string, 0, len(latest.Models))
-	for name := range latest.Models {
-		models = append(models, name)
-	}
-	sort.Strings(models)
-
-	probeModel := ""
-	if m.probes != nil {
-		probeModel = m.probes.Model(s.name)
-	}
-	if probeModel == "" && len(models) == 1 {
-		probeModel = models[0]
-	}
-	// vLLM counts a LoRA adapter's traffic under its base model's
-	// model_name: the probes of an adapter are joined with the base
-	// model's server figures.
-	serverModel := probeModel
-	if _, ok := latest.Models[probeModel]; !ok {
-		if base := info.Base[probeModel]; base != "" {
-			serverModel = base
-		}
-	}
-	served := make([]string, 0, len(info.Base))
-	for id := range info.Base {
-		served = append(served, id)
-	}
-	sort.Strings(served)
-	for _, id := range served {
+	for _, id := range slices.Sorted(maps.Keys(v.Base)) {
 		ch <- prometheus.MustNewConstMetric(d.servedModel, prometheus.GaugeValue, 1,
-			append(append([]string{s.name, id}, static...), info.Base[id])...)
+			append(append([]string{s.name, id}, static...), v.Base[id])...)
 	}
-	saturation, hasSaturation := 0.0, false
-	if m.baselines != nil {
-		saturation, hasSaturation = m.baselines.SaturationOutputThroughput(s.name)
-		hasSaturation = hasSaturation && saturation > 0
+	for _, mv := range v.Models {
+		collectModel(ch, d, &v, &mv, append([]string{s.name, mv.Name}, static...))
 	}
+}
 
-	for _, name := range models {
-		mod := latest.Models[name]
-		dv := derived[name]
-		labels := append([]string{s.name, name}, static...)
-		with := func(extra ...string) []string { return append(append([]string(nil), labels...), extra...) }
-		gauge := func(desc *prometheus.Desc, v float64, lv []string) {
-			if !math.IsNaN(v) {
-				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, lv...)
-			}
-		}
-
-		maxLen := ""
-		if n, ok := info.MaxModelLen[name]; ok {
-			maxLen = strconv.Itoa(n)
-		}
-		ch <- prometheus.MustNewConstMetric(d.info, prometheus.GaugeValue, 1,
-			with(info.Version, maxLen, formatCount(mod.BlockSize), formatCount(mod.KVCapacityTokens), latest.Schema,
-				strconv.FormatBool(includesQueue[name]))...)
-
-		gauge(d.requests, mod.Running, with("running"))
-		gauge(d.requests, mod.Waiting, with("waiting"))
-		gauge(d.requests, mod.Swapped, with("swapped"))
-		gauge(d.kvUsage, mod.KVUsage, labels)
-		gauge(d.cpuKVUsage, mod.CPUKVUsage, labels)
-		gauge(d.kvCapacity, mod.KVCapacityTokens, labels)
-
-		genRate := math.NaN()
-		if dv != nil {
-			genRate = dv.GenerationTokensPerSecond
-			gauge(d.promptRate, dv.PromptTokensPerSecond, labels)
-			gauge(d.genRate, dv.GenerationTokensPerSecond, labels)
-			gauge(d.preemptions, dv.PreemptionsPerSecond, labels)
-			reasons := make([]string, 0, len(dv.RequestSuccessPerSecond))
-			for r := range dv.RequestSuccessPerSecond {
-				reasons = append(reasons, r)
-			}
-			sort.Strings(reasons)
-			for _, r := range reasons {
-				gauge(d.success, dv.RequestSuccessPerSecond[r], with(r))
-			}
-			for key, desc := range map[string]*prometheus.Desc{"ttft": d.ttft, "itl": d.itl, "e2e": d.e2e, "queue": d.queue} {
-				if l, ok := dv.Latencies[key]; ok {
-					gauge(desc, l.Mean, with("mean"))
-					gauge(desc, l.P50, with("p50"))
-					gauge(desc, l.P99, with("p99"))
-				}
-			}
-			if name == serverModel && m.probes != nil && !dv.Start.IsZero() {
-				if l, ok := dv.Latencies["ttft"]; ok {
-					if probeMean, n := m.probes.MeanTTFT(s.name, dv.Start); n > 0 {
-						queue := math.NaN()
-						if q, ok := dv.Latencies["queue"]; ok {
-							queue = q.Mean
-						}
-						// Under the probes' model (the adapter's name when
-						// they probe one), with the base model's figures.
-						gapLabels := append([]string{s.name, probeModel}, static...)
-						gauge(d.ttftGap, TTFTGap(probeMean, l.Mean, queue, includesQueue[name]), gapLabels)
-					}
-				}
-			}
-		}
-
-		h := ComputeHeadroom(mod, maxNumSeqs, genRate, saturation, hasSaturation)
-		for _, r := range []struct {
-			name string
-			v    float64
-		}{{"kv_cache", h.KVCache}, {"batch_slots", h.BatchSlots}, {"throughput", h.Throughput}, {"overall", h.Overall}} {
-			gauge(d.headroom, r.v, with(r.name))
+// collectModel sends the series of one model of a scraped target; labels
+// are its target, model and static label values.
+func collectModel(ch chan<- prometheus.Metric, d *descs, v *View, mv *ModelView, labels []string) {
+	with := func(extra ...string) []string { return append(slices.Clone(labels), extra...) }
+	gauge := func(desc *prometheus.Desc, v float64, lv []string) {
+		if !math.IsNaN(v) {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, lv...)
 		}
 	}
+	mod := mv.Model
+	maxLen := ""
+	if n, ok := v.info.MaxModelLen[mv.Name]; ok {
+		maxLen = strconv.Itoa(n)
+	}
+	ch <- prometheus.MustNewConstMetric(d.info, prometheus.GaugeValue, 1,
+		with(v.info.Version, maxLen, formatCount(mod.BlockSize), formatCount(mod.KVCapacityTokens), v.latest.Schema,
+			strconv.FormatBool(mv.TTFTIncludesQueue))...)
+	gauge(d.requests, mod.Running, with("running"))
+	gauge(d.requests, mod.Waiting, with("waiting"))
+	gauge(d.requests, mod.Swapped, with("swapped"))
+	gauge(d.kvUsage, mod.KVUsage, labels)
+	gauge(d.cpuKVUsage, mod.CPUKVUsage, labels)
+	gauge(d.kvCapacity, mod.KVCapacityTokens, labels)
+	dv := mv.Derived
+	if dv == nil {
+		return
+	}
+	gauge(d.promptRate, dv.PromptTokensPerSecond, labels)
+	gauge(d.genRate, dv.GenerationTokensPerSecond, labels)
+	gauge(d.preemptions, dv.PreemptionsPerSecond, labels)
+	for _, r := range slices.Sorted(maps.Keys(dv.RequestSuccessPerSecond)) {
+		gauge(d.success, dv.RequestSuccessPerSecond[r], with(r))
+	}
+	for key, desc := range map[string]*prometheus.Desc{"ttft": d.ttft, "itl": d.itl, "e2e": d.e2e, "queue": d.queue} {
+		if l, ok := dv.Latencies[key]; ok {
+			gauge(desc, l.Mean, with("mean"))
+			gauge(desc, l.P50, with("p50"))
+			gauge(desc, l.P99, with("p99"))
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // formatCount renders a whole count for a label; "" when unknown.
@@ -220,49 +148,4 @@ func formatCount(v float64) string {
 		return ""
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-// Headroom holds vllm_server_headroom_ratio by resource; NaN means absent.
-type Headroom struct {
-	KVCache, BatchSlots, Throughput, Overall float64
-}
-
-// ComputeHeadroom derives the headroom ratios of one model, each clamped to [0,1]:
-//
-//	kv_cache    = 1 − KV usage                                 (absent without a KV usage gauge)
-//	batch_slots = 0 while requests wait, else
-//	              1 − running ÷ (max_num_seqs × engines)       (absent when max_num_seqs is not configured;
-//	                                                            max_num_seqs is per engine scheduler)
-//	throughput  = 1 − generation tokens/s ÷ baseline saturation output tokens/s
-//	                                                           (absent without a baseline or a rate)
-//	overall     = min of the above that are present            (absent when none is)
-func ComputeHeadroom(mod *Model, maxNumSeqs int, genRate, saturation float64, hasSaturation bool) Headroom {
-	h := Headroom{KVCache: math.NaN(), BatchSlots: math.NaN(), Throughput: math.NaN(), Overall: math.NaN()}
-	if !math.IsNaN(mod.KVUsage) {
-		h.KVCache = clamp01(1 - mod.KVUsage)
-	}
-	if maxNumSeqs > 0 && !math.IsNaN(mod.Running) {
-		engines := mod.Engines
-		if engines < 1 {
-			engines = 1
-		}
-		if !math.IsNaN(mod.Waiting) && mod.Waiting > 0 {
-			h.BatchSlots = 0
-		} else {
-			h.BatchSlots = clamp01(1 - mod.Running/float64(maxNumSeqs*engines))
-		}
-	}
-	if hasSaturation && saturation > 0 && !math.IsNaN(genRate) {
-		h.Throughput = clamp01(1 - genRate/saturation)
-	}
-	for _, v := range []float64{h.KVCache, h.BatchSlots, h.Throughput} {
-		if !math.IsNaN(v) && (math.IsNaN(h.Overall) || v < h.Overall) {
-			h.Overall = v
-		}
-	}
-	return h
-}
-
-func clamp01(v float64) float64 {
-	return math.Max(0, math.Min(1, v))
 }

@@ -174,7 +174,7 @@ func endToEnd(t *testing.T, names, kvName, era string) {
 	defer sim.Close()
 
 	reg := prometheus.NewPedanticRegistry()
-	m := NewManager(reg, nil, nil, nil)
+	m := NewManager(testOptions(reg, nil))
 	if err := m.Apply(configForInterval(t, srv.URL, "250ms", "2s", 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -214,8 +214,7 @@ func endToEnd(t *testing.T, names, kvName, era string) {
 	labels := map[string]string{"target": "a", "model": "m"}
 	running, _ := gathered(t, reg, "vllm_server_requests", map[string]string{"target": "a", "state": "running"})
 	waiting, _ := gathered(t, reg, "vllm_server_requests", map[string]string{"target": "a", "state": "waiting"})
-	slots, okSlots := gathered(t, reg, "vllm_server_headroom_ratio", map[string]string{"target": "a", "resource": "batch_slots"})
-	kvHeadroomLoaded, _ := gathered(t, reg, "vllm_server_headroom_ratio", map[string]string{"target": "a", "resource": "kv_cache"})
+	kvLoaded, _ := gathered(t, reg, "vllm_server_kv_cache_usage_ratio", labels)
 	if _, ok := gathered(t, reg, "vllm_server_info", map[string]string{"target": "a", "metrics_schema": era, "max_model_len": "1024"}); !ok {
 		t.Errorf("no vllm_server_info with metrics_schema=%q and max_model_len from /v1/models", era)
 	}
@@ -254,21 +253,19 @@ func endToEnd(t *testing.T, names, kvName, era string) {
 			t.Errorf("scrape at %v: running %g, waiting %g", snap.Time, m.Running, m.Waiting)
 		}
 	}
-	if !okSlots || slots != 0 {
-		t.Errorf("batch-slot headroom = %g, %v; want 0 while requests wait", slots, okSlots)
-	}
 	// KV usage equals what the simulator rendered for that scrape.
 	kv := latest.Models["m"].KVUsage
 	if !(kv > 0) || kv != r1.kv {
 		t.Errorf("KV usage %g, simulator rendered %g", kv, r1.kv)
 	}
 
-	// When the load stops, headroom rises again.
+	// When the load stops, the requests drain and the KV cache empties:
+	// what compare's headroom (batch slots and KV cache) rises again on.
 	stopLoad()
 	load.Wait()
-	waitFor(t, "headroom after the load", func() bool {
-		slots, ok1 := gathered(t, reg, "vllm_server_headroom_ratio", map[string]string{"target": "a", "resource": "batch_slots"})
-		kvh, ok2 := gathered(t, reg, "vllm_server_headroom_ratio", map[string]string{"target": "a", "resource": "kv_cache"})
-		return ok1 && ok2 && slots == 1 && kvh > kvHeadroomLoaded
+	waitFor(t, "the server idle after the load", func() bool {
+		running, ok1 := gathered(t, reg, "vllm_server_requests", map[string]string{"target": "a", "state": "running"})
+		kv, ok2 := gathered(t, reg, "vllm_server_kv_cache_usage_ratio", labels)
+		return ok1 && ok2 && running == 0 && kv < kvLoaded
 	})
 }

@@ -3,7 +3,6 @@ package collector
 import (
 	"bytes"
 	"context"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -14,19 +13,10 @@ import (
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
-// adapterProbes probes a LoRA adapter with a fixed mean TTFT.
-type adapterProbes struct {
-	model string
-	mean  float64
-}
-
-func (p adapterProbes) MeanTTFT(string, time.Time) (float64, int) { return p.mean, 3 }
-func (p adapterProbes) Model(string) string                       { return p.model }
-
-// TestLoRAJoin: a target that probes a LoRA adapter on vllm_sim gets the
-// adapter's TTFT gap from the base model's server figures (vLLM counts
-// adapter traffic under the base model_name), and the served models with
-// their base from /v1/models' parent.
+// TestLoRAJoin: vllm_sim counts a LoRA adapter's traffic under its base
+// model's model_name, and the collector tells the base of every served
+// model from /v1/models' parent (View.Base), so that compare can give the
+// adapter's probes the base model's server figures.
 func TestLoRAJoin(t *testing.T) {
 	scfg := simulator.DefaultConfig()
 	scfg.Model = "base/model"
@@ -43,9 +33,8 @@ func TestLoRAJoin(t *testing.T) {
 	defer srv.Close()
 	defer sim.Close()
 
-	const probeMean = 0.5
 	reg := prometheus.NewPedanticRegistry()
-	m := NewManager(reg, nil, adapterProbes{model: "lora-a", mean: probeMean}, nil)
+	m := NewManager(testOptions(reg, nil))
 	if err := m.Apply(configFor(t, srv.URL, "10s", 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -68,16 +57,15 @@ func TestLoRAJoin(t *testing.T) {
 	s.scrapeOnce(ctx)
 	s.client.CloseIdleConnections()
 
-	server, ok := gathered(t, reg, "vllm_server_time_to_first_token_seconds", map[string]string{"target": "a", "model": "base/model", "stat": "mean"})
-	if !ok {
+	if _, ok := gathered(t, reg, "vllm_server_time_to_first_token_seconds", map[string]string{"target": "a", "model": "base/model", "stat": "mean"}); !ok {
 		t.Fatal("no server TTFT for the base model: adapter traffic not counted under it")
 	}
-	gap, ok := gathered(t, reg, "vllm_probe_server_ttft_gap_seconds", map[string]string{"target": "a", "model": "lora-a"})
-	if !ok {
-		t.Fatal("no TTFT gap for the adapter")
+	v, ok := m.View("a")
+	if !ok || v.Base["lora-a"] != "base/model" {
+		t.Errorf("view %v: lora-a's base is not base/model", v.Base)
 	}
-	if math.Abs(gap-(probeMean-server)) > 1e-9 {
-		t.Errorf("gap = %g, want probes %g − base model's server TTFT %g", gap, probeMean, server)
+	if _, ok := v.Model("lora-a"); ok {
+		t.Error("the adapter has series of its own; vLLM counts it under the base model")
 	}
 	for id, base := range map[string]string{"base/model": "base/model", "lora-a": "base/model", "lora-b": "base/model"} {
 		if _, ok := gathered(t, reg, "vllm_server_served_model_info", map[string]string{"target": "a", "model": id, "base_model": base}); !ok {

@@ -22,29 +22,6 @@ import (
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 )
 
-// ProbeStats is what the collector needs from the prober.
-type ProbeStats interface {
-	// MeanTTFT is the mean TTFT in seconds of the successful probes of target since.
-	MeanTTFT(target string, since time.Time) (float64, int)
-	// Model is the model the probes of target use, "" if unknown.
-	Model(target string) string
-}
-
-// Baselines is what the collector needs from the baseline package.
-type Baselines interface {
-	// SaturationOutputThroughput is the output tokens/s at which the baseline
-	// attached to target saturates.
-	SaturationOutputThroughput(target string) (float64, bool)
-}
-
-// BaselinesFunc adapts a function to Baselines, so that the daemon can hand
-// the collector a lookup without a setter cycle between the collector and
-// the regression series, each of which needs the other.
-type BaselinesFunc func(target string) (float64, bool)
-
-// SaturationOutputThroughput calls f.
-func (f BaselinesFunc) SaturationOutputThroughput(target string) (float64, bool) { return f(target) }
-
 // infoRetry is how long after a failed /version or /v1/models read the
 // collector tries again; a successful read is repeated only when the server
 // looks new or restarted.
@@ -57,46 +34,50 @@ const maxSnapshots = 4096
 // exports the derived series. It is an unchecked prometheus.Collector: the
 // static label names change with the configuration.
 type Manager struct {
-	logger    log.Logger
-	probes    ProbeStats
-	baselines Baselines
+	logger  log.Logger
+	clients *httpclient.Pool // shared between targets of equal HTTP client config (and with the prober)
 
 	mu         sync.Mutex
 	targets    map[string]*scraper // by target name
-	clients    *httpclient.Pool    // shared between targets of equal HTTP client config (and with the prober, SetClients)
 	labelNames []string            // static label names
 	window     time.Duration
 	runCtx     context.Context // set while Run runs
 	wg         sync.WaitGroup  // scrape loops
 }
 
-// NewManager returns a Manager and registers it with reg (when reg is not nil).
-// probes and baselines may be nil.
-func NewManager(reg prometheus.Registerer, logger log.Logger, probes ProbeStats, baselines Baselines) *Manager {
+// Options configure a Manager.
+type Options struct {
+	// Registerer receives the Manager (an unchecked collector); nil: none.
+	Registerer prometheus.Registerer
+	Logger     log.Logger
+	// Clients is the HTTP client pool the scrapes take their clients from,
+	// shared with the prober and discovery: one connection pool per
+	// distinct http_client_config. Required.
+	Clients *httpclient.Pool
+}
+
+// NewManager returns a Manager of opts, registered with opts.Registerer.
+// The collector reads its own source only: vLLM's /metrics, /v1/models and
+// /version. The series that join it with the probes and the baselines (the
+// TTFT gap, the headroom) are the compare package's.
+func NewManager(opts Options) *Manager {
+	if opts.Clients == nil {
+		panic("collector: Options.Clients is required")
+	}
+	logger := opts.Logger
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
 	m := &Manager{
-		logger:    logger,
-		probes:    probes,
-		baselines: baselines,
-		targets:   map[string]*scraper{},
-		window:    time.Duration(config.DefaultGlobal.RateWindow),
-		clients:   httpclient.New(nil),
+		logger:  logger,
+		targets: map[string]*scraper{},
+		window:  time.Duration(config.DefaultGlobal.RateWindow),
+		clients: opts.Clients,
 	}
-	if reg != nil {
-		reg.MustRegister(m)
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(m)
 	}
 	return m
-}
-
-// SetClients makes the Manager take its HTTP clients from pool, shared with
-// the prober and discovery: one connection pool per distinct
-// http_client_config. Call it before the first Apply.
-func (m *Manager) SetClients(pool *httpclient.Pool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.clients = pool
 }
 
 // scraper is one target's loop and state.
@@ -135,16 +116,36 @@ type scraper struct {
 	needInfo  bool
 }
 
-// Apply (re)configures the manager. Targets whose URL, metrics path, HTTP
-// client config, scrape interval and timeout did not change keep their loop
-// and their history; their labels, max_num_seqs and the window follow cfg.
-// It is safe before and while Run runs.
+// Apply is ApplyConfig followed by SetTargets(cfg).
 func (m *Manager) Apply(cfg *config.Config) error {
+	if err := m.ApplyConfig(cfg); err != nil {
+		return err
+	}
+	return m.SetTargets(cfg)
+}
+
+// ApplyConfig takes what a configuration file sets for every target: the
+// rate window. The targets' scrapes take it at the next SetTargets, which a
+// caller of ApplyConfig calls next.
+func (m *Manager) ApplyConfig(cfg *config.Config) error {
 	if cfg == nil {
 		return errors.New("collector: nil config")
 	}
-	names := cfg.StaticLabelNames()
-	window := time.Duration(cfg.Global.RateWindow)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.window = time.Duration(cfg.Global.RateWindow)
+	return nil
+}
+
+// SetTargets scrapes the targets of cfg. Targets whose URL, metrics path,
+// HTTP client config, scrape interval and timeout did not change keep their
+// loop and their history; their labels, max_num_seqs and the window follow
+// cfg and ApplyConfig. It is safe before and while Run runs. On error
+// nothing changes.
+func (m *Manager) SetTargets(cfg *config.Config) error {
+	if cfg == nil {
+		return errors.New("collector: nil config")
+	}
 
 	type want struct {
 		t      *config.Target
@@ -153,6 +154,8 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	wants := map[string]want{}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// The static label names are those of the targets' labels.
+	names, window := cfg.StaticLabelNames(), m.window
 	unchanged := func(s *scraper, t *config.Target) bool {
 		return s.metricsURL == joinURL(t.URL, t.MetricsPath) && s.interval == cfg.ScrapeInterval(t) &&
 			s.timeout == cfg.ScrapeTimeout(t) && reflect.DeepEqual(s.clientCfg, t.HTTPClientConfig)
@@ -180,7 +183,6 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	}
 
 	m.labelNames = names
-	m.window = window
 	for name, s := range m.targets {
 		if w, ok := wants[name]; ok && w.client == nil {
 			continue // unchanged: keep loop and history

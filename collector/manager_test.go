@@ -110,28 +110,6 @@ func (f *fakeVLLM) setFailure(status int, hang bool) {
 	f.mu.Unlock()
 }
 
-type fakeProbes struct {
-	mean  float64
-	n     int
-	since time.Time
-	mu    sync.Mutex
-}
-
-func (p *fakeProbes) MeanTTFT(target string, since time.Time) (float64, int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.since = since
-	return p.mean, p.n
-}
-func (p *fakeProbes) Model(string) string { return "m" }
-
-type fakeBaselines map[string]float64
-
-func (b fakeBaselines) SaturationOutputThroughput(target string) (float64, bool) {
-	v, ok := b[target]
-	return v, ok
-}
-
 func testConfig(t *testing.T, yaml string) *config.Config {
 	t.Helper()
 	cfg, err := config.Load([]byte(yaml), "")
@@ -181,8 +159,7 @@ func fakeClock(start time.Time, step time.Duration) func() time.Time {
 func TestManagerExportedFamilies(t *testing.T) {
 	srv := newFakeVLLM(t)
 	reg := prometheus.NewPedanticRegistry()
-	probes := &fakeProbes{mean: 0.5, n: 3}
-	m := NewManager(reg, nil, probes, fakeBaselines{"a": 400})
+	m := NewManager(testOptions(reg, nil))
 	if err := m.Apply(configFor(t, srv.URL, "10s", 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -199,21 +176,11 @@ func TestManagerExportedFamilies(t *testing.T) {
 	// Over the 2 s between the scrapes: prompt 200/2, generation 400/2,
 	// preemptions 1/2, stop 4/2; TTFT Δ buckets 0.1:2 0.5:4 +Inf:5, Δsum 1.5:
 	// mean 0.3, p50 = 0.1 + 0.4×(2.5−2)/2 = 0.2, p99 in +Inf → 0.5.
-	// gap = probes 0.5 − server 0.3; headroom kv 1−0.8, batch 0 (2 waiting),
-	// throughput 1 − 200/400.
+	// The TTFT gap and the headroom join other sources: compare's.
 	want := `
-# HELP vllm_probe_server_ttft_gap_seconds Mean TTFT of the probes minus the server's mean TTFT (plus its mean queue time when its TTFT excludes queueing) over the same window.
-# TYPE vllm_probe_server_ttft_gap_seconds gauge
-vllm_probe_server_ttft_gap_seconds{model="m",preset="small",target="a"} 0.2
 # HELP vllm_server_generation_tokens_per_second Generated tokens per second over the rate window.
 # TYPE vllm_server_generation_tokens_per_second gauge
 vllm_server_generation_tokens_per_second{model="m",preset="small",target="a"} 200
-# HELP vllm_server_headroom_ratio Remaining capacity (0-1) by resource: kv_cache, batch_slots, throughput and overall (their minimum).
-# TYPE vllm_server_headroom_ratio gauge
-vllm_server_headroom_ratio{model="m",preset="small",resource="batch_slots",target="a"} 0
-vllm_server_headroom_ratio{model="m",preset="small",resource="kv_cache",target="a"} 0.19999999999999996
-vllm_server_headroom_ratio{model="m",preset="small",resource="overall",target="a"} 0
-vllm_server_headroom_ratio{model="m",preset="small",resource="throughput",target="a"} 0.5
 # HELP vllm_server_info vLLM server facts from /version, /v1/models and vllm:cache_config_info; always 1.
 # TYPE vllm_server_info gauge
 vllm_server_info{block_size="16",kv_cache_size_tokens="8192",max_model_len="4096",metrics_schema="v1",model="m",preset="small",target="a",ttft_includes_queue="true",version="0.11.0"} 1
@@ -246,7 +213,7 @@ vllm_server_time_to_first_token_seconds{model="m",preset="small",stat="p99",targ
 vllm_server_up{preset="small",target="a"} 1
 `
 	names := []string{
-		"vllm_probe_server_ttft_gap_seconds", "vllm_server_generation_tokens_per_second", "vllm_server_headroom_ratio",
+		"vllm_server_generation_tokens_per_second",
 		"vllm_server_info", "vllm_server_kv_cache_capacity_tokens", "vllm_server_kv_cache_usage_ratio",
 		"vllm_server_preemptions_per_second", "vllm_server_prompt_tokens_per_second",
 		"vllm_server_request_success_per_second", "vllm_server_requests", "vllm_server_time_to_first_token_seconds",
@@ -255,13 +222,15 @@ vllm_server_up{preset="small",target="a"} 1
 		// or CPU cache on a V1 server.
 		"vllm_server_inter_token_latency_seconds", "vllm_server_e2e_latency_seconds", "vllm_server_queue_time_seconds",
 		"vllm_server_cpu_kv_cache_usage_ratio",
+		// Joined with other sources: compare's, never the collector's.
+		"vllm_probe_server_ttft_gap_seconds", "vllm_server_headroom_ratio",
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
-	// The gap compares the same window: probes are asked from the first snapshot on.
-	if !probes.since.Equal(start) {
-		t.Errorf("MeanTTFT since %v, want the window start %v", probes.since, start)
+	// The view the joins read: the window starts at the first snapshot.
+	if v, ok := m.View("a"); !ok || len(v.Models) != 1 || v.Models[0].Derived == nil || !v.Models[0].Derived.Start.Equal(start) || v.MaxNumSeqs != 4 {
+		t.Errorf("view %+v, %v: want model m, its window from %v, max_num_seqs 4", v, ok, start)
 	}
 	if got, ok := m.GenerationTokensPerSecond("a"); !ok || got != 200 {
 		t.Errorf("GenerationTokensPerSecond = %g, %v", got, ok)
@@ -284,7 +253,7 @@ vllm_server_up{preset="small",target="a"} 1
 func TestManagerCounterReset(t *testing.T) {
 	srv := newFakeVLLM(t)
 	reg := prometheus.NewPedanticRegistry()
-	m := NewManager(reg, nil, nil, nil)
+	m := NewManager(testOptions(reg, nil))
 	if err := m.Apply(configFor(t, srv.URL, "10s", 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +310,7 @@ func TestManagerScrapeFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newFakeVLLM(t)
 			reg := prometheus.NewPedanticRegistry()
-			m := NewManager(reg, nil, nil, nil)
+			m := NewManager(testOptions(reg, nil))
 			if err := m.Apply(configFor(t, srv.URL, "10s", 4)); err != nil {
 				t.Fatal(err)
 			}
@@ -397,7 +366,7 @@ func TestManagerRunApply(t *testing.T) {
 	srv := newFakeVLLM(t)
 	srv.set(state{Running: 2, Gen: 10})
 	reg := prometheus.NewPedanticRegistry()
-	m := NewManager(reg, nil, nil, nil)
+	m := NewManager(testOptions(reg, nil))
 	if err := m.Apply(configForInterval(t, srv.URL, "250ms", "1s", 4)); err != nil {
 		t.Fatal(err)
 	}

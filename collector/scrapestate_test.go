@@ -43,7 +43,7 @@ func TestLastScrapeAndFailureLogging(t *testing.T) {
 	srv.setFailure(http.StatusServiceUnavailable, false)
 	var buf syncBuffer
 	logger := level.NewFilter(log.NewLogfmtLogger(&buf), level.AllowInfo())
-	m := NewManager(nil, logger, nil, nil)
+	m := NewManager(testOptions(nil, logger))
 	// The metrics URL carries a token in its query (the configuration
 	// refuses user information): it must reach neither the log nor
 	// LastScrape.
@@ -129,7 +129,7 @@ targets:
 // the scrapes during it.
 func TestLoadDuring(t *testing.T) {
 	srv := newFakeVLLM(t)
-	m := NewManager(nil, nil, nil, nil)
+	m := NewManager(testOptions(nil, nil))
 	if err := m.Apply(configFor(t, srv.URL, "10s", 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestLoadDuring(t *testing.T) {
 func scrapedSnapshot(t *testing.T, srv *fakeVLLM, running, waiting float64) *Snapshot {
 	t.Helper()
 	srv.set(state{Running: running, Waiting: waiting})
-	m := NewManager(nil, nil, nil, nil)
+	m := NewManager(testOptions(nil, nil))
 	if err := m.Apply(configFor(t, srv.URL, "10s", 4)); err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestSignalAvailable(t *testing.T) {
 		t.Run(tc.file, func(t *testing.T) {
 			srv := textServer(t, readFixture(t, tc.file))
 			reg := prometheus.NewPedanticRegistry()
-			m := NewManager(reg, nil, nil, nil)
+			m := NewManager(testOptions(reg, nil))
 			if err := m.Apply(configFor(t, srv.URL, "10s", 4)); err != nil {
 				t.Fatal(err)
 			}

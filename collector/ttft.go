@@ -42,19 +42,3 @@ func ttftQueueEvidence(d *Derived) (includes, decided bool) {
 	}
 	return false, false
 }
-
-// TTFTGap is vllm_probe_server_ttft_gap_seconds, the time the probes wait for
-// their first token that the server does not account for (network, proxies,
-// TLS, the HTTP front end):
-//
-//	gap = mean TTFT of the successful probes since the window start
-//	      − Δsum/Δcount of vllm:time_to_first_token_seconds over the same window
-//	      − (when the server's TTFT excludes queueing) Δsum/Δcount of
-//	        vllm:request_queue_time_seconds over the same window
-func TTFTGap(probeMeanTTFT, serverMeanTTFT, serverMeanQueue float64, includesQueue bool) float64 {
-	gap := probeMeanTTFT - serverMeanTTFT
-	if !includesQueue && !math.IsNaN(serverMeanQueue) {
-		gap -= serverMeanQueue
-	}
-	return gap
-}

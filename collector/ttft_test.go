@@ -62,9 +62,11 @@ func (q *queueServer) body() string {
 
 // TestTTFTGapQueueBlind: during a queue burst, the probes' TTFT is network +
 // queue + prefill. A server whose TTFT excludes the queue time must still
-// give a gap equal to the network delay, not to network + queue; so must a
-// server that counts from arrival, as vLLM does. Both with and without the
-// prefill histogram that tells the two apart.
+// give a gap (compare.TTFTGap: probes − server TTFT − the queue when the
+// server's TTFT excludes it) equal to the network delay, not to network +
+// queue; so must a server that counts from arrival, as vLLM does. Both with
+// and without the prefill histogram that tells the two apart. The collector
+// tells which (View's TTFTIncludesQueue); the gap is compare's.
 func TestTTFTGapQueueBlind(t *testing.T) {
 	const network, queue, prefill = 0.03, 2.0, 0.1
 	for _, tc := range []struct {
@@ -90,8 +92,8 @@ func TestTTFTGapQueueBlind(t *testing.T) {
 			t.Cleanup(qs.Close)
 			reg := prometheus.NewPedanticRegistry()
 			// Every probe waited in the same queue: network + queue + prefill.
-			probes := &fakeProbes{mean: network + queue + prefill, n: 5}
-			m := NewManager(reg, nil, probes, nil)
+			probeMean := network + queue + prefill
+			m := NewManager(testOptions(reg, nil))
 			if err := m.Apply(configFor(t, qs.URL, "10s", 4)); err != nil {
 				t.Fatal(err)
 			}
@@ -105,9 +107,14 @@ func TestTTFTGapQueueBlind(t *testing.T) {
 			s.scrapeOnce(context.Background())
 			s.client.CloseIdleConnections()
 
-			gap, ok := gathered(t, reg, "vllm_probe_server_ttft_gap_seconds", map[string]string{"target": "a", "model": "m"})
-			if !ok {
-				t.Fatal("no vllm_probe_server_ttft_gap_seconds")
+			v, ok := m.View("a")
+			mv, okM := v.Model("m")
+			if !ok || !okM || mv.Derived == nil {
+				t.Fatal("no view of model m")
+			}
+			gap := probeMean - mv.Derived.Latencies["ttft"].Mean
+			if !mv.TTFTIncludesQueue {
+				gap -= mv.Derived.Latencies["queue"].Mean
 			}
 			if math.Abs(gap-network) > 1e-9 {
 				t.Errorf("gap = %g, want the network delay %g (queue time is %g)", gap, network, queue)

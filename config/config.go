@@ -29,6 +29,8 @@ import (
 const (
 	ProberCompletions = "completions"
 	ProberChat        = "chat"
+	// ProberResponses probes vLLM's OpenAI-compatible /v1/responses.
+	ProberResponses = "responses"
 )
 
 // DefaultBuckets resolve probe latencies from 5 ms to 60 s. Latency SLO thresholds
@@ -546,10 +548,14 @@ func (m *Module) validate() error {
 		if m.Prompt == "" || len(m.Messages) > 0 {
 			return errors.New("prober embeddings needs a prompt (the input), not messages")
 		}
+	case ProberResponses:
+		if m.Prompt == "" || len(m.Messages) > 0 {
+			return errors.New("prober responses needs a prompt (the input), not messages")
+		}
 	case "":
-		return errors.New("prober is required (completions, chat or embeddings)")
+		return errors.New("prober is required (completions, chat, embeddings or responses)")
 	default:
-		return fmt.Errorf("prober %q is not valid (completions, chat or embeddings)", m.Prober)
+		return fmt.Errorf("prober %q is not valid (completions, chat, embeddings or responses)", m.Prober)
 	}
 	if m.MaxTokens < 1 {
 		return fmt.Errorf("max_tokens must be at least 1, got %d", m.MaxTokens)

@@ -151,6 +151,10 @@ func (m *Module) validateChecks(name string) error {
 	if m.ExpectedDimension != 0 {
 		return fmt.Errorf("%s.expected_dimension: applies to prober embeddings only", path)
 	}
+	if m.Prober == ProberResponses && m.ResponseFormat != nil {
+		// The Responses API asks for structured output in text.format.
+		return fmt.Errorf("%s: response_format does not apply to prober responses", path)
+	}
 	if rf := m.ResponseFormat; rf != nil {
 		switch rf.Type {
 		case "json_schema":

@@ -129,10 +129,9 @@ targets:
 		target("stalling", stalling, "labels: {pool: b},")+
 		target("slow", slow, "baseline: simbase, labels: {pool: a},")+
 		target("metrics", healthy, "probe: false, labels: {pool: a},"))
-	f.start(Options{ConfigFile: f.path, HistoryLimit: 20})
 	// The regression means reach back a minute, not 3 s: once the daemon is
 	// stopped below, the page must still compare the probes it ran.
-	f.d.regr.SetWindow(time.Minute)
+	f.start(Options{ConfigFile: f.path, HistoryLimit: 20, ProbeWindow: time.Minute})
 
 	// Wait until the summary, computed as the page computes it, shows every
 	// pair in its state. The healthy pair is waited for as the page judges it

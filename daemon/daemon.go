@@ -29,12 +29,12 @@ import (
 	slogkit "github.com/tjhop/slog-gokit"
 
 	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/compare"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"
-	"github.com/vllm-prober/vllm_prober/regression"
 )
 
 // Defaults of Options.
@@ -67,6 +67,10 @@ type Options struct {
 	// WebLogger is exporter-toolkit's logger (see NewWebLogger); when nil, one is
 	// bridged from the daemon's logger.
 	WebLogger *slog.Logger
+	// ProbeWindow fixes how far back the probe means of the regression
+	// series reach; 0 (the default) takes the larger of the rate window and
+	// three probe intervals of each target.
+	ProbeWindow time.Duration
 	// ShardCount and ShardIndex split the targets, static and discovered, over
 	// replicas (discovery.Shard): this daemon probes shard ShardIndex of
 	// ShardCount. A ShardCount of 0 means 1 (every target).
@@ -84,7 +88,7 @@ type Daemon struct {
 	sc     *config.SafeConfig
 	probes *prober.Manager
 	coll   *collector.Manager
-	regr   *regression.Collector
+	cmp    *compare.Collector
 	// scrapes is where the pages read each target's last scrape: coll.
 	scrapes interface {
 		LastScrape(target string) (collector.ScrapeState, bool)
@@ -191,22 +195,16 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 		}
 	}
 
-	d.probes = prober.NewManager(reg, log.With(logger, "component", "prober"))
-	d.probes.SetHistoryLimit(opts.HistoryLimit)
-	d.probes.SetShared(d.clients, d.red)
-	// Baselines and regression series: probe means from the prober, load and
-	// throughput from the collector, which in turn takes the baselines'
-	// saturation throughput for its throughput headroom.
-	// Each gets what it needs, none is set on another: the collector reads the
-	// baselines' saturation through a lookup of the regression series, which
-	// read the collector's load.
-	d.coll = collector.NewManager(reg, log.With(logger, "component", "collector"), d.probes,
-		collector.BaselinesFunc(func(target string) (float64, bool) { return d.regr.SaturationOutputThroughput(target) }))
-	d.coll.SetClients(d.clients)
+	// The runtime graph is a DAG, each built once from what it reads: the
+	// collector reads its targets' /metrics; the prober reads the
+	// collector's load (the load a probe met over its lifetime); compare
+	// joins both with the baselines.
+	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients})
 	d.scrapes = d.coll
-	d.regr = regression.New(reg, log.With(logger, "component", "regression"), regression.FromProber(d.probes), d.coll)
-	// The probes record the load their target had over their lifetime.
-	d.probes.SetLoadSource(d.coll.LoadDuring)
+	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
+		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Load: d.coll.LoadDuring})
+	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
+		Probes: compare.FromProber(d.probes), Server: d.coll, Window: opts.ProbeWindow})
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -91,15 +92,15 @@ func (f fakeScrapes) LastScrape(target string) (collector.ScrapeState, bool) {
 
 // goldenResult is a failed probe whose server echoed the key in a header and in
 // its error message.
-func goldenResult() *prober.Result {
+func goldenResult() *probe.Result {
 	ms := time.Millisecond
-	return &prober.Result{
+	return &probe.Result{
 		Start:      time.Date(2026, 1, 2, 3, 4, 5, 6000000, time.UTC),
 		Success:    false,
-		Reason:     prober.ReasonTruncated,
+		Reason:     probe.ReasonTruncated,
 		Err:        "stream ended without [DONE] (key " + goldenSecret + ")",
 		StatusCode: 200,
-		Phase:      prober.PhaseStream,
+		Phase:      probe.PhaseStream,
 		Request:    "POST /v1/chat/completions",
 		RequestBody: `{"max_completion_tokens":3,"messages":[{"content":"3f9a0c1b2d4e Name three prime numbers.","role":"user"}],` +
 			`"model":"m1","stream":true,"stream_options":{"include_usage":true},"temperature":0}`,
@@ -107,13 +108,13 @@ func goldenResult() *prober.Result {
 		TTFT: 50 * ms, E2E: 5080 * ms, Duration: 5081 * ms,
 		ITLs:         []time.Duration{10 * ms, 10 * ms},
 		PromptTokens: 12, OutputTokens: 3, OutputTokensFromUsage: false,
-		Events: []prober.Event{
-			{Offset: 0, Kind: prober.EventRequestSent},
-			{Offset: ms, Kind: prober.EventHeaders},
-			{Offset: 50 * ms, Kind: prober.EventContent, Bytes: 250},
-			{Offset: 60 * ms, Kind: prober.EventContent, Bytes: 251},
-			{Offset: 70 * ms, Kind: prober.EventContent, Bytes: 249},
-			{Offset: 80 * ms, Kind: prober.EventDone},
+		Events: []probe.Event{
+			{Offset: 0, Kind: probe.EventRequestSent},
+			{Offset: ms, Kind: probe.EventHeaders},
+			{Offset: 50 * ms, Kind: probe.EventContent, Bytes: 250},
+			{Offset: 60 * ms, Kind: probe.EventContent, Bytes: 251},
+			{Offset: 70 * ms, Kind: probe.EventContent, Bytes: 249},
+			{Offset: 80 * ms, Kind: probe.EventDone},
 		},
 		RequestHeader: http.Header{
 			"Authorization": {"Bearer " + goldenSecret},
@@ -138,10 +139,10 @@ func TestDebugReportGolden(t *testing.T) {
 	golden(t, "debug-report.golden", out)
 
 	// A stored record of a refused connection: no response, no timeline.
-	refused := &prober.Result{ID: 7, Start: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Reason: prober.ReasonConnection,
-		Err: "connection refused: dial tcp 127.0.0.1:8000: connect: connection refused", Phase: prober.PhaseRequest,
+	refused := &probe.Result{ID: 7, Start: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Reason: probe.ReasonConnection,
+		Err: "connection refused: dial tcp 127.0.0.1:8000: connect: connection refused", Phase: probe.PhaseRequest,
 		Request: "POST /v1/chat/completions", RequestBody: `{"model":"m1"}`, E2E: 2 * time.Millisecond, Duration: 2 * time.Millisecond,
-		Events:        []prober.Event{{Offset: 2 * time.Millisecond, Kind: prober.EventFailed}},
+		Events:        []probe.Event{{Offset: 2 * time.Millisecond, Kind: probe.EventFailed}},
 		RequestHeader: http.Header{"Content-Type": {"application/json"}}}
 	golden(t, "record-refused.golden", d.debugReport(cfg, tg, "short_chat", refused, nil))
 }
@@ -201,7 +202,7 @@ func TestTargetPageGolden(t *testing.T) {
 	ok.ID, ok.Success, ok.Reason, ok.Err = 42, true, "", ""
 	ok.Start = res.Start.Add(time.Minute)
 	ts := prober.TargetStatus{Name: "sim", URL: "http://127.0.0.1:8000", Model: "m1", HealthUp: true, Checked: true,
-		Modules: []prober.ModuleStatus{{Module: "short_chat", Last: &ok, History: []prober.Result{ok, *res}}}}
+		Modules: []prober.ModuleStatus{{Module: "short_chat", Last: &ok, History: []probe.Result{ok, *res}}}}
 	tg, _ := d.Config().Target("sim")
 	var b testWriter
 	now := res.Start.Add(11 * time.Minute)

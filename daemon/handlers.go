@@ -24,6 +24,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // scrapeTimeoutOffset is subtracted from Prometheus' scrape timeout for /probe,
@@ -211,7 +212,7 @@ func (d *Daemon) recordHandler(w http.ResponseWriter, r *http.Request) {
 // returned) and /probe/record (reg nil: a stored record): what was sent, what
 // came back and when, where it failed, and how it compares with the
 // baseline. Everything goes through the scrubber.
-func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string, res *prober.Result, reg *prometheus.Registry) string {
+func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string, res *probe.Result, reg *prometheus.Registry) string {
 	s := d.scrubber.Load()
 	var b strings.Builder
 	if reg == nil {
@@ -291,7 +292,7 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 		fmt.Fprintf(&b, "  %s  (added by the HTTP client from http_client_config)\n", l)
 	}
 	lines := s.headerLines(res.RequestHeader)
-	if len(lines) == 0 && res.Phase == prober.PhaseModels {
+	if len(lines) == 0 && res.Phase == probe.PhaseModels {
 		b.WriteString("  (the completion request was not sent)\n")
 	}
 	for _, l := range lines {
@@ -345,7 +346,7 @@ func (d *Daemon) writeBaseline(b *strings.Builder, t *config.Target, module stri
 	if t.Baseline == "" {
 		return
 	}
-	c, ok := d.regr.Compare(t.Name, module)
+	c, ok := d.cmp.Compare(t.Name, module)
 	if !ok {
 		fmt.Fprintf(b, "Baseline %q: no expectation yet (the target's load is not known)\n", t.Baseline)
 		return

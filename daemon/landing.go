@@ -16,6 +16,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 var pageFuncs = template.FuncMap{
@@ -27,7 +28,7 @@ var pageFuncs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05.000Z")
 	},
 	"secs": fmtSecs,
-	"tps": func(r prober.Result) string {
+	"tps": func(r probe.Result) string {
 		if v := r.OutputTokensPerSecond(); v > 0 {
 			return fmtFloat(v)
 		}
@@ -339,7 +340,7 @@ func sectionID(t *config.Target, module, model string) string {
 
 // pageResult is a result with its record link.
 type pageResult struct {
-	prober.Result
+	probe.Result
 	RecordURL string
 }
 
@@ -395,7 +396,7 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, stats []pr
 	for _, ms := range list {
 		name := ms.Module
 		pm := pageModule{ModuleStatus: ms}
-		link := func(r prober.Result) pageResult {
+		link := func(r probe.Result) pageResult {
 			r.Err = s.scrub(r.Err) // a copy: the prober's results are shared and read-only
 			pr := pageResult{Result: r}
 			if r.ID != 0 {

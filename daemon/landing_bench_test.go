@@ -13,6 +13,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -37,7 +38,7 @@ func BenchmarkLandingPage(b *testing.B) {
 			switch n := 2*i + j; {
 			case n%10 == 0:
 				s.Successes, s.HourSuccesses = 0, 180
-				s.LastReason, s.LastStatusCode = string(prober.ReasonHTTP5xx), 500
+				s.LastReason, s.LastStatusCode = string(probe.ReasonHTTP5xx), 500
 				s.LastErr = "HTTP 500 InternalServerError: EngineCore encountered an issue. See stack trace (above) for the root cause."
 				s.FailingSince, s.LastSuccess, s.LastFailureID = now.Add(-11*time.Minute), now.Add(-11*time.Minute), 240
 			case n%20 == 1:
@@ -101,7 +102,7 @@ func BenchmarkLandingPageOutage(b *testing.B) {
 		for _, mod := range []string{"short_completion", "short_chat"} {
 			sums = append(sums, prober.PairStats{Target: fmt.Sprintf("vllm-%04d", i), Module: mod, Model: "meta-llama/Llama-3.1-8B-Instruct",
 				Probes: 20, LastProbe: now.Add(-2 * time.Second), LastSuccess: now.Add(-47 * time.Minute),
-				FailingSince: now.Add(-46 * time.Minute), LastReason: string(prober.ReasonConnection),
+				FailingSince: now.Add(-46 * time.Minute), LastReason: string(probe.ReasonConnection),
 				RecordStats: prober.RecordStats{HourProbes: 240, HourSuccesses: 13, LastID: 240, LastFailureID: 240, LastFailure: now.Add(-2 * time.Second),
 					LastErr: fmt.Sprintf("connection refused: Post \"http://%s/v1/chat/completions\": dial tcp %s: connect: connection refused", host, addr)}})
 		}
@@ -158,7 +159,9 @@ targets:
 	}
 	path := filepath.Join(dir, "vllm_prober.yml")
 	writeConfig(b, path, cfg.String())
-	d, err := New(Options{ConfigFile: path, HistoryLimit: limit}, nil)
+	// The comparisons reach back over the probes run below, not only the
+	// last 5 minutes, however long the timed loop takes.
+	d, err := New(Options{ConfigFile: path, HistoryLimit: limit, ProbeWindow: time.Hour}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -192,9 +195,6 @@ targets:
 		b.Fatal(err)
 	}
 	b.Logf("%d pairs with full histories after %s", targets*modules, time.Since(start).Round(time.Second))
-	// The comparisons reach back over the probes just run, not only the
-	// last 5 minutes, however long the timed loop takes.
-	d.regr.SetWindow(time.Hour)
 
 	h := d.Handler()
 	req := httptest.NewRequest(http.MethodGet, "/", nil)

@@ -164,8 +164,8 @@ func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now t
 			}
 		}
 		r.Scrape, r.ScrapeBad = d.scrapeText(ps.Target, now, summaryErrLen)
-		if d.regr != nil && t.Baseline != "" {
-			if c, ok := d.regr.Compare(ps.Target, ps.Module); ok {
+		if d.cmp != nil && t.Baseline != "" {
+			if c, ok := d.cmp.Compare(ps.Target, ps.Module); ok {
 				if !math.IsNaN(c.TTFT) {
 					r.TTFT = ratio{V: c.TTFT, N: 1, Hot: c.TTFT > regressionAlertRatio}
 				}

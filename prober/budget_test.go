@@ -31,7 +31,7 @@ modules:
 targets:
   - {name: t, url: `+ts.URL+`, models: all, token_budget_per_hour: 60}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestBudgetShareBelowMaxTokensWarns(t *testing.T) {
 		defer mu.Unlock()
 		return log.NewLogfmtLogger(&logs).Log(kv...)
 	})
-	m := NewManager(prometheus.NewRegistry(), logger)
+	m := NewManager(testOptions(prometheus.NewRegistry(), logger))
 	if err := m.Apply(loadConfig(t, `
 global: {probe_interval: 100ms}
 modules:
@@ -144,7 +144,7 @@ func TestProbeNowNeverSpendsScheduledBudget(t *testing.T) {
 	f, ts := newFake(t, "m")
 	// Each probe spends 7 prompt + 5 output = 12 tokens; the scheduled ones
 	// fit 1000 tokens for the whole test, 100 on-demand ones (1200) do not.
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(loadConfig(t, `
 global: {probe_interval: 50ms}
 modules:

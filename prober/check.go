@@ -2,16 +2,14 @@ package prober
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"slices"
-	"time"
 
 	"github.com/go-kit/log/level"
 
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // checkLoop checks t's /health and /v1/models now and then every interval.
@@ -39,7 +37,8 @@ func (m *Manager) check(ctx context.Context, t *target) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	healthUp := vllmapi.Health(ctx, client, base) == nil
-	ids, fail := m.fetchModels(ctx, client, base, name)
+	ids, fail := probe.ListModels(ctx, client, base, red)
+	m.warnHeldModels(name, ids)
 	if fail != nil {
 		fail.Scrub(red)
 	}
@@ -71,43 +70,12 @@ func (m *Manager) check(ctx context.Context, t *target) {
 	m.metrics.modelsUp.WithLabelValues(t.labels...).Set(b2f(modelsUp))
 }
 
-// fetchModels lists the served model ids of target name. On failure it
-// returns a failed Result whose reason says why. Every text of the answer is
-// scrubbed before it is kept or cut; an id that holds a secret becomes
-// redact.Placeholder (redact.Label), with a warning.
-func (m *Manager) fetchModels(ctx context.Context, client *http.Client, base, name string) ([]string, *Result) {
-	red := m.red
-	res := &Result{Start: time.Now()}
-	models, err := vllmapi.Models(ctx, client, base, nil)
-	if err != nil {
-		var status *vllmapi.StatusError
-		var decode *vllmapi.DecodeError
-		switch {
-		case errors.As(err, &status):
-			res.StatusCode = status.Code
-			reason, msg := classifyHTTPError(status.Code, status.Body)
-			res.Reason, res.Err = reason, sanitize(red, "/v1/models: "+msg)
-			res.ErrorBody = excerpt(red, status.Body, maxErrorExcerpt)
-		case errors.As(err, &decode):
-			res.StatusCode = http.StatusOK
-			res.Reason, res.Err = ReasonMalformed, sanitize(red, "/v1/models: invalid JSON: "+decode.Err.Error())
-		default:
-			reason, msg := classifyTransportError(ctx, err)
-			res.Reason, res.Err = reason, sanitize(red, msg)
-		}
-		return nil, res
+// warnHeldModels warns when a model id target lists held a secret: ListModels
+// made it redact.Placeholder, and the warning names the target and the
+// field, never the value.
+func (m *Manager) warnHeldModels(target string, ids []string) {
+	if slices.Contains(ids, redact.Placeholder) {
+		level.Warn(m.logger).Log("msg", "A model id the target lists holds a configured secret: it is shown as "+redact.Placeholder,
+			"target", target, "field", "/v1/models id")
 	}
-	ids := make([]string, 0, len(models))
-	for _, d := range models {
-		if d.ID == "" {
-			continue
-		}
-		id, held := red.Label(d.ID)
-		if held {
-			level.Warn(m.logger).Log("msg", "A model id the target lists holds a configured secret: it is shown as "+redact.Placeholder,
-				"target", name, "field", "/v1/models id")
-		}
-		ids = append(ids, id)
-	}
-	return ids, nil
 }

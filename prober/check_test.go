@@ -28,7 +28,7 @@ modules:
 targets:
   - {name: a, url: "`+ts.URL+`", model: m}
 `)
-	m := NewManager(nil, nil)
+	m := NewManager(testOptions(nil, nil))
 	var asked atomic.Value
 	m.offset = func(k pairKey, interval time.Duration) time.Duration {
 		if k.module == "" {

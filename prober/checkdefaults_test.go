@@ -15,7 +15,7 @@ import (
 // sends no seed.
 func TestCheckedModulesSendGreedySeededRequests(t *testing.T) {
 	f, ts := newFake(t, "m")
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(loadConfig(t, `
 modules:
   checked: {prober: completions, prompt: "2+2=", max_tokens: 5, expect: {regex: "t0"}}

@@ -13,7 +13,7 @@ targets:
     url: "http://127.0.0.1:3"
     http_client_config: {authorization: {credentials: secret}}
 `)
-	m := NewManager(nil, nil)
+	m := NewManager(testOptions(nil, nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -1,170 +1,18 @@
 package prober
 
 import (
-	"fmt"
 	"slices"
-	"strconv"
-	"strings"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vllm-prober/vllm_prober/config"
-	"github.com/vllm-prober/vllm_prober/internal/answer"
-	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
-// Failure reasons of the output checks.
 const (
-	ReasonWrongAnswer        Reason = "wrong_answer"              // the text failed the module's expect
-	ReasonInvalidStructured  Reason = "invalid_structured_output" // not the JSON or tool call asked for
-	ReasonInvalidEmbedding   Reason = "invalid_embedding"         // wrong dimension, a zero or non-finite vector
-	maxResultText                   = 512                         // bytes of generated text a Result keeps
-	maxErrText                      = 80                          // bytes of it a failed check's Err quotes
-	metricAnswerCorrect             = "vllm_probe_answer_correct"
-	metricAnswerChecks              = "vllm_probe_answer_checks_total"
-	metricEmbeddingDimension        = "vllm_probe_embedding_dimension"
+	metricAnswerCorrect      = "vllm_probe_answer_correct"
+	metricAnswerChecks       = "vllm_probe_answer_checks_total"
+	metricEmbeddingDimension = "vllm_probe_embedding_dimension"
 )
-
-// AnswerVerdict is the outcome of a probe's answer check.
-type AnswerVerdict uint8
-
-// Answer verdicts.
-const (
-	AnswerNotChecked AnswerVerdict = iota // no check, or the probe failed before it
-	AnswerCorrect
-	AnswerWrong
-)
-
-// checks are the compiled output checks of one pair's module. They are
-// compiled when a configuration is applied, once per pair.
-type checks struct {
-	expect    *answer.Checker // module-wide expect
-	questions []question      // or rotating questions
-	structure *structure      // response_format / tools
-	next      atomic.Uint64   // the next question
-}
-
-type question struct {
-	prompt string
-	check  *answer.Checker
-}
-
-// compileChecks compiles mod's checks; nil when it has none. The
-// configuration was validated, so an error means a bug, not bad input.
-func compileChecks(mod *config.Module) (*checks, error) {
-	if !mod.ChecksAnswers() && !mod.ChecksStructure() && mod.Prober != config.ProberEmbeddings {
-		return nil, nil
-	}
-	c := &checks{}
-	var err error
-	if mod.Expect != nil {
-		if c.expect, err = answer.Compile(mod.Expect.Spec()); err != nil {
-			return nil, fmt.Errorf("expect: %w", err)
-		}
-	}
-	for i, q := range mod.Questions {
-		ck, err := answer.Compile(q.Expect.Spec())
-		if err != nil {
-			return nil, fmt.Errorf("questions[%d].expect: %w", i, err)
-		}
-		c.questions = append(c.questions, question{prompt: q.Prompt, check: ck})
-	}
-	if c.structure, err = compileStructure(mod); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// answers reports whether the checks include an answer check.
-func (c *checks) answers() bool { return c != nil && (c.expect != nil || len(c.questions) > 0) }
-
-// capture reports whether probes must keep the generated output.
-func (c *checks) capture() bool { return c != nil && (c.answers() || c.structure != nil) }
-
-// pick returns the module to send, with the next question's prompt in place,
-// and the answer checker of that probe (nil when none).
-func (c *checks) pick(mod config.Module) (config.Module, *answer.Checker) {
-	if c == nil {
-		return mod, nil
-	}
-	if len(c.questions) == 0 {
-		return mod, c.expect
-	}
-	q := c.questions[(c.next.Add(1)-1)%uint64(len(c.questions))]
-	if mod.Prober == config.ProberChat {
-		msgs := slices.Clone(mod.Messages)
-		last := -1
-		for i, m := range msgs {
-			if m.Role == "user" {
-				last = i
-			}
-		}
-		if last < 0 {
-			msgs = append(msgs, config.Message{Role: "user"})
-			last = len(msgs) - 1
-		}
-		msgs[last].Content = q.prompt
-		mod.Messages = msgs
-	} else {
-		mod.Prompt = q.prompt
-	}
-	return mod, q.check
-}
-
-// apply checks a finished stream's output: structure first, then the
-// answer. A probe that already failed is left as it is.
-func (c *checks) apply(res *Result, gen *generated, check *answer.Checker, red *redact.Redactor) {
-	if c == nil || gen == nil {
-		return
-	}
-	res.Text = gen.summary() // the caller scrubs, then truncates it
-	if check != nil {
-		res.Check = check.String()
-	}
-	if !res.Success {
-		return
-	}
-	checked := gen.text.String()
-	if c.structure != nil {
-		var why string
-		if why, checked = c.structure.check(gen); why != "" {
-			res.Success, res.Reason, res.Err = false, ReasonInvalidStructured, sanitize(red, why)
-			return
-		}
-	}
-	if check == nil {
-		return
-	}
-	if ok, why := check.Check(checked); !ok {
-		res.Answer = AnswerWrong
-		res.Success, res.Reason, res.Err = false, ReasonWrongAnswer, sanitize(red, why)
-		return
-	}
-	res.Answer = AnswerCorrect
-}
-
-// quoteOutput appends to a failed output check's Err the start of the output
-// it judged, so that every place that shows the error (the landing page's
-// summary and target page, the debug report, the logs) shows the answer too.
-// The text is scrubbed by red before it is cut (redact.Cut): a cut cannot
-// leave part of a secret.
-func quoteOutput(res *Result, red *redact.Redactor) {
-	if res.Text == "" || (res.Reason != ReasonWrongAnswer && res.Reason != ReasonInvalidStructured) {
-		return
-	}
-	t, cut := red.String(res.Text), ""
-	if len(t) > maxErrText {
-		t, cut = strings.TrimSuffix(red.Cut(t, maxErrText), "…"), "…"
-	}
-	res.Err += "; got " + strconv.Quote(t) + cut
-}
-
-// truncateText keeps the first maxResultText bytes of s, scrubbed by red
-// before the cut, cut at a rune.
-func truncateText(red *redact.Redactor, s string) string {
-	return red.Cut(s, maxResultText)
-}
 
 // answerMetrics are the answer-check series of a metrics generation.
 type answerMetrics struct {
@@ -200,16 +48,16 @@ func (a answerMetrics) delete(lv []string) {
 }
 
 // observe records a probe's verdict and vector length, where it has them.
-func (a answerMetrics) observe(lv []string, r *Result) {
+func (a answerMetrics) observe(lv []string, r *probe.Result) {
 	if r.Dimension > 0 {
 		a.dimension.WithLabelValues(lv...).Set(float64(r.Dimension))
 	}
-	if r.Answer == AnswerNotChecked {
+	if r.Answer == probe.AnswerNotChecked {
 		return
 	}
-	a.correct.WithLabelValues(lv...).Set(b2f(r.Answer == AnswerCorrect))
+	a.correct.WithLabelValues(lv...).Set(b2f(r.Answer == probe.AnswerCorrect))
 	result := "wrong"
-	if r.Answer == AnswerCorrect {
+	if r.Answer == probe.AnswerCorrect {
 		result = "correct"
 	}
 	a.checks.WithLabelValues(append(slices.Clone(lv), result)...).Inc()

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/vllm-prober/vllm_prober/prober/probe"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-prober/vllm_prober/simulator"
@@ -37,7 +39,7 @@ func simAnswers(t *testing.T, m map[string]string) string {
 // runConfig runs a Manager on the configuration yml until the test ends.
 func runConfig(t *testing.T, yml string) *Manager {
 	t.Helper()
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(loadConfig(t, yml)); err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +63,9 @@ func simFault(t *testing.T, base, fault string) {
 
 // lastOf waits until the pair has recorded a probe that finished after the
 // moment after (a Unix time; 0 for any) and returns it and when it finished.
-func lastOf(t *testing.T, m *Manager, target, module, model string, after float64) (Result, float64) {
+func lastOf(t *testing.T, m *Manager, target, module, model string, after float64) (probe.Result, float64) {
 	t.Helper()
-	var last Result
+	var last probe.Result
 	var end float64
 	waitFor(t, "a probe of "+target+"/"+module+"/"+model, func() bool {
 		m.mu.Lock()
@@ -117,7 +119,7 @@ targets:
 	for range 2 {
 		res, n = lastOf(t, m, "sim", "math", "", n)
 	}
-	if !res.Success || res.Answer != AnswerCorrect || res.Text != "4" || res.Check != `equals "4"` {
+	if !res.Success || res.Answer != probe.AnswerCorrect || res.Text != "4" || res.Check != `equals "4"` {
 		t.Fatalf("steady probe: success %v answer %v text %q check %q (%s %s)", res.Success, res.Answer, res.Text, res.Check, res.Reason, res.Err)
 	}
 	mt := m.currentMetrics()
@@ -130,11 +132,11 @@ targets:
 	}
 
 	simFault(t, ts.URL, simulator.FaultWrongAnswer)
-	for !(res.Reason == ReasonWrongAnswer) {
+	for !(res.Reason == probe.ReasonWrongAnswer) {
 		res, n = lastOf(t, m, "sim", "math", "", n)
 	}
 	// The error quotes the answer, so the landing page's summary shows it.
-	if res.Success || res.Text != "I am not sure." || res.Answer != AnswerWrong || res.Err != `the answer is not "4"; got "I am not sure."` {
+	if res.Success || res.Text != "I am not sure." || res.Answer != probe.AnswerWrong || res.Err != `the answer is not "4"; got "I am not sure."` {
 		t.Errorf("wrong answer: success %v text %q answer %v err %q", res.Success, res.Text, res.Answer, res.Err)
 	}
 	if v := gauge(t, m, mt.answers.correct, lv...); v != 0 {
@@ -143,7 +145,7 @@ targets:
 	if w := count(t, m, mt.answers.checks, append(lv, "wrong")...); w < 1 {
 		t.Errorf("answer checks wrong = %v, want >= 1", w)
 	}
-	if f := count(t, m, mt.failures, append(lv, string(ReasonWrongAnswer))...); f < 1 {
+	if f := count(t, m, mt.failures, append(lv, string(probe.ReasonWrongAnswer))...); f < 1 {
 		t.Errorf("failures{reason=wrong_answer} = %v", f)
 	}
 }
@@ -173,7 +175,7 @@ targets:
 	st := m.Status()
 	texts := map[string]bool{}
 	for _, r := range st[0].Modules[0].History {
-		if !r.Success || r.Answer != AnswerCorrect {
+		if !r.Success || r.Answer != probe.AnswerCorrect {
 			t.Errorf("probe failed: %s %s (text %q, check %s)", r.Reason, r.Err, r.Text, r.Check)
 		}
 		texts[r.Text] = true
@@ -235,7 +237,7 @@ targets:
 			t.Fatalf("%s: %s: %s (text %q)", mod, res.Reason, res.Err, res.Text)
 		}
 	}
-	if res, _ := lastOf(t, m, "sim", "tool", "", 0); !strings.HasPrefix(res.Text, `get_weather({"city":`) || res.Answer != AnswerCorrect {
+	if res, _ := lastOf(t, m, "sim", "tool", "", 0); !strings.HasPrefix(res.Text, `get_weather({"city":`) || res.Answer != probe.AnswerCorrect {
 		t.Errorf("tool call text %q answer %v", res.Text, res.Answer)
 	}
 	mt := m.currentMetrics()
@@ -246,13 +248,13 @@ targets:
 		{simulator.FaultNoToolCall, "tool", "no tool call in the response"},
 	} {
 		simFault(t, ts.URL, tc.fault)
-		var res Result
+		var res probe.Result
 		// Until a probe sent under the new fault comes back (lastOf
 		// times out and fails the test if none does).
-		for res.Reason != ReasonInvalidStructured || !strings.Contains(res.Err, tc.why) {
+		for res.Reason != probe.ReasonInvalidStructured || !strings.Contains(res.Err, tc.why) {
 			res, counts[tc.module] = lastOf(t, m, "sim", tc.module, "", counts[tc.module])
 		}
-		if f := count(t, m, mt.failures, "sim", tc.module, "sim-model", string(ReasonInvalidStructured)); f < 1 {
+		if f := count(t, m, mt.failures, "sim", tc.module, "sim-model", string(probe.ReasonInvalidStructured)); f < 1 {
 			t.Errorf("%s/%s: failures{reason=invalid_structured_output} = %v", tc.fault, tc.module, f)
 		}
 	}
@@ -328,15 +330,15 @@ targets:
 	}
 
 	simFault(t, sim.URL, simulator.FaultAdapterGone)
-	var res Result
+	var res probe.Result
 	var end float64
-	for res.Reason != ReasonModelNotFound {
+	for res.Reason != probe.ReasonModelNotFound {
 		res, end = lastOf(t, m, "all", "short", "sql-lora", end)
 	}
 	if !strings.Contains(res.Err, "sql-lora") {
 		t.Errorf("adapter 404: err %q", res.Err)
 	}
-	if f := count(t, m, mt.failures, "all", "short", "sql-lora", string(ReasonModelNotFound)); f < 1 {
+	if f := count(t, m, mt.failures, "all", "short", "sql-lora", string(probe.ReasonModelNotFound)); f < 1 {
 		t.Errorf("failures{model=sql-lora,reason=model_not_found} = %v", f)
 	}
 	_, baseEnd := lastOf(t, m, "all", "short", "sim-model", 0)
@@ -401,14 +403,14 @@ targets:
 		t.Errorf("vllm_probe_embedding_dimension = %v", d)
 	}
 	bad, _ := lastOf(t, m, "sim", "embed_768", "", 0)
-	if bad.Success || bad.Reason != ReasonInvalidEmbedding || !strings.Contains(bad.Err, "dimension 384, want 768") {
+	if bad.Success || bad.Reason != probe.ReasonInvalidEmbedding || !strings.Contains(bad.Err, "dimension 384, want 768") {
 		t.Errorf("embed_768: success %v reason %q err %q", bad.Success, bad.Reason, bad.Err)
 	}
-	if f := count(t, m, mt.failures, "sim", "embed_768", "sim-model", string(ReasonInvalidEmbedding)); f < 1 {
+	if f := count(t, m, mt.failures, "sim", "embed_768", "sim-model", string(probe.ReasonInvalidEmbedding)); f < 1 {
 		t.Errorf("failures{reason=invalid_embedding} = %v", f)
 	}
 	simFault(t, ts.URL, simulator.FaultZeroEmbedding)
-	for res.Reason != ReasonInvalidEmbedding {
+	for res.Reason != probe.ReasonInvalidEmbedding {
 		res, n = lastOf(t, m, "sim", "embed", "", n)
 	}
 	if !strings.Contains(res.Err, "norm 0") {
@@ -416,74 +418,6 @@ targets:
 	}
 }
 
-// TestToolCallAssembly: parallel tool calls streamed with interleaved
-// indexes are assembled per index, the name and id from the first delta.
-func TestToolCallAssembly(t *testing.T) {
-	g := &generated{}
-	for _, e := range []string{
-		`{"choices":[{"delta":{"tool_calls":[{"id":"call-a","type":"function","index":0,"function":{"name":"a","arguments":""}}]}}]}`,
-		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\": "}}]}}]}`,
-		`{"choices":[{"delta":{"tool_calls":[{"id":"call-b","type":"function","index":1,"function":{"name":"b","arguments":"{}"}}]}}]}`,
-		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}}]}`,
-	} {
-		g.add([]byte(e))
-	}
-	if len(g.calls) != 2 || g.calls[0].id != "call-a" || string(g.calls[0].args) != `{"x": 1}` || g.calls[1].name != "b" {
-		t.Fatalf("assembled %+v", g.calls)
-	}
-	if s := g.summary(); s != `a({"x": 1}); b({})` {
-		t.Errorf("summary %q", s)
-	}
-	// Older vLLM repeated the name of a named tool_choice in every delta.
-	old := &generated{}
-	for _, e := range []string{
-		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"get_weather","arguments":"{\"city\""}}]}}]}`,
-		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"get_weather","arguments":": \"Paris\"}"}}]}}]}`,
-	} {
-		old.add([]byte(e))
-	}
-	if s := old.summary(); s != `get_weather({"city": "Paris"})` {
-		t.Errorf("repeated names: summary %q", s)
-	}
-	// The shapes of vLLM's serving_chat.py (chat_completion_stream_generator):
-	// tool_choice "required" (extract_tool_call_required_streaming) sends the
-	// id, type, name and a first arguments fragment, then "name": null with
-	// each further fragment; vLLM before DeltaToolCall's id default was
-	// dropped gave every delta a fresh id; an "auto" tool parser (hermes) sends
-	// the name alone first, and the role chunk has content "".
-	for _, tc := range []struct {
-		name, id string
-		events   []string
-		want     string
-	}{
-		{"required", "chatcmpl-tool-1", []string{
-			`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
-			`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"chatcmpl-tool-1","type":"function","index":0,"function":{"name":"get_weather","arguments":"{\"city\": "}}]}}]}`,
-			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":null,"arguments":"\"Paris\"}"}}]}}]}`,
-			`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
-		}, `get_weather({"city": "Paris"})`},
-		{"fresh ids", "chatcmpl-tool-a", []string{
-			`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"chatcmpl-tool-a","type":"function","index":0,"function":{"name":"f","arguments":"{\"x\""}}]}}]}`,
-			`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"chatcmpl-tool-b","type":"function","index":0,"function":{"arguments":": 1}"}}]}}]}`,
-		}, `f({"x": 1})`},
-		{"auto", "chatcmpl-tool-c", []string{
-			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"type":"function","id":"chatcmpl-tool-c","function":{"name":"f"}}]}}]}`,
-			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\": "}}]}}]}`,
-			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"2}"}}]}}]}`,
-		}, `f({"x": 2})`},
-	} {
-		g := &generated{}
-		for _, e := range tc.events {
-			g.add([]byte(e))
-		}
-		if s := g.summary(); s != tc.want || len(g.calls) != 1 || g.calls[0].id != tc.id {
-			t.Errorf("%s: summary %q, calls %+v", tc.name, s, g.calls)
-		}
-	}
-}
-
-// TestAnswerTextNeverLeaksSecrets: a model that repeats the API key in its
-// answer does not put the key in the kept text, even where the text is cut.
 func TestAnswerTextNeverLeaksSecrets(t *testing.T) {
 	const key = "sk-sim-answer-secret-0123456789"
 	_, ts, _ := startSim(t, func(c *simulator.Config) {
@@ -491,7 +425,7 @@ func TestAnswerTextNeverLeaksSecrets(t *testing.T) {
 		c.AnswersFile = simAnswers(t, map[string]string{
 			"Repeat the key": "The key is " + key + ".",
 			// The key straddles the 512-byte cut of Result.Text.
-			"Long answer": strings.Repeat("a", maxResultText-10) + " " + key,
+			"Long answer": strings.Repeat("a", 512-10) + " " + key,
 		})
 	})
 	m := runConfig(t, `
@@ -506,7 +440,7 @@ targets:
 `)
 	for _, mod := range []string{"repeat", "long"} {
 		res, _ := lastOf(t, m, "sim", mod, "", 0)
-		if res.Reason != ReasonWrongAnswer || !strings.Contains(res.Text, "<secret>") {
+		if res.Reason != probe.ReasonWrongAnswer || !strings.Contains(res.Text, "<secret>") {
 			t.Errorf("%s: reason %q text %q, want wrong_answer and the key scrubbed", mod, res.Reason, res.Text)
 		}
 		if strings.Contains(res.Text+res.Err, key[:12]) {

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // DefaultHistoryLimit is how many recent results each (target, module) pair keeps
@@ -17,25 +19,30 @@ const DefaultHistoryLimit = 20
 // Manager guards it).
 type history struct {
 	limit    int
-	recent   []*Result // oldest first, at most limit
-	failures []*Result // oldest first, at most limit
+	recent   []*kept // oldest first, at most limit
+	failures []*kept // oldest first, at most limit
 }
 
-// add keeps a copy of r whose headers are packed into one string: two
-// http.Header maps cost ~10 times their text, and the history holds
-// --history.limit results (plus failures) for every (target, module) pair.
-func (h *history) add(r *Result) {
-	c := *r
-	c.packedHeaders = packHeaders(c.RequestHeader, c.ResponseHeader)
-	c.RequestHeader, c.ResponseHeader = nil, nil
-	r = &c
-	h.recent = appendBounded(h.recent, r, h.limit)
-	if !r.Success {
-		h.failures = appendBounded(h.failures, r, h.limit)
+// kept is a result the history keeps: its headers are packed into one
+// string, because two http.Header maps cost ~10 times their text and the
+// history holds --history.limit results (plus failures) for every (target,
+// module) pair.
+type kept struct {
+	res     probe.Result // without its headers
+	headers string       // both headers (packHeaders)
+}
+
+// add keeps a copy of r.
+func (h *history) add(r *probe.Result) {
+	k := &kept{res: *r, headers: packHeaders(r.RequestHeader, r.ResponseHeader)}
+	k.res.RequestHeader, k.res.ResponseHeader = nil, nil
+	h.recent = appendBounded(h.recent, k, h.limit)
+	if !k.res.Success {
+		h.failures = appendBounded(h.failures, k, h.limit)
 	}
 }
 
-func appendBounded(s []*Result, r *Result, limit int) []*Result {
+func appendBounded(s []*kept, r *kept, limit int) []*kept {
 	if limit < 1 {
 		limit = 1
 	}
@@ -47,18 +54,18 @@ func appendBounded(s []*Result, r *Result, limit int) []*Result {
 }
 
 // last returns a copy of the newest result, headers included; false if none.
-func (h *history) last() (Result, bool) {
+func (h *history) last() (probe.Result, bool) {
 	if len(h.recent) == 0 {
-		return Result{}, false
+		return probe.Result{}, false
 	}
 	return h.recent[len(h.recent)-1].unpacked(), true
 }
 
 // list returns copies of the kept results, newest first, each once.
-func (h *history) list() []Result {
-	seen := make(map[*Result]bool, len(h.recent))
-	all := make([]*Result, 0, len(h.recent)+len(h.failures))
-	for _, s := range [][]*Result{h.recent, h.failures} {
+func (h *history) list() []probe.Result {
+	seen := make(map[*kept]bool, len(h.recent))
+	all := make([]*kept, 0, len(h.recent)+len(h.failures))
+	for _, s := range [][]*kept{h.recent, h.failures} {
 		for _, r := range s {
 			if !seen[r] {
 				seen[r] = true
@@ -66,8 +73,8 @@ func (h *history) list() []Result {
 			}
 		}
 	}
-	slices.SortStableFunc(all, func(a, b *Result) int { return b.Start.Compare(a.Start) })
-	out := make([]Result, len(all))
+	slices.SortStableFunc(all, func(a, b *kept) int { return b.res.Start.Compare(a.res.Start) })
+	out := make([]probe.Result, len(all))
 	for i, r := range all {
 		out[i] = r.unpacked()
 	}
@@ -75,10 +82,9 @@ func (h *history) list() []Result {
 }
 
 // unpacked returns a copy of a kept result with its headers restored.
-func (r *Result) unpacked() Result {
-	c := *r
-	c.RequestHeader, c.ResponseHeader = unpackHeaders(c.packedHeaders)
-	c.packedHeaders = ""
+func (k *kept) unpacked() probe.Result {
+	c := k.res
+	c.RequestHeader, c.ResponseHeader = unpackHeaders(k.headers)
 	return c
 }
 
@@ -143,13 +149,13 @@ func unpackHeader(s string) http.Header {
 }
 
 // find returns a copy of the kept result with the given id, headers included.
-func (h *history) find(id uint64) (Result, bool) {
-	for _, s := range [][]*Result{h.recent, h.failures} {
+func (h *history) find(id uint64) (probe.Result, bool) {
+	for _, s := range [][]*kept{h.recent, h.failures} {
 		for _, r := range s {
-			if r.ID == id {
+			if r.res.ID == id {
 				return r.unpacked(), true
 			}
 		}
 	}
-	return Result{}, false
+	return probe.Result{}, false
 }

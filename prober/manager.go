@@ -2,8 +2,6 @@ package prober
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -19,22 +17,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-prober/vllm_prober/config"
-	"github.com/vllm-prober/vllm_prober/internal/answer"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
-// ErrBudgetExceeded is returned by ProbeNow when the probe could exceed the
-// target's token budget per hour.
-var ErrBudgetExceeded = errors.New("token budget per hour would be exceeded")
+// Skip reasons: why a scheduled probe did not start (label reason of vllm_probe_skipped_total).
+const (
+	SkipBudget      = "budget"      // the target's token budget per hour would be exceeded
+	SkipInFlight    = "in_flight"   // the previous probe of the pair is still running
+	SkipConcurrency = "concurrency" // max_concurrent_probes probes are already running
+)
+
+// SkipReasons lists every skip reason.
+func SkipReasons() []string { return []string{SkipBudget, SkipInFlight, SkipConcurrency} }
 
 // ModuleStatus is the state of one (target, module) pair for the landing page.
 type ModuleStatus struct {
 	Module  string
-	Model   string   // with the target's models key: the model probed; else ""
-	Last    *Result  // nil before the first probe finished
-	History []Result // newest first, bounded; treat as read-only
+	Model   string         // with the target's models key: the model probed; else ""
+	Last    *probe.Result  // nil before the first probe finished
+	History []probe.Result // newest first, bounded; treat as read-only
 }
 
 // TargetStatus is the state of one target for the landing page.
@@ -71,9 +75,13 @@ type Manager struct {
 	runCtx       context.Context // non-nil while Run runs
 	wg           sync.WaitGroup
 	now          func() time.Time
-	// stream sends the probes; tests wrap it to pin timings for golden output.
-	registered bool
-	stream     func(context.Context, *http.Client, StreamRequest) Result
+	registered   bool
+	// specs are the compiled modules of cfg, by name (compile.go);
+	// compilations counts Compile calls, for tests.
+	specs        map[string]*probe.Spec
+	compilations int
+	// run sends the probes; tests wrap it to pin timings for golden output.
+	run func(context.Context, *probe.Spec, *http.Client, probe.Call) probe.Result
 	// clients shares one HTTP client between targets of equal configuration
 	// (with the collector and discovery when the daemon hands the same Pool).
 	clients *httpclient.Pool
@@ -81,7 +89,7 @@ type Manager struct {
 	red *redact.Redactor
 	// offset places a pair in its interval; tests pin it.
 	offset func(pairKey, time.Duration) time.Duration
-	// load tells a probe the load it met over its lifetime (SetLoadSource).
+	// load tells a probe the load it met over its lifetime (Options.Load).
 	load func(target string, from, to time.Time) (load float64, ok bool)
 }
 
@@ -106,8 +114,8 @@ type target struct {
 
 	pairs []*pair // its pairs, in configuration order
 
-	// Scheduled is the token budget of the scheduled probes, keyed by pair
-	// model key; OnDemand that of /probe (budget.go).
+	// scheduled is the token budget of the scheduled probes, keyed by pair
+	// model key; onDemand that of /probe (budget.go).
 	scheduled, onDemand TokenPool
 
 	cancel context.CancelFunc // of the check loop; nil when not running
@@ -118,7 +126,6 @@ type target struct {
 type pair struct {
 	key      pairKey
 	tgt      *target
-	mod      config.Module
 	interval time.Duration
 	timeout  time.Duration
 	stall    time.Duration
@@ -128,7 +135,8 @@ type pair struct {
 	promptEstimate int     // observed usage.prompt_tokens + slack, else a heuristic
 	lastEnd        float64 // Unix time the last recorded probe finished
 	hist           history
-	checks         *checks     // output checks of mod (expect.go); nil when none
+	spec           *probe.Spec // the compiled module
+	seq            uint64      // probes started: picks a module's next question
 	state          pairState   // statistics that outlive the history (stats.go)
 	records        recordState // record ids and the last hour's counts (pairstate.go)
 	gen            *metrics
@@ -137,59 +145,119 @@ type pair struct {
 	cancel context.CancelFunc // of the schedule loop; nil when not running
 }
 
-// NewManager returns a Manager that registers its metrics with reg (nil: none).
-func NewManager(reg prometheus.Registerer, logger log.Logger) *Manager {
+// Options configure a Manager.
+type Options struct {
+	// Registerer receives the probe metrics; nil: none.
+	Registerer prometheus.Registerer
+	Logger     log.Logger
+	// Clients is the HTTP client pool of the probes, shared with the
+	// collector and discovery: one client per distinct http_client_config.
+	// Redactor scrubs every text the prober keeps (results' errors and
+	// headers) and learns the tokens the clients obtain. Both required.
+	Clients  *httpclient.Pool
+	Redactor *redact.Redactor
+	// HistoryLimit is how many recent results (and, on top, recent
+	// failures) each pair keeps (default DefaultHistoryLimit).
+	HistoryLimit int
+	// Load tells a probe the load its target had over its lifetime [from,
+	// to], as running + waiting + 1 (Result.Load); collector.Manager's
+	// LoadDuring fits. Without one Result.Load is NaN.
+	Load func(target string, from, to time.Time) (load float64, ok bool)
+}
+
+// NewManager returns a Manager of opts.
+func NewManager(opts Options) *Manager {
+	if opts.Clients == nil || opts.Redactor == nil {
+		panic("prober: Options.Clients and Options.Redactor are required")
+	}
+	logger := opts.Logger
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	red := redact.New()
+	limit := opts.HistoryLimit
+	if limit < 1 {
+		limit = DefaultHistoryLimit
+	}
 	return &Manager{
-		reg:          reg,
+		reg:          opts.Registerer,
 		logger:       logger,
 		targets:      map[string]*target{},
 		pairs:        map[pairKey]*pair{},
-		historyLimit: DefaultHistoryLimit,
+		historyLimit: limit,
 		now:          time.Now,
-		stream:       Stream,
-		offset:       scheduleOffset,
-		red:          red,
-		clients:      httpclient.New(red),
+		specs:        map[string]*probe.Spec{},
+		run: func(ctx context.Context, s *probe.Spec, c *http.Client, call probe.Call) probe.Result {
+			return s.Run(ctx, c, call)
+		},
+		offset:  scheduleOffset,
+		red:     opts.Redactor,
+		clients: opts.Clients,
+		load:    opts.Load,
 	}
 }
 
-// SetShared makes the Manager use pool for its HTTP clients and red to scrub
-// the texts it keeps, shared with the rest of the daemon. Call it before the
-// first Apply.
-func (m *Manager) SetShared(pool *httpclient.Pool, red *redact.Redactor) {
+// Apply is ApplyConfig followed by SetTargets(cfg).
+func (m *Manager) Apply(cfg *config.Config) error {
+	if err := m.ApplyConfig(cfg); err != nil {
+		return err
+	}
+	return m.SetTargets(cfg)
+}
+
+// ApplyConfig applies what a configuration file sets for every target: it
+// compiles the modules that are new or changed (compile.go), and takes the
+// histogram buckets and max_concurrent_probes. On
+// error nothing changes. The targets' pairs take the new modules at the next
+// SetTargets, which a caller of ApplyConfig calls next; a discovery refresh
+// calls SetTargets alone.
+func (m *Manager) ApplyConfig(cfg *config.Config) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.clients, m.red = pool, red
+	specs, compiled, err := m.compileModules(cfg.Modules)
+	if err != nil {
+		return err
+	}
+	if !m.registered && m.reg != nil {
+		if err := m.reg.Register(generations{current: m.currentMetrics}); err != nil {
+			return fmt.Errorf("registering probe metrics: %w", err)
+		}
+	}
+	m.registered = true
+	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), tokenBuckets: slices.Clone(cfg.Global.TokenLatencyBuckets),
+		nativeFactor: cfg.Global.NativeHistogramBucketFactor}
+	if m.metrics == nil || !m.metrics.hist.equal(hist) {
+		static := cfg.StaticLabelNames()
+		if m.metrics != nil {
+			static = m.metrics.static // the targets' until SetTargets
+		}
+		m.metrics = newMetrics(static, hist) // the old generation's series go with it
+		m.relabelAll()
+	}
+	m.specs, m.compilations = specs, m.compilations+compiled
+	m.maxInFlight = cfg.Global.MaxConcurrentProbes
+	return nil
 }
 
-// SetHistoryLimit sets how many recent results (and, on top, recent failures)
-// each pair keeps. It applies to results recorded from now on.
-func (m *Manager) SetHistoryLimit(n int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if n < 1 {
-		n = 1
-	}
-	m.historyLimit = n
-	for _, p := range m.pairs {
-		p.hist.limit = n
-	}
-}
-
-// Apply (re)configures the manager. It is safe before and while Run runs:
+// SetTargets runs the targets of cfg, whose modules ApplyConfig compiled. It is safe before and while Run runs:
 // unchanged pairs keep their schedule and history, removed pairs stop and lose
 // their series, new pairs start. On error nothing changes.
-func (m *Manager) Apply(cfg *config.Config) error {
+func (m *Manager) SetTargets(cfg *config.Config) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 
 	// Build everything that can fail first. A target's credentials are read
 	// (credential files included) when its client is built, not at every
 	// discovery refresh that re-applies it unchanged.
+	if m.metrics == nil {
+		return errors.New("no configuration applied (ApplyConfig)")
+	}
+	for i := range cfg.Targets {
+		for _, mod := range cfg.Targets[i].Modules {
+			if m.specs[mod] == nil {
+				return fmt.Errorf("target %q: module %q was not applied (ApplyConfig)", cfg.Targets[i].Name, mod)
+			}
+		}
+	}
 	clients := map[string]*http.Client{}
 	secretsOf := make(map[string][]string, len(cfg.Targets))
 	for i := range cfg.Targets {
@@ -213,20 +281,12 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		secrets = append(secrets, secretsOf[cfg.Targets[i].Name]...)
 	}
 	m.red.Set("prober", secrets)
-	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), tokenBuckets: slices.Clone(cfg.Global.TokenLatencyBuckets),
-		nativeFactor: cfg.Global.NativeHistogramBucketFactor}
-	static := cfg.StaticLabelNames()
-	if !m.registered && m.reg != nil {
-		if err := m.reg.Register(generations{current: m.currentMetrics}); err != nil {
-			return fmt.Errorf("registering probe metrics: %w", err)
-		}
-	}
-	m.registered = true
-	if m.metrics == nil || !slices.Equal(m.metrics.static, static) || !m.metrics.hist.equal(hist) {
-		m.metrics = newMetrics(static, hist) // the old generation's series go with it
+	// The static label names are those of the targets' labels: discovered
+	// targets may bring new ones.
+	if static := cfg.StaticLabelNames(); !slices.Equal(m.metrics.static, static) {
+		m.metrics = newMetrics(static, m.metrics.hist) // the old generation's series go with it
 	}
 	m.cfg = cfg
-	m.maxInFlight = cfg.Global.MaxConcurrentProbes
 
 	// Targets.
 	keepT := map[string]bool{}
@@ -292,13 +352,19 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		}
 	}
 	m.sortPairs()
+	m.relabelAll()
+	return nil
+}
+
+// relabelAll (re)creates the series of every target and pair whose label
+// values or metric generation changed. m.mu must be held.
+func (m *Manager) relabelAll() {
 	for _, t := range m.targets {
 		m.relabelTarget(t)
 	}
 	for _, p := range m.pairs {
 		m.relabelPair(p)
 	}
-	return nil
 }
 
 func (m *Manager) currentMetrics() *metrics {
@@ -337,13 +403,13 @@ func (m *Manager) relabelPair(p *pair) {
 	}
 	p.gen, p.labels = m.metrics, lv
 	m.metrics.initPair(lv)
-	if p.checks.answers() {
+	if p.spec.ChecksAnswers() {
 		m.metrics.answers.init(lv)
 	}
 	// The "last probe" gauges describe state, not history: carry them over.
 	if last, ok := p.hist.last(); ok {
-		if last.Answer != AnswerNotChecked {
-			m.metrics.answers.correct.WithLabelValues(lv...).Set(b2f(last.Answer == AnswerCorrect))
+		if last.Answer != probe.AnswerNotChecked {
+			m.metrics.answers.correct.WithLabelValues(lv...).Set(b2f(last.Answer == probe.AnswerCorrect))
 		}
 		m.metrics.success.WithLabelValues(lv...).Set(b2f(last.Success))
 		m.metrics.lastTimestamp.WithLabelValues(lv...).Set(p.lastEnd)
@@ -479,6 +545,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	m.inFlight++
 	p.tgt.scheduled.Reserve(p.key.model, cost)
 	s := m.snapshot(p)
+	p.seq++
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -501,20 +568,10 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	}()
 }
 
-// settle releases a probe's reservation in pool and books what it spent.
-// m.mu must be held.
-func (m *Manager) settle(pool *TokenPool, model string, cost int, s probeSpec, res *Result) {
-	prompt := res.PromptTokens
-	if prompt == 0 && res.StatusCode == http.StatusOK {
-		prompt = s.promptEstimate // the server processed it but sent no usage
-	}
-	pool.Settle(m.now(), model, cost, prompt+res.OutputTokens)
-}
-
 // record books a finished scheduled probe. m.mu must be held.
-func (m *Manager) record(p *pair, res *Result) {
+func (m *Manager) record(p *pair, res *probe.Result) {
 	if res.PromptTokens > 0 {
-		p.promptEstimate = res.PromptTokens + promptSlack
+		p.promptEstimate = res.PromptTokens + probe.PromptSlack
 	}
 	end := m.now()
 	p.records.note(res, end) // gives res its record id
@@ -530,127 +587,77 @@ func (m *Manager) record(p *pair, res *Result) {
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-// promptSlack covers the variation of the nonce's tokenisation between probes.
-const promptSlack = 8
-
-func (p *pair) worstCost() int {
-	est := p.promptEstimate
-	if est == 0 {
-		est = estimatePromptTokens(&p.mod)
-	}
-	return est + p.mod.MaxTokens
-}
-
-// estimatePromptTokens is a deliberately pessimistic token count for a module's
-// prompt before the server told us the real one: a third of its bytes (English
-// BPE averages about four bytes per token), plus the nonce and chat-template
-// overhead.
-func estimatePromptTokens(mod *config.Module) int {
-	n := len(mod.Prompt)
-	for _, msg := range mod.Messages {
-		n += len(msg.Content) + 3*8 // role markers and separators
-	}
-	longest := 0 // a rotating question replaces the prompt (expect.go)
-	for _, q := range mod.Questions {
-		longest = max(longest, len(q.Prompt))
-	}
-	n += longest
-	return n/3 + 1 + promptSlack
-}
-
 // probeSpec is everything one probe needs, copied under the lock.
 type probeSpec struct {
 	target, module string
 	url            string
 	client         *http.Client
-	mod            config.Module
+	spec           *probe.Spec
 	model          string
+	seq            uint64
 	timeout, stall time.Duration
 	red            *redact.Redactor
 	promptEstimate int
 	tgt            *target
-	checks         *checks
-	load           func(target string, from, to time.Time) (load float64, ok bool)
 }
 
 func (m *Manager) snapshot(p *pair) probeSpec {
-	est := p.promptEstimate
-	if est == 0 {
-		est = estimatePromptTokens(&p.mod)
-	}
 	return probeSpec{
 		target: p.key.target, module: p.key.module,
-		url: p.tgt.cfg.URL, client: p.tgt.client, mod: p.mod, model: pairModel(p),
-		timeout: p.timeout, stall: p.stall, red: m.red, promptEstimate: est, tgt: p.tgt,
-		checks: p.checks,
-		load:   m.load,
+		url: p.tgt.cfg.URL, client: p.tgt.client, spec: p.spec, model: pairModel(p), seq: p.seq,
+		timeout: p.timeout, stall: p.stall, red: m.red, promptEstimate: p.promptCost(), tgt: p.tgt,
 	}
 }
 
-// probe runs one probe: resolves the model if needed, builds the request and
-// streams it. started is called once the probe counts as an attempt (after model
-// resolution, so that the attempt carries the resolved model label).
-func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *Result {
+// probe runs one probe: resolves the model if needed, runs the module's
+// spec, scrubs the result and attributes it the load it met. started is
+// called once the probe counts as an attempt (after model resolution, so
+// that the attempt carries the resolved model label).
+func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *probe.Result {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	begin := m.now() // the manager's clock, which tests pin
-	loadUntil := func(end time.Time) float64 {
-		if s.load != nil {
-			if l, ok := s.load(s.target, begin, end); ok {
-				return l
-			}
-		}
-		return math.NaN()
-	}
-	if s.model == "" {
-		ids, res := m.fetchModels(ctx, s.client, s.url, s.target)
-		if res == nil && len(ids) == 0 {
-			res = &Result{Start: begin, Reason: ReasonModelNotFound, Err: "/v1/models lists no model"}
-		}
-		if res != nil {
-			started()
-			res.Phase, res.Request = PhaseModels, http.MethodGet+" /v1/models"
-			end := m.now()
-			res.Duration = end.Sub(begin)
-			res.E2E = res.Duration
-			res.Scrub(s.red)
-			res.Load = loadUntil(end)
-			return res
-		}
-		s.model = ids[0]
-		m.mu.Lock()
-		m.setModel(s.tgt, ids[0])
-		m.mu.Unlock()
-	}
+	res := m.resolveModel(ctx, &s, begin)
 	started()
-	nonce := newNonce()
-	mod, answerCheck := s.checks.pick(s.mod)
-	req := StreamRequest{
-		BaseURL:      s.url,
-		Kind:         mod.Prober,
-		Header:       requestHeader(&mod, s.target, s.module, nonce),
-		StallTimeout: s.stall,
-		Capture:      s.checks.capture(),
-		Redact:       s.red,
-	}
-	var res Result
-	if mod.Prober == config.ProberEmbeddings {
-		req.Body = embeddingsBody(&mod, s.model, nonce)
-		res = Embed(ctx, s.client, req, mod.ExpectedDimension)
-	} else {
-		req.Body = requestBody(&mod, s.model, nonce)
-		res = m.stream(ctx, s.client, req)
-		s.checks.apply(&res, res.gen, answerCheck, s.red)
-		res.gen = nil
+	if res == nil {
+		r := m.run(ctx, s.spec, s.client, probe.Call{BaseURL: s.url, Target: s.target, Model: s.model, StallTimeout: s.stall, Seq: s.seq, Redact: s.red})
+		res = &r
 	}
 	end := m.now()
 	res.Duration = end.Sub(begin)
-	res.Model = s.model
+	if res.Phase == probe.PhaseModels {
+		res.E2E = res.Duration
+	}
 	res.Scrub(s.red)
-	res.Text = truncateText(s.red, res.Text) // scrubs first: no secret cut in half survives
-	quoteOutput(&res, s.red)
-	res.Load = loadUntil(end)
-	return &res
+	res.Load = math.NaN()
+	if m.load != nil {
+		if l, ok := m.load(s.target, begin, end); ok {
+			res.Load = l
+		}
+	}
+	return res
+}
+
+// resolveModel sets s.model to the first model the target lists when the
+// pair names none. It returns the failed probe when the listing failed.
+func (m *Manager) resolveModel(ctx context.Context, s *probeSpec, begin time.Time) *probe.Result {
+	if s.model != "" {
+		return nil
+	}
+	ids, res := probe.ListModels(ctx, s.client, s.url, s.red)
+	m.warnHeldModels(s.target, ids)
+	if res == nil && len(ids) == 0 {
+		res = &probe.Result{Start: begin, Reason: probe.ReasonModelNotFound, Err: "/v1/models lists no model"}
+	}
+	if res != nil {
+		res.Phase, res.Request = probe.PhaseModels, http.MethodGet+" /v1/models"
+		return res
+	}
+	s.model = ids[0]
+	m.mu.Lock()
+	m.setModel(s.tgt, ids[0])
+	m.mu.Unlock()
+	return nil
 }
 
 // setModel records t's resolved model and relabels its series. m.mu must be held.
@@ -670,90 +677,19 @@ func (m *Manager) setModel(t *target, model string) {
 	}
 }
 
-func newNonce() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// requestBody builds the JSON body of a module's probe. With mod.Nonce the
-// nonce goes at the very front of the prompt (chat: of the first user message) so
-// that prefix caching cannot serve the prompt from cache.
-func requestBody(mod *config.Module, model, nonce string) map[string]any {
-	body := map[string]any{
-		"model":       model,
-		"temperature": mod.Temperature,
-	}
-	if mod.IgnoreEOS {
-		body["ignore_eos"] = true
-	}
-	prefix := ""
-	if mod.Nonce {
-		prefix = nonce + " "
-	}
-	switch mod.Prober {
-	case config.ProberChat:
-		msgs := make([]map[string]any, len(mod.Messages))
-		first := slices.IndexFunc(mod.Messages, func(m config.Message) bool { return m.Role == "user" })
-		if first < 0 {
-			first = 0
-		}
-		for i, msg := range mod.Messages {
-			content := msg.Content
-			if i == first {
-				content = prefix + content
-			}
-			msgs[i] = map[string]any{"role": msg.Role, "content": content}
-		}
-		body["messages"] = msgs
-		body["max_completion_tokens"] = mod.MaxTokens
-		body["max_tokens"] = mod.MaxTokens // servers older than max_completion_tokens
-	default:
-		body["prompt"] = prefix + mod.Prompt
-		body["max_tokens"] = mod.MaxTokens
-	}
-	addStructureFields(body, mod)
-	for k, v := range mod.ExtraBody {
-		body[k] = answer.JSONable(v)
-	}
-	return body
-}
-
-func requestHeader(mod *config.Module, target, module, nonce string) http.Header {
-	h := http.Header{}
-	for k, v := range mod.Headers {
-		h.Set(k, v)
-	}
-	h.Set("X-Request-Id", "vllm-prober-"+target+"-"+module+"-"+nonce)
-	return h
-}
-
-// Scrub removes red's secrets (the credentials of the configuration, and the
-// tokens its clients obtained) from the result's texts and headers. Stream
-// never puts one there itself, but a server may echo a key or a request header
-// in its error body. The manager scrubs every result it keeps or returns;
-// bench scrubs its own.
-func (r *Result) Scrub(red *redact.Redactor) {
-	for _, s := range []*string{&r.Err, &r.RequestBody, &r.ErrorBody, &r.Text} {
-		*s = red.String(*s)
-	}
-	red.Header(r.RequestHeader)
-	red.Header(r.ResponseHeader)
-}
-
 // ProbeNow runs one probe of module on target now, outside the schedule, and
 // returns its result and its metrics in a fresh registry (without target,
 // module and model labels: the scraper of /probe sets them). It respects the
 // target's token budget (ErrBudgetExceeded) and books the tokens it spends there,
 // but it is not counted in the long-lived metrics or the history.
-func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*Result, *prometheus.Registry, error) {
+func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*probe.Result, *prometheus.Registry, error) {
 	return m.ProbeModelNow(ctx, targetName, module, "")
 }
 
 // ProbeModelNow is ProbeNow of one model of a target with models (models.go):
 // model must be one the target lists; "" is its first. On other targets model
 // must be "".
-func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model string) (*Result, *prometheus.Registry, error) {
+func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model string) (*probe.Result, *prometheus.Registry, error) {
 	m.mu.Lock()
 	if m.cfg == nil {
 		m.mu.Unlock()
@@ -765,11 +701,12 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 		return nil, nil, fmt.Errorf("unknown target %q", targetName)
 	}
 	mod, ok := m.cfg.Modules[module]
-	if !ok {
+	spec := m.specs[module]
+	if !ok || spec == nil {
 		m.mu.Unlock()
 		return nil, nil, fmt.Errorf("unknown module %q", module)
 	}
-	p := &pair{key: pairKey{targetName, module, ""}, tgt: t, mod: mod,
+	p := &pair{key: pairKey{targetName, module, ""}, tgt: t, spec: spec,
 		timeout: m.cfg.ProbeTimeout(&t.cfg, &mod), stall: m.cfg.StallTimeout(&mod)}
 	var err error
 	if p.key.model, err = probeNowModel(t, model); err != nil {
@@ -777,12 +714,8 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 		return nil, nil, err
 	}
 	if known, ok := m.pairs[p.key]; ok {
-		p.promptEstimate, p.checks = known.promptEstimate, known.checks
-	} else {
-		if p.checks, err = compileChecks(&mod); err != nil {
-			m.mu.Unlock()
-			return nil, nil, err
-		}
+		p.promptEstimate, p.seq = known.promptEstimate, known.seq
+		known.seq++ // the pair's next probe asks the next question
 	}
 	cost := p.worstCost()
 	// On-demand probes draw on a pool of their own (budget.go): however
@@ -809,7 +742,7 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 		reg.MustRegister(c)
 	}
 	mt.attempts.WithLabelValues().Inc()
-	for _, r := range Reasons() {
+	for _, r := range probe.Reasons() {
 		mt.failures.WithLabelValues(string(r))
 	}
 	mt.observe(nil, res, end)
@@ -833,7 +766,7 @@ func (m *Manager) Status() []TargetStatus {
 // targetStatus is the state of a configured target. m.mu must be held.
 func (m *Manager) targetStatus(tc *config.Target) TargetStatus {
 	t := m.targets[tc.Name]
-	ts := TargetStatus{Name: tc.Name, URL: redactURL(tc.URL), Model: t.model,
+	ts := TargetStatus{Name: tc.Name, URL: probe.RedactURL(tc.URL), Model: t.model,
 		HealthUp: t.healthUp, ModelsUp: t.modelsUp, Checked: t.checked, ScrapeOnly: !tc.Probe}
 	for _, mod := range tc.Modules {
 		for _, model := range pairModels(t) {

@@ -3,7 +3,6 @@ package prober
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -162,11 +163,11 @@ targets:
     labels: {preset: H100X1}
 `)
 	reg := prometheus.NewPedanticRegistry()
-	m := NewManager(reg, log.NewNopLogger())
+	m := NewManager(testOptions(reg, log.NewNopLogger()))
 	m.now = func() time.Time { return time.Unix(1700000000, 0) }
 	m.offset = func(pairKey, time.Duration) time.Duration { return 0 }
-	m.stream = func(ctx context.Context, c *http.Client, req StreamRequest) Result {
-		res := Stream(ctx, c, req)
+	m.run = func(ctx context.Context, spec *probe.Spec, c *http.Client, call probe.Call) probe.Result {
+		res := spec.Run(ctx, c, call)
 		if !res.Success {
 			t.Errorf("probe failed: %s: %s", res.Reason, res.Err)
 		}
@@ -224,7 +225,7 @@ targets:
   - {name: fake, url: `+ts.URL+`}
 `)
 	reg := prometheus.NewRegistry()
-	m := NewManager(reg, nil)
+	m := NewManager(testOptions(reg, nil))
 	m.offset = func(pairKey, time.Duration) time.Duration { return 0 }
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
@@ -284,7 +285,7 @@ targets:
 	cfg.Targets[0].ProbeTimeout = model.Duration(time.Minute)
 	baseline := runtime.NumGoroutine()
 	reg := prometheus.NewRegistry()
-	m := NewManager(reg, nil)
+	m := NewManager(testOptions(reg, nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ targets:
 	}
 	stop()
 	// The hung probe was cancelled by shutdown: not a verdict on the target.
-	if got := counter(t, mt.failures.WithLabelValues(append(lv, string(ReasonTimeout))...)); got != 0 {
+	if got := counter(t, mt.failures.WithLabelValues(append(lv, string(probe.ReasonTimeout))...)); got != 0 {
 		t.Errorf("shutdown counted as a timeout failure")
 	}
 	ts.CloseClientConnections()
@@ -323,7 +324,7 @@ modules:
 targets:
   - {name: slow, url: `+ts.URL+`, model: m}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -331,13 +332,13 @@ targets:
 	lv := []string{"slow", "short", "m"}
 	mt := m.metrics
 	waitFor(t, "two timeouts", func() bool {
-		return counter(t, mt.failures.WithLabelValues(append(lv, string(ReasonTimeout))...)) >= 2
+		return counter(t, mt.failures.WithLabelValues(append(lv, string(probe.ReasonTimeout))...)) >= 2
 	})
 	if got := counter(t, mt.success.WithLabelValues(lv...)); got != 0 {
 		t.Errorf("success = %v", got)
 	}
 	last := m.Status()[0].Modules[0].Last
-	if last.Reason != ReasonTimeout || last.Err != "probe timed out before response headers" {
+	if last.Reason != probe.ReasonTimeout || last.Err != "probe timed out before response headers" {
 		t.Errorf("last = %s %q", last.Reason, last.Err)
 	}
 }
@@ -354,7 +355,7 @@ modules:
 targets:
   - {name: t, url: `+ts.URL+`, model: m, token_budget_per_hour: 30}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +404,7 @@ targets:
   - {name: hung, url: `+tsHung.URL+`, model: m, probe_interval: 2s}
   - {name: fast, url: `+tsFast.URL+`, model: m, probe_interval: 40ms}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +437,7 @@ targets:
 	tA := "  - {name: a, url: " + tsA.URL + "}\n"
 	tB := "  - {name: b, url: " + tsB.URL + ", labels: {zone: z1}}\n"
 	reg := prometheus.NewRegistry()
-	m := NewManager(reg, nil)
+	m := NewManager(testOptions(reg, nil))
 	if err := m.Apply(loadConfig(t, cfgYAML(tA))); err != nil {
 		t.Fatal(err)
 	}
@@ -512,7 +513,7 @@ targets:
   - {name: ok, url: `+ts.URL+`, model: served}
   - {name: wrong, url: `+ts.URL+`, model: absent}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +564,7 @@ targets:
 		defer logMu.Unlock()
 		return log.NewLogfmtLogger(&logs).Log(kv...)
 	})
-	m := NewManager(reg, logger)
+	m := NewManager(testOptions(reg, logger))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -585,10 +586,10 @@ targets:
 	if l := st[0].Modules[0].Last; !l.Success {
 		t.Errorf("sim with key: %s %s", l.Reason, l.Err)
 	}
-	if l := st[1].Modules[0].Last; l.Reason != ReasonUnauthorized || l.Err != "HTTP 401 AuthenticationError: invalid key <secret>" {
+	if l := st[1].Modules[0].Last; l.Reason != probe.ReasonUnauthorized || l.Err != "HTTP 401 AuthenticationError: invalid key <secret>" {
 		t.Errorf("echo: %s %q", l.Reason, l.Err)
 	}
-	if l := st[2].Modules[0].Last; l.Reason != ReasonUnauthorized {
+	if l := st[2].Modules[0].Last; l.Reason != probe.ReasonUnauthorized {
 		t.Errorf("nokey: %s %s", l.Reason, l.Err)
 	}
 	var text bytes.Buffer
@@ -626,7 +627,7 @@ modules:
 targets:
   - {name: t, url: `+ts.URL+`, modules: [short]}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if _, _, err := m.ProbeNow(context.Background(), "t", "short"); err == nil {
 		t.Error("ProbeNow before Apply succeeded")
 	}
@@ -666,36 +667,11 @@ vllm_probe_tokens_total{kind="prompt"} 7
 	}
 }
 
-func TestRequestBody(t *testing.T) {
-	chat := config.Module{Prober: config.ProberChat, MaxTokens: 9, Temperature: 0.5, IgnoreEOS: true, Nonce: true,
-		Messages:  []config.Message{{Role: "system", Content: "sys"}, {Role: "user", Content: "q"}},
-		ExtraBody: map[string]any{"top_p": 0.9, "min_tokens": 2, "nested": map[any]any{"k": []any{map[any]any{"x": 1}}}},
-	}
-	b := requestBody(&chat, "mdl", "n0nce")
-	msgs := b["messages"].([]map[string]any)
-	if msgs[0]["content"] != "sys" || msgs[1]["content"] != "n0nce q" {
-		t.Errorf("messages %v: the nonce belongs at the front of the first user message", msgs)
-	}
-	if b["max_tokens"] != 9 || b["max_completion_tokens"] != 9 || b["ignore_eos"] != true || b["temperature"] != 0.5 || b["model"] != "mdl" || b["top_p"] != 0.9 {
-		t.Errorf("body %v", b)
-	}
-	if _, err := streamBodyJSON(b); err != nil {
-		t.Errorf("YAML-shaped extra_body does not encode: %v", err)
-	}
-	comp := config.Module{Prober: config.ProberCompletions, Prompt: "p", MaxTokens: 3}
-	b = requestBody(&comp, "mdl", "n0nce")
-	if b["prompt"] != "p" || b["max_tokens"] != 3 || b["ignore_eos"] != nil || b["max_completion_tokens"] != nil {
-		t.Errorf("completions body without nonce %v", b)
-	}
-}
-
-func streamBodyJSON(b map[string]any) ([]byte, error) { return json.Marshal(streamBody(b)) }
-
 func TestHistory(t *testing.T) {
 	h := history{limit: 3}
 	start := time.Unix(1000, 0)
 	for i := range 10 {
-		h.add(&Result{Start: start.Add(time.Duration(i) * time.Second), Success: i != 1})
+		h.add(&probe.Result{Start: start.Add(time.Duration(i) * time.Second), Success: i != 1})
 	}
 	got := h.list()
 	var secs []int64
@@ -712,10 +688,10 @@ func TestHistoryHeaders(t *testing.T) {
 	req := http.Header{"Authorization": {"<secret>"}, "X-Request-Id": {"vllm-prober-a-m-1"}, "Accept": {"text/event-stream"}}
 	resp := http.Header{"Set-Cookie": {"a=1", "b=2"}, "X-Empty": {""}, "X-Odd": {"v: with colon"}, "X-Bad": {"nul\x00and\nnewline"}}
 	h := history{limit: 2}
-	in := &Result{Start: time.Unix(1, 0), Success: true, RequestHeader: req, ResponseHeader: resp}
+	in := &probe.Result{Start: time.Unix(1, 0), Success: true, RequestHeader: req, ResponseHeader: resp}
 	h.add(in)
-	h.add(&Result{Start: time.Unix(2, 0), Success: false}) // no headers at all
-	if in.RequestHeader == nil || in.packedHeaders != "" {
+	h.add(&probe.Result{Start: time.Unix(2, 0), Success: false}) // no headers at all
+	if in.RequestHeader == nil {
 		t.Error("add changed the caller's result")
 	}
 	got := h.list()
@@ -726,11 +702,11 @@ func TestHistoryHeaders(t *testing.T) {
 	if old := got[1]; !reflect.DeepEqual(old.RequestHeader, req) || !reflect.DeepEqual(old.ResponseHeader, wantResp) {
 		t.Errorf("headers after the history:\nrequest  %v\nresponse %v", old.RequestHeader, old.ResponseHeader)
 	}
-	if got[0].RequestHeader != nil || got[0].ResponseHeader != nil || got[0].packedHeaders != "" {
-		t.Errorf("a result without headers came back with %v %v %q", got[0].RequestHeader, got[0].ResponseHeader, got[0].packedHeaders)
+	if got[0].RequestHeader != nil || got[0].ResponseHeader != nil {
+		t.Errorf("a result without headers came back with %v %v", got[0].RequestHeader, got[0].ResponseHeader)
 	}
 	last, ok := h.last()
-	if !ok || last.Start != time.Unix(2, 0) || last.packedHeaders != "" {
+	if !ok || last.Start != time.Unix(2, 0) || last.RequestHeader != nil {
 		t.Errorf("last = %+v, %v", last, ok)
 	}
 }
@@ -752,11 +728,11 @@ targets:
     url: http://127.0.0.1:1
     http_client_config: {basic_auth: {username: u, password: inline-password}}
 `)
-	m := NewManager(nil, nil)
+	m := NewManager(testOptions(nil, nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
-	r := &Result{Err: "HTTP 401: key file-secret-value rejected", ResponseHeader: http.Header{"X-Echo": {"inline-password"}}}
+	r := &probe.Result{Err: "HTTP 401: key file-secret-value rejected", ResponseHeader: http.Header{"X-Echo": {"inline-password"}}}
 	r.Scrub(m.red)
 	if r.Err != "HTTP 401: key <secret> rejected" || r.ResponseHeader.Get("X-Echo") != "<secret>" {
 		t.Errorf("scrubbed: %q %v", r.Err, r.ResponseHeader)

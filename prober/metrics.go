@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -165,7 +166,7 @@ func (mt *metrics) initPair(lv []string) {
 	for _, k := range []string{"prompt", "output"} {
 		mt.tokens.WithLabelValues(append(slices.Clone(lv), k)...)
 	}
-	for _, r := range Reasons() {
+	for _, r := range probe.Reasons() {
 		mt.failures.WithLabelValues(append(slices.Clone(lv), string(r))...)
 	}
 	for _, r := range SkipReasons() {
@@ -185,7 +186,7 @@ func (mt *metrics) deletePair(lv []string) {
 	for _, k := range []string{"prompt", "output"} {
 		mt.tokens.DeleteLabelValues(append(slices.Clone(lv), k)...)
 	}
-	for _, r := range Reasons() {
+	for _, r := range probe.Reasons() {
 		mt.failures.DeleteLabelValues(append(slices.Clone(lv), string(r))...)
 	}
 	for _, r := range SkipReasons() {
@@ -199,7 +200,7 @@ func (mt *metrics) skip(lv []string, reason string) {
 }
 
 // observe records a finished probe.
-func (mt *metrics) observe(lv []string, r *Result, end float64) {
+func (mt *metrics) observe(lv []string, r *probe.Result, end float64) {
 	mt.lastTimestamp.WithLabelValues(lv...).Set(end)
 	mt.duration.WithLabelValues(lv...).Set(r.Duration.Seconds())
 	mt.tokens.WithLabelValues(append(slices.Clone(lv), "prompt")...).Add(float64(r.PromptTokens))

@@ -3,11 +3,8 @@ package prober
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
-
-	"github.com/go-kit/log/level"
 
 	"github.com/vllm-prober/vllm_prober/config"
 )
@@ -21,18 +18,6 @@ import (
 // ErrUnknownModel is returned by ProbeModelNow for a model the target does
 // not probe.
 var ErrUnknownModel = errors.New("not a model this target probes")
-
-// budgetShare is what the probes of one model of t may spend in a rolling
-// hour: the target's token_budget_per_hour divided by the number of models it
-// lists, so that N models together stay within the one budget and none of
-// them starves the others; the whole budget on a target without models.
-func budgetShare(t *target) int {
-	budget := t.cfg.TokenBudgetPerHour
-	if t.cfg.Models != "" && len(t.models) > 1 {
-		return budget / len(t.models)
-	}
-	return budget
-}
 
 // probeNowModel is the pair model key of a probe ProbeModelNow runs of
 // model on t.
@@ -77,10 +62,7 @@ func (m *Manager) applyTargetPairs(cfg *config.Config, tc *config.Target, t *tar
 	t.pairs = t.pairs[:0]
 	for _, mod := range tc.Modules {
 		mc := cfg.Modules[mod]
-		chk, err := compileChecks(&mc)
-		if err != nil { // validated configurations compile: a bug
-			level.Error(m.logger).Log("msg", "Compiling the module's checks failed", "module", mod, "err", err)
-		}
+		spec := m.specs[mod]
 		for _, model := range pairModels(t) {
 			key := pairKey{tc.Name, mod, model}
 			keep[key] = true
@@ -89,11 +71,11 @@ func (m *Manager) applyTargetPairs(cfg *config.Config, tc *config.Target, t *tar
 				p = &pair{key: key, hist: history{limit: m.historyLimit}}
 				m.pairs[key] = p
 			}
-			if ok && !reflect.DeepEqual(p.mod, mc) {
+			if ok && p.spec != spec {
 				p.promptEstimate = 0 // the prompt may have changed
 			}
 			restart := !ok || p.interval != interval
-			p.tgt, p.mod, p.interval, p.checks = t, mc, interval, chk
+			p.tgt, p.spec, p.interval = t, spec, interval
 			t.pairs = append(t.pairs, p)
 			p.timeout, p.stall = cfg.ProbeTimeout(tc, &mc), cfg.StallTimeout(&mc)
 			if restart {
@@ -145,23 +127,4 @@ func (m *Manager) syncModels(t *target, ids []string) bool {
 		}
 	}
 	return len(list) > 0
-}
-
-// warnBudgetShare logs when t's budget share per model (budgetShare) is below
-// the max_tokens of one of its modules: every probe of that module would be
-// skipped (vllm_probe_skipped_total{reason="budget"}). --config.check cannot
-// see this: the number of models is known only once /v1/models was read.
-// m.mu must be held.
-func (m *Manager) warnBudgetShare(t *target) {
-	share := budgetShare(t)
-	if t.cfg.TokenBudgetPerHour <= 0 || share == t.cfg.TokenBudgetPerHour {
-		return
-	}
-	for _, name := range t.cfg.Modules {
-		if mod := m.cfg.Modules[name]; mod.MaxTokens > share {
-			level.Warn(m.logger).Log("msg", "The token budget share of each model is below max_tokens of a module: its probes will be skipped",
-				"target", t.cfg.Name, "models", len(t.models), "token_budget_per_hour", t.cfg.TokenBudgetPerHour,
-				"share", share, "module", name, "max_tokens", mod.MaxTokens)
-		}
-	}
 }

@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 	"time"
 )
 
@@ -19,7 +20,7 @@ type minuteCount struct {
 }
 
 // note books a recorded result that ended at end and gives it its id.
-func (s *recordState) note(r *Result, end time.Time) {
+func (s *recordState) note(r *probe.Result, end time.Time) {
 	s.lastID++
 	r.ID = s.lastID
 	if !r.Success {
@@ -69,7 +70,7 @@ func (p *pair) recordStats(now time.Time) RecordStats {
 	s.HourProbes, s.HourSuccesses = p.records.window(now.Add(-time.Hour))
 	if n := len(p.hist.recent); n > 0 {
 		last := p.hist.recent[n-1]
-		s.LastErr, s.LastStatusCode = last.Err, last.StatusCode
+		s.LastErr, s.LastStatusCode = last.res.Err, last.res.StatusCode
 	}
 	return s
 }
@@ -78,7 +79,7 @@ func (p *pair) recordStats(now time.Time) RecordStats {
 // headers included; false when it is not (or no longer) kept. model is the
 // pair's model label: it picks one of the pairs of a `models:` target, and is
 // ignored for a target of one model.
-func (m *Manager) Record(target, module, model string, id uint64) (Result, bool) {
+func (m *Manager) Record(target, module, model string, id uint64) (probe.Result, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.pairs[pairKey{target: target, module: module, model: model}]
@@ -86,7 +87,7 @@ func (m *Manager) Record(target, module, model string, id uint64) (Result, bool)
 		p, ok = m.pairs[pairKey{target: target, module: module}]
 	}
 	if !ok || id == 0 {
-		return Result{}, false
+		return probe.Result{}, false
 	}
 	return p.hist.find(id)
 }

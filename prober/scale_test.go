@@ -10,9 +10,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/compare"
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"
-	"github.com/vllm-prober/vllm_prober/regression"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // scaleBaseline is a two-point vllm bench serve baseline in vllm_prober's
@@ -31,6 +35,7 @@ type busyServer struct{}
 
 func (busyServer) Load(string) (float64, float64, bool)               { return 2, 1, true }
 func (busyServer) StreamOutputTokensPerSecond(string) (float64, bool) { return 50, true }
+func (busyServer) View(string) (collector.View, bool)                 { return collector.View{}, false }
 
 // regressionAllocsPerTarget builds n baselined targets with full histories and
 // returns the allocations of one regression collection, per target.
@@ -49,7 +54,8 @@ func regressionAllocsPerTarget(t *testing.T, n int) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pm := prober.NewManager(nil, nil)
+	red := redact.New()
+	pm := prober.NewManager(prober.Options{Clients: httpclient.New(red), Redactor: red})
 	if err := pm.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -57,14 +63,14 @@ func regressionAllocsPerTarget(t *testing.T, n int) float64 {
 	ms := time.Millisecond
 	for i := range n {
 		for j := range prober.DefaultHistoryLimit {
-			pm.RecordForTest(fmt.Sprintf("t%04d", i), "m", prober.Result{
+			pm.RecordForTest(fmt.Sprintf("t%04d", i), "m", probe.Result{
 				Start: start.Add(time.Duration(j) * ms), Success: j%5 != 0, Reason: "",
 				TTFT: 100 * ms, E2E: 400 * ms, OutputTokens: 16,
 				ITLs: []time.Duration{20 * ms, 20 * ms, 20 * ms, 20 * ms, 20 * ms},
 			})
 		}
 	}
-	rc := regression.New(nil, nil, regression.FromProber(pm), busyServer{})
+	rc := compare.New(compare.Options{Probes: compare.FromProber(pm), Server: busyServer{}})
 	if err := rc.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}

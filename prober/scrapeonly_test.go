@@ -36,7 +36,7 @@ targets:
   - {name: metrics-only, url: `+scrapeOnly.URL+`, modules: none}
   - {name: metrics-only-2, url: `+scrapeOnly.URL+`, probe: false}
 `)
-	m := NewManager(prometheus.NewRegistry(), nil)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
 	if err := m.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}

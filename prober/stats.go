@@ -1,23 +1,13 @@
 package prober
 
 import (
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 	"math"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 )
-
-// TPOT is vLLM's time per output token of one request: (E2E − TTFT)/(out − 1),
-// defined only when out > 1 (vLLM's benchmarks/benchmark_serving.py
-// calculate_metrics: `if output_len > 1: tpots.append((latency - ttft) /
-// (output_len - 1))`). The prober, the regression series and bench all use it.
-func TPOT(ttft, e2e time.Duration, outputTokens int) (time.Duration, bool) {
-	if outputTokens <= 1 || e2e <= 0 {
-		return 0, false
-	}
-	return (e2e - ttft) / time.Duration(outputTokens-1), true
-}
 
 // Means are the means of the successful probes of one (target, module) in a
 // window, with vLLM's definitions (calculate_metrics): TTFT and E2E per probe;
@@ -28,7 +18,7 @@ type Means struct {
 	TTFT, TPOT, ITL, E2E float64
 	// OutputTokens is the mean output tokens per successful probe.
 	OutputTokens float64
-	// Load is the mean of Result.Load (running + waiting + 1 when the probe
+	// Load is the mean of probe.Result.Load (running + waiting + 1 when the probe
 	// started) over the probes that knew it.
 	Load float64
 	N    int // successful probes
@@ -71,7 +61,7 @@ func (s PairStats) Means(since time.Time) Means {
 // of the window up to and including it. Sums make any suffix of the window
 // (every probe since some time) two subtractions away.
 type statEntry struct {
-	start                 int64 // Result.Start, Unix nanoseconds
+	start                 int64 // probe.Result.Start, Unix nanoseconds
 	n, nTPOT, nITL, nLoad int   // successes, with TPOT, ITL gaps, with load
 	ttft, tpot, itl, e2e  float64
 	out, load             float64
@@ -97,7 +87,7 @@ type statWindow struct {
 // add appends a finished probe, evicting the oldest beyond limit. Amortised
 // O(1): the backing array has room for 2×limit entries and is replaced (with
 // the sums rebased to zero) when it is full.
-func (w *statWindow) add(r *Result, limit int) {
+func (w *statWindow) add(r *probe.Result, limit int) {
 	limit = max(limit, 1)
 	for len(w.entries) >= limit {
 		w.base = w.entries[0]
@@ -120,7 +110,7 @@ func (w *statWindow) add(r *Result, limit int) {
 		e.ttft += r.TTFT.Seconds()
 		e.e2e += r.E2E.Seconds()
 		e.out += float64(r.OutputTokens)
-		if tpot, ok := TPOT(r.TTFT, r.E2E, r.OutputTokens); ok {
+		if tpot, ok := probe.TPOT(r.TTFT, r.E2E, r.OutputTokens); ok {
 			e.tpot += tpot.Seconds()
 			e.nTPOT++
 		}
@@ -179,11 +169,11 @@ func (w *statWindow) means(since int64) Means {
 type pairState struct {
 	window                               statWindow
 	lastProbe, lastSuccess, failingSince time.Time
-	lastReason                           Reason
+	lastReason                           probe.Reason
 }
 
 // record books a finished probe that ended at end. The caller serialises.
-func (s *pairState) record(r *Result, end time.Time, limit int) {
+func (s *pairState) record(r *probe.Result, end time.Time, limit int) {
 	s.window.add(r, limit)
 	s.lastProbe = end
 	if r.Success {
@@ -249,13 +239,4 @@ func (m *Manager) sortPairs() {
 		}
 		return strings.Compare(a.key.model, b.key.model) // models: all
 	})
-}
-
-// SetLoadSource sets where a probe learns the load it met over its lifetime
-// [from, to], as running + waiting + 1 (Result.Load); collector.Manager's
-// LoadDuring fits. Without one Result.Load is NaN.
-func (m *Manager) SetLoadSource(load func(target string, from, to time.Time) (load float64, ok bool)) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.load = load
 }

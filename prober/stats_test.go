@@ -5,11 +5,13 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // naiveMeans is the definition Means must match: vLLM's calculate_metrics over
 // the successful results that started at or after since.
-func naiveMeans(rs []Result, since time.Time) Means {
+func naiveMeans(rs []probe.Result, since time.Time) Means {
 	var ttft, tpot, itl, e2e, out, load float64
 	var n, nTPOT, nITL, nLoad int
 	for _, r := range rs {
@@ -63,12 +65,12 @@ func TestStatWindowMatchesHistory(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	t0 := time.Unix(1_700_000_000, 0)
 	ms := time.Millisecond
-	var all []Result
+	var all []probe.Result
 	var w statWindow
 	var old []statWindow // copies taken earlier must stay valid
-	var oldWant []Result
+	var oldWant []probe.Result
 	for i := range 60 {
-		r := Result{Start: t0.Add(time.Duration(i) * time.Second), Success: rng.IntN(4) != 0, Load: math.NaN()}
+		r := probe.Result{Start: t0.Add(time.Duration(i) * time.Second), Success: rng.IntN(4) != 0, Load: math.NaN()}
 		if r.Success {
 			r.TTFT = time.Duration(50+rng.IntN(200)) * ms
 			r.OutputTokens = rng.IntN(5)
@@ -93,7 +95,7 @@ func TestStatWindowMatchesHistory(t *testing.T) {
 		}
 		if i == 20 {
 			old = append(old, w)
-			oldWant = append([]Result(nil), kept...)
+			oldWant = append([]probe.Result(nil), kept...)
 		}
 	}
 	if got, want := old[0].means(0), naiveMeans(oldWant, time.Time{}); !sameMeans(got, want) {
@@ -104,11 +106,11 @@ func TestStatWindowMatchesHistory(t *testing.T) {
 func TestPairStateOutlivesEviction(t *testing.T) {
 	var s pairState
 	t0 := time.Unix(1_700_000_000, 0)
-	ok := Result{Start: t0, Success: true, TTFT: time.Second, E2E: 2 * time.Second, OutputTokens: 3, Load: 2}
+	ok := probe.Result{Start: t0, Success: true, TTFT: time.Second, E2E: 2 * time.Second, OutputTokens: 3, Load: 2}
 	s.record(&ok, t0.Add(2*time.Second), 2)
 	failStart := t0.Add(10 * time.Second)
 	for i := range 5 {
-		bad := Result{Start: failStart.Add(time.Duration(i) * time.Second), Reason: ReasonHTTP5xx}
+		bad := probe.Result{Start: failStart.Add(time.Duration(i) * time.Second), Reason: probe.ReasonHTTP5xx}
 		s.record(&bad, bad.Start.Add(time.Second), 2)
 	}
 	if !s.lastSuccess.Equal(t0.Add(2 * time.Second)) {
@@ -117,7 +119,7 @@ func TestPairStateOutlivesEviction(t *testing.T) {
 	if !s.failingSince.Equal(failStart.Add(time.Second)) {
 		t.Errorf("FailingSince = %v, want the end of the first failure %v", s.failingSince, failStart.Add(time.Second))
 	}
-	if s.lastReason != ReasonHTTP5xx || !s.lastProbe.Equal(failStart.Add(5*time.Second)) {
+	if s.lastReason != probe.ReasonHTTP5xx || !s.lastProbe.Equal(failStart.Add(5*time.Second)) {
 		t.Errorf("last reason %q at %v", s.lastReason, s.lastProbe)
 	}
 	if p, n := s.window.probes(); p != 2 || n != 0 {
@@ -138,11 +140,11 @@ func TestTPOTDefinition(t *testing.T) {
 		ok        bool
 	}{
 		{100 * ms, 400 * ms, 4, 100 * ms, true},
-		{100 * ms, 400 * ms, 1, 0, false}, // one token: no TPOT (vLLM skips it)
+		{100 * ms, 400 * ms, 1, 0, false}, // one token: no probe.TPOT (vLLM skips it)
 		{100 * ms, 400 * ms, 0, 0, false},
 		{0, 0, 5, 0, false}, // nothing streamed
 	} {
-		if got, ok := TPOT(c.ttft, c.e2e, c.out); got != c.want || ok != c.ok {
+		if got, ok := probe.TPOT(c.ttft, c.e2e, c.out); got != c.want || ok != c.ok {
 			t.Errorf("TPOT(%v, %v, %d) = %v, %v; want %v, %v", c.ttft, c.e2e, c.out, got, ok, c.want, c.ok)
 		}
 	}
@@ -153,7 +155,7 @@ func BenchmarkPairStatsMeans(b *testing.B) {
 	var s pairState
 	t0 := time.Unix(1_700_000_000, 0)
 	for i := range 40 {
-		r := Result{Start: t0.Add(time.Duration(i) * time.Second), Success: true, TTFT: time.Second, E2E: 2 * time.Second, OutputTokens: 3, Load: 1}
+		r := probe.Result{Start: t0.Add(time.Duration(i) * time.Second), Success: true, TTFT: time.Second, E2E: 2 * time.Second, OutputTokens: 3, Load: 1}
 		s.record(&r, r.Start, DefaultHistoryLimit)
 	}
 	p := &pair{key: pairKey{"t", "m", ""}, tgt: &target{}, state: s}

@@ -17,7 +17,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vllm-prober/vllm_prober/daemon"
-	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -248,7 +248,7 @@ func secretFree(t *testing.T, where, text string) {
 // checkSecrets reads every page the daemon serves while a fault is active; the
 // debug report of a probe of the victim must show the failure reason (else the
 // secrets check would look at a page without the error).
-func (m *matrix) checkSecrets(t *testing.T, reason prober.Reason) {
+func (m *matrix) checkSecrets(t *testing.T, reason probe.Reason) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, path := range []string{"/", "/metrics", "/config",
@@ -307,27 +307,27 @@ type faultCase struct {
 	toggle
 	// reason is the failure reason the victim's probes must report; when empty,
 	// observed says when the fault has shown (a collector-side fault).
-	reason   prober.Reason
+	reason   probe.Reason
 	observed func(m metrics) (bool, string)
 	// scrape: recovery also waits for the victim's scrape to succeed.
 	scrape bool
 }
 
-func fc(name string, reason prober.Reason, tg toggle) faultCase {
+func fc(name string, reason probe.Reason, tg toggle) faultCase {
 	return faultCase{name: name, toggle: tg, reason: reason}
 }
 
 func faultCases(t *testing.T, m *matrix) []faultCase {
 	return []faultCase{
-		fc("sim http_status 500", prober.ReasonHTTP5xx, simFault(map[string]any{"fault": simulator.FaultHTTPStatus, "fault_status": 500})),
-		fc("sim http_status 429", prober.ReasonRateLimited, simFault(map[string]any{"fault": simulator.FaultHTTPStatus, "fault_status": 429})),
-		fc("sim hang_before_headers", prober.ReasonTimeout, simFault(map[string]any{"fault": simulator.FaultHangBeforeHeaders})),
-		fc("sim stall", prober.ReasonStalled, simFault(map[string]any{"fault": simulator.FaultStall, "fault_after": 2})),
-		fc("sim cut_stream", prober.ReasonTruncated, simFault(map[string]any{"fault": simulator.FaultCutStream, "fault_after": 2})),
-		fc("sim malformed_chunk", prober.ReasonMalformed, simFault(map[string]any{"fault": simulator.FaultMalformedChunk, "fault_after": 2})),
-		fc("sim error_event", prober.ReasonStreamError, simFault(map[string]any{"fault": simulator.FaultErrorEvent, "fault_after": 2})),
-		fc("sim huge_line", prober.ReasonMalformed, simFault(map[string]any{"fault": simulator.FaultHugeLine, "fault_after": 2})),
-		fc("sim engine_dead", prober.ReasonHTTP5xx, simFault(map[string]any{"fault": simulator.FaultEngineDead})),
+		fc("sim http_status 500", probe.ReasonHTTP5xx, simFault(map[string]any{"fault": simulator.FaultHTTPStatus, "fault_status": 500})),
+		fc("sim http_status 429", probe.ReasonRateLimited, simFault(map[string]any{"fault": simulator.FaultHTTPStatus, "fault_status": 429})),
+		fc("sim hang_before_headers", probe.ReasonTimeout, simFault(map[string]any{"fault": simulator.FaultHangBeforeHeaders})),
+		fc("sim stall", probe.ReasonStalled, simFault(map[string]any{"fault": simulator.FaultStall, "fault_after": 2})),
+		fc("sim cut_stream", probe.ReasonTruncated, simFault(map[string]any{"fault": simulator.FaultCutStream, "fault_after": 2})),
+		fc("sim malformed_chunk", probe.ReasonMalformed, simFault(map[string]any{"fault": simulator.FaultMalformedChunk, "fault_after": 2})),
+		fc("sim error_event", probe.ReasonStreamError, simFault(map[string]any{"fault": simulator.FaultErrorEvent, "fault_after": 2})),
+		fc("sim huge_line", probe.ReasonMalformed, simFault(map[string]any{"fault": simulator.FaultHugeLine, "fault_after": 2})),
+		fc("sim engine_dead", probe.ReasonHTTP5xx, simFault(map[string]any{"fault": simulator.FaultEngineDead})),
 		{
 			name: "sim slow_metrics", scrape: true,
 			toggle: simFault(map[string]any{"fault": simulator.FaultSlowMetrics, "fault_delay": "3s"}),
@@ -348,16 +348,16 @@ func faultCases(t *testing.T, m *matrix) []faultCase {
 					fmt.Sprintf("vllm_server_up = %v, vllm_server_generation_tokens_per_second = %v", up, rate)
 			},
 		},
-		fc("connection refused", prober.ReasonConnection, netFault(nil, nil, true)),
-		fc("name does not resolve", prober.ReasonDNS, toggle{
+		fc("connection refused", probe.ReasonConnection, netFault(nil, nil, true)),
+		fc("name does not resolve", probe.ReasonDNS, toggle{
 			on:  func(m *matrix) { m.setVictimURL("https://vllm-victim.invalid:8443") },
 			off: func(m *matrix) { m.setVictimURL(m.sw.URL()) },
 		}),
-		fc("TLS handshake (self-signed certificate)", prober.ReasonTLS, netFault(m.sim, selfSigned(t), false)),
-		fc("401 echoing the key", prober.ReasonUnauthorized, netFault(hostile(http.StatusUnauthorized), nil, false)),
-		fc("429 echoing the key", prober.ReasonRateLimited, netFault(hostile(http.StatusTooManyRequests), nil, false)),
-		fc("500 echoing the key", prober.ReasonHTTP5xx, netFault(hostile(http.StatusInternalServerError), nil, false)),
-		fc("slow headers", prober.ReasonTimeout, netFault(slowHeaders(m.done), nil, false)),
+		fc("TLS handshake (self-signed certificate)", probe.ReasonTLS, netFault(m.sim, selfSigned(t), false)),
+		fc("401 echoing the key", probe.ReasonUnauthorized, netFault(hostile(http.StatusUnauthorized), nil, false)),
+		fc("429 echoing the key", probe.ReasonRateLimited, netFault(hostile(http.StatusTooManyRequests), nil, false)),
+		fc("500 echoing the key", probe.ReasonHTTP5xx, netFault(hostile(http.StatusInternalServerError), nil, false)),
+		fc("slow headers", probe.ReasonTimeout, netFault(slowHeaders(m.done), nil, false)),
 	}
 }
 

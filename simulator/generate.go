@@ -99,9 +99,12 @@ func (s *Simulator) serveGeneration(w http.ResponseWriter, r *http.Request, g *g
 	if k.Jitter > 0 {
 		ru.rng = rand.New(rand.NewPCG(s.cfg.Seed, g.seq))
 	}
-	if g.stream {
+	switch {
+	case g.responses:
+		ru.out = s.newResponsesSink(w, g)
+	case g.stream:
 		ru.out = s.newStreamSink(w, g)
-	} else {
+	default:
 		ru.out = &jsonSink{s: s, w: w, g: g}
 	}
 	if reason := ru.generate(ctx); reason == "abort" && !g.stream {

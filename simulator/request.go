@@ -55,6 +55,7 @@ type chatRequest struct {
 type genRequest struct {
 	model           string // answered in "model": the base model or the adapter asked for
 	chat            bool
+	responses       bool   // /v1/responses (responses.go)
 	seq             uint64 // arrival order, seeds jitter
 	requestID       string // X-Request-Id when given, else generated
 	id              string // "cmpl-…" or "chatcmpl-…"

@@ -150,6 +150,7 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
+	mux.HandleFunc("POST /v1/responses", s.handleResponses)
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.HandleFunc("GET /ping", s.handleHealth)
 	mux.HandleFunc("POST /ping", s.handleHealth)
@@ -161,7 +162,7 @@ func (s *Simulator) routes() http.Handler {
 	methodNotAllowed := func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
 	}
-	for _, p := range []string{"/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/embeddings", "/health", "/ping", "/version", "/load", "/metrics", "/admin/config"} {
+	for _, p := range []string{"/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/embeddings", "/v1/responses", "/health", "/ping", "/version", "/load", "/metrics", "/admin/config"} {
 		mux.HandleFunc(p, methodNotAllowed)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vllm-prober/vllm_prober/internal/clierr"
 )
 
 // errLine is the err value of the "Error loading config" log line, "" when there is none.
@@ -80,9 +84,9 @@ func TestConfigCheckIsTheDaemonsLoad(t *testing.T) {
 			runCode := runArgs(ctx, []string{"--config.file=" + file, "--web.listen-address=127.0.0.1:0"}, &out, &errb)
 			runErr := errb.String()
 
-			checkMsg, runMsg := errLine.FindStringSubmatch(checkErr), errLine.FindStringSubmatch(runErr)
+			runMsg := errLine.FindStringSubmatch(runErr)
 			if c.wantErr == "" {
-				if checkCode != 0 || runCode != 0 || checkMsg != nil || runMsg != nil {
+				if checkCode != 0 || runCode != 0 || strings.Contains(checkErr, "vllm_prober --config.check:") || runMsg != nil {
 					t.Fatalf("good file: --config.check = %d, daemon = %d\ncheck:\n%s\ndaemon:\n%s", checkCode, runCode, checkErr, runErr)
 				}
 				if !strings.Contains(checkErr, `msg="Config file is ok, exiting"`) {
@@ -93,15 +97,21 @@ func TestConfigCheckIsTheDaemonsLoad(t *testing.T) {
 			if checkCode != 1 || runCode != 1 {
 				t.Errorf("--config.check = %d, daemon = %d; want 1 and 1", checkCode, runCode)
 			}
-			if checkMsg == nil || runMsg == nil {
-				t.Fatalf("no \"Error loading config\" line\ncheck:\n%s\ndaemon:\n%s", checkErr, runErr)
+			if runMsg == nil {
+				t.Fatalf("no \"Error loading config\" line from the daemon:\n%s", runErr)
 			}
-			t.Logf("both: %s", checkMsg[1])
-			if checkMsg[1] != runMsg[1] {
-				t.Errorf("messages differ:\ncheck:  %s\ndaemon: %s", checkMsg[1], runMsg[1])
+			daemonErr := runMsg[1]
+			if unq, err := strconv.Unquote(daemonErr); err == nil {
+				daemonErr = unq
 			}
-			if !strings.Contains(checkMsg[1], c.wantErr) {
-				t.Errorf("message %s lacks %s", checkMsg[1], c.wantErr)
+			// --config.check says the daemon's error as a sentence (internal/clierr).
+			want := clierr.Format("--config.check", configCheckError(file, errors.New(daemonErr)))
+			t.Logf("both: %s", daemonErr)
+			if checkErr != want {
+				t.Errorf("messages differ:\ncheck:\n%s\nwant (from the daemon's):\n%s", checkErr, want)
+			}
+			if !strings.Contains(runMsg[1], c.wantErr) {
+				t.Errorf("message %s lacks %s", runMsg[1], c.wantErr)
 			}
 		})
 	}

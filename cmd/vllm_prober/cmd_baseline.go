@@ -6,13 +6,14 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
 	"github.com/vllm-prober/vllm_prober/internal/atomicfile"
+	"github.com/vllm-prober/vllm_prober/internal/clierr"
 )
 
 // registerBaselineCommands adds `baseline import --out FILE [--name N] INPUT...` to app and returns the
@@ -33,13 +34,23 @@ func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writ
 	force := importCmd.Flag("force", "Write a baseline that has no usable point (every request failed) instead of refusing it; it is marked unusable and the daemon refuses to load it.").Bool()
 	inputs := importCmd.Arg("input", "Benchmark result files; the format is detected from the content.").Required().ExistingFiles()
 
-	run := func(ctx context.Context, logger log.Logger) int {
+	strict := importCmd.Flag("strict", "Exit 1 and write nothing when a baseline of the inputs is left out for want of a usable point (for CI).").Bool()
+
+	run := func(ctx context.Context, _ log.Logger) int {
+		fail := func(file string, err error, fix string) int {
+			clierr.Print(stderr, "baseline import", clierr.Error{File: file, Err: err, Fix: fix})
+			return 1
+		}
+		if !(*minRatio >= 0 && *minRatio <= 1) {
+			clierr.Print(stderr, "baseline import", clierr.Error{Place: "--min-success-ratio",
+				Err: fmt.Errorf("%v is not between 0 and 1", *minRatio), Fix: "give a ratio such as 0.99 (the default) or 0.9."})
+			return 1
+		}
 		var imports []*baseline.Import
 		for _, in := range *inputs {
 			im, err := baseline.ImportFile(ctx, in)
 			if err != nil {
-				level.Error(logger).Log("msg", "cannot import benchmark results", "err", err)
-				return 1
+				return fail("", err, "check that the file is a result file of a tool docs/baselines.md lists (its format is detected from the content).")
 			}
 			fmt.Fprintf(stderr, "%s: %s, %d points\n", in, im.Format, im.NumPoints())
 			for _, n := range im.Notes {
@@ -52,25 +63,31 @@ func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writ
 			fmt.Fprintf(stderr, "note: %s\n", n)
 		}
 		if err != nil {
-			level.Error(logger).Log("msg", "cannot build the baseline file", "err", err)
-			return 1
+			return fail("", err, "import the inputs one at a time, or give --name to name what they share.")
 		}
-		if !(*minRatio >= 0 && *minRatio <= 1) {
-			level.Error(logger).Log("msg", "invalid flag", "err", fmt.Sprintf("--min-success-ratio %v is not between 0 and 1", *minRatio))
-			return 1
-		}
-		notes, err = baseline.Assess(f, baseline.AssessOptions{MinSuccessRatio: *minRatio, KeepFailedPoints: *keepFailed, Force: *force})
+		total := len(f.Baselines)
+		notes, left, err := baseline.AssessAndLeaveOut(f, baseline.AssessOptions{MinSuccessRatio: *minRatio, KeepFailedPoints: *keepFailed, Force: *force})
 		for _, n := range notes {
 			fmt.Fprintf(stderr, "warning: %s\n", n)
 		}
+		if len(f.Baselines) > 0 || len(left) > 1 { // else the error says it
+			for _, e := range left {
+				fmt.Fprintf(stderr, "left out: baseline %q: %s\n", e.Name, e.Reason)
+			}
+		}
 		if err != nil {
-			level.Error(logger).Log("msg", "refusing to write a baseline without a usable point", "err", err)
-			return 1
+			return fail(strings.Join(*inputs, ", "), err, noUsableFix(left))
+		}
+		if len(left) > 0 {
+			fmt.Fprintf(stderr, "%d %s written, %d left out: %s\n", len(f.Baselines), plural(len(f.Baselines), "baseline", "baselines"), len(left), leftOutSummary(left, *minRatio))
+		}
+		if *strict && len(left) > 0 {
+			return fail("", fmt.Errorf("%d of %d baselines were left out, and --strict refuses that; nothing written", len(left), total),
+				fmt.Sprintf("without --strict the %d usable ones are written; ", len(f.Baselines))+noUsableFix(left))
 		}
 		data, err := f.Marshal()
 		if err != nil {
-			level.Error(logger).Log("msg", "cannot encode the baseline file", "err", err)
-			return 1
+			return fail("", fmt.Errorf("encoding the baseline file: %w", err), "")
 		}
 		for _, b := range f.Baselines {
 			sat := "no output throughput" // a table of latencies only (vLLM CI's older serving table)
@@ -82,17 +99,51 @@ func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writ
 		// kingpin v2 hands a lone "-" to a flag as the empty string, so both mean stdout.
 		if *out == "-" || *out == "" {
 			if _, err := stdout.Write(data); err != nil {
-				level.Error(logger).Log("msg", "cannot write the baseline file", "err", err)
-				return 1
+				return fail("-", fmt.Errorf("writing the baseline file: %w", err), "")
 			}
 			return 0
 		}
 		if err := atomicfile.Write(*out, data); err != nil {
-			level.Error(logger).Log("msg", "cannot write the baseline file", "err", err)
-			return 1
+			return fail(*out, fmt.Errorf("writing the baseline file: %w", err), "check that its directory exists and is writable.")
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", *out)
 		return 0
 	}
 	return importCmd, run
+}
+
+// leftOutSummary says in a few words why the baselines were left out:
+// "every point below --min-success-ratio 0.99".
+func leftOutSummary(left []baseline.Exclusion, minRatio float64) string {
+	failed := 0
+	for _, e := range left {
+		if e.AllFailed {
+			failed++
+		}
+	}
+	below := fmt.Sprintf("every point below --min-success-ratio %g", minRatio)
+	switch failed {
+	case 0:
+		return below
+	case len(left):
+		return "every request failed"
+	}
+	return fmt.Sprintf("%d with every point below --min-success-ratio %g, %d where every request failed", len(left)-failed, minRatio, failed)
+}
+
+// noUsableFix is what to do about baselines without a usable point.
+func noUsableFix(left []baseline.Exclusion) string {
+	for _, e := range left {
+		if !e.AllFailed {
+			return "--keep-failed-points or a lower --min-success-ratio uses points with failed requests; --force writes such baselines marked unusable."
+		}
+	}
+	return "a run where every request failed measures nothing: run the benchmark again (--force writes it marked unusable, and the daemon refuses it)."
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
+	"github.com/vllm-prober/vllm_prober/internal/clierr"
 )
 
 func runBaselineCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -127,7 +131,7 @@ func TestBaselineImportAllFailedRefused(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
 	}
-	for _, want := range []string{`every request failed (8 failed)`, `baseline \"dead\": every request of its run failed (completed 0)`, "use --force"} {
+	for _, want := range []string{`every request failed (8 failed)`, "no usable point in its only baseline: every request failed", "--force writes it marked unusable"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -149,7 +153,7 @@ func TestBaselineImportPartialRunWarns(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
 	}
-	if code, _, stderr = runBaselineCLI(t, "baseline", "import", "--out", outPath, "--min-success-ratio=1.5", in); code != 1 || !strings.Contains(stderr, "--min-success-ratio 1.5 is not between 0 and 1") {
+	if code, _, stderr = runBaselineCLI(t, "baseline", "import", "--out", outPath, "--min-success-ratio=1.5", in); code != 1 || !strings.Contains(stderr, "--min-success-ratio: 1.5 is not between 0 and 1") {
 		t.Errorf("bad ratio: exit %d, stderr:\n%s", code, stderr)
 	}
 }
@@ -197,14 +201,20 @@ targets:
 	if checkCode != code {
 		t.Errorf("--config.check = %d, the daemon = %d; stderr:\n%s", checkCode, code, checkErr)
 	}
-	checkMsg, runMsg := errLine.FindStringSubmatch(checkErr), errLine.FindStringSubmatch(errb.String())
-	switch {
-	case checkMsg == nil || runMsg == nil:
-		t.Errorf("no \"Error loading config\" line\ncheck:\n%s\ndaemon:\n%s", checkErr, errb.String())
-	case checkMsg[1] != runMsg[1]:
-		t.Errorf("messages differ:\ncheck:  %s\ndaemon: %s", checkMsg[1], runMsg[1])
-	case !strings.Contains(checkMsg[1], want):
-		t.Errorf("--config.check message %s lacks %s", checkMsg[1], want)
+	runMsg := errLine.FindStringSubmatch(errb.String())
+	if runMsg == nil {
+		t.Fatalf("no \"Error loading config\" line from the daemon:\n%s", errb.String())
+	}
+	daemonErr, err := strconv.Unquote(runMsg[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// --config.check says the daemon's error, as a sentence.
+	if wantCheck := clierr.Format("--config.check", configCheckError(cfgPath, errors.New(daemonErr))); checkErr != wantCheck {
+		t.Errorf("--config.check says:\n%s\nwant the daemon's error:\n%s", checkErr, wantCheck)
+	}
+	if plain := strings.ReplaceAll(want, `\"`, `"`); !strings.Contains(checkErr, plain) {
+		t.Errorf("--config.check message lacks %s:\n%s", plain, checkErr)
 	}
 	if strings.Contains(checkErr, "Config file is ok") {
 		t.Errorf("--config.check called the file ok:\n%s", checkErr)
@@ -237,5 +247,52 @@ targets:
 	want := `msg="baseline gives no expected values" baseline=lambda/1xA100-80GB-SXM/Meta-Llama-3.1-8B-FP8 file=` + basePath
 	if code != 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "none of its 1 usable points can be placed") {
 		t.Errorf("--config.check: exit %d, want 0 and %q in stderr:\n%s", code, want, stderr)
+	}
+}
+
+// TestBaselineImportMultiGPUPresetsReport imports the multi-GPU presets report
+// with the command, as a user does: 14 of its 86 baselines have only a point
+// whose success ratio is below 0.99. The command writes the 72 others, says
+// which were left out and why, one line each, and a summary, and exits 0;
+// --strict exits 1 and writes nothing.
+func TestBaselineImportMultiGPUPresetsReport(t *testing.T) {
+	in := "../../baseline/testdata/reports/multi-gpu-presets-report.md"
+	outPath := filepath.Join(t.TempDir(), "presets.yml")
+	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", outPath, in)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, stderr)
+	}
+	f, err := baseline.ReadFile(context.Background(), outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Baselines) != 72 {
+		t.Errorf("%d baselines written, want 72", len(f.Baselines))
+	}
+	for _, b := range f.Baselines {
+		if b.UsablePoints() == 0 {
+			t.Errorf("baseline %q written without a usable point", b.Name)
+		}
+	}
+	left := regexp.MustCompile(`(?m)^left out: baseline "[^"]+": its only point has a success ratio of [0-9.]+, below --min-success-ratio 0\.99$`).FindAllString(stderr, -1)
+	if len(left) != 14 {
+		t.Errorf("%d left-out lines, want 14:\n%s", len(left), stderr)
+	}
+	if !strings.Contains(stderr, "\n72 baselines written, 14 left out: every point below --min-success-ratio 0.99\n") {
+		t.Errorf("no summary line:\n%s", stderr)
+	}
+	for _, l := range strings.Split(stderr, "\n") {
+		if len(l) > 300 {
+			t.Errorf("a line of %d characters: %.120s...", len(l), l)
+		}
+	}
+
+	strictOut := filepath.Join(t.TempDir(), "strict.yml")
+	code, _, stderr = runBaselineCLI(t, "baseline", "import", "--strict", "--out", strictOut, in)
+	if code != 1 || !strings.Contains(stderr, "14 of 86 baselines were left out, and --strict refuses that; nothing written") {
+		t.Errorf("--strict: exit %d, stderr:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(strictOut); !os.IsNotExist(err) {
+		t.Errorf("--strict wrote the file (stat: %v)", err)
 	}
 }

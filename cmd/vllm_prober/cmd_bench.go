@@ -14,11 +14,11 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
 	"golang.org/x/term"
 
 	"github.com/vllm-prober/vllm_prober/bench"
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/clierr"
 )
 
 // registerBenchCommands adds `bench` to app and returns its clause and the
@@ -39,13 +39,13 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 	concurrency := cmd.Flag("concurrency", "Comma-separated fixed concurrencies (default 1,4,16 when no --request-rate is given).").String()
 	rates := cmd.Flag("request-rate", "Comma-separated Poisson request rates in requests/s; \"inf\" sends every request at once.").String()
 	seed := cmd.Flag("seed", "Seed of the Poisson arrivals and random prompts.").Default("0").Uint64()
-	maxTokens := cmd.Flag("max-tokens", "max_tokens (max_completion_tokens for chat) of every request.").Default(strconv.Itoa(bench.DefaultMaxTokens)).Int()
+	maxTokens := cmd.Flag("max-tokens", "max_tokens (max_completion_tokens for chat, max_output_tokens for responses) of every request.").Default(strconv.Itoa(bench.DefaultMaxTokens)).Int()
 	prompt := cmd.Flag("prompt", "Fixed prompt of every request (default: the multi-GPU presets report's \""+bench.DefaultPrompt+"\").").String()
 	inputLen := cmd.Flag("random-input-len", "Send random prompts of about this many tokens instead of a fixed prompt.").Default("0").Int()
 	temperature := cmd.Flag("temperature", "Sampling temperature.").Default(strconv.FormatFloat(bench.DefaultTemperature, 'f', -1, 64)).Float64()
 	ignoreEOS := cmd.Flag("ignore-eos", "Set ignore_eos so that every request generates max tokens.").Bool()
-	endpoint := cmd.Flag("endpoint", "API to call: completions (/v1/completions) or chat (/v1/chat/completions).").
-		Default(config.ProberCompletions).Enum(config.ProberCompletions, config.ProberChat)
+	endpoint := cmd.Flag("endpoint", "API to call: completions (/v1/completions), chat (/v1/chat/completions) or responses (/v1/responses).").
+		Default(config.ProberCompletions).Enum(config.ProberCompletions, config.ProberChat, config.ProberResponses)
 	metricsPath := cmd.Flag("metrics-path", "Path of the server's Prometheus metrics, polled every second.").Default("/metrics").String()
 	name := cmd.Flag("name", "Run name: the baseline name and the prefix of every output file.").Default(bench.DefaultName).String()
 	percentiles := cmd.Flag("metric-percentiles", "Comma-separated percentiles reported besides mean and median.").Default("90,99").String()
@@ -57,9 +57,14 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 		Default(strconv.FormatFloat(bench.DefaultMinSuccessRatio, 'f', -1, 64)).Float64()
 	force := cmd.Flag("force", "Write the baseline file even when a level is below --min-success-ratio; such points are marked excluded (a baseline without a usable point unusable), as baseline import --force marks them.").Bool()
 	saveDetailed := cmd.Flag("save-detailed", "Add the per-request arrays of `vllm bench serve --save-detailed` (input_lens, output_lens, ttfts, itls, start_times, generated_texts with each whole generated text, errors) to each level's JSON.").Bool()
+	warmup := cmd.Flag("warmup", "Before each level's timed window, send one untimed request (max_tokens 1) per concurrency slot, all at once, so that the first wave "+
+		"leaves on open connections from a warm process; the warm-up requests are not counted. --no-warmup sends the first wave cold.").Default("true").Bool()
+	gcLimit := cmd.Flag("gc-memory-limit", "During each level's timed window, turn Go's garbage collector off (GOGC=off) with this soft memory limit as its only trigger, "+
+		"so that no collection pauses a measured stream; 0 keeps Go's default collector.").Default("1GiB").Bytes()
 
 	run := func(ctx context.Context, logger log.Logger) int {
 		opts := bench.Options{
+			SkipWarmup: !*warmup, GCMemoryLimit: int64(*gcLimit),
 			URL: *url, Model: *model, Endpoint: *endpoint, Requests: *requests, Seed: *seed,
 			MaxTokens: *maxTokens, Temperature: *temperature, IgnoreEOS: *ignoreEOS, Prompt: *prompt,
 			RandomInputLen: *inputLen, MetricsPath: *metricsPath, Name: *name,
@@ -67,71 +72,71 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 			Summary: stdout, Logger: logger, MinSuccessRatio: *minSuccess, ForceBaseline: *force, SaveDetailed: *saveDetailed,
 			Progress: stderr, ProgressBar: isTerminal(stderr),
 		}
-		if !(*minSuccess > 0 && *minSuccess <= 1) {
-			level.Error(logger).Log("msg", "invalid --min-success-ratio", "err", fmt.Sprintf("%v is not in (0, 1]", *minSuccess))
+		fail := func(e clierr.Error) int {
+			clierr.Print(stderr, "bench", e)
 			return 1
+		}
+		if !(*minSuccess > 0 && *minSuccess <= 1) {
+			return fail(clierr.Error{Place: "--min-success-ratio", Err: fmt.Errorf("%v is not in (0, 1]", *minSuccess),
+				Fix: "give a ratio above 0 and at most 1, such as 0.99 (the default)."})
 		}
 		var err error
 		if opts.Concurrencies, err = parseConcurrencies(*concurrency); err != nil {
-			level.Error(logger).Log("msg", "invalid --concurrency", "err", err)
-			return 1
+			return fail(clierr.Error{Place: "--concurrency", Err: err, Fix: "give positive integers separated by commas, e.g. --concurrency 1,4,16."})
 		}
 		if opts.RequestRates, err = parseRates(*rates); err != nil {
-			level.Error(logger).Log("msg", "invalid --request-rate", "err", err)
-			return 1
+			return fail(clierr.Error{Place: "--request-rate", Err: err, Fix: "give positive numbers or inf separated by commas, e.g. --request-rate 1,4,inf."})
 		}
 		if len(opts.Concurrencies) == 0 && len(opts.RequestRates) == 0 {
 			opts.Concurrencies = []int{1, 4, 16}
 		}
 		if opts.Percentiles, err = parseFloats(*percentiles); err != nil {
-			level.Error(logger).Log("msg", "invalid --metric-percentiles", "err", err)
-			return 1
+			return fail(clierr.Error{Place: "--metric-percentiles", Err: err, Fix: "give percentiles between 0 and 100 separated by commas, e.g. --metric-percentiles 50,90,99."})
 		}
 		if *apiKeyFile != "" {
 			key, err := os.ReadFile(*apiKeyFile)
 			if err != nil {
-				level.Error(logger).Log("msg", "cannot read the API key file", "err", err)
-				return 1
+				return fail(clierr.Error{Place: "--api-key-file", Err: fmt.Errorf("cannot read the API key: %w", err), Fix: "give a readable file holding the key alone."})
 			}
 			opts.Header = http.Header{"Authorization": {"Bearer " + strings.TrimSpace(string(key))}}
 		}
 		rep, runErr := bench.Run(ctx, opts)
 		if rep == nil {
-			level.Error(logger).Log("msg", "benchmark failed", "err", runErr)
-			return 1
+			return fail(clierr.Error{Err: runErr, Fix: "check the flags above and that --url is the root of a vLLM server that answers /v1/models."})
 		}
 		var files *bench.Files
 		if len(rep.Levels) > 0 {
 			var err error
 			files, err = bench.WriteAll(*out, rep)
 			if err != nil {
-				level.Error(logger).Log("msg", "cannot write the results", "err", err)
-				return 1
+				return fail(clierr.Error{File: *out, Err: fmt.Errorf("cannot write the results: %w", err), Fix: "check that --out names a writable directory."})
 			}
 			fmt.Fprintf(stderr, "wrote %s\n", strings.Join(files.Paths(*out), ", "))
 		}
 		failing := rep.FailingLevels()
-		for _, lr := range failing {
-			m := &lr.Metrics
-			level.Error(logger).Log("msg", "too many failed requests: the level does not measure the server", "level", lr.Level,
-				"failed", m.Failed, "sent", m.Completed+m.Failed, "success_ratio", strconv.FormatFloat(m.SuccessRatio(), 'f', 3, 64),
-				"min_success_ratio", rep.MinSuccessRatio, "reasons", failureSummary(m.Failures))
-		}
 		if len(failing) > 0 {
-			if files.Baseline != "" {
-				level.Warn(logger).Log("msg", "--force: baseline written with the failing levels marked excluded",
-					"file", filepath.Join(*out, files.Baseline))
-			} else {
-				level.Error(logger).Log("msg", "no baseline file written: a level is below --min-success-ratio (--force writes one)")
+			var lines []string
+			for _, lr := range failing {
+				m := &lr.Metrics
+				lines = append(lines, fmt.Sprintf("%s: %d of %d requests failed (success ratio %s): %s", lr.Level, m.Failed, m.Completed+m.Failed,
+					strconv.FormatFloat(m.SuccessRatio(), 'f', 3, 64), failureSummary(m.Failures)))
 			}
+			e := clierr.Error{Err: errors.New("too many failed requests: these levels do not measure the server, below --min-success-ratio " +
+				strconv.FormatFloat(rep.MinSuccessRatio, 'g', -1, 64) + ":\n" + strings.Join(lines, "\n"))}
+			if files.Baseline != "" {
+				e.Fix = "the baseline file " + filepath.Join(*out, files.Baseline) + " was written anyway (--force), with these levels marked excluded."
+			} else {
+				e.Fix = "no baseline file was written; find why the requests failed (the reasons above, the server's log), or --force writes one with these levels marked excluded."
+			}
+			clierr.Print(stderr, "bench", e)
 		}
 		if runErr != nil {
+			fix := fmt.Sprintf("the %d finished levels were written.", len(rep.Levels))
 			if errors.Is(runErr, context.Canceled) {
-				level.Warn(logger).Log("msg", "benchmark interrupted; the finished levels were written", "levels", len(rep.Levels), "err", runErr)
-			} else {
-				level.Error(logger).Log("msg", "benchmark failed; the finished levels were written", "levels", len(rep.Levels), "err", runErr)
+				fmt.Fprintf(stderr, "vllm_prober bench: interrupted; %s\n", fix)
+				return 1
 			}
-			return 1
+			return fail(clierr.Error{Err: runErr, Fix: fix})
 		}
 		if len(failing) > 0 {
 			return 1

@@ -111,9 +111,9 @@ func TestBenchCommandBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--concurrency", "1,x"}, `msg="invalid --concurrency" err="\"x\" is not a positive integer"`},
-		{[]string{"--request-rate", "0"}, `msg="invalid --request-rate" err="\"0\" is neither a positive number nor \"inf\""`},
-		{[]string{"--metric-percentiles", "100"}, `msg="invalid --metric-percentiles" err="\"100\" is not a percentile in (0, 100)"`},
+		{[]string{"--concurrency", "1,x"}, "vllm_prober bench: --concurrency: \"x\" is not a positive integer\n  What to do: give positive integers"},
+		{[]string{"--request-rate", "0"}, "vllm_prober bench: --request-rate: \"0\" is neither a positive number nor \"inf\"\n"},
+		{[]string{"--metric-percentiles", "100"}, "vllm_prober bench: --metric-percentiles: \"100\" is not a percentile in (0, 100)\n"},
 		{[]string{"--prompt", "hi", "--random-input-len", "5"}, `invalid benchmark options: give either a prompt or a random input length, not both`},
 	} {
 		args := append([]string{"bench", "--url", "http://127.0.0.1:1", "--out", t.TempDir()}, c.args...)
@@ -198,9 +198,10 @@ func TestBenchCommandFailingServer(t *testing.T) {
 	if !strings.Contains(stdout, want) {
 		t.Errorf("stdout lacks the breakdown %q:\n%s", want, stdout)
 	}
-	for _, want := range []string{`msg="too many failed requests: the level does not measure the server" level="concurrency 4"`,
-		fmt.Sprintf(`failed=%d sent=20`, rec.Failed), `reasons="http_5xx (HTTP 500)=`,
-		`msg="no baseline file written: a level is below --min-success-ratio (--force writes one)"`} {
+	for _, want := range []string{
+		fmt.Sprintf("vllm_prober bench: too many failed requests: these levels do not measure the server, below --min-success-ratio 0.99: concurrency 4: %d of 20 requests failed (success ratio ", rec.Failed),
+		"): http_5xx (HTTP 500)=",
+		"\n  What to do: no baseline file was written; "} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -221,7 +222,7 @@ func TestBenchCommandFailingServer(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("--force: exit %d, want 1 (the run still failed); stderr:\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr, `msg="--force: baseline written with the failing levels marked excluded"`) {
+	if !strings.Contains(stderr, "was written anyway (--force), with these levels marked excluded") {
 		t.Errorf("stderr lacks the --force warning:\n%s", stderr)
 	}
 	forced := filepath.Join(dir, "faulty.baseline.yaml")
@@ -254,7 +255,7 @@ func TestBenchCommandFailingServer(t *testing.T) {
 func TestBenchCommandMinSuccessRatio(t *testing.T) {
 	for _, v := range []string{"0", "1.5"} {
 		code, _, stderr := runBenchCLI(t, context.Background(), "bench", "--url", "http://127.0.0.1:1", "--out", t.TempDir(), "--min-success-ratio", v)
-		if code != 1 || !strings.Contains(stderr, `msg="invalid --min-success-ratio" err="`+v+` is not in (0, 1]"`) {
+		if code != 1 || !strings.Contains(stderr, "vllm_prober bench: --min-success-ratio: "+v+" is not in (0, 1]\n") {
 			t.Errorf("--min-success-ratio %s: exit %d, stderr %q", v, code, stderr)
 		}
 	}

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"os"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 
+	"github.com/vllm-prober/vllm_prober/internal/clierr"
 	"github.com/vllm-prober/vllm_prober/mixin"
 )
 
@@ -18,6 +22,11 @@ import (
 // alerts/vllm_prober.alerts.yml byte for byte. --for-scale multiplies every `for` duration and evaluation
 // window (for end-to-end tests on a real Prometheus; docs/runbook.md "Testing the rules end to end").
 func registerRulesCommands(app *kingpin.Application) (generateCmd *kingpin.CmdClause, runGenerate func(ctx context.Context, logger log.Logger) int) {
+	return registerRulesCommandsTo(app, os.Stderr)
+}
+
+// registerRulesCommandsTo is registerRulesCommands with errors written to stderr.
+func registerRulesCommandsTo(app *kingpin.Application, stderr io.Writer) (generateCmd *kingpin.CmdClause, runGenerate func(ctx context.Context, logger log.Logger) int) {
 	rules := app.Command("rules", "Prometheus rules of the vLLM monitoring mixin.")
 	generateCmd = rules.Command("generate", "Render recording rules and alerts from the SLO file.")
 	opts := mixin.Options{}
@@ -27,12 +36,13 @@ func registerRulesCommands(app *kingpin.Application) (generateCmd *kingpin.CmdCl
 
 	runGenerate = func(ctx context.Context, logger log.Logger) int {
 		if err := ctx.Err(); err != nil {
-			level.Error(logger).Log("msg", "Not generating rules", "err", err)
+			clierr.Print(stderr, "rules generate", clierr.Error{Err: fmt.Errorf("not generating rules: %w", err)})
 			return 1
 		}
 		written, err := mixin.Generate(opts)
 		if err != nil {
-			level.Error(logger).Log("msg", "Generating rules failed", "err", err)
+			clierr.Print(stderr, "rules generate", clierr.Error{File: opts.SLOFile, Err: err,
+				Fix: "fix the SLO file (docs/runbook.md describes it), or give another with --slo.file; --out must be a writable directory."})
 			return 1
 		}
 		for _, p := range written {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,9 +17,15 @@ import (
 
 func parseRules(t *testing.T, args ...string) (string, func(context.Context, log.Logger) int) {
 	t.Helper()
+	return parseRulesTo(t, os.Stderr, args...)
+}
+
+// parseRulesTo is parseRules with the command's errors written to stderr.
+func parseRulesTo(t *testing.T, stderr io.Writer, args ...string) (string, func(context.Context, log.Logger) int) {
+	t.Helper()
 	app := kingpin.New("vllm_prober", "test")
 	app.Terminate(nil)
-	cmd, run := registerRulesCommands(app)
+	cmd, run := registerRulesCommandsTo(app, stderr)
 	got, err := app.Parse(args)
 	if err != nil {
 		t.Fatalf("parse %v: %v", args, err)
@@ -88,9 +95,9 @@ func TestRulesGenerateErrors(t *testing.T) {
 		{[]string{"--slo.file", filepath.Join(t.TempDir(), "missing.yml")}, "reading SLO file"},
 		{[]string{"--slo.file", "../../mixin/slo.yml", "--for-scale=-1"}, "scale factor must be a positive number, got -1"},
 	} {
-		_, run := parseRules(t, append([]string{"rules", "generate", "--out", t.TempDir()}, tc.args...)...)
 		var logs bytes.Buffer
-		if code := run(context.Background(), log.NewLogfmtLogger(&logs)); code != 1 {
+		_, run := parseRulesTo(t, &logs, append([]string{"rules", "generate", "--out", t.TempDir()}, tc.args...)...)
+		if code := run(context.Background(), log.NewNopLogger()); code != 1 {
 			t.Errorf("%v: exit code %d, want 1", tc.args, code)
 		}
 		if !strings.Contains(logs.String(), tc.want) {
@@ -99,7 +106,7 @@ func TestRulesGenerateErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, run := parseRules(t, "rules", "generate", "--slo.file", "../../mixin/slo.yml", "--out", t.TempDir())
+	_, run := parseRulesTo(t, io.Discard, "rules", "generate", "--slo.file", "../../mixin/slo.yml", "--out", t.TempDir())
 	if code := run(ctx, log.NewNopLogger()); code != 1 {
 		t.Errorf("cancelled context: exit code %d, want 1", code)
 	}

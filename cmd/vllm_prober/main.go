@@ -5,10 +5,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -21,6 +23,8 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/daemon"
 	"github.com/vllm-prober/vllm_prober/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/clierr"
+	"github.com/vllm-prober/vllm_prober/internal/logging"
 )
 
 func main() {
@@ -70,9 +74,15 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var subs []subcommand
 	for _, register := range []func(*kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int){
-		registerBaselineCommands,
-		registerRulesCommands,
-		registerBenchCommands,
+		func(app *kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int) {
+			return registerBaselineCommandsTo(app, stdout, stderr)
+		},
+		func(app *kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int) {
+			return registerRulesCommandsTo(app, stderr)
+		},
+		func(app *kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int) {
+			return registerBenchCommandsTo(app, stdout, stderr)
+		},
 	} {
 		clause, fn := register(app)
 		subs = append(subs, subcommand{clause, fn})
@@ -101,12 +111,13 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	if *configCheck {
 		if err := daemon.CheckConfig(daemon.Options{ConfigFile: *configFile, TelemetryPath: *telemetryPath}, base); err != nil {
-			level.Error(logger).Log("msg", "Error loading config", "err", err)
+			clierr.Print(stderr, "--config.check", configCheckError(*configFile, err))
 			return 1
 		}
-		if *toolkitFlags.WebConfigFile != "" {
-			if err := web.Validate(*toolkitFlags.WebConfigFile); err != nil {
-				level.Error(logger).Log("msg", "Error loading web config", "file", *toolkitFlags.WebConfigFile, "err", err)
+		if f := *toolkitFlags.WebConfigFile; f != "" {
+			if err := web.Validate(f); err != nil {
+				clierr.Print(stderr, "--config.check", clierr.Error{File: f, Err: err,
+					Fix: "fix the web configuration file (the exporter-toolkit's format: tls_server_config, http_server_config, basic_auth_users)."})
 				return 1
 			}
 		}
@@ -146,6 +157,18 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// configFilePrefix is how the configuration's loader starts its errors; the
+// command-line message names the file itself.
+var configFilePrefix = regexp.MustCompile(`^error (?:parsing|applying|reading) config file(?: "[^"]*")?: `)
+
+// configCheckError is what --config.check says about err, the daemon's error
+// loading file.
+func configCheckError(file string, err error) clierr.Error {
+	msg := configFilePrefix.ReplaceAllString(err.Error(), "")
+	return clierr.Error{File: file, Err: errors.New(msg),
+		Fix: "fix the file (CONFIGURATION.md describes every key) and run vllm_prober --config.check again."}
+}
+
 // usageTemplate is kingpin's default with, in the application's help, the
 // flags of the default command (run): `vllm_prober --help` lists the daemon's
 // flags as every exporter's does, and a subcommand's help lists only its own.
@@ -157,17 +180,10 @@ Flags of {{.FullCommand}}, the default command:
 {{end -}}
 {{if .Context.Args -}}`, 1)
 
-// newLogger returns a go-kit logger writing to w in format ("logfmt" or "json")
-// that drops messages below lvl ("debug", "info", "warn" or "error"). It stamps
-// "ts" but no caller: callers add log.DefaultCaller, the slog bridge its own.
+// newLogger returns the logger of both binaries (internal/logging): ts,
+// level, then the rest, in format ("logfmt" or "json"), dropping messages
+// below lvl. It adds no caller: callers add log.DefaultCaller, the slog
+// bridge its own.
 func newLogger(w io.Writer, lvl, format string) log.Logger {
-	w = log.NewSyncWriter(w)
-	var logger log.Logger
-	if format == "json" {
-		logger = log.NewJSONLogger(w)
-	} else {
-		logger = log.NewLogfmtLogger(w)
-	}
-	logger = level.NewFilter(logger, level.Allow(level.ParseDefault(lvl, level.InfoValue())))
-	return log.With(logger, "ts", log.DefaultTimestampUTC)
+	return logging.New(w, lvl, format)
 }

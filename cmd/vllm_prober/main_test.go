@@ -54,8 +54,8 @@ func TestConfigCheck(t *testing.T) {
 	}
 
 	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../config/testdata/invalid-prober.yml")
-	want := `msg="Error loading config" err="error parsing config file \"../../config/testdata/invalid-prober.yml\": module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat or embeddings)"`
-	if code != 1 || !strings.Contains(stderr, want) || !strings.HasPrefix(stderr, "level=error ") {
+	want := "vllm_prober --config.check: ../../config/testdata/invalid-prober.yml: module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat, embeddings or responses)\n"
+	if code != 1 || !strings.HasPrefix(stderr, want) {
 		t.Errorf("--config.check on a bad file = %d, want 1 and %s; stderr:\n%s", code, want, stderr)
 	}
 
@@ -70,7 +70,7 @@ func TestConfigCheck(t *testing.T) {
 	}
 
 	code, _, stderr = runCLI(t, "--config.check", "--config.file=does-not-exist.yml")
-	if code != 1 || !strings.Contains(stderr, "error reading config file: open does-not-exist.yml: no such file or directory") {
+	if code != 1 || !strings.Contains(stderr, "vllm_prober --config.check: does-not-exist.yml: open does-not-exist.yml: no such file or directory\n") {
 		t.Errorf("--config.check on a missing file = %d, stderr:\n%s", code, stderr)
 	}
 
@@ -80,7 +80,7 @@ func TestConfigCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../examples/demo.yml", "--web.config.file="+webCfg)
-	if code != 1 || !strings.Contains(stderr, `msg="Error loading web config"`) {
+	if code != 1 || !strings.Contains(stderr, "\nvllm_prober --config.check: "+webCfg+": missing one of key or key_file\n") {
 		t.Errorf("--config.check with a bad web config = %d, stderr:\n%s", code, stderr)
 	}
 }

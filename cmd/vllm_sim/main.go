@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -18,6 +19,7 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/common/version"
 
+	"github.com/vllm-prober/vllm_prober/internal/logging"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -45,7 +47,7 @@ func run(args []string) int {
 		return 2
 	}
 	cfg.LoRAModules = mods
-	logger := newLogger(*logLevel, *logFormat)
+	logger := newLogger(os.Stderr, *logLevel, *logFormat)
 	level.Info(logger).Log("msg", "Starting vllm_sim", "version", version.Info())
 
 	sim, err := simulator.New(cfg, logger)
@@ -95,15 +97,10 @@ func addFlags(app *kingpin.Application, c *simulator.Config) *[]string {
 	return lora
 }
 
-func newLogger(lvl, format string) log.Logger {
-	var logger log.Logger
-	if format == "json" {
-		logger = log.NewJSONLogger(log.NewSyncWriter(os.Stderr))
-	} else {
-		logger = log.NewLogfmtLogger(log.NewSyncWriter(os.Stderr))
-	}
-	logger = level.NewFilter(logger, level.Allow(level.ParseDefault(lvl, level.InfoValue())))
-	return log.With(logger, "ts", log.DefaultTimestampUTC, "caller", log.DefaultCaller)
+// newLogger is vllm_prober's logger (internal/logging), with the caller:
+// one layout for both binaries.
+func newLogger(w io.Writer, lvl, format string) log.Logger {
+	return log.With(logging.New(w, lvl, format), "caller", log.DefaultCaller)
 }
 
 // serve runs the HTTP server until ctx is cancelled, then closes the

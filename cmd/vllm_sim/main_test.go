@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
 	"reflect"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
@@ -108,5 +111,15 @@ func TestServeAndShutdown(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not return after cancel")
+	}
+}
+
+// TestLogLayout: vllm_sim logs in vllm_prober's layout (internal/logging):
+// ts, level, caller, msg.
+func TestLogLayout(t *testing.T) {
+	var buf bytes.Buffer
+	level.Info(newLogger(&buf, "info", "logfmt")).Log("msg", "Listening")
+	if !regexp.MustCompile(`^ts=\S+Z level=info caller=main_test\.go:\d+ msg=Listening\n$`).MatchString(buf.String()) {
+		t.Errorf("log line %q is not ts= level= caller= msg=", buf.String())
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/vllm-prober/vllm_prober/internal/decodeerr"
 )
 
 // Spec is one expected answer: exactly one of its fields is set.
@@ -159,7 +161,9 @@ func CompileSchema(doc any) (*jsonschema.Schema, error) {
 	s, err := c.Compile(loc)
 	if err != nil {
 		msg := strings.ReplaceAll(oneLine(err).Error(), `"`+loc+`#" `, "the schema ")
-		return nil, fmt.Errorf("invalid schema: %s", msg)
+		// A YAML 1.1 boolean or number where the metaschema wants a string
+		// ("required: [n]") is said as such, with the key path to quote.
+		return nil, decodeerr.YAML11Strings(fmt.Errorf("invalid schema: %s", msg), doc)
 	}
 	return s, nil
 }

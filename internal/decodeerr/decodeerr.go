@@ -129,3 +129,106 @@ func jsonKind(t reflect.Type) string {
 	}
 	return "another value"
 }
+
+// wantString matches a JSON schema compiler's or validator's complaint that
+// a value is not a string: "at '/required/0': got boolean, want string".
+var wantString = regexp.MustCompile(`at '([^']*)': got (boolean|number), want string`)
+
+// YAML11Strings adds a hint to err, an error about doc (a value decoded from
+// YAML, checked against a JSON schema, e.g. a JSON schema itself checked
+// against its metaschema), for each place where a string was required and
+// doc holds a boolean or a number. YAML 1.1, which yaml.v2 reads, takes an
+// unquoted y, yes, n, no, on and off (any case) for booleans, and 1.0 or
+// 010 for numbers: the person wrote a string and the error talks of a
+// boolean. The hint names the place as a key path (required[0]) and says to
+// quote the value. Other errors are returned as they are.
+func YAML11Strings(err error, doc any) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	var hints []string
+	seen := map[string]bool{}
+	for _, m := range wantString.FindAllStringSubmatch(msg, -1) {
+		if seen[m[1]] {
+			continue
+		}
+		seen[m[1]] = true
+		v, ok := atPointer(doc, m[1])
+		if !ok {
+			continue
+		}
+		path := keyPath(m[1])
+		switch v := v.(type) {
+		case bool:
+			words := "y, yes, on and true"
+			if !v {
+				words = "n, no, off and false"
+			}
+			hints = append(hints, fmt.Sprintf("%s is the boolean %t, not a string: YAML 1.1 reads an unquoted %s (in any case) as %t; quote the value (e.g. %q) where a string is meant",
+				path, v, words, v, strings.SplitN(words, ",", 2)[0]))
+		case int, int64, uint64, float64:
+			hints = append(hints, fmt.Sprintf("%s is the number %v, not a string: quote it (%q) where a string is meant", path, v, fmt.Sprint(v)))
+		}
+	}
+	if len(hints) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(hints, "; "))
+}
+
+// atPointer returns the value at the JSON pointer ptr in doc, a value
+// decoded from YAML or JSON.
+func atPointer(doc any, ptr string) (any, bool) {
+	if ptr == "" {
+		return doc, true
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return nil, false
+	}
+	cur := doc
+	for _, seg := range strings.Split(ptr[1:], "/") {
+		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[seg]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case map[any]any:
+			v, ok := c[seg]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case []any:
+			var i int
+			if _, err := fmt.Sscan(seg, &i); err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			cur = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// keyPath writes a JSON pointer as a key path: /properties/a/required/0 is
+// properties.a.required[0].
+func keyPath(ptr string) string {
+	var b strings.Builder
+	for _, seg := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+		if seg != "" && strings.Trim(seg, "0123456789") == "" {
+			b.WriteString("[" + seg + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	yaml "go.yaml.in/yaml/v2"
@@ -71,5 +72,45 @@ func TestJSON(t *testing.T) {
 	syntax := json.Unmarshal([]byte("[{"), new([]*group))
 	if err := JSON(syntax); !errors.Is(err, syntax) {
 		t.Errorf("a syntax error became %v", err)
+	}
+}
+
+// TestYAML11Strings: where a string is required and the YAML held a 1.1
+// boolean (n, yes, on...) or a number, the error says so, names the key path
+// and says to quote it; other errors stay as they are.
+func TestYAML11Strings(t *testing.T) {
+	var doc any
+	if err := yaml.Unmarshal([]byte("type: object\nrequired: [n, 1.5, name]\nproperties: {a: {pattern: on}}\n"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	base := errors.New("invalid schema: at '/required/0': got boolean, want string - at '/required/1': got number, want string" +
+		" - at '/properties/a/pattern': got boolean, want string - at '/required/0': got boolean, want string")
+	got := YAML11Strings(base, doc).Error()
+	for _, want := range []string{
+		`required[0] is the boolean false, not a string: YAML 1.1 reads an unquoted n, no, off and false (in any case) as false; quote the value (e.g. "n") where a string is meant`,
+		`required[1] is the number 1.5, not a string: quote it ("1.5") where a string is meant`,
+		`properties.a.pattern is the boolean true, not a string: YAML 1.1 reads an unquoted y, yes, on and true (in any case) as true; quote the value (e.g. "y")`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("error lacks %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "required[0] is"); n != 1 {
+		t.Errorf("required[0] hinted %d times, want once:\n%s", n, got)
+	}
+	if !errors.Is(YAML11Strings(base, doc), base) {
+		t.Error("the hinted error does not wrap the original")
+	}
+	for _, e := range []error{
+		errors.New("at '/type': got number, want object"),        // not about a string
+		errors.New("at '/required/2': got boolean, want string"), // the value is a string: nothing to say
+		errors.New("at '/nowhere': got boolean, want string"),
+	} {
+		if got := YAML11Strings(e, doc); got != e {
+			t.Errorf("%v rewritten as %v", e, got)
+		}
+	}
+	if YAML11Strings(nil, doc) != nil {
+		t.Error("nil error rewritten")
 	}
 }

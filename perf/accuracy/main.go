@@ -1,6 +1,6 @@
 // Command accuracy prints figure P1 of docs/performance.md: how late the
 // prober sees streamed events. It opens -streams concurrent probe streams
-// (prober.Stream) against a vllm_sim writing its trace file and, for every
+// (probe.Stream) against a vllm_sim writing its trace file and, for every
 // first-token and inter-token event, takes
 //
 //	client event time − simulator flush time
@@ -40,7 +40,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
-	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -153,7 +153,7 @@ func run(streams, tokens int, ttft, itl time.Duration, spread, inProcess bool) (
 		simCPU0, _ = perfutil.ReadProc(simPid)
 	}
 	wall0 := time.Now()
-	results := make([]prober.Result, streams)
+	results := make([]probe.Result, streams)
 	var wg sync.WaitGroup
 	for i := range streams {
 		wg.Go(func() {
@@ -162,7 +162,7 @@ func run(streams, tokens int, ttft, itl time.Duration, spread, inProcess bool) (
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			results[i] = prober.Stream(ctx, client, prober.StreamRequest{
+			results[i] = probe.Stream(ctx, client, probe.StreamRequest{
 				BaseURL: baseURL, Kind: config.ProberCompletions,
 				Body:   map[string]any{"model": cfg.Model, "prompt": "Let's explore some architecture patterns for microservices", "max_tokens": tokens, "ignore_eos": true, "temperature": 0},
 				Header: http.Header{"X-Request-Id": {fmt.Sprintf("p1-%d", i)}},
@@ -211,7 +211,7 @@ func run(streams, tokens int, ttft, itl time.Duration, spread, inProcess bool) (
 		times := flushed[fmt.Sprintf("p1-%d", i)]
 		k := 0
 		for _, ev := range r.Events {
-			if ev.Kind != prober.EventContent {
+			if ev.Kind != probe.EventContent {
 				continue
 			}
 			k++

@@ -24,6 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/simulator"
@@ -70,7 +72,8 @@ targets:
 		return fmt.Errorf("loading the configuration: %w", err)
 	}
 	reg := prometheus.NewRegistry()
-	m := prober.NewManager(reg, log.NewNopLogger())
+	red := redact.New()
+	m := prober.NewManager(prober.Options{Registerer: reg, Logger: log.NewNopLogger(), Clients: httpclient.New(red), Redactor: red})
 	if err := m.Apply(cfg); err != nil {
 		return fmt.Errorf("applying the configuration: %w", err)
 	}

@@ -28,7 +28,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -43,9 +42,6 @@ import (
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
-
-// vllmFiles are the files benchmark_serving.py v0.7.3 needs from vLLM's benchmarks/ directory.
-var vllmFiles = []string{"benchmark_serving.py", "backend_request_func.py", "benchmark_utils.py"}
 
 const (
 	clientProber = "vllm_prober bench"
@@ -72,7 +68,7 @@ func main() {
 	itl := flag.Duration("itl", 20*time.Millisecond, "simulator inter-token latency (no batch slowdown)")
 	vllmGit := flag.String("vllm-git", "", "git directory of vLLM; the client's files at -vllm-ref are extracted to a temporary directory")
 	vllmRef := flag.String("vllm-ref", "v0.7.3", "tag or commit of vLLM whose benchmarks/ client runs")
-	vllmDir := flag.String("vllm-dir", "", "directory already holding "+strings.Join(vllmFiles, ", ")+" (instead of -vllm-git)")
+	vllmDir := flag.String("vllm-dir", "", "directory already holding "+strings.Join(perfutil.VLLMClientFiles, ", ")+" (instead of -vllm-git)")
 	python := flag.String("python", "/usr/bin/python3", "Python interpreter with aiohttp, numpy, tqdm, pillow and pandas")
 	pypath := flag.String("pythonpath", "", "PYTHONPATH for vLLM's client (e.g. offline stand-ins for transformers, datasets, huggingface_hub)")
 	proberBin := flag.String("prober", "", "vllm_prober binary (default: built from this module)")
@@ -112,7 +108,7 @@ func run(streamList string, rounds int, vllmGit, vllmRef, vllmDir string, cfg co
 		cfg.vllmDir = vllmDir
 	case vllmGit != "":
 		cfg.vllmDir = filepath.Join(tmp, "vllm-benchmarks")
-		if err := extractVLLM(vllmGit, vllmRef, cfg.vllmDir); err != nil {
+		if err := perfutil.ExtractVLLMClient(vllmGit, vllmRef, cfg.vllmDir); err != nil {
 			return err
 		}
 	}
@@ -172,27 +168,6 @@ func ratio(a, b float64) string {
 		return "n/a"
 	}
 	return strconv.FormatFloat(a/b, 'f', 1, 64) + "x"
-}
-
-// extractVLLM writes vLLM's client files at ref from the git directory gitDir into dir.
-func extractVLLM(gitDir, ref, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating %s: %w", dir, err)
-	}
-	for _, f := range vllmFiles {
-		out, err := exec.Command("git", "--git-dir", gitDir, "show", ref+":benchmarks/"+f).Output()
-		if err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
-			}
-			return fmt.Errorf("extracting benchmarks/%s at %s from %s: %w", f, ref, gitDir, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), out, 0o644); err != nil {
-			return fmt.Errorf("writing %s: %w", f, err)
-		}
-	}
-	return nil
 }
 
 type result struct {

@@ -1,0 +1,489 @@
+// Command ttfterror measures how much a benchmark client's TTFT is wrong, the
+// honest way, side by side with vLLM's own client: `vllm_prober bench` and
+// vLLM's benchmarks/benchmark_serving.py (v0.7.3) run against the same
+// vllm_sim, one after the other (the order alternating from round to round),
+// each run a fresh client process on a fresh simulator child with a trace.
+//
+// Every request carries an X-Request-Id (bench sets it; vLLM's client gets
+// one from a small runner this program writes next to vLLM's files, which
+// adds the header and records each request's id and TTFT). Each request of
+// each client is matched by that id to the simulator's own record of it: when
+// its HTTP server handed the request over (arrival) and when it wrote the
+// first token. The error of one request is
+//
+//	client TTFT − (server's first token write − server's arrival)
+//
+// what the client adds to the server's own time to first token: connection
+// set-up, scheduling, parsing, a garbage collection at the wrong moment. Per
+// concurrency level C (C streams, -waves×C requests, so the first wave is
+// C requests of a cold process) it prints the p50, p99 and maximum of the
+// error over all requests, the p99 of the first wave (the first C requests
+// sent) and of the later ones, and the streamed tokens/s of the run (token
+// writes of the trace over the span from the first arrival to the last
+// write). The summary gives, per level, the median over rounds of the error
+// p99 of each client and their ratio, and, per client, the highest streamed
+// tokens/s at which its error p99 stayed within -within.
+//
+// vLLM's client is never part of this repository: -vllm-git names a git
+// directory of vLLM from which the files are extracted into a temporary
+// directory at run time, or -vllm-dir one already holding them; -pythonpath
+// gives offline stand-ins for transformers, datasets and huggingface_hub.
+// Without either only vllm_prober bench runs. -prober runs another build of
+// vllm_prober (an earlier commit's, for a before/after comparison).
+//
+//	go run ./perf/ttfterror -vllm-git /path/to/vllm.git -pythonpath DIR [-levels 16,64,128,256] [-rounds 1]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
+	"github.com/vllm-prober/vllm_prober/simulator"
+)
+
+const (
+	clientProber = "vllm_prober bench"
+	clientVLLM   = "benchmark_serving.py"
+	runTimeout   = 10 * time.Minute
+	benchName    = "ttfterr"
+)
+
+type config struct {
+	waves, tokens, inputLen int
+	ttft, itl               time.Duration
+	python, pypath          string
+	proberBin               string
+	proberArgs              []string
+	vllmDir                 string // "" when vLLM's client is not available
+	tmp                     string
+}
+
+func main() {
+	perfutil.MaybeRunSimChild()
+	levels := flag.String("levels", "16,64,128,256", "comma-separated concurrency levels (streams)")
+	rounds := flag.Int("rounds", 1, "runs of each client per level, alternating which goes first")
+	waves := flag.Int("waves", 3, "requests per run = waves × concurrency")
+	tokens := flag.Int("tokens", 100, "output tokens per request (ignore_eos)")
+	inputLen := flag.Int("input-len", 64, "random prompt length in tokens")
+	ttft := flag.Duration("ttft", 50*time.Millisecond, "simulator time to first token")
+	itl := flag.Duration("itl", 20*time.Millisecond, "simulator inter-token latency (no batch slowdown)")
+	within := flag.Float64("within", 5, "error p99 (ms) a client must stay within for the summary's tokens/s figure")
+	vllmGit := flag.String("vllm-git", "", "git directory of vLLM; the client's files at -vllm-ref are extracted to a temporary directory")
+	vllmRef := flag.String("vllm-ref", "v0.7.3", "tag or commit of vLLM whose benchmarks/ client runs")
+	vllmDir := flag.String("vllm-dir", "", "directory already holding "+strings.Join(perfutil.VLLMClientFiles, ", ")+" (instead of -vllm-git)")
+	python := flag.String("python", "/usr/bin/python3", "Python interpreter with aiohttp, numpy, tqdm, pillow and pandas")
+	pypath := flag.String("pythonpath", "", "PYTHONPATH for vLLM's client (e.g. offline stand-ins for transformers, datasets, huggingface_hub)")
+	proberBin := flag.String("prober", "", "vllm_prober binary (default: built from this module)")
+	proberArgs := flag.String("prober-args", "", "extra arguments for vllm_prober bench, space-separated (e.g. --no-warmup)")
+	only := flag.String("clients", "both", "which clients run: both, prober or vllm")
+	flag.Parse()
+	cfg := config{waves: *waves, tokens: *tokens, inputLen: *inputLen, ttft: *ttft, itl: *itl,
+		python: *python, pypath: *pypath, proberBin: *proberBin, proberArgs: strings.Fields(*proberArgs)}
+	if err := run(*levels, *rounds, *within, *only, *vllmGit, *vllmRef, *vllmDir, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "ttfterror:", err)
+		os.Exit(1)
+	}
+}
+
+func run(levelList string, rounds int, within float64, only, vllmGit, vllmRef, vllmDir string, cfg config) error {
+	var levels []int
+	for f := range strings.SplitSeq(levelList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad -levels entry %q", f)
+		}
+		levels = append(levels, n)
+	}
+	if cfg.waves < 1 {
+		return fmt.Errorf("-waves %d: want at least 1", cfg.waves)
+	}
+	tmp, err := os.MkdirTemp("", "vllm-prober-ttfterror-")
+	if err != nil {
+		return fmt.Errorf("creating a temporary directory: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	cfg.tmp = tmp
+	if cfg.proberBin == "" {
+		cfg.proberBin = filepath.Join(tmp, "vllm_prober")
+		out, err := exec.Command("go", "build", "-o", cfg.proberBin, "github.com/vllm-prober/vllm_prober/cmd/vllm_prober").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("building vllm_prober: %w\n%s", err, out)
+		}
+	}
+	switch {
+	case vllmDir != "":
+		cfg.vllmDir = filepath.Join(tmp, "vllm-benchmarks")
+		for _, f := range perfutil.VLLMClientFiles {
+			data, err := os.ReadFile(filepath.Join(vllmDir, f))
+			if err != nil {
+				return fmt.Errorf("reading vLLM's client: %w", err)
+			}
+			if err := os.MkdirAll(cfg.vllmDir, 0o755); err != nil {
+				return fmt.Errorf("creating %s: %w", cfg.vllmDir, err)
+			}
+			if err := os.WriteFile(filepath.Join(cfg.vllmDir, f), data, 0o644); err != nil {
+				return fmt.Errorf("copying vLLM's client: %w", err)
+			}
+		}
+	case vllmGit != "":
+		cfg.vllmDir = filepath.Join(tmp, "vllm-benchmarks")
+		if err := perfutil.ExtractVLLMClient(vllmGit, vllmRef, cfg.vllmDir); err != nil {
+			return err
+		}
+	}
+	if cfg.vllmDir != "" {
+		if err := os.WriteFile(filepath.Join(cfg.vllmDir, "ttfterror_runner.py"), []byte(runnerPy), 0o644); err != nil {
+			return fmt.Errorf("writing the runner: %w", err)
+		}
+	}
+	var clients []string
+	switch only {
+	case "both":
+		clients = []string{clientProber, clientVLLM}
+	case "prober":
+		clients = []string{clientProber}
+	case "vllm":
+		clients = []string{clientVLLM}
+	default:
+		return fmt.Errorf("-clients %q: want both, prober or vllm", only)
+	}
+	if cfg.vllmDir == "" {
+		clients = slices.DeleteFunc(clients, func(c string) bool { return c == clientVLLM })
+	}
+	if len(clients) == 0 {
+		return fmt.Errorf("-clients %s needs vLLM's client (-vllm-git or -vllm-dir)", only)
+	}
+	fmt.Print("TTFT error side by side (client TTFT − server arrival-to-first-token, per request, matched by X-Request-Id)\n", perfutil.Machine())
+	fmt.Printf("vllm_sim (fresh child process per run, trace on): ttft %s, itl %s, batch_slowdown 0, jitter 0; %d output tokens (ignore_eos), %d-token random prompts; %d×C requests at concurrency C; a fresh client process per run\n",
+		cfg.ttft, cfg.itl, cfg.tokens, cfg.inputLen, cfg.waves)
+	fmt.Printf("vllm_prober: %s %s\n", cfg.proberBin, strings.Join(cfg.proberArgs, " "))
+	if cfg.vllmDir == "" {
+		fmt.Println("vLLM's client: not given (-vllm-git or -vllm-dir): its figures are not measured")
+	} else {
+		fmt.Printf("vLLM's client: %s %s\n", clientVLLM, vllmRef)
+	}
+	fmt.Printf("\n%6s %5s %-20s %5s %9s %9s %9s %11s %11s %9s %6s\n", "conc", "round", "client", "reqs",
+		"err-p50", "err-p99", "err-max", "wave1-p99", "later-p99", "tok/s", "load1")
+	type acc struct{ p99, tps []float64 }
+	all := map[int]map[string]*acc{}
+	for _, c := range levels {
+		all[c] = map[string]*acc{}
+		for _, cl := range clients {
+			all[c][cl] = &acc{}
+		}
+		for r := 0; r < rounds; r++ {
+			order := slices.Clone(clients)
+			if r%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, cl := range order {
+				res, err := runOne(&cfg, cl, c)
+				if err != nil {
+					return fmt.Errorf("%s at concurrency %d: %w", cl, c, err)
+				}
+				fmt.Printf("%6d %5d %-20s %5d %9.2f %9.2f %9.2f %11.2f %11.2f %9.0f %6.2f\n", c, r+1, cl, res.n,
+					res.p50, res.p99, res.max, res.wave1P99, res.laterP99, res.tokensPerS, perfutil.Load1())
+				all[c][cl].p99 = append(all[c][cl].p99, res.p99)
+				all[c][cl].tps = append(all[c][cl].tps, res.tokensPerS)
+			}
+		}
+	}
+	fmt.Printf("\nper level, median over rounds; error p99 in ms; ratio = %s / %s\n", clientVLLM, clientProber)
+	fmt.Printf("%6s %9s %14s %14s %8s\n", "conc", "tok/s", "prober-p99", "vllm-p99", "ratio")
+	best := map[string]float64{}
+	for _, c := range levels {
+		cells := map[string]string{clientProber: "n/a", clientVLLM: "n/a"}
+		meds := map[string]float64{}
+		tps := 0.0
+		for cl, a := range all[c] {
+			m := perfutil.Median(a.p99)
+			meds[cl] = m
+			cells[cl] = strconv.FormatFloat(m, 'f', 2, 64)
+			t := perfutil.Median(a.tps)
+			tps = max(tps, t)
+			if m <= within {
+				best[cl] = max(best[cl], t)
+			}
+		}
+		ratio := "n/a"
+		if p, ok := meds[clientProber]; ok && p > 0 {
+			if v, ok := meds[clientVLLM]; ok {
+				ratio = strconv.FormatFloat(v/p, 'f', 1, 64) + "x"
+			}
+		}
+		fmt.Printf("%6d %9.0f %14s %14s %8s\n", c, tps, cells[clientProber], cells[clientVLLM], ratio)
+	}
+	fmt.Printf("\nhighest streamed tokens/s with the error p99 within %g ms:\n", within)
+	for _, cl := range clients {
+		if v, ok := best[cl]; ok {
+			fmt.Printf("  %-20s %.0f tok/s\n", cl, v)
+		} else {
+			fmt.Printf("  %-20s none of the levels run\n", cl)
+		}
+	}
+	return nil
+}
+
+type result struct {
+	n                  int
+	p50, p99, max      float64 // ms
+	wave1P99, laterP99 float64 // ms
+	tokensPerS         float64
+}
+
+// clientRecord is one request as a client saw it.
+type clientRecord struct {
+	ID      string  `json:"id"`
+	TTFT    float64 `json:"ttft_s"`
+	Success bool    `json:"success"`
+}
+
+// runOne runs client cl at concurrency c against a fresh simulator and
+// matches its requests to the simulator's records.
+func runOne(cfg *config, cl string, c int) (*result, error) {
+	dir, err := os.MkdirTemp(cfg.tmp, "run-")
+	if err != nil {
+		return nil, fmt.Errorf("creating a run directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	n := cfg.waves * c
+	scfg := simulator.DefaultConfig()
+	scfg.TTFT, scfg.ITL, scfg.BatchSlowdown, scfg.Jitter = cfg.ttft, cfg.itl, 0, 0
+	scfg.MaxNumSeqs = max(scfg.MaxNumSeqs, 2*c+1)
+	scfg.TraceFile = filepath.Join(dir, "trace.jsonl")
+	arrivalsFile := filepath.Join(dir, "arrivals.jsonl")
+	sim, err := perfutil.StartSimRecordingArrivals(scfg, arrivalsFile)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	out := filepath.Join(dir, "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", out, err)
+	}
+	records := filepath.Join(dir, "records.json")
+	var cmd *exec.Cmd
+	if cl == clientProber {
+		args := []string{"bench", "--url", sim.URL, "--out", out, "--name", benchName,
+			"--concurrency", strconv.Itoa(c), "--requests", strconv.Itoa(n), "--max-tokens", strconv.Itoa(cfg.tokens), "--ignore-eos",
+			"--random-input-len", strconv.Itoa(cfg.inputLen), "--temperature", "0", "--seed", "1",
+			"--metric-percentiles", "50,90,99", "--save-detailed"}
+		cmd = exec.CommandContext(ctx, cfg.proberBin, append(args, cfg.proberArgs...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, cfg.python, "ttfterror_runner.py", "--backend", "vllm", "--base-url", sim.URL,
+			"--endpoint", "/v1/completions", "--model", scfg.Model, "--dataset-name", "random",
+			"--random-input-len", strconv.Itoa(cfg.inputLen), "--random-output-len", strconv.Itoa(cfg.tokens),
+			"--num-prompts", strconv.Itoa(n), "--request-rate", "inf", "--max-concurrency", strconv.Itoa(c),
+			"--ignore-eos", "--seed", "1", "--disable-tqdm")
+		cmd.Dir = cfg.vllmDir
+		cmd.Env = append(os.Environ(), "TTFTERROR_RECORDS="+records)
+		if cfg.pypath != "" {
+			cmd.Env = append(cmd.Env, "PYTHONPATH="+cfg.pypath)
+		}
+	}
+	output, runErr := cmd.CombinedOutput()
+	stopErr := sim.Stop()
+	if runErr != nil {
+		return nil, fmt.Errorf("%w\n%s", runErr, tail(output, 20))
+	}
+	if stopErr != nil {
+		return nil, stopErr
+	}
+	var recs []clientRecord
+	if cl == clientProber {
+		recs, err = proberRecords(out, c)
+	} else {
+		recs, err = vllmRecords(records)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) != n {
+		return nil, fmt.Errorf("%d requests recorded, want %d", len(recs), n)
+	}
+	return match(recs, c, scfg.TraceFile, arrivalsFile)
+}
+
+func tail(b []byte, lines int) string {
+	l := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(l[max(0, len(l)-lines):], "\n")
+}
+
+// proberRecords reads bench's --save-detailed result: ttfts and errors in
+// request order; request i carried the X-Request-Id <name>-c<C>-<i>. The
+// order is the order in which the requests were taken by the slots, so the
+// first C are the first wave.
+func proberRecords(dir string, c int) ([]clientRecord, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, fmt.Errorf("listing results: %w", err)
+	}
+	var picked string
+	for _, n := range names {
+		if strings.Contains(filepath.Base(n), "-c"+strconv.Itoa(c)) || len(names) == 1 {
+			picked = n
+		}
+	}
+	if picked == "" {
+		return nil, fmt.Errorf("no result JSON for concurrency %d in %v", c, names)
+	}
+	data, err := os.ReadFile(picked)
+	if err != nil {
+		return nil, fmt.Errorf("reading the result: %w", err)
+	}
+	var r struct {
+		TTFTs  []float64 `json:"ttfts"`
+		Errors []string  `json:"errors"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", picked, err)
+	}
+	out := make([]clientRecord, len(r.TTFTs))
+	for i, t := range r.TTFTs {
+		out[i] = clientRecord{ID: fmt.Sprintf("%s-c%d-%d", benchName, c, i), TTFT: t, Success: i >= len(r.Errors) || r.Errors[i] == ""}
+	}
+	return out, nil
+}
+
+// vllmRecords reads what the runner recorded, in the order the requests
+// started, without the client's single test request.
+func vllmRecords(path string) ([]clientRecord, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the runner's records: %w", err)
+	}
+	var recs []clientRecord
+	if err := json.Unmarshal(data, &recs); err != nil {
+		return nil, fmt.Errorf("decoding the runner's records: %w", err)
+	}
+	recs = slices.DeleteFunc(recs, func(r clientRecord) bool { return r.ID == runnerTestID })
+	// Written as the requests finished; the ids number them as they started.
+	seq := func(r clientRecord) int {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.ID, "ttfterror-"))
+		return n
+	}
+	slices.SortFunc(recs, func(a, b clientRecord) int { return seq(a) - seq(b) })
+	return recs, nil
+}
+
+// match computes the errors of recs (the first c are the first wave)
+// against the simulator's arrivals and trace.
+func match(recs []clientRecord, c int, tracePath, arrivalsPath string) (*result, error) {
+	arrivals, err := perfutil.ReadArrivals(arrivalsPath)
+	if err != nil {
+		return nil, err
+	}
+	first := map[string]int64{}
+	var tokens int
+	var lastWrite int64
+	err = perfutil.ReadTrace(tracePath, func(e perfutil.TraceEvent) {
+		if e.Kind != "token" {
+			return
+		}
+		if _, ok := first[e.RequestID]; !ok {
+			first[e.RequestID] = e.Time
+		}
+		if _, ok := arrivals[e.RequestID]; ok && e.RequestID != runnerTestID && !strings.Contains(e.RequestID, "warmup") {
+			tokens++
+			lastWrite = max(lastWrite, e.Time)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	var all, wave1, later []float64
+	var firstArrival int64
+	for i, r := range recs {
+		if !r.Success {
+			return nil, fmt.Errorf("request %s failed", r.ID)
+		}
+		at, ok := arrivals[r.ID]
+		if !ok {
+			return nil, fmt.Errorf("request %s never reached the simulator (no arrival with its X-Request-Id)", r.ID)
+		}
+		ft, ok := first[r.ID]
+		if !ok {
+			return nil, fmt.Errorf("request %s has no token in the trace", r.ID)
+		}
+		if firstArrival == 0 || at < firstArrival {
+			firstArrival = at
+		}
+		e := r.TTFT*1e3 - float64(ft-at)/1e6
+		all = append(all, e)
+		if i < c {
+			wave1 = append(wave1, e)
+		} else {
+			later = append(later, e)
+		}
+	}
+	for _, s := range [][]float64{all, wave1, later} {
+		slices.Sort(s)
+	}
+	res := &result{n: len(recs), p50: perfutil.Percentile(all, 50), p99: perfutil.Percentile(all, 99), max: all[len(all)-1],
+		wave1P99: perfutil.Percentile(wave1, 99), laterP99: perfutil.Percentile(later, 99)}
+	if span := float64(lastWrite-firstArrival) / 1e9; span > 0 {
+		res.tokensPerS = float64(tokens) / span
+	}
+	return res, nil
+}
+
+// runnerTestID is the X-Request-Id the runner gives benchmark_serving.py's
+// single test request, sent alone before the run.
+const runnerTestID = "ttfterror-test"
+
+// runnerPy runs vLLM's benchmark_serving.py unchanged, with its request
+// function wrapped: each request gets an X-Request-Id header (the first, the
+// client's test request, runnerTestID; then ttfterror-0, 1, ... in the order
+// the requests start), and the id, TTFT and success of each are written to
+// $TTFTERROR_RECORDS as JSON when the client exits.
+const runnerPy = `import atexit, contextvars, itertools, json, os, runpy, sys
+import aiohttp
+import backend_request_func as brf
+
+_rid = contextvars.ContextVar("ttfterror_rid", default=None)
+_post = aiohttp.ClientSession.post
+
+def _post_with_id(self, *args, headers=None, **kwargs):
+    rid = _rid.get()
+    if rid is not None:
+        headers = dict(headers or {})
+        headers["X-Request-Id"] = rid
+    return _post(self, *args, headers=headers, **kwargs)
+
+aiohttp.ClientSession.post = _post_with_id
+_records = []
+_count = itertools.count()
+_inner = brf.ASYNC_REQUEST_FUNCS["vllm"]
+
+async def _with_id(request_func_input, pbar=None):
+    i = next(_count)
+    rid = "` + runnerTestID + `" if i == 0 else "ttfterror-%d" % (i - 1)
+    token = _rid.set(rid)
+    try:
+        out = await _inner(request_func_input=request_func_input, pbar=pbar)
+    finally:
+        _rid.reset(token)
+    _records.append({"id": rid, "ttft_s": out.ttft, "success": bool(out.success)})
+    return out
+
+brf.ASYNC_REQUEST_FUNCS["vllm"] = _with_id
+
+def _save():
+    with open(os.environ["TTFTERROR_RECORDS"], "w") as f:
+        json.dump(_records, f)
+
+atexit.register(_save)
+sys.argv = ["benchmark_serving.py"] + sys.argv[1:]
+runpy.run_path("benchmark_serving.py", run_name="__main__")
+`
