@@ -99,3 +99,21 @@ func TestProxyCredentialsRegistered(t *testing.T) {
 		})
 	}
 }
+
+// TestScrubTail: a text that ends in the start of a secret (a stream cut by
+// a timeout in the middle of an echo) loses that start; a text that ends in
+// fewer than the minimum's bytes of it, or in no secret, is left alone.
+func TestScrubTail(t *testing.T) {
+	r := New("Zq9Wm7xSecretValue")
+	for in, want := range map[string]string{
+		"text Zq9Wm7xSec":               "text " + Placeholder,
+		"text Zq9Wm7xSecretValue tail":  "text " + Placeholder + " tail",
+		"text Zq9":                      "text Zq9",
+		"plain text":                    "plain text",
+		"a Zq9Wm7xSecretValue Zq9Wm7xS": "a " + Placeholder + " " + Placeholder,
+	} {
+		if got := r.ScrubTail(in); got != want {
+			t.Errorf("ScrubTail(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

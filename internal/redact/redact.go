@@ -46,8 +46,9 @@ type Redactor struct {
 }
 
 type state struct {
-	r      *strings.Replacer // nil: nothing to scrub
-	maxLen int               // the longest form scrubbed
+	r       *strings.Replacer // nil: nothing to scrub
+	maxLen  int               // the longest form scrubbed
+	secrets []string          // every form scrubbed, longest first
 }
 
 // New returns a Redactor of the given secrets (source "").
@@ -142,7 +143,7 @@ func (r *Redactor) rebuild() {
 	for _, s := range secrets {
 		pairs = append(pairs, s, Placeholder)
 	}
-	r.state.Store(&state{r: strings.NewReplacer(pairs...), maxLen: len(secrets[0])})
+	r.state.Store(&state{r: strings.NewReplacer(pairs...), maxLen: len(secrets[0]), secrets: secrets})
 }
 
 // forms are the texts a value may appear as, the forms the Redactor
@@ -234,6 +235,34 @@ func (r *Redactor) Cut(s string, n int) string {
 		}
 	}
 	return b + "…"
+}
+
+// ScrubTail returns s scrubbed, with a tail that is the start of a secret
+// (at least MinSecretLen bytes of it) replaced by Placeholder. A text that
+// ends where a stream broke, or where a timeout cut it, may end in the
+// middle of an echoed secret, which no exact match finds.
+func (r *Redactor) ScrubTail(s string) string {
+	s = r.String(s)
+	if r == nil {
+		return s
+	}
+	st := r.state.Load()
+	if st == nil {
+		return s
+	}
+	best := 0
+	for _, f := range st.secrets {
+		for k := min(len(f)-1, len(s)); k >= minSecretLen && k > best; k-- {
+			if strings.HasSuffix(s, f[:k]) {
+				best = k
+				break
+			}
+		}
+	}
+	if best == 0 {
+		return s
+	}
+	return s[:len(s)-best] + Placeholder
 }
 
 // Label returns the value a label, or a page field, may hold for s, a string

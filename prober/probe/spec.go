@@ -148,9 +148,12 @@ func newNonce() string {
 // never puts a secret there itself, but a server may echo a key or a request
 // header in its error body. Whoever keeps or returns a result scrubs it.
 func (r *Result) Scrub(red *redact.Redactor) {
-	for _, s := range []*string{&r.Err, &r.RequestBody, &r.ErrorBody, &r.Text} {
+	for _, s := range []*string{&r.Err, &r.RequestBody, &r.ErrorBody} {
 		*s = red.String(*s)
 	}
+	// The generated text may end where the stream broke or a timeout cut
+	// it, in the middle of an echoed secret.
+	r.Text = red.ScrubTail(r.Text)
 	red.Header(r.RequestHeader)
 	red.Header(r.ResponseHeader)
 	r.Text = truncateText(red, r.Text) // scrubs first: no secret cut in half survives

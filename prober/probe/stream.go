@@ -317,7 +317,17 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			s.res.OutputTokens = usageOut
 			s.res.OutputTokensFromUsage = true
 		}
-		s.res.Text = excerpt(s.red, []byte(text.String()), maxTextExcerpt)
+		// The text may end where the stream broke or where reading stopped
+		// (textDone), in the middle of a secret: its tail is scrubbed, and
+		// when reading stopped the cut leaves the longest secret's length
+		// of the scrubbed text after it, however much the redactor learned
+		// meanwhile.
+		t := s.red.ScrubTail(text.String())
+		n := maxTextExcerpt
+		if textDone {
+			n = max(0, min(n, len(t)-s.red.MaxLen()))
+		}
+		s.res.Text = excerpt(s.red, []byte(t), n)
 		if !s.res.Success {
 			return // fail set E2E to the failure; there is no TPOT
 		}
