@@ -11,7 +11,7 @@ import (
 // host; same-origin browsers and non-browser clients pass.
 func TestStateChangingGuard(t *testing.T) {
 	calls := 0
-	srv := httptest.NewServer(stateChanging(func(w http.ResponseWriter, _ *http.Request) {
+	srv := httptest.NewServer(adminPOST(func(w http.ResponseWriter, _ *http.Request) {
 		calls++
 		textResponse(w, http.StatusOK, "done")
 	}))
