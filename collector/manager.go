@@ -114,16 +114,36 @@ type scraper struct {
 	needInfo  bool
 }
 
-// Apply (re)configures the manager. Targets whose URL, metrics path, HTTP
-// client config, scrape interval and timeout did not change keep their loop
-// and their history; their labels, max_num_seqs and the window follow cfg.
-// It is safe before and while Run runs.
+// Apply is ApplyConfig followed by SetTargets(cfg).
 func (m *Manager) Apply(cfg *config.Config) error {
+	if err := m.ApplyConfig(cfg); err != nil {
+		return err
+	}
+	return m.SetTargets(cfg)
+}
+
+// ApplyConfig takes what a configuration file sets for every target: the
+// rate window. The targets' scrapes take it at the next SetTargets, which a
+// caller of ApplyConfig calls next.
+func (m *Manager) ApplyConfig(cfg *config.Config) error {
 	if cfg == nil {
 		return errors.New("collector: nil config")
 	}
-	names := cfg.StaticLabelNames()
-	window := time.Duration(cfg.Global.RateWindow)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.window = time.Duration(cfg.Global.RateWindow)
+	return nil
+}
+
+// SetTargets scrapes the targets of cfg. Targets whose URL, metrics path,
+// HTTP client config, scrape interval and timeout did not change keep their
+// loop and their history; their labels, max_num_seqs and the window follow
+// cfg and ApplyConfig. It is safe before and while Run runs. On error
+// nothing changes.
+func (m *Manager) SetTargets(cfg *config.Config) error {
+	if cfg == nil {
+		return errors.New("collector: nil config")
+	}
 
 	type want struct {
 		t      *config.Target
@@ -132,6 +152,8 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	wants := map[string]want{}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// The static label names are those of the targets' labels.
+	names, window := cfg.StaticLabelNames(), m.window
 	unchanged := func(s *scraper, t *config.Target) bool {
 		return s.metricsURL == joinURL(t.URL, t.MetricsPath) && s.interval == cfg.ScrapeInterval(t) &&
 			s.timeout == cfg.ScrapeTimeout(t) && reflect.DeepEqual(s.clientCfg, t.HTTPClientConfig)
@@ -159,7 +181,6 @@ func (m *Manager) Apply(cfg *config.Config) error {
 	}
 
 	m.labelNames = names
-	m.window = window
 	for name, s := range m.targets {
 		if w, ok := wants[name]; ok && w.client == nil {
 			continue // unchanged: keep loop and history

@@ -37,7 +37,9 @@ const probeSlices = 16
 // left out when others did; when none did, fallbackLoad (the latest scraped
 // load) stands in. ok is false when no probe of the window has an
 // expectation.
-func probeExpectation(src interface{ Window(target, module string) ProbeWindow }, b *baseline.Curve, target, module string, now time.Time, window time.Duration, fallbackLoad float64) (live prober.Means, exp baseline.Expectation, ratios map[baseline.Metric]float64, ok bool) {
+func probeExpectation(src interface {
+	Window(target, module string) ProbeWindow
+}, b *baseline.Curve, target, module string, now time.Time, window time.Duration, fallbackLoad float64) (live prober.Means, exp baseline.Expectation, ratios map[baseline.Metric]float64, ok bool) {
 	since := now.Add(-window)
 	w := src.Window(target, module)
 	all := w.Means(since)

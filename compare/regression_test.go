@@ -271,7 +271,7 @@ func (f fakeStats) Stats(target, module string) (prober.PairStats, bool) {
 	s, ok := f[target+"/"+module]
 	return s, ok
 }
-func (f fakeStats) Model(string) string { return "m" }
+func (f fakeStats) Model(string) string                       { return "m" }
 func (f fakeStats) MeanTTFT(string, time.Time) (float64, int) { return 0, 0 }
 
 // TestFromProberMeans checks the adapter; the means themselves are the

@@ -29,12 +29,12 @@ import (
 	slogkit "github.com/tjhop/slog-gokit"
 
 	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/compare"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"
-	"github.com/vllm-prober/vllm_prober/compare"
 )
 
 // Defaults of Options.

@@ -172,12 +172,19 @@ target_defaults:
 		t.Errorf("vllm_prober_targets{source=\"static\"} = %v (%v), want 1", v, ok)
 	}
 
-	// Add a target: no reload, no restart.
+	// Add a target: no reload, no restart, and no configuration work: the
+	// one module was compiled once, when the file was loaded.
+	if n := f.d.probes.Compilations(); n != 1 {
+		t.Errorf("%d module compilations after the load, want 1", n)
+	}
 	writeAtomic(t, targetsFile, targetGroups(addr, "disc-a", "disc-b"))
 	waitFor(t, 15*time.Second, "the new target disc-b to succeed on /metrics", func() bool {
 		v, ok := sample(t, reg, "vllm_probe_success", map[string]string{"target": "disc-b", "module": "short", "fleet": "f1", "team": "infra"})
 		return ok && v == 1
 	})
+	if n := f.d.probes.Compilations(); n != 1 {
+		t.Errorf("%d module compilations after a discovery refresh, want still 1", n)
+	}
 	if v, _ := sample(t, reg, "vllm_prober_targets", map[string]string{"source": "discovered"}); v != 2 {
 		t.Errorf("vllm_prober_targets{source=\"discovered\"} = %v, want 2", v)
 	}

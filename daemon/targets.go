@@ -54,28 +54,12 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	if m != nil {
 		list = d.carryOver(cfg, list)
 	}
-	// The baselines are read once per configuration; discovery refreshes
-	// only hand the managers new targets (applyTargets).
-	if err := d.cmp.ApplyConfig(cfg); err != nil {
-		d.applyMu.Unlock()
+	// The configuration work (baselines read, modules compiled) is done
+	// once per configuration file; discovery refreshes only hand the
+	// managers new targets (targetSteps).
+	if err := d.applyTargets(cfg, list, append(d.configSteps(), d.targetSteps()...)); err != nil {
 		if m != nil {
 			m.Close()
-		}
-		return fmt.Errorf("baselines: %w", err)
-	}
-	if err := d.applyTargets(cfg, list); err != nil {
-		if m != nil {
-			m.Close()
-		}
-		if prev := d.running.Load(); prev != nil {
-			// Back to the baselines of the configuration still in force.
-			rerr := d.cmp.ApplyConfig(d.sc.Config())
-			if rerr == nil {
-				rerr = d.cmp.SetTargets(prev)
-			}
-			if rerr != nil {
-				level.Error(d.logger).Log("msg", "Cannot restore the previous baselines", "err", rerr)
-			}
 		}
 		d.applyMu.Unlock()
 		return err
@@ -138,34 +122,53 @@ func (d *Daemon) carryOver(cfg *config.Config, static []config.Target) []config.
 	return out
 }
 
-// applyTargets hands cfg with this shard's share of targets (static and
-// discovered) to the regression collector (SetTargets: against the baselines
-// ApplyConfig loaded, no file read), the prober and the collector. On
-// error the managers go back to the previous running configuration. Called
-// with applyMu held.
-func (d *Daemon) applyTargets(cfg *config.Config, targets []config.Target) error {
+// step is one manager's part in running a configuration: apply hands it the
+// new one; when a later step fails, restore hands it back the one in force
+// before. Its name prefixes its errors.
+type step struct {
+	name           string
+	apply, restore func(*config.Config) error
+}
+
+// configSteps apply what a configuration file sets for every target: the
+// baselines (read once per file), the probe modules (compiled once per
+// file), buckets, label names and intervals.
+func (d *Daemon) configSteps() []step {
+	return []step{
+		{"baselines", d.cmp.ApplyConfig, d.cmp.ApplyConfig},
+		{"prober", d.probes.ApplyConfig, d.probes.ApplyConfig},
+		{"collector", d.coll.ApplyConfig, d.coll.ApplyConfig},
+	}
+}
+
+// targetSteps hand the managers the targets to run: the regression series
+// against the baselines ApplyConfig loaded (no file read), the prober's
+// pairs against the modules it compiled, the collector's scrapes.
+func (d *Daemon) targetSteps() []step {
+	return []step{
+		{"baselines", d.cmp.SetTargets, d.cmp.SetTargets},
+		{"prober", d.probes.SetTargets, d.probes.SetTargets},
+		{"collector", d.coll.SetTargets, d.coll.SetTargets},
+	}
+}
+
+// applyTargets runs steps with cfg and this shard's share of targets
+// (static and discovered). When a step fails, the steps before it go back
+// to the previous running configuration, last first. Called with applyMu
+// held.
+func (d *Daemon) applyTargets(cfg *config.Config, targets []config.Target, steps []step) error {
 	run := *cfg
 	run.Targets = discovery.Shard(targets, d.opts.ShardCount, d.opts.ShardIndex)
 	prev := d.running.Load()
-	restore := func(what string, apply func(*config.Config) error) {
-		if prev == nil {
-			return
+	for i, s := range steps {
+		if err := s.apply(&run); err != nil {
+			for j := i - 1; j >= 0 && prev != nil; j-- {
+				if rerr := steps[j].restore(prev); rerr != nil {
+					level.Error(d.logger).Log("msg", "Cannot restore the previous config", "component", steps[j].name, "err", d.scrub(rerr.Error()))
+				}
+			}
+			return fmt.Errorf("%s: %w", s.name, err)
 		}
-		if err := apply(prev); err != nil {
-			level.Error(d.logger).Log("msg", "Cannot restore the previous config", "component", what, "err", d.scrub(err.Error()))
-		}
-	}
-	if err := d.cmp.SetTargets(&run); err != nil {
-		return fmt.Errorf("baselines: %w", err)
-	}
-	if err := d.probes.Apply(&run); err != nil {
-		restore("compare", d.cmp.SetTargets)
-		return fmt.Errorf("prober: %w", err)
-	}
-	if err := d.coll.Apply(&run); err != nil {
-		restore("prober", d.probes.Apply)
-		restore("compare", d.cmp.SetTargets)
-		return fmt.Errorf("collector: %w", err)
 	}
 	static := map[string]bool{}
 	for _, t := range cfg.Targets {
@@ -197,7 +200,7 @@ func (d *Daemon) discovered(r *discoveryRun, targets []config.Target) {
 	if prev != nil && slices.EqualFunc(prev.Targets, discovery.Shard(targets, d.opts.ShardCount, d.opts.ShardIndex), sameTarget) {
 		return
 	}
-	if err := d.applyTargets(r.cfg, targets); err != nil {
+	if err := d.applyTargets(r.cfg, targets, d.targetSteps()); err != nil {
 		level.Error(d.logger).Log("msg", "Cannot apply discovered targets, keeping the previous ones", "err", d.scrub(err.Error()))
 		return
 	}

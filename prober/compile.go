@@ -31,3 +31,12 @@ func (m *Manager) compileModules(mods map[string]config.Module) (map[string]*pro
 	}
 	return specs, compiled, nil
 }
+
+// Compilations is how many modules the Manager compiled since it was built:
+// configuration work, which ApplyConfig does for new and changed modules
+// and a discovery refresh (SetTargets) never does.
+func (m *Manager) Compilations() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.compilations
+}

@@ -185,28 +185,77 @@ func NewManager(opts Options) *Manager {
 		historyLimit: limit,
 		now:          time.Now,
 		specs:        map[string]*probe.Spec{},
-		run:          func(ctx context.Context, s *probe.Spec, c *http.Client, call probe.Call) probe.Result { return s.Run(ctx, c, call) },
-		offset:       scheduleOffset,
-		red:          opts.Redactor,
-		clients:      opts.Clients,
-		load:         opts.Load,
+		run: func(ctx context.Context, s *probe.Spec, c *http.Client, call probe.Call) probe.Result {
+			return s.Run(ctx, c, call)
+		},
+		offset:  scheduleOffset,
+		red:     opts.Redactor,
+		clients: opts.Clients,
+		load:    opts.Load,
 	}
 }
 
-// Apply (re)configures the manager. It is safe before and while Run runs:
-// unchanged pairs keep their schedule and history, removed pairs stop and lose
-// their series, new pairs start. On error nothing changes.
+// Apply is ApplyConfig followed by SetTargets(cfg).
 func (m *Manager) Apply(cfg *config.Config) error {
+	if err := m.ApplyConfig(cfg); err != nil {
+		return err
+	}
+	return m.SetTargets(cfg)
+}
+
+// ApplyConfig applies what a configuration file sets for every target: it
+// compiles the modules that are new or changed (compile.go), and takes the
+// histogram buckets and max_concurrent_probes. On
+// error nothing changes. The targets' pairs take the new modules at the next
+// SetTargets, which a caller of ApplyConfig calls next; a discovery refresh
+// calls SetTargets alone.
+func (m *Manager) ApplyConfig(cfg *config.Config) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-
-	// Build everything that can fail first. The modules are compiled once
-	// (compile.go). A target's credentials are read
-	// (credential files included) when its client is built, not at every
-	// discovery refresh that re-applies it unchanged.
 	specs, compiled, err := m.compileModules(cfg.Modules)
 	if err != nil {
 		return err
+	}
+	if !m.registered && m.reg != nil {
+		if err := m.reg.Register(generations{current: m.currentMetrics}); err != nil {
+			return fmt.Errorf("registering probe metrics: %w", err)
+		}
+	}
+	m.registered = true
+	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), tokenBuckets: slices.Clone(cfg.Global.TokenLatencyBuckets),
+		nativeFactor: cfg.Global.NativeHistogramBucketFactor}
+	if m.metrics == nil || !m.metrics.hist.equal(hist) {
+		static := cfg.StaticLabelNames()
+		if m.metrics != nil {
+			static = m.metrics.static // the targets' until SetTargets
+		}
+		m.metrics = newMetrics(static, hist) // the old generation's series go with it
+		m.relabelAll()
+	}
+	m.specs, m.compilations = specs, m.compilations+compiled
+	m.maxInFlight = cfg.Global.MaxConcurrentProbes
+	return nil
+}
+
+// SetTargets runs the targets of cfg, whose modules ApplyConfig compiled. It is safe before and while Run runs:
+// unchanged pairs keep their schedule and history, removed pairs stop and lose
+// their series, new pairs start. On error nothing changes.
+func (m *Manager) SetTargets(cfg *config.Config) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	// Build everything that can fail first. A target's credentials are read
+	// (credential files included) when its client is built, not at every
+	// discovery refresh that re-applies it unchanged.
+	if m.metrics == nil {
+		return errors.New("no configuration applied (ApplyConfig)")
+	}
+	for i := range cfg.Targets {
+		for _, mod := range cfg.Targets[i].Modules {
+			if m.specs[mod] == nil {
+				return fmt.Errorf("target %q: module %q was not applied (ApplyConfig)", cfg.Targets[i].Name, mod)
+			}
+		}
 	}
 	clients := map[string]*http.Client{}
 	secretsOf := make(map[string][]string, len(cfg.Targets))
@@ -231,21 +280,12 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		secrets = append(secrets, secretsOf[cfg.Targets[i].Name]...)
 	}
 	m.red.Set("prober", secrets)
-	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), tokenBuckets: slices.Clone(cfg.Global.TokenLatencyBuckets),
-		nativeFactor: cfg.Global.NativeHistogramBucketFactor}
-	static := cfg.StaticLabelNames()
-	if !m.registered && m.reg != nil {
-		if err := m.reg.Register(generations{current: m.currentMetrics}); err != nil {
-			return fmt.Errorf("registering probe metrics: %w", err)
-		}
+	// The static label names are those of the targets' labels: discovered
+	// targets may bring new ones.
+	if static := cfg.StaticLabelNames(); !slices.Equal(m.metrics.static, static) {
+		m.metrics = newMetrics(static, m.metrics.hist) // the old generation's series go with it
 	}
-	m.registered = true
-	if m.metrics == nil || !slices.Equal(m.metrics.static, static) || !m.metrics.hist.equal(hist) {
-		m.metrics = newMetrics(static, hist) // the old generation's series go with it
-	}
-	m.specs, m.compilations = specs, m.compilations+compiled
 	m.cfg = cfg
-	m.maxInFlight = cfg.Global.MaxConcurrentProbes
 
 	// Targets.
 	keepT := map[string]bool{}
@@ -311,13 +351,19 @@ func (m *Manager) Apply(cfg *config.Config) error {
 		}
 	}
 	m.sortPairs()
+	m.relabelAll()
+	return nil
+}
+
+// relabelAll (re)creates the series of every target and pair whose label
+// values or metric generation changed. m.mu must be held.
+func (m *Manager) relabelAll() {
 	for _, t := range m.targets {
 		m.relabelTarget(t)
 	}
 	for _, p := range m.pairs {
 		m.relabelPair(p)
 	}
-	return nil
 }
 
 func (m *Manager) currentMetrics() *metrics {

@@ -1,0 +1,116 @@
+// Package arch holds the tests of the repository's structure: which package
+// may import which, and how the managers are built.
+package arch
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/vllm-prober/vllm_prober"
+
+// root is the module's directory.
+func root(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// deps lists every package pkg imports, directly or not (go list -deps),
+// within the module.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+"/"+pkg)
+	cmd.Dir = root(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	var own []string
+	for _, p := range strings.Fields(string(out)) {
+		if rest, ok := strings.CutPrefix(p, module+"/"); ok && rest != pkg {
+			own = append(own, rest)
+		}
+	}
+	return own
+}
+
+// TestImports: the collector reads its own source only, so it imports
+// neither the prober nor compare, which joins the two; the probe package
+// owns one request and imports nothing of the runner that schedules it.
+func TestImports(t *testing.T) {
+	for _, rule := range []struct {
+		pkg       string
+		forbidden []string
+		why       string
+	}{
+		{"collector", []string{"prober", "prober/probe", "compare"}, "the collector reads its own source; joins are compare's"},
+		{"prober/probe", []string{"prober", "collector", "compare", "daemon"}, "one probe knows nothing of the runner"},
+		{"prober", []string{"collector", "compare", "daemon"}, "the prober reads the collector's load through a function it is given"},
+		{"compare", []string{"daemon"}, "compare joins the managers, it does not run them"},
+	} {
+		got := deps(t, rule.pkg)
+		for _, f := range rule.forbidden {
+			if slices.Contains(got, f) {
+				t.Errorf("%s imports %s: %s", rule.pkg, f, rule.why)
+			}
+		}
+	}
+}
+
+// TestManagersHaveNoSetters: every manager is built from one options struct
+// and changed only by applying configurations (ApplyConfig) and targets
+// (SetTargets): no other exported Set* method, which would be called after
+// construction.
+func TestManagersHaveNoSetters(t *testing.T) {
+	dir := root(t)
+	for pkg, typ := range map[string]string{
+		"prober": "Manager", "collector": "Manager", "compare": "Collector", "discovery": "Manager",
+	} {
+		fset := token.NewFileSet()
+		entries, err := os.ReadDir(filepath.Join(dir, pkg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		methods := 0
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, filepath.Join(dir, pkg, e.Name()), nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range f.Decls {
+				fn, ok := d.(*ast.FuncDecl)
+				if !ok || fn.Recv == nil || len(fn.Recv.List) != 1 {
+					continue
+				}
+				recv := fn.Recv.List[0].Type
+				if star, ok := recv.(*ast.StarExpr); ok {
+					recv = star.X
+				}
+				if id, ok := recv.(*ast.Ident); !ok || id.Name != typ {
+					continue
+				}
+				methods++
+				if name := fn.Name.Name; strings.HasPrefix(name, "Set") && name != "SetTargets" {
+					t.Errorf("%s.%s has a setter, %s: build it from its options instead", pkg, typ, name)
+				}
+			}
+		}
+		if methods == 0 {
+			t.Errorf("found no method of %s.%s: the test reads the wrong files", pkg, typ)
+		}
+	}
+}
