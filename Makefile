@@ -6,6 +6,7 @@
 #   make test     check + go test -race + promtool rules checks + chart tests
 #   make lint     check + golangci-lint + govulncheck (slower; not part of test)
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
+#   make e2e      the slow end-to-end tests on real components (built once, cached)
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
 # best effort) with `go install`; promtool and prometheus (the end-to-end tests
@@ -99,6 +100,7 @@ test: check test-rules test-go
 
 .PHONY: test-go
 test-go: tools-test
+	@echo ">> the tests on the Argo Rollouts controller and a real Kubernetes API server skip here (SKIP in go test -v): they run in make e2e"
 	$(GO) test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-rules
@@ -220,6 +222,26 @@ rules:
 	$(GO) run ./cmd/vllm_prober rules generate --slo.file mixin/slo.yml --out alerts/
 	$(GO) test -count=1 -run '^TestDashboardsUpToDate$$' ./mixin/ -update
 	$(MAKE) chart-sync
+
+# make e2e: the slow end-to-end tests, against real components that
+# scripts/e2e-tools.sh builds once and caches outside the clone (cold: minutes;
+# warm: nothing). Each tool of E2E_TOOLS is built (or found in the cache) first
+# and its directory exported as E2E_<TOOL>_DIR (and VLLM_PROBER_<TOOL>_DIR):
+# E2E_PROMETHEUS3_DIR, E2E_KUBERNETES_DIR, E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR.
+# Tests that need a tool skip in `make test`, saying so, and run here. To add
+# end-to-end tests, append to the lists (E2E_TOOLS += sloth).
+E2E_TOOLS   := prometheus3 kubernetes etcd argo-rollouts
+E2E_PKGS    := ./e2e/...
+E2E_RUN     ?= .
+E2E_TIMEOUT ?= 60m
+
+.PHONY: e2e
+e2e: tools-test
+	@start=$$(date +%s); set -e; \
+	tools="$$(scripts/e2e-tools.sh $(E2E_TOOLS))"; echo "$$tools"; \
+	eval "$$(printf '%s\n' "$$tools" | awk '{ n = toupper($$1); gsub("-", "_", n); printf "export E2E_%s_DIR=%s VLLM_PROBER_%s_DIR=%s\n", n, $$2, n, $$2 }')"; \
+	VLLM_PROBER_E2E=1 $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' $(E2E_PKGS); \
+	echo ">> make e2e took $$(( $$(date +%s) - start ))s"
 
 .PHONY: demo
 demo: build
