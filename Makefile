@@ -6,12 +6,13 @@
 #   make test     check + go test -race + promtool rules checks + chart tests
 #   make lint     check + golangci-lint + govulncheck (slower; not part of test)
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
-#   make e2e      the slow end-to-end tests on real components (built once, cached)
+#   make e2e      the slow end-to-end tests on Prometheus 3.x (built once, cached)
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
 # best effort) with `go install`; promtool and prometheus (the end-to-end tests
-# run a real Prometheus), and gcc with libc6-dev for `go test -race` (which
-# needs cgo), with apt-get when running as root.
+# run a real Prometheus), chromium (the real-browser tests), and gcc with
+# libc6-dev for `go test -race` (which needs cgo), with apt-get when running as
+# root. A test skipped because a tool is missing is listed at the end.
 
 GO       ?= go
 GOOS     ?= $(shell $(GO) env GOOS)
@@ -98,10 +99,22 @@ print-ldflags:
 # go test runs last so that its summary closes the output (CI reads it).
 test: check test-rules test-go
 
+# A test skipped because a tool is missing (chromium, helm, promtool) appends a
+# line to $(SKIP_LOG) (internal/testtool); they are printed after go test's
+# output, so that a skip is never silent.
+SKIP_LOG ?= $(CURDIR)/.build/skipped-tests.txt
+
 .PHONY: test-go
 test-go: tools-test
-	@echo ">> the tests on the Argo Rollouts controller and a real Kubernetes API server skip here (SKIP in go test -v): they run in make e2e"
-	$(GO) test $(GO_TEST_FLAGS) ./...
+	@mkdir -p $(dir $(SKIP_LOG)) && rm -f $(SKIP_LOG)
+	@VLLM_PROBER_SKIP_LOG=$(SKIP_LOG) $(GO) test $(GO_TEST_FLAGS) ./...; rc=$$?; \
+	if [ -s $(SKIP_LOG) ]; then \
+		echo "!! $$(wc -l < $(SKIP_LOG)) test(s) skipped for a missing tool:" >&2; \
+		sort $(SKIP_LOG) | sed 's/^/!!   /' >&2; \
+	else \
+		echo ">> no test skipped for a missing tool"; \
+	fi; \
+	exit $$rc
 
 .PHONY: test-rules
 test-rules: promtool
@@ -206,8 +219,21 @@ helm:
 			echo "!! helm could not be installed: chart tests use the built-in renderer" >&2; \
 	fi
 
+# chromium drives the real-browser tests (chromedp, /usr/bin/chromium): installed
+# as root like prometheus; otherwise those tests are skipped, and listed at the end.
+.PHONY: chromium
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo ">> installing chromium for the real-browser tests (Debian package chromium)"; \
+			DEBIAN_FRONTEND=noninteractive scripts/apt-install.sh chromium; \
+		else \
+			echo "!! /usr/bin/chromium is missing and cannot be installed (not root): the real-browser tests will be skipped (apt-get install chromium)" >&2; \
+		fi; \
+	fi
+
 .PHONY: tools-test
-tools-test: promtool helm cc
+tools-test: promtool helm cc chromium
 
 # Copy the rule files and dashboards into the chart, where .Files.Get can see
 # them. deploy/chart_test.go fails when the copies are stale.
@@ -215,23 +241,29 @@ tools-test: promtool helm cc
 chart-sync:
 	scripts/chart-sync.sh $(CHART_FILES_DIR)
 
-# Regenerate alerts/ from mixin/slo.yml and dashboards/ from mixin/dashboards.go,
-# then the chart's copies.
+# Regenerate alerts/ from mixin/slo.yml (and the SLO specs of alerts/slo/ for
+# Pyrra, Sloth and OpenSLO) and dashboards/ from mixin/dashboards.go, then the
+# chart's copies.
 .PHONY: rules
 rules:
 	$(GO) run ./cmd/vllm_prober rules generate --slo.file mixin/slo.yml --out alerts/
-	$(GO) test -count=1 -run '^TestDashboardsUpToDate$$' ./mixin/ -update
+	$(GO) test -count=1 -run '^(TestDashboardsUpToDate|TestSLOSpecsUpToDate)$$' ./mixin/ -update
 	$(MAKE) chart-sync
 
 # make e2e: the slow end-to-end tests, against real components that
-# scripts/e2e-tools.sh builds once and caches outside the clone (cold: minutes;
-# warm: nothing). Each tool of E2E_TOOLS is built (or found in the cache) first
-# and its directory exported as E2E_<TOOL>_DIR (and VLLM_PROBER_<TOOL>_DIR):
-# E2E_PROMETHEUS3_DIR, E2E_KUBERNETES_DIR, E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR.
-# Tests that need a tool skip in `make test`, saying so, and run here. To add
-# end-to-end tests, append to the lists (E2E_TOOLS += sloth).
-E2E_TOOLS   := prometheus3 kubernetes etcd argo-rollouts
-E2E_PKGS    := ./e2e/...
+# scripts/e2e-tools.sh builds once and caches (Prometheus 3.x today). Each tool
+# in E2E_TOOLS is built (or found in the cache) first and its directory exported
+# as E2E_<TOOL>_DIR (E2E_PROMETHEUS3_DIR, E2E_KUBERNETES_DIR, E2E_ETCD_DIR,
+# E2E_ARGO_ROLLOUTS_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
+# Tests that need a tool skip in `make test` (saying so) and run here. To add
+# end-to-end tests, append to the lists:
+#   E2E_TOOLS += kubernetes etcd
+#   E2E_PKGS  += ./discovery/...
+E2E_TOOLS   := prometheus3
+E2E_PKGS    := ./e2e/... ./mixin/...
+# The Argo Rollouts analysis controller on a real Kubernetes API server
+# (e2e/rollouts_test.go).
+E2E_TOOLS   += kubernetes etcd argo-rollouts
 E2E_RUN     ?= .
 E2E_TIMEOUT ?= 60m
 

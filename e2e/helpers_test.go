@@ -25,12 +25,18 @@ import (
 )
 
 // prometheusBinary returns the Prometheus server to run: $PROMETHEUS when set,
-// else prometheus on $PATH. A missing Prometheus fails the test: the proof must
+// else the Prometheus 3.x of $E2E_PROMETHEUS3_DIR (set by `make e2e`), else
+// prometheus on $PATH. A missing Prometheus fails the test: the proof must
 // not pass by skipping.
 func prometheusBinary(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("PROMETHEUS"); p != "" {
 		return p
+	}
+	// `make e2e` runs the end-to-end tests on the Prometheus 3.x it built
+	// (`make test` runs them on Debian's 2.42).
+	if d := prometheus3Dir(); d != "" {
+		return filepath.Join(d, "prometheus")
 	}
 	p, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -489,7 +495,11 @@ func startPrometheus(t *testing.T, promBin, dir string, proberAddrs []string) (*
 		t.Fatal(err)
 	}
 	promCfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(promCfg, mixin.PrometheusConfig(spec, proberAddrs, interval, ruleFiles), 0o644); err != nil {
+	cfg, err := mixin.PrometheusConfig(spec, proberAddrs, interval, ruleFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(promCfg, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	promAddr := freeAddr(t)

@@ -18,6 +18,7 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/internal/rolloutcheck"
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 	"github.com/vllm-prober/vllm_prober/mixin"
 )
 
@@ -41,8 +42,8 @@ func argoTools(t *testing.T) (controller, crds, prometheus string) {
 	t.Helper()
 	adir, pdir := toolDir("ARGO_ROLLOUTS"), toolDir("PROMETHEUS3")
 	if adir == "" || pdir == "" {
-		t.Skip("SKIP: this test needs the Argo Rollouts controller and Prometheus 3; `make e2e` builds and caches them " +
-			"(scripts/e2e-tools.sh argo-rollouts prometheus3) and sets E2E_ARGO_ROLLOUTS_DIR and E2E_PROMETHEUS3_DIR")
+		testtool.Skip(t, "the Argo Rollouts controller and Prometheus 3",
+			"make e2e builds and caches them with scripts/e2e-tools.sh argo-rollouts prometheus3 and sets E2E_ARGO_ROLLOUTS_DIR and E2E_PROMETHEUS3_DIR")
 	}
 	controller, crds, prometheus = filepath.Join(adir, "rollouts-controller"), filepath.Join(adir, "crds"), filepath.Join(pdir, "prometheus")
 	for _, p := range []string{controller, crds, prometheus} {
@@ -149,7 +150,11 @@ targets:
 		t.Fatal(err)
 	}
 	promCfg := filepath.Join(dir, "prometheus.yml")
-	writeFile(t, promCfg, string(mixin.PrometheusConfig(spec, []string{proberAddr}, time.Second, ruleFiles)))
+	promYAML, err := mixin.PrometheusConfig(spec, []string{proberAddr}, time.Second, ruleFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, promCfg, string(promYAML))
 	promAddr := freeAddr(t)
 	promURL := "http://" + promAddr
 	prom := startProcess(t, "prometheus", promBin, "--config.file="+promCfg,

@@ -291,12 +291,17 @@ func serverMean(metric string) string {
 	return `avg by (target) (` + metric + `{` + serverSel + `, stat="mean"})`
 }
 
+// quantile and mean read a probe histogram in its classic form `or` its native
+// form (the bare name, ingested natively or as NHCB), so the panels show data
+// whichever way Prometheus ingests it (docs/runbook.md, "Histogram modes").
 func quantile(q, metric, by string) string {
-	return fmt.Sprintf(`histogram_quantile(%s, sum by (%s, le) (rate(%s_bucket{%s}[$__rate_interval])))`, q, by, metric, probeSel)
+	return fmt.Sprintf(`histogram_quantile(%[1]s, sum by (%[3]s, le) (rate(%[2]s_bucket{%[4]s}[$__rate_interval])))`+
+		` or histogram_quantile(%[1]s, sum by (%[3]s) (rate(%[2]s{%[4]s}[$__rate_interval])))`, q, metric, by, probeSel)
 }
 
 func mean(metric, by string) string {
-	return fmt.Sprintf(`sum by (%[2]s) (rate(%[1]s_sum{%[3]s}[$__rate_interval])) / (sum by (%[2]s) (rate(%[1]s_count{%[3]s}[$__rate_interval])) > 0)`, metric, by, probeSel)
+	return fmt.Sprintf(`sum by (%[2]s) (rate(%[1]s_sum{%[3]s}[$__rate_interval])) / (sum by (%[2]s) (rate(%[1]s_count{%[3]s}[$__rate_interval])) > 0)`+
+		` or histogram_sum(sum by (%[2]s) (rate(%[1]s{%[3]s}[$__rate_interval]))) / (histogram_count(sum by (%[2]s) (rate(%[1]s{%[3]s}[$__rate_interval]))) > 0)`, metric, by, probeSel)
 }
 
 func fleetDashboard() dashboard {

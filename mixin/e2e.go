@@ -13,32 +13,107 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
 )
+
+// HistogramMode is how a Prometheus ingests a histogram exposed with both
+// classic buckets and native (sparse) buckets, as vllm_prober exposes its probe
+// histograms when native_histogram_bucket_factor is set. The mixin's SLI rules and
+// quantile panels work in every mode (docs/runbook.md, "Histogram modes").
+type HistogramMode string
+
+const (
+	// HistogramClassic ingests the classic _bucket, _sum and _count series only
+	// (Prometheus' default; scrape_native_histograms: false).
+	HistogramClassic HistogramMode = "classic"
+	// HistogramNative ingests the native histogram only and drops _bucket
+	// (scrape_native_histograms: true; on 2.x --enable-feature=native-histograms).
+	HistogramNative HistogramMode = "native"
+	// HistogramNHCB converts the classic buckets into a native histogram with
+	// custom buckets and drops _bucket (convert_classic_histograms_to_nhcb: true;
+	// Prometheus 3.x).
+	HistogramNHCB HistogramMode = "nhcb"
+)
+
+// HistogramModes lists every mode, classic first.
+var HistogramModes = []HistogramMode{HistogramClassic, HistogramNative, HistogramNHCB}
+
+// promConfig is the subset of Prometheus' configuration file the tests write.
+type promConfig struct {
+	Global struct {
+		ScrapeInterval                 string `yaml:"scrape_interval"`
+		EvaluationInterval             string `yaml:"evaluation_interval"`
+		ScrapeNativeHistograms         *bool  `yaml:"scrape_native_histograms,omitempty"`
+		ConvertClassicHistogramsToNHCB *bool  `yaml:"convert_classic_histograms_to_nhcb,omitempty"`
+	} `yaml:"global"`
+	RuleFiles     []string `yaml:"rule_files"`
+	ScrapeConfigs []struct {
+		JobName       string `yaml:"job_name"`
+		StaticConfigs []struct {
+			Targets []string `yaml:"targets"`
+		} `yaml:"static_configs"`
+	} `yaml:"scrape_configs"`
+}
 
 // PrometheusConfig returns a Prometheus configuration that scrapes the
 // vllm_prober replicas at proberAddrs (host:port each, e.g. one per shard) under
 // the spec's job name, evaluates ruleFiles every interval, and scrapes every
-// interval.
-func PrometheusConfig(spec *Spec, proberAddrs []string, interval time.Duration, ruleFiles []string) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, "global:\n  scrape_interval: %s\n  evaluation_interval: %s\n", interval, interval)
-	b.WriteString("rule_files:\n")
-	for _, f := range ruleFiles {
-		fmt.Fprintf(&b, "  - %s\n", yamlString(f))
+// interval, ingesting histograms the classic way.
+func PrometheusConfig(spec *Spec, proberAddrs []string, interval time.Duration, ruleFiles []string) ([]byte, error) {
+	return PrometheusConfigMode(spec, proberAddrs, interval, ruleFiles, HistogramClassic, 3)
+}
+
+// PrometheusConfigMode is PrometheusConfig for a histogram mode and a
+// Prometheus major version (2 or 3): on 3.x the mode is set in the global
+// section; on 2.x native ingestion is the command-line flag
+// --enable-feature=native-histograms (PrometheusFlags) and NHCB does not exist.
+func PrometheusConfigMode(spec *Spec, proberAddrs []string, interval time.Duration, ruleFiles []string, mode HistogramMode, major int) ([]byte, error) {
+	var c promConfig
+	c.Global.ScrapeInterval = model.Duration(interval).String()
+	c.Global.EvaluationInterval = model.Duration(interval).String()
+	yes := true
+	switch {
+	case mode == HistogramClassic:
+	case mode == HistogramNative && major >= 3:
+		c.Global.ScrapeNativeHistograms = &yes
+	case mode == HistogramNative:
+		// 2.x: the feature flag alone switches native ingestion on.
+	case mode == HistogramNHCB && major >= 3:
+		c.Global.ConvertClassicHistogramsToNHCB = &yes
+	default:
+		return nil, fmt.Errorf("histogram mode %q is not available on Prometheus %d.x", mode, major)
 	}
-	quoted := make([]string, len(proberAddrs))
-	for i, a := range proberAddrs {
-		quoted[i] = yamlString(a)
+	c.RuleFiles = ruleFiles
+	c.ScrapeConfigs = make([]struct {
+		JobName       string `yaml:"job_name"`
+		StaticConfigs []struct {
+			Targets []string `yaml:"targets"`
+		} `yaml:"static_configs"`
+	}, 1)
+	c.ScrapeConfigs[0].JobName = spec.ProberJob
+	c.ScrapeConfigs[0].StaticConfigs = make([]struct {
+		Targets []string `yaml:"targets"`
+	}, 1)
+	c.ScrapeConfigs[0].StaticConfigs[0].Targets = proberAddrs
+	b, err := yaml.Marshal(&c)
+	if err != nil {
+		return nil, fmt.Errorf("encoding Prometheus configuration: %w", err)
 	}
-	fmt.Fprintf(&b, "scrape_configs:\n  - job_name: %s\n    static_configs:\n      - targets: [%s]\n",
-		yamlString(spec.ProberJob), strings.Join(quoted, ", "))
-	return []byte(b.String())
+	return b, nil
+}
+
+// PrometheusFlags returns the command-line flags a Prometheus of the major
+// version needs for the histogram mode.
+func PrometheusFlags(mode HistogramMode, major int) []string {
+	if mode == HistogramNative && major < 3 {
+		return []string{"--enable-feature=native-histograms"}
+	}
+	return nil
 }
 
 // DashboardQuery is one panel target of a committed dashboard, with its Grafana
@@ -107,6 +182,8 @@ type Alert struct {
 	Annotations map[string]string `json:"annotations"`
 	State       string            `json:"state"`
 	Value       string            `json:"value"`
+	// ActiveAt is when the alert became pending.
+	ActiveAt time.Time `json:"activeAt"`
 }
 
 // api is the Prometheus HTTP API client of client_golang.
@@ -152,7 +229,7 @@ func (c *Client) Alerts(ctx context.Context) ([]Alert, error) {
 	}
 	out := make([]Alert, len(res.Alerts))
 	for i, al := range res.Alerts {
-		out[i] = Alert{Labels: labelMap(al.Labels), Annotations: labelMap(al.Annotations), State: string(al.State), Value: al.Value}
+		out[i] = Alert{Labels: labelMap(al.Labels), Annotations: labelMap(al.Annotations), State: string(al.State), Value: al.Value, ActiveAt: al.ActiveAt}
 	}
 	return out, nil
 }

@@ -100,7 +100,10 @@ func TestPrometheusConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := PrometheusConfig(spec, []string{"127.0.0.1:9116"}, 2*time.Second, []string{"/tmp/r/" + RulesFile, "/tmp/r/" + AlertsFile})
+	b, err := PrometheusConfig(spec, []string{"127.0.0.1:9116"}, 2*time.Second, []string{"/tmp/r/" + RulesFile, "/tmp/r/" + AlertsFile})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var cfg struct {
 		Global        map[string]string `yaml:"global"`
 		RuleFiles     []string          `yaml:"rule_files"`

@@ -165,7 +165,7 @@ var signalOf = map[string]string{
 	"vllm_server_request_success_per_second":  "request_success",
 }
 
-// TestMissingSignalPanelsCarryHint checks issue 15's "not exported by this
+// TestMissingSignalPanelsCarryHint checks the "not exported by this
 // server" on every dashboard: a panel that plots a series of an optional
 // family also queries the hint for that signal (vllm_server_signal_available
 // == 0, drawn dashed with that legend, and mapped to that text in a stat), so
@@ -254,12 +254,12 @@ func TestHintQueriesOnPromtool(t *testing.T) {
 					return fmt.Sprintf("      - series: 'vllm_server_signal_available{job=\"vllm_prober\",instance=%q,pod=%q,target=%q,signal=%q}'\n        values: '%sx10'\n",
 						instance, pod, target, sig, value)
 				}
-				fmt.Fprintf(&b, "  - name: %s\n    interval: 1m\n    input_series:\n", yamlString(d.Title+" / "+panel.Title+" / "+sig))
+				fmt.Fprintf(&b, "  - name: %s\n    interval: 1m\n    input_series:\n", yamlQuote(d.Title+" / "+panel.Title+" / "+sig))
 				b.WriteString(series("10.0.0.1:10040", "vllm-prober-0", "a", "0"))
 				b.WriteString(series("10.0.0.2:10040", "vllm-prober-1", "a", "0"))
 				b.WriteString(series("10.0.0.1:10040", "vllm-prober-0", "b", "1"))
 				fmt.Fprintf(&b, "    promql_expr_test:\n      - expr: %s\n        eval_time: 5m\n        exp_samples:\n          - labels: '{target=\"a\", signal=%q}'\n            value: 0\n",
-					yamlString(Interpolate(tg.Expr, allValues, 5*time.Minute)), sig)
+					yamlQuote(Interpolate(tg.Expr, allValues, 5*time.Minute)), sig)
 			}
 		}
 	}
@@ -323,7 +323,7 @@ func outputLabels(e parser.Expr) (ls []string, ok bool) {
 	return nil, false
 }
 
-// TestLegendsNameEveryGroupingLabel is the static half of issue 20's legend
+// TestLegendsNameEveryGroupingLabel is the static half of the sharded fleet's legend
 // proof (the live half is e2e's TestDashboardLegendsWithShards): every label a
 // query keeps in its outermost aggregation can differ between its series, so
 // the legend must name it, except target where the panel shows one target

@@ -3,13 +3,16 @@ package mixin
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"go.yaml.in/yaml/v3"
 )
 
 // File names written by Render, relative to the output directory.
@@ -35,6 +38,9 @@ type Rule struct {
 	For         model.Duration
 	Labels      []Label
 	Annotations []Label
+	// Comment is written above the rule's expr, one "# " line per line: the
+	// reason for a linter directive and the directive itself (`pint disable ...`).
+	Comment string
 }
 
 // Label is an ordered key/value pair (labels and annotations keep the order they
@@ -139,16 +145,16 @@ func (s *Spec) RecordingGroups() []Group {
 			{"ttft", "vllm_probe_time_to_first_token_seconds", s.SLOs.TTFT.ThresholdSeconds},
 			{"e2e", "vllm_probe_e2e_latency_seconds", s.SLOs.E2E.ThresholdSeconds},
 		} {
-			good := acrossReplicas("le", fmt.Sprintf("increase(%s_bucket{%s,%s}[%s])", l.metric, job, leMatcher(l.threshold), r))
-			total := acrossReplicas("", fmt.Sprintf("increase(%s_count{%s}[%s])", l.metric, job, r))
+			good := histGood(l.metric, job, l.threshold, r)
+			total := histCount(l.metric, job, r)
 			rules = append(rules,
 				Rule{
 					Record: "target_module:vllm_probe_" + l.name + "_over_slo:increase" + w,
-					Expr:   lines("clamp_min(", "  "+total, "    - "+good+",", "  0", ")"),
+					Expr:   lines("clamp_min(", indent(total, "  "), "  -", indent(good, "  ")+",", "  0", ")"),
 				},
 				Rule{
 					Record: "target_module:vllm_probe_" + l.name + "_within_slo:ratio_rate" + w,
-					Expr:   lines("clamp(", "  "+good, "    / ("+total+" > 0),", "  0, 1", ")"),
+					Expr:   lines("clamp(", indent(good, "  "), "  /", indent(lines("(", indent(total, "  ")+" > 0", ")"), "  ")+",", "  0, 1", ")"),
 				},
 			)
 		}
@@ -159,6 +165,47 @@ func (s *Spec) RecordingGroups() []Group {
 		"module, so each SLI stays one series per (target, module) and its windows",
 		"(up to 3d) keep the history from before the move (alerts/tests/restart_test.yml).",
 	)}}
+}
+
+// Histogram forms. A probe histogram reaches Prometheus as classic series
+// (_bucket, _count, _sum), or, when vllm_prober exposes native buckets too
+// (native_histogram_bucket_factor) and Prometheus scrapes native histograms, as
+// one native histogram with no _bucket series at all; convert_classic_histograms_to_nhcb
+// does the same with the classic boundaries (NHCB). Every expression on a
+// histogram is the classic form `or` the native form over the bare name: the
+// classic one wins where both exist, and each works alone (docs/runbook.md,
+// "Histogram modes").
+
+// histCount is the number of observations of a probe histogram in window r,
+// summed over the prober replicas, in parentheses.
+func histCount(metric, job, r string) string {
+	return lines(
+		"(",
+		"  "+acrossReplicas("", fmt.Sprintf("increase(%s_count{%s}[%s])", metric, job, r)),
+		"  or",
+		"  histogram_count("+acrossReplicas("", fmt.Sprintf("increase(%s{%s}[%s])", metric, job, r))+")",
+		")",
+	)
+}
+
+// histGood is the number of observations at most threshold (a bucket boundary
+// of the classic histogram and of NHCB; a native histogram interpolates within
+// its bucket), in window r, summed over the prober replicas, in parentheses.
+func histGood(metric, job string, threshold float64, r string) string {
+	native := acrossReplicas("", fmt.Sprintf("increase(%s{%s}[%s])", metric, job, r))
+	return lines(
+		"(",
+		"  "+acrossReplicas("le", fmt.Sprintf("increase(%s_bucket{%s,%s}[%s])", metric, job, leMatcher(threshold), r)),
+		"  or",
+		fmt.Sprintf("  histogram_fraction(-Inf, %s, %s)", formatFloat(threshold), native),
+		"    * histogram_count("+native+")",
+		")",
+	)
+}
+
+// indent prefixes every line of s with p.
+func indent(s, p string) string {
+	return p + strings.ReplaceAll(s, "\n", "\n"+p)
 }
 
 func (s *Spec) jobSel() string { return fmt.Sprintf("job=%q", s.ProberJob) }
@@ -209,11 +256,14 @@ func (s *Spec) AlertGroups() []Group {
 				fmt.Sprintf("    / (increase(vllm_probe_attempts_total{%s}[%s]) > 0),", job, a.EngineHung.Window),
 				"  1", // the two increase() extrapolate differently: a share above 1 means all of them
 				") >= "+th(a.EngineHung),
+				// /health answered 200 at every scrape of the window, not only
+				// now: after an outage the window still holds its timeouts, and
+				// a server that just came back is not hung.
 				"and on (job, instance, target)",
-				fmt.Sprintf("vllm_probe_health_up{%s} == 1", job),
+				fmt.Sprintf("min_over_time(vllm_probe_health_up{%s}[%s]) == 1", job, a.EngineHung.Window),
 			),
 			"vLLM answers /health but does not generate tokens.",
-			whoM+` answers /health with 200, yet `+value+` of its probes in the last `+a.EngineHung.Window.String()+` stalled or timed out. The engine is probably hung.`),
+			whoM+` has answered /health with 200 for the last `+a.EngineHung.Window.String()+`, yet `+value+` of its probes in that time stalled or timed out. The engine is probably hung.`),
 		s.alert("VLLMEndpointDown", a.EndpointDown,
 			fmt.Sprintf("vllm_probe_health_up{%s} == 0", job),
 			"vLLM endpoint does not answer /health.",
@@ -232,30 +282,35 @@ func (s *Spec) AlertGroups() []Group {
 			value+` of the probes of `+whoM+` failed with reason {{ $labels.reason }} over the last `+a.ProbesFailing.Window.String()+`.`),
 		s.alert("VLLMMetricsScrapeFailing", a.MetricsScrapeFailing,
 			lines(
-				fmt.Sprintf("vllm_server_up{%s} == 0", job),
+				// The share of failed scrapes, not `vllm_server_up == 0`: a
+				// /metrics that fails one scrape in four flaps server_up and
+				// would restart `for` at every success.
+				fmt.Sprintf("1 - avg_over_time(vllm_server_up{%s}[%s]) > %s", job, a.MetricsScrapeFailing.Window, th(a.MetricsScrapeFailing)),
 				"unless on (job, instance, target)",
 				healthDown,
 			),
 			"vllm_prober cannot scrape the vLLM /metrics endpoint.",
-			`vllm_prober has failed to scrape /metrics of {{ $labels.target }} (model {{ $labels.model }}) for `+a.MetricsScrapeFailing.For.String()+` while /health answers or is not checked (a scrape-only target; server_up = `+value+`); server-side panels and saturation alerts are blind.`),
+			`vllm_prober failed `+value+` of its scrapes of /metrics of {{ $labels.target }} (model {{ $labels.model }}) over the last `+a.MetricsScrapeFailing.Window.String()+` (threshold `+th(a.MetricsScrapeFailing)+`) for `+a.MetricsScrapeFailing.For.String()+` while /health answers or is not checked (a scrape-only target); server-side panels and saturation alerts are blind or gappy.`),
 		s.alert("VLLMProberAbsent", a.ProberAbsent,
 			fmt.Sprintf("absent(up{%s} == 1)", job),
 			"vllm_prober is not being scraped.",
 			fmt.Sprintf(`No target of job %q has been up for %s (absent = %s): no probe results reach Prometheus and every other vLLM alert is silent.`, s.ProberJob, a.ProberAbsent.For, value)),
 		s.alert("VLLMKVCacheSaturated", a.KVCacheSaturated,
-			fmt.Sprintf("vllm_server_kv_cache_usage_ratio{%s} > %s", job, th(a.KVCacheSaturated)),
+			fmt.Sprintf("last_over_time(vllm_server_kv_cache_usage_ratio{%s}[%s]) > %s", job, s.ScrapeGapWindow, th(a.KVCacheSaturated)),
 			"vLLM KV cache is nearly full.",
 			`The KV cache of `+who+` is `+value+` full (threshold `+th(a.KVCacheSaturated)+`) for `+a.KVCacheSaturated.For.String()+`; new requests queue and running ones get preempted.`),
 		s.alert("VLLMRequestsQueueing", a.RequestsQueueing,
-			fmt.Sprintf("vllm_server_requests{%s,state=\"waiting\"} > %s", job, th(a.RequestsQueueing)),
+			fmt.Sprintf("last_over_time(vllm_server_requests{%s,state=\"waiting\"}[%s]) > %s", job, s.ScrapeGapWindow, th(a.RequestsQueueing)),
 			"Requests are queueing in vLLM.",
 			value+` requests have been waiting in the queue of `+who+` for `+a.RequestsQueueing.For.String()+` (threshold `+th(a.RequestsQueueing)+`).`),
-		s.alert("VLLMPreemptionsHigh", a.PreemptionsHigh,
-			fmt.Sprintf("avg_over_time(vllm_server_preemptions_per_second{%s}[%s]) > %s", job, a.PreemptionsHigh.Window, th(a.PreemptionsHigh)),
-			"vLLM is preempting requests.",
-			who+` preempted `+value+` requests per second on average over `+a.PreemptionsHigh.Window.String()+` (threshold `+th(a.PreemptionsHigh)+`); the KV cache is too small for the load.`),
+		optionalSeries("vllm_server_preemptions_per_second",
+			"vLLM servers that do not export a preemption counter never have this series (vllm_server_signal_available{signal=\"preemptions\"} is 0 there).",
+			s.alert("VLLMPreemptionsHigh", a.PreemptionsHigh,
+				fmt.Sprintf("avg_over_time(vllm_server_preemptions_per_second{%s}[%s]) > %s", job, a.PreemptionsHigh.Window, th(a.PreemptionsHigh)),
+				"vLLM is preempting requests.",
+				who+` preempted `+value+` requests per second on average over `+a.PreemptionsHigh.Window.String()+` (threshold `+th(a.PreemptionsHigh)+`); the KV cache is too small for the load.`)),
 		s.alert("VLLMHeadroomLow", a.HeadroomLow,
-			fmt.Sprintf("vllm_server_headroom_ratio{%s,resource=\"overall\"} < %s", job, th(a.HeadroomLow)),
+			fmt.Sprintf("last_over_time(vllm_server_headroom_ratio{%s,resource=\"overall\"}[%s]) < %s", job, s.ScrapeGapWindow, th(a.HeadroomLow)),
 			"vLLM capacity headroom is low.",
 			who+` has `+value+` capacity headroom left (threshold `+th(a.HeadroomLow)+`); see headroom by resource on the endpoint dashboard.`),
 		s.alert("VLLMThroughputRegression", a.ThroughputRegression,
@@ -274,17 +329,19 @@ func (s *Spec) AlertGroups() []Group {
 			fmt.Sprintf("vllm_prober_config_last_reload_successful{%s} == 0", job),
 			"vllm_prober failed to reload its configuration.",
 			`vllm_prober {{ $labels.instance }} failed to reload its configuration (last_reload_successful = `+value+`) and still runs the previous one.`),
-		s.alert("VLLMWrongAnswers", a.WrongAnswers,
-			lines(
-				"(",
-				"  "+acrossReplicas("result", fmt.Sprintf("increase(vllm_probe_answer_checks_total{%s,result=\"wrong\"}[%s])", job, a.WrongAnswers.Window)),
-				"    / ("+acrossReplicas("result", fmt.Sprintf("increase(vllm_probe_answer_checks_total{%s}[%s])", job, a.WrongAnswers.Window))+" > 0)",
-				") > "+th(a.WrongAnswers),
-				"and",
-				acrossReplicas("result", fmt.Sprintf("increase(vllm_probe_answer_checks_total{%s,result=\"wrong\"}[%s])", job, a.WrongAnswers.Window))+" >= "+strconv.Itoa(s.MinBadProbes),
-			),
-			"vLLM answers are wrong.",
-			value+` of the answer checks of `+whoM+` were wrong over the last `+a.WrongAnswers.Window.String()+` (threshold `+th(a.WrongAnswers)+`): the endpoint is fast but its output is wrong (bad deploy, quantization, tokenizer or chat template).`),
+		optionalSeries("vllm_probe_answer_checks_total",
+			"The counter exists only where a module checks answers (`expect:` in the probe configuration).",
+			s.alert("VLLMWrongAnswers", a.WrongAnswers,
+				lines(
+					"(",
+					"  "+acrossReplicas("result", fmt.Sprintf("increase(vllm_probe_answer_checks_total{%s,result=\"wrong\"}[%s])", job, a.WrongAnswers.Window)),
+					"    / ("+acrossReplicas("result", fmt.Sprintf("increase(vllm_probe_answer_checks_total{%s}[%s])", job, a.WrongAnswers.Window))+" > 0)",
+					") > "+th(a.WrongAnswers),
+					"and",
+					acrossReplicas("result", fmt.Sprintf("increase(vllm_probe_answer_checks_total{%s,result=\"wrong\"}[%s])", job, a.WrongAnswers.Window))+" >= "+strconv.Itoa(s.MinBadProbes),
+				),
+				"vLLM answers are wrong.",
+				value+` of the answer checks of `+whoM+` were wrong over the last `+a.WrongAnswers.Window.String()+` (threshold `+th(a.WrongAnswers)+`): the endpoint is fast but its output is wrong (bad deploy, quantization, tokenizer or chat template).`)),
 	}
 
 	var slo []Rule
@@ -327,96 +384,170 @@ func (s *Spec) AlertGroups() []Group {
 
 func lines(l ...string) string { return strings.Join(l, "\n") }
 
+// optionalSeries marks a rule whose metric exists only on some deployments: a
+// comment with the reason and pint's directive, so that `pint ci` against a
+// Prometheus where the metric is legitimately absent does not report
+// promql/series ("nonexistent series"). The rule itself is silent without the
+// metric, which is the intended behaviour.
+func optionalSeries(metric, why string, r Rule) Rule {
+	r.Comment = lines(
+		why,
+		"pint disable promql/series("+metric+")",
+	)
+	return r
+}
+
+// generatedFile is one generated rule file and the builders of its groups, in order.
+type generatedFile struct {
+	name   string
+	groups []func(*Spec) []Group
+}
+
+// ruleFiles lists every generated rule file. A new rule group is one more
+// builder here: a method on Spec (for a new section of slo.yml) in a new file.
+func ruleFiles() []generatedFile {
+	return []generatedFile{
+		{RulesFile, []func(*Spec) []Group{(*Spec).RecordingGroups, (*Spec).RolloutGroups}},
+		{AlertsFile, []func(*Spec) []Group{(*Spec).AlertGroups}},
+	}
+}
+
+// RuleFileNames returns the names of the generated rule files, in order.
+func RuleFileNames() []string {
+	var names []string
+	for _, f := range ruleFiles() {
+		names = append(names, f.name)
+	}
+	return names
+}
+
+// Groups returns every rule group of the mixin, in file order.
+func (s *Spec) Groups() []Group {
+	var gs []Group
+	for _, f := range ruleFiles() {
+		for _, b := range f.groups {
+			gs = append(gs, b(s)...)
+		}
+	}
+	return gs
+}
+
 // Render returns the rule files for the spec, keyed by file name (RulesFile, AlertsFile).
-func Render(s *Spec, source string) map[string][]byte {
-	header := "# Generated by `vllm_prober rules generate` from " + source + ". DO NOT EDIT.\n" +
-		"# Change the objectives and thresholds in " + source + " and regenerate.\n"
-	return map[string][]byte{
-		RulesFile:  renderGroups(header, append(s.RecordingGroups(), s.RolloutGroups()...)),
-		AlertsFile: renderGroups(header, s.AlertGroups()),
+func Render(s *Spec, source string) (map[string][]byte, error) {
+	header := "Generated by `vllm_prober rules generate` from " + source + ". DO NOT EDIT.\n" +
+		"Change the objectives and thresholds in " + source + " and regenerate.\n"
+	out := map[string][]byte{}
+	for _, f := range ruleFiles() {
+		var groups []Group
+		for _, b := range f.groups {
+			groups = append(groups, b(s)...)
+		}
+		b, err := renderGroups(header, groups)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.name, err)
+		}
+		out[f.name] = b
 	}
+	return out, nil
 }
 
-func renderGroups(header string, groups []Group) []byte {
-	var b bytes.Buffer
-	b.WriteString(header)
-	b.WriteString("groups:\n")
-	for _, g := range groups {
-		if g.Comment != "" {
-			for _, l := range strings.Split(g.Comment, "\n") {
-				b.WriteString(strings.TrimRight("  # "+l, " ") + "\n")
+// renderGroups renders rule groups through Prometheus' own rule-file types
+// (model/rulefmt) encoded as yaml.v3 nodes: the library does the quoting. The
+// only additions to what rulefmt encodes are comments: the header above the
+// document, each group's Comment above it, and each rule's Comment above its
+// expr (where pint reads `# pint disable ...`).
+func renderGroups(header string, groups []Group) ([]byte, error) {
+	rg := rulefmt.RuleGroups{Groups: make([]rulefmt.RuleGroup, len(groups))}
+	for i, g := range groups {
+		rg.Groups[i] = rulefmt.RuleGroup{Name: g.Name, Rules: make([]rulefmt.Rule, len(g.Rules))}
+		for j, r := range g.Rules {
+			rg.Groups[i].Rules[j] = rulefmt.Rule{
+				Record: r.Record, Alert: r.Alert, Expr: r.Expr,
+				Labels: pairMap(r.Labels), Annotations: pairMap(r.Annotations),
 			}
-		}
-		fmt.Fprintf(&b, "  - name: %s\n", yamlString(g.Name))
-		b.WriteString("    rules:\n")
-		for _, r := range g.Rules {
-			if r.Record != "" {
-				fmt.Fprintf(&b, "      - record: %s\n", r.Record)
-			} else {
-				fmt.Fprintf(&b, "      - alert: %s\n", r.Alert)
-			}
-			b.WriteString("        expr: ")
-			writeBlock(&b, r.Expr, "          ")
 			if r.Alert != "" {
-				fmt.Fprintf(&b, "        for: %s\n", r.For)
+				rg.Groups[i].Rules[j].For = r.For
 			}
-			writeMap(&b, "labels", r.Labels)
-			writeMap(&b, "annotations", r.Annotations)
 		}
 	}
-	return b.Bytes()
+	var doc yaml.Node
+	if err := doc.Encode(&rg); err != nil {
+		return nil, fmt.Errorf("encoding rule groups: %w", err)
+	}
+	doc.HeadComment = strings.TrimSuffix(header, "\n")
+	groupSeq := mappingValue(&doc, "groups")
+	if groupSeq == nil || len(groupSeq.Content) != len(groups) {
+		return nil, fmt.Errorf("encoding rule groups: unexpected document shape")
+	}
+	for i, gn := range groupSeq.Content {
+		gn.HeadComment = groups[i].Comment
+		rules := mappingValue(gn, "rules")
+		for j, rn := range rules.Content {
+			if c := groups[i].Rules[j].Comment; c != "" {
+				if k := mappingKey(rn, "expr"); k != nil {
+					k.HeadComment = c
+				}
+			}
+			if e := mappingValue(rn, "expr"); e != nil && strings.Contains(e.Value, "\n") {
+				e.Style = yaml.LiteralStyle
+			}
+		}
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, fmt.Errorf("encoding rule file: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("encoding rule file: %w", err)
+	}
+	return b.Bytes(), nil
 }
 
-func writeBlock(b *bytes.Buffer, s, indent string) {
-	if !strings.Contains(s, "\n") {
-		b.WriteString(yamlString(s))
-		b.WriteByte('\n')
-		return
+// pairMap turns ordered labels into the map rulefmt holds (encoded sorted by key).
+func pairMap(ls []Label) map[string]string {
+	if len(ls) == 0 {
+		return nil
 	}
-	b.WriteString("|-\n")
-	for _, l := range strings.Split(s, "\n") {
-		if l == "" {
-			b.WriteByte('\n')
-			continue
-		}
-		b.WriteString(indent)
-		b.WriteString(l)
-		b.WriteByte('\n')
+	m := make(map[string]string, len(ls))
+	for _, l := range ls {
+		m[l.Name] = l.Value
 	}
+	return m
 }
 
-func writeMap(b *bytes.Buffer, key string, m []Label) {
-	if len(m) == 0 {
-		return
+// mappingKey returns the key node of key in a mapping node (or the mapping a
+// document node holds), nil when absent.
+func mappingKey(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
 	}
-	fmt.Fprintf(b, "        %s:\n", key)
-	for _, l := range m {
-		fmt.Fprintf(b, "          %s: %s\n", l.Name, yamlString(l.Value))
+	if n.Kind != yaml.MappingNode {
+		return nil
 	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i]
+		}
+	}
+	return nil
 }
 
-// yamlString quotes s unless it is a plain scalar that YAML reads back as the
-// same string.
-func yamlString(s string) string {
-	plain := s != "" && !strings.ContainsAny(s, ":#{}[]&*!|>'\"%@`,?\\\n\t") &&
-		strings.TrimSpace(s) == s && !strings.HasPrefix(s, "-")
-	if plain {
-		// Avoid scalars YAML would resolve to something other than a string.
-		switch strings.ToLower(s) {
-		case "true", "false", "yes", "no", "on", "off", "null", "~", "y", "n":
-			plain = false
-		}
-		if _, err := strconv.ParseFloat(s, 64); err == nil {
-			plain = false
+// mappingValue returns the value node of key, nil when absent.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
 		}
 	}
-	if plain {
-		return s
-	}
-	if !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
-		return "'" + strings.ReplaceAll(s, "'", "''") + "'"
-	}
-	return strconv.Quote(s)
+	return nil
 }
 
 // Options control Generate.
@@ -425,32 +556,50 @@ type Options struct {
 	// generated header, so use "mixin/slo.yml" from the repository root to
 	// reproduce the committed files byte for byte.
 	SLOFile string
-	// OutDir receives RulesFile and AlertsFile.
+	// OutDir receives the generated files.
 	OutDir string
 	// ForScale multiplies every `for` duration and evaluation window (see
-	// Spec.Scaled); 0 means 1.
+	// Spec.Scaled); 0 means 1. Prometheus format only.
 	ForScale float64
+	// Format is one of Formats; "" means FormatPrometheus.
+	Format string
+	// NativeHistograms makes the Pyrra latency SLOs read native histograms
+	// (latencyNative) instead of classic buckets.
+	NativeHistograms bool
 }
 
-// Generate reads the SLO file, renders the rule files and writes them to OutDir.
-// It returns the paths written.
+// Generate reads the SLO file, renders the files of the format and writes them
+// to OutDir. It returns the paths written.
 func Generate(o Options) ([]string, error) {
 	spec, err := LoadSpec(o.SLOFile)
 	if err != nil {
 		return nil, err
 	}
-	files, err := RenderScaled(spec, filepath.ToSlash(o.SLOFile), o.ForScale)
+	var files map[string][]byte
+	switch o.Format {
+	case "", FormatPrometheus:
+		files, err = RenderScaled(spec, filepath.ToSlash(o.SLOFile), o.ForScale)
+	default:
+		if o.ForScale != 0 && o.ForScale != 1 {
+			return nil, fmt.Errorf("--for-scale applies to the prometheus format only, not %s", o.Format)
+		}
+		files, err = RenderFormat(spec, filepath.ToSlash(o.SLOFile), o.Format, o.NativeHistograms)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating output directory: %w", err)
 	}
+	names := slices.Sorted(maps.Keys(files))
+	if o.Format == "" || o.Format == FormatPrometheus {
+		names = RuleFileNames()
+	}
 	var written []string
-	for _, name := range []string{RulesFile, AlertsFile} {
+	for _, name := range names {
 		p := filepath.Join(o.OutDir, name)
 		if err := os.WriteFile(p, files[name], 0o644); err != nil {
-			return written, fmt.Errorf("writing rule file: %w", err)
+			return written, fmt.Errorf("writing %s: %w", name, err)
 		}
 		written = append(written, p)
 	}
@@ -461,11 +610,11 @@ func Generate(o Options) ([]string, error) {
 // spec unchanged, and the header records any other factor.
 func RenderScaled(s *Spec, source string, factor float64) (map[string][]byte, error) {
 	if factor == 0 || factor == 1 {
-		return Render(s, source), nil
+		return Render(s, source)
 	}
 	scaled, err := s.Scaled(factor)
 	if err != nil {
 		return nil, err
 	}
-	return Render(scaled, source+" with --for-scale "+formatFloat(factor)+" (for testing only)"), nil
+	return Render(scaled, source+" with --for-scale "+formatFloat(factor)+" (for testing only)")
 }

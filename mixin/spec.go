@@ -38,6 +38,13 @@ type Spec struct {
 	// alert fires only when at least this many probes were bad (failed, or slower
 	// than the threshold) in its long window.
 	MinBadProbes int `yaml:"min_bad_probes"`
+	// ScrapeGapWindow is how long the alerts on vllm_server_* gauges hold a
+	// gauge's last value across failed /metrics scrapes (during which the prober
+	// exports no vllm_server_* series): last_over_time(gauge[ScrapeGapWindow]).
+	ScrapeGapWindow model.Duration `yaml:"scrape_gap_window"`
+	// SLOPeriod is the error-budget period of the objectives (the burn-rate rows
+	// below are for it); the SLO specs for Pyrra, Sloth and OpenSLO carry it.
+	SLOPeriod model.Duration `yaml:"slo_period"`
 	// BurnRates are the multi-window multi-burn-rate rows (SRE workbook table 5-8).
 	BurnRates []BurnRate `yaml:"burn_rates"`
 	// SLOs are the availability and latency objectives.
@@ -160,6 +167,12 @@ func (s *Spec) Validate() error {
 			add("sli_windows: window %s must be positive", w)
 		}
 	}
+	if s.ScrapeGapWindow <= 0 {
+		add("scrape_gap_window must be positive")
+	}
+	if s.SLOPeriod <= 0 {
+		add("slo_period must be positive")
+	}
 	if s.MinBadProbes < 1 {
 		add("min_bad_probes must be at least 1, got %d", s.MinBadProbes)
 	}
@@ -239,7 +252,7 @@ func (s *Spec) alertSpecs() []namedAlertSpec {
 		{"engine_hung", &a.EngineHung, true, true},
 		{"endpoint_down", &a.EndpointDown, false, false},
 		{"probes_failing", &a.ProbesFailing, true, true},
-		{"metrics_scrape_failing", &a.MetricsScrapeFailing, false, false},
+		{"metrics_scrape_failing", &a.MetricsScrapeFailing, true, true},
 		{"prober_absent", &a.ProberAbsent, false, false},
 		{"kv_cache_saturated", &a.KVCacheSaturated, true, false},
 		{"requests_queueing", &a.RequestsQueueing, true, false},
@@ -287,6 +300,7 @@ func (s *Spec) Scaled(factor float64) (*Spec, error) {
 	for i := range c.BurnRates {
 		c.BurnRates[i].For = scale(c.BurnRates[i].For)
 	}
+	c.ScrapeGapWindow = scale(c.ScrapeGapWindow)
 	for _, a := range c.alertSpecs() {
 		a.spec.For = scale(a.spec.For)
 		a.spec.Window = scale(a.spec.Window)
@@ -318,6 +332,9 @@ func leMatcher(f float64) string {
 	}
 	return `le=~"` + s + `(\\.0)?"`
 }
+
+// parseRatio parses a ratio literal of objectiveRatio.
+func parseRatio(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
 
 // objectiveRatio turns a percentage into a ratio literal: 99.5 → "0.995".
 func objectiveRatio(pct float64) string {
