@@ -48,7 +48,7 @@ func (d *Daemon) newHandler() http.Handler {
 	mux.HandleFunc("/config", d.configHandler)
 	mux.HandleFunc("/gate", d.gateHandler)          // gate.go
 	mux.Handle("/burst", adminPOST(d.burstHandler)) // burst.go
-	mux.HandleFunc("/-/reload", d.reloadHandler)
+	mux.Handle("/-/reload", adminPOST(d.reloadHandler))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		textResponse(w, http.StatusOK, "Healthy")
 	})
@@ -77,10 +77,11 @@ func textResponse(w http.ResponseWriter, code int, format string, args ...any) {
 	fmt.Fprintln(w)
 }
 
-func (d *Daemon) reloadHandler(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost && r.Method != http.MethodPut {
-		w.Header().Set("Allow", "POST, PUT")
-		textResponse(w, http.StatusMethodNotAllowed, "This endpoint requires a POST request.")
+// reloadHandler is POST /-/reload (stateChanging guards it). It is on
+// unless --no-web.enable-reload (Options.DisableReload).
+func (d *Daemon) reloadHandler(w http.ResponseWriter, _ *http.Request) {
+	if d.opts.DisableReload {
+		textResponse(w, http.StatusForbidden, "Reloading over HTTP is not enabled (--no-web.enable-reload); send SIGHUP.")
 		return
 	}
 	if err := d.Reload(); err != nil {

@@ -3,6 +3,7 @@ package prober
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -373,8 +374,12 @@ targets:
 	if p, o := counter(t, mt.tokens.WithLabelValues(append(lv, "prompt")...)), counter(t, mt.tokens.WithLabelValues(append(lv, "output")...)); p != 7 || o != 5 {
 		t.Errorf("tokens prompt %v output %v, want 7 and 5", p, o)
 	}
-	if _, _, err := m.ProbeNow(context.Background(), "t", "short"); err != ErrBudgetExceeded {
-		t.Errorf("ProbeNow err = %v, want ErrBudgetExceeded", err)
+	// /probe has its own pool: max(30/10, cost 20) = 20 tokens, one probe.
+	if _, _, err := m.ProbeNow(context.Background(), "t", "short"); err != nil {
+		t.Errorf("first ProbeNow err = %v, want it run from the on-demand pool", err)
+	}
+	if _, _, err := m.ProbeNow(context.Background(), "t", "short"); !errors.Is(err, ErrOnDemandBudgetExceeded) || !errors.Is(err, ErrBudgetExceeded) {
+		t.Errorf("second ProbeNow err = %v, want ErrOnDemandBudgetExceeded", err)
 	}
 	// An hour later the budget is free again.
 	m.mu.Lock()
