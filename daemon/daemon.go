@@ -75,6 +75,9 @@ type Options struct {
 	// replicas (discovery.Shard): this daemon probes shard ShardIndex of
 	// ShardCount. A ShardCount of 0 means 1 (every target).
 	ShardCount, ShardIndex int
+	// DisableReload turns POST /-/reload off (--no-web.enable-reload); SIGHUP
+	// still reloads.
+	DisableReload bool
 }
 
 // Daemon is one running vllm_prober.

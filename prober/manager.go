@@ -92,8 +92,9 @@ type target struct {
 
 	pairs []*pair // its pairs, in configuration order
 
-	ledger   []spend        // probes of the last hour
-	reserved map[string]int // worst-case cost of probes in flight, by pair model key
+	// scheduled is the token budget of the scheduled probes, keyed by pair
+	// model key; onDemand that of /probe (budget.go).
+	scheduled, onDemand TokenPool
 
 	cancel context.CancelFunc // of the check loop; nil when not running
 }
@@ -510,7 +511,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		return
 	}
 	cost := p.worstCost()
-	if !m.budgetAllows(p.tgt, p.key.model, cost) {
+	if !p.tgt.scheduled.Allows(m.now(), p.tgt.cfg.TokenBudgetPerHour, budgetShare(p.tgt), p.key.model, cost) {
 		m.metrics.skip(p.labels, SkipBudget)
 		return
 	}
@@ -520,7 +521,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	}
 	p.inFlight = true
 	m.inFlight++
-	p.tgt.reserve(p.key.model, cost)
+	p.tgt.scheduled.Reserve(p.key.model, cost)
 	s := m.snapshot(p)
 	p.seq++
 	m.wg.Add(1)
@@ -537,7 +538,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		defer m.mu.Unlock()
 		p.inFlight = false
 		m.inFlight--
-		m.settle(p.tgt, p.key.model, cost, s, res)
+		m.settle(&p.tgt.scheduled, p.key.model, cost, s, res)
 		if ctx.Err() != nil || p.stopped {
 			return // cancelled by shutdown or reload: not a verdict on the target
 		}
@@ -551,8 +552,7 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 		p.promptEstimate = res.PromptTokens + probe.PromptSlack
 	}
 	end := m.now()
-	p.records.note(res, end) // gives res its record id
-	p.hist.add(res)
+	p.hist.add(p.records.note(res, end), res)
 	p.state.record(res, end, p.hist.limit)
 	p.lastEnd = unixSeconds(end)
 	m.metrics.observe(p.labels, res, p.lastEnd)
@@ -597,7 +597,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *probe
 	res := m.resolveModel(ctx, &s, begin)
 	started()
 	if res == nil {
-		r := m.run(ctx, s.spec, s.client, probe.Call{BaseURL: s.url, Target: s.target, Model: s.model, StallTimeout: s.stall, Seq: s.seq})
+		r := m.run(ctx, s.spec, s.client, probe.Call{BaseURL: s.url, Target: s.target, Model: s.model, StallTimeout: s.stall, Seq: s.seq, Redact: s.red})
 		res = &r
 	}
 	end := m.now()
@@ -621,7 +621,8 @@ func (m *Manager) resolveModel(ctx context.Context, s *probeSpec, begin time.Tim
 	if s.model != "" {
 		return nil
 	}
-	ids, res := probe.ListModels(ctx, s.client, s.url)
+	ids, res := probe.ListModels(ctx, s.client, s.url, s.red)
+	m.warnHeldModels(s.target, ids)
 	if res == nil && len(ids) == 0 {
 		res = &probe.Result{Start: begin, Reason: probe.ReasonModelNotFound, Err: "/v1/models lists no model"}
 	}
