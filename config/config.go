@@ -339,7 +339,16 @@ func (d *deferred) decode(v any) error {
 
 // Load parses and validates a configuration from YAML bytes. dir is the directory
 // relative file paths (baselines, credentials files) are resolved against.
+//
+// Its error never quotes a secret of the file: a configuration that fails to
+// load is scrubbed by a redactor built from the raw file's secret fields
+// (rawSecrets), whatever their shape.
 func Load(data []byte, dir string) (*Config, error) {
+	cfg, err := load(data, dir)
+	return cfg, scrubLoadError(err, data, dir)
+}
+
+func load(data []byte, dir string) (*Config, error) {
 	cfg := &Config{}
 	cfg.setDefaults() // an empty document does not call UnmarshalYAML
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
@@ -465,6 +474,11 @@ func (c *Config) validate(dir string) error {
 
 	if err := c.Discovery.Validate(); err != nil {
 		return err
+	}
+	for i := range c.Discovery.HTTPSDConfigs {
+		if err := checkSecretLengths(&c.Discovery.HTTPSDConfigs[i].HTTPClientConfig); err != nil {
+			return fmt.Errorf("http_sd_configs[%d]: %w", i, err)
+		}
 	}
 	c.Discovery.SetDirectory(dir)
 	if c.Discovery.Enabled() {
@@ -711,7 +725,7 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	if err := t.HTTPClientConfig.Validate(); err != nil {
 		return fmt.Errorf("http_client_config: %w", err)
 	}
-	return nil
+	return checkSecretLengths(&t.HTTPClientConfig)
 }
 
 // redactURLError drops the URL text from a parse error: it may carry credentials.

@@ -76,6 +76,9 @@ type Options struct {
 	// replicas (shard.Targets): this daemon probes shard ShardIndex of
 	// ShardCount. A ShardCount of 0 means 1 (every target).
 	ShardCount, ShardIndex int
+	// DisableReload turns POST /-/reload off (--no-web.enable-reload); SIGHUP
+	// still reloads.
+	DisableReload bool
 }
 
 // Daemon is one running vllm_prober.

@@ -41,7 +41,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	var m *discovery.Manager
 	if cfg.Discovery.Enabled() {
 		var err error
-		m, err = discovery.New(cfg.Discovery, cfg.Targets, log.With(d.logger, "component", "discovery"), discovery.WithMetrics(d.sdMetrics))
+		m, err = discovery.New(cfg.Discovery, cfg.Targets, discovery.Options{Logger: log.With(d.logger, "component", "discovery"), Metrics: d.sdMetrics})
 		if err != nil {
 			return fmt.Errorf("discovery: %w", err)
 		}

@@ -94,7 +94,7 @@ func (d *Daemon) urlProbeHandler(w http.ResponseWriter, r *http.Request, cfg *co
 		t.Name, t.URL = target, target
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write([]byte(d.debugReport(cfg, &t, module, res, reg)))
+		_, _ = w.Write([]byte(d.debugReport(cfg, &t, module, res, 0, reg)))
 		return
 	}
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)

@@ -138,12 +138,15 @@ type Manager struct {
 	started bool
 }
 
-// Option configures New.
-type Option func(*Manager)
-
-// WithMetrics makes the discoverers count into m, the process' registered
-// prometheus_sd_* metrics. Without it they count into unregistered ones.
-func WithMetrics(m *Metrics) Option { return func(mgr *Manager) { mgr.metrics = m } }
+// Options configure a Manager.
+type Options struct {
+	Logger log.Logger
+	// Metrics are the process' registered prometheus_sd_* metrics the
+	// discoverers count into (NewMetrics); nil counts into unregistered ones.
+	// HTTP clients are Prometheus' own: http_sd and kubernetes_sd build theirs
+	// from their configuration, as in Prometheus.
+	Metrics *Metrics
+}
 
 // New returns a Manager for cfg, which must have been validated. base are the
 // statically configured targets: they are part of every published list and win
@@ -155,7 +158,8 @@ func WithMetrics(m *Metrics) Option { return func(mgr *Manager) { mgr.metrics = 
 // refuses only when it starts one (a kubeconfig_file that does not load, an
 // HTTP client that cannot be built) fails the configuration here, in the
 // daemon's load and in --config.check alike.
-func New(cfg config.Discovery, base []config.Target, logger log.Logger, opts ...Option) (*Manager, error) {
+func New(cfg config.Discovery, base []config.Target, o Options) (*Manager, error) {
+	logger := o.Logger
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
@@ -167,9 +171,7 @@ func New(cfg config.Discovery, base []config.Target, logger log.Logger, opts ...
 		sds:      cfg.Configs(),
 		updates:  make(chan []config.Target, 1),
 	}
-	for _, opt := range opts {
-		opt(m)
-	}
+	m.metrics = o.Metrics
 	if cfg.TargetDefaults != nil {
 		m.template = *cfg.TargetDefaults
 	}

@@ -156,3 +156,7 @@ func bySource(providers [][]*targetgroup.Group) []map[string]*targetgroup.Group 
 	}
 	return out
 }
+
+// testOptions are the Options of a test's Manager: its logger, and metrics
+// that no registry holds.
+func testOptions(logger log.Logger) Options { return Options{Logger: logger} }

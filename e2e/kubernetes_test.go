@@ -69,7 +69,7 @@ func TestKubernetesDiscovery(t *testing.T) {
 	sort.Strings(names)
 	rendered := map[string]string{}
 	for _, n := range names {
-		manifest := helmTemplate(t, helm, renderings[n]...)
+		manifest := helmTemplateArgs(t, helm, renderings[n]...)
 		rendered[n] = manifest
 		if out, err := k.run(t.Context(), manifest, "apply", "--dry-run=server", "-f", "-"); err != nil {
 			t.Errorf("rendering %s: the API server refuses it: %v", n, err)
@@ -323,7 +323,7 @@ func helmBinary(t *testing.T) string {
 	return h
 }
 
-func helmTemplate(t *testing.T, helm string, args ...string) string {
+func helmTemplateArgs(t *testing.T, helm string, args ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), helm, append([]string{"template", kubeRelease, chartPath, "--namespace", kubeNS}, args...)...)
 	out, err := cmd.Output()

@@ -30,7 +30,7 @@ const urlProbeTarget = "url_probe"
 
 // ProbeURLNow runs one URL probe and returns its result and its metrics in a
 // fresh registry, as ProbeNow does. Its tokens are booked in the URL probes'
-// own ledger (ErrBudgetExceeded when it could exceed TokenBudgetPerHour), so
+// own TokenPool (ErrBudgetExceeded when it could exceed TokenBudgetPerHour), so
 // URL probes never take from a target's budget, and they do not count against
 // max_concurrent_probes: a scheduled probe never skips because of them.
 func (m *Manager) ProbeURLNow(ctx context.Context, u URLProbe) (*probe.Result, *prometheus.Registry, error) {
@@ -45,22 +45,18 @@ func (m *Manager) ProbeURLNow(ctx context.Context, u URLProbe) (*probe.Result, *
 		m.mu.Unlock()
 		return nil, nil, errors.New("unknown module " + u.Module)
 	}
-	// The ledger of every URL probe: a target no schedule knows.
-	if m.urlProbes == nil {
-		m.urlProbes = &target{}
-	}
-	ledger := m.urlProbes
-	ledger.cfg.TokenBudgetPerHour = u.TokenBudgetPerHour
 	tc := config.DefaultTarget
 	tc.Name, tc.URL, tc.Model = urlProbeTarget, u.URL, u.Model
 	p := &pair{key: pairKey{urlProbeTarget, u.Module, ""}, tgt: &target{cfg: tc, client: u.Client, model: u.Model},
 		spec: spec, timeout: m.cfg.ProbeTimeout(&tc, &mod), stall: m.cfg.StallTimeout(&mod)}
 	cost := p.worstCost()
-	if !m.budgetAllows(ledger, "", cost) {
+	// One pool for every URL probe (budget.go's TokenPool), apart from every
+	// target's scheduled and on-demand pools.
+	if !m.urlProbes.Allows(m.now(), u.TokenBudgetPerHour, u.TokenBudgetPerHour, "", cost) {
 		m.mu.Unlock()
 		return nil, nil, ErrBudgetExceeded
 	}
-	ledger.reserve("", cost)
+	m.urlProbes.Reserve("", cost)
 	s := m.snapshot(p)
 	hist := m.metrics.hist
 	m.mu.Unlock()
@@ -70,7 +66,7 @@ func (m *Manager) ProbeURLNow(ctx context.Context, u URLProbe) (*probe.Result, *
 		// Resolved here, not by probe's resolveModel: no configured target's
 		// series must learn this model.
 		mctx, cancel := context.WithTimeout(ctx, s.timeout)
-		ids, r := probe.ListModels(mctx, s.client, s.url)
+		ids, r := probe.ListModels(mctx, s.client, s.url, s.red)
 		cancel()
 		switch {
 		case r != nil:
@@ -88,7 +84,7 @@ func (m *Manager) ProbeURLNow(ctx context.Context, u URLProbe) (*probe.Result, *
 	}
 
 	m.mu.Lock()
-	m.settle(ledger, "", cost, s, res)
+	m.settle(&m.urlProbes, "", cost, s, res)
 	end := float64(m.now().UnixNano()) / 1e9
 	m.mu.Unlock()
 

@@ -63,6 +63,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	runCmd := app.Command("run", "Run the prober daemon (the default command).").Default()
 	configFile := runCmd.Flag("config.file", "vllm_prober configuration file.").Default("vllm_prober.yml").String()
 	configCheck := runCmd.Flag("config.check", "If true, load the configuration file as the daemon does (its baseline files and the files its file_sd_configs match too) and --web.config.file, if set, then exit.").Default("false").Bool()
+	enableReload := runCmd.Flag("web.enable-reload", "Enable POST /-/reload, which re-reads the configuration file (SIGHUP always does). Cross-site requests are refused; without --web.config.file it is open to anyone who reaches the port.").Default("true").Bool()
 	telemetryPath := runCmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(daemon.DefaultTelemetryPath).String()
 	historyLimit := runCmd.Flag("history.limit", "Recent probes per target and module kept for the landing page (plus up to as many older failures).").
 		Default(fmt.Sprint(daemon.DefaultHistoryLimit)).Int()
@@ -157,6 +158,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		WebLogger:     daemon.NewWebLogger(base),
 		ShardCount:    shardCount,
 		ShardIndex:    shardIndex,
+		DisableReload: !*enableReload,
 	}, base) // New adds its redaction, then the caller
 	if err != nil {
 		level.Error(logger).Log("msg", "Error loading config", "err", err)
