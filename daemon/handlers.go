@@ -169,7 +169,7 @@ func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 	if debug {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write([]byte(d.debugReport(cfg, t, module, res, reg)))
+		_, _ = w.Write([]byte(d.debugReport(cfg, t, module, res, 0, reg)))
 		return
 	}
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
@@ -207,18 +207,18 @@ func (d *Daemon) recordHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write([]byte(d.debugReport(cfg, t, module, &res, nil)))
+	_, _ = w.Write([]byte(d.debugReport(cfg, t, module, &res.Result, res.ID, nil)))
 }
 
 // debugReport is /probe?debug=true (reg: the metrics the probe would have
 // returned) and /probe/record (reg nil: a stored record): what was sent, what
 // came back and when, where it failed, and how it compares with the
 // baseline. Everything goes through the scrubber.
-func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string, res *probe.Result, reg *prometheus.Registry) string {
+func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string, res *probe.Result, id uint64, reg *prometheus.Registry) string {
 	s := d.scrubber.Load()
 	var b strings.Builder
 	if reg == nil {
-		fmt.Fprintf(&b, "Stored record %d of target %q module %q (no new probe was run)\n", res.ID, t.Name, module)
+		fmt.Fprintf(&b, "Stored record %d of target %q module %q (no new probe was run)\n", id, t.Name, module)
 	} else {
 		fmt.Fprintf(&b, "Probe of target %q module %q\n", t.Name, module)
 	}

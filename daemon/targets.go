@@ -40,7 +40,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	var m *discovery.Manager
 	if cfg.Discovery.Enabled() {
 		var err error
-		m, err = discovery.New(cfg.Discovery, cfg.Targets, log.With(d.logger, "component", "discovery"), discovery.WithClients(d.clients))
+		m, err = discovery.New(cfg.Discovery, cfg.Targets, discovery.Options{Logger: log.With(d.logger, "component", "discovery"), Clients: d.clients})
 		if err != nil {
 			return fmt.Errorf("discovery: %w", err)
 		}

@@ -111,32 +111,26 @@ type Manager struct {
 	started bool
 }
 
-// Option configures New.
-type Option func(*options)
-
-type options struct {
-	clients *httpclient.Pool
+// Options configure a Manager.
+type Options struct {
+	Logger log.Logger
+	// Clients is the pool http_sd takes its HTTP clients from, the daemon's
+	// one pool shared with the prober and the collector. Required.
+	Clients *httpclient.Pool
 }
-
-// WithClients makes http_sd take its HTTP clients from pool, the daemon's one
-// pool shared with the prober and the collector.
-func WithClients(pool *httpclient.Pool) Option { return func(o *options) { o.clients = pool } }
 
 // New returns a Manager for cfg, which must have been validated. base are the
 // statically configured targets: they are part of every published list and win
 // over a discovered target of the same name. cfg.TargetDefaults nil means
 // config.DefaultTarget; its Modules should already be resolved (the config
 // package fills an empty list with every module, as for static targets).
-func New(cfg Config, base []config.Target, logger log.Logger, opts ...Option) (*Manager, error) {
+func New(cfg Config, base []config.Target, o Options) (*Manager, error) {
+	if o.Clients == nil {
+		return nil, errors.New("discovery: Options.Clients is required")
+	}
+	logger := o.Logger
 	if logger == nil {
 		logger = log.NewNopLogger()
-	}
-	o := options{clients: nil}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.clients == nil {
-		o.clients = httpclient.New(nil)
 	}
 	m := &Manager{
 		logger:   logger,
@@ -155,7 +149,7 @@ func New(cfg Config, base []config.Target, logger log.Logger, opts ...Option) (*
 	}
 	for i, hc := range cfg.HTTPSDConfigs {
 		name := fmt.Sprintf("http_sd_configs[%d]", i)
-		p, err := newHTTPProvider(hc, o.clients, log.With(logger, "discovery", name))
+		p, err := newHTTPProvider(hc, o.Clients, log.With(logger, "discovery", name))
 		if err != nil {
 			m.Close() // the clients of the providers built so far
 			return nil, fmt.Errorf("%s: %w", name, err)

@@ -56,7 +56,7 @@ func TestRelabelling(t *testing.T) {
 	logs := &logBuffer{}
 	static := config.DefaultTarget
 	static.Name, static.URL, static.Modules = "static", "http://127.0.0.1:8000", []string{"short"}
-	m, err := New(cfg, []config.Target{static}, logs.logger())
+	m, err := New(cfg, []config.Target{static}, testOptions(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestRelabelling(t *testing.T) {
 func TestRelabellingDefaults(t *testing.T) {
 	// No relabelling and no target_defaults: the name is the address, the
 	// target is config.DefaultTarget, group labels become static labels.
-	m, err := New(loadConfig(t, "file_sd_configs: [{files: [x.json]}]"), nil, nil)
+	m, err := New(loadConfig(t, "file_sd_configs: [{files: [x.json]}]"), nil, testOptions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ relabel_configs:
 		{nil, "h:1?x=y", `__address__ "h:1?x=y" is not a valid host:port`},
 	} {
 		logs := &logBuffer{}
-		m, err := New(cfg, nil, logs.logger())
+		m, err := New(cfg, nil, testOptions(logs.logger()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestNoProviders(t *testing.T) {
 	static.Name, static.URL = "b", "http://127.0.0.1:1"
 	static2 := static
 	static2.Name = "a"
-	m, err := New(Config{}, []config.Target{static, static2}, nil)
+	m, err := New(Config{}, []config.Target{static, static2}, testOptions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := loadConfig(t, string(data))
-		if _, err := New(cfg, nil, nil); err != nil {
+		if _, err := New(cfg, nil, testOptions(nil)); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
@@ -212,7 +212,7 @@ func TestExamples(t *testing.T) {
 		data, _ := os.ReadFile(filepath.Join("testdata", "relabel-example.yml"))
 		return string(data)
 	}())
-	m, _ := New(cfg, nil, nil)
+	m, _ := New(cfg, nil, testOptions(nil))
 	got := m.compute([][]*targetgroup.Group{{
 		group("x", model.LabelSet{"served_model": "llama", "tls": "true", "env": "prod"}, "vllm-7.vllm.ml.svc:8000"),
 		group("y", model.LabelSet{"env": "dev"}, "vllm-8.vllm.ml.svc:8000"),

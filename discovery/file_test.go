@@ -23,7 +23,7 @@ func TestFileSDPickedUpWithoutRestart(t *testing.T) {
 	cfg := loadConfig(t, fmt.Sprintf("file_sd_configs: [{files: [%q, %q], refresh_interval: 1h}]",
 		filepath.Join(d, "*.json"), filepath.Join(d, "*.yml")))
 	logs := &logBuffer{}
-	m, err := New(cfg, nil, logs.logger())
+	m, err := New(cfg, nil, testOptions(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestFileSDStartup(t *testing.T) {
 	static := config.DefaultTarget
 	static.Name, static.URL = "static", "http://127.0.0.1:8000"
 	logs := &logBuffer{}
-	m, err := New(cfg, []config.Target{static}, logs.logger())
+	m, err := New(cfg, []config.Target{static}, testOptions(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestFileSDConfigMapSwap(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..data", "targets.json"), filepath.Join(d, "targets.json")); err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(loadConfig(t, fmt.Sprintf("file_sd_configs: [{files: [%q], refresh_interval: 1h}]", filepath.Join(d, "*.json"))), nil, nil)
+	m, err := New(loadConfig(t, fmt.Sprintf("file_sd_configs: [{files: [%q], refresh_interval: 1h}]", filepath.Join(d, "*.json"))), nil, testOptions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/testutil"
 )
 
@@ -142,4 +143,9 @@ func dir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// testOptions are a Manager's options for a test: its own client pool.
+func testOptions(logger log.Logger) Options {
+	return Options{Logger: logger, Clients: httpclient.New(nil)}
 }

@@ -70,7 +70,7 @@ target_defaults:
 	static := config.DefaultTarget
 	static.Name, static.URL = "static", "http://127.0.0.1:8000"
 	logs := &logBuffer{}
-	m, err := New(cfg, []config.Target{static}, logs.logger())
+	m, err := New(cfg, []config.Target{static}, testOptions(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ http_sd_configs:
   - url: http://127.0.0.1:1/sd
     tls_config: {ca_file: /nonexistent/ca.pem}
 `)
-	_, err := New(cfg, nil, nil)
+	_, err := New(cfg, nil, testOptions(nil))
 	want := "http_sd_configs[0]: building HTTP client: unable to read CA cert: unable to read file /nonexistent/ca.pem: open /nonexistent/ca.pem: no such file or directory"
 	if err == nil || err.Error() != want {
 		t.Errorf("New: err = %v, want %s", err, want)
@@ -156,7 +156,7 @@ http_sd_configs:
   - url: http://127.0.0.1:1/sd
 `)
 	pool := httpclient.New(nil)
-	m, err := New(cfg, nil, nil, WithClients(pool))
+	m, err := New(cfg, nil, Options{Clients: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ http_sd_configs:
 		t.Errorf("pool holds %d clients after Close of a Manager that never ran", pool.Len())
 	}
 
-	m, err = New(cfg, nil, nil, WithClients(pool))
+	m, err = New(cfg, nil, Options{Clients: pool})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -552,8 +552,7 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 		p.promptEstimate = res.PromptTokens + probe.PromptSlack
 	}
 	end := m.now()
-	p.records.note(res, end) // gives res its record id
-	p.hist.add(res)
+	p.hist.add(p.records.note(res, end), res)
 	p.state.record(res, end, p.hist.limit)
 	p.lastEnd = unixSeconds(end)
 	m.metrics.observe(p.labels, res, p.lastEnd)

@@ -671,7 +671,7 @@ func TestHistory(t *testing.T) {
 	h := history{limit: 3}
 	start := time.Unix(1000, 0)
 	for i := range 10 {
-		h.add(&probe.Result{Start: start.Add(time.Duration(i) * time.Second), Success: i != 1})
+		h.add(uint64(i+1), &probe.Result{Start: start.Add(time.Duration(i) * time.Second), Success: i != 1})
 	}
 	got := h.list()
 	var secs []int64
@@ -689,8 +689,8 @@ func TestHistoryHeaders(t *testing.T) {
 	resp := http.Header{"Set-Cookie": {"a=1", "b=2"}, "X-Empty": {""}, "X-Odd": {"v: with colon"}, "X-Bad": {"nul\x00and\nnewline"}}
 	h := history{limit: 2}
 	in := &probe.Result{Start: time.Unix(1, 0), Success: true, RequestHeader: req, ResponseHeader: resp}
-	h.add(in)
-	h.add(&probe.Result{Start: time.Unix(2, 0), Success: false}) // no headers at all
+	h.add(1, in)
+	h.add(2, &probe.Result{Start: time.Unix(2, 0), Success: false}) // no headers at all
 	if in.RequestHeader == nil {
 		t.Error("add changed the caller's result")
 	}

@@ -80,10 +80,6 @@ const (
 
 // Result is the outcome of one probe.
 type Result struct {
-	// ID identifies a scheduled probe's record among the results of its
-	// (target, module): the Manager numbers them from 1 as it records them
-	// (Manager.Record). 0 for a probe that was not recorded (ProbeNow).
-	ID         uint64
 	Start      time.Time // t0: just before the request was sent
 	Model      string    // the model the request named; "" when none was resolved (set by the Manager)
 	Success    bool
