@@ -60,26 +60,39 @@ func (p *TokenPool) Allows(now time.Time, budget, share int, key string, cost in
 	if budget <= 0 {
 		return true
 	}
+	spent, mine := p.usage(now, key)
+	return spent+cost <= budget && mine+cost <= share
+}
+
+// Used is what the pool holds at now: the spends of the last hour plus the
+// reservations of the probes in flight. It forgets older spends.
+func (p *TokenPool) Used(now time.Time) int {
+	all, _ := p.usage(now, "")
+	return all
+}
+
+// usage forgets the spends older than an hour and sums the rest with the
+// reservations: all of them, and those of key.
+func (p *TokenPool) usage(now time.Time, key string) (all, mine int) {
 	cut := now.Add(-time.Hour)
 	i := 0
 	for i < len(p.ledger) && p.ledger[i].at.Before(cut) {
 		i++
 	}
 	p.ledger = p.ledger[i:]
-	spent, mine := 0, 0
 	for k, n := range p.reserved {
-		spent += n
+		all += n
 		if k == key {
 			mine += n
 		}
 	}
 	for _, s := range p.ledger {
-		spent += s.tokens
+		all += s.tokens
 		if s.key == key {
 			mine += s.tokens
 		}
 	}
-	return spent+cost <= budget && mine+cost <= share
+	return all, mine
 }
 
 // Reserve adds (or with a negative cost releases) the worst-case cost of a
@@ -133,11 +146,17 @@ func (p *pair) worstCost() int { return p.promptCost() + p.spec.Module().MaxToke
 // settle releases a probe's reservation in pool and books what it spent.
 // m.mu must be held.
 func (m *Manager) settle(pool *TokenPool, model string, cost int, s probeSpec, res *probe.Result) {
+	pool.Settle(m.now(), model, cost, spentTokens(s, res))
+}
+
+// spentTokens is what a finished probe spent: its prompt and output tokens,
+// the prompt estimate when the server processed it but sent no usage.
+func spentTokens(s probeSpec, res *probe.Result) int {
 	prompt := res.PromptTokens
 	if prompt == 0 && res.StatusCode == http.StatusOK {
-		prompt = s.promptEstimate // the server processed it but sent no usage
+		prompt = s.promptEstimate
 	}
-	pool.Settle(m.now(), model, cost, prompt+res.OutputTokens)
+	return prompt + res.OutputTokens
 }
 
 // budgetShare is what the probes of one model of t may spend in a rolling

@@ -523,7 +523,6 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	m.inFlight++
 	p.tgt.scheduled.Reserve(p.key.model, cost)
 	s := m.snapshot(p)
-	p.seq++
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -578,7 +577,10 @@ type probeSpec struct {
 	tgt            *target
 }
 
+// snapshot copies what the next probe of p needs, and moves p on to its next
+// question. m.mu must be held.
 func (m *Manager) snapshot(p *pair) probeSpec {
+	defer func() { p.seq++ }()
 	return probeSpec{
 		target: p.key.target, module: p.key.module,
 		url: p.tgt.cfg.URL, client: p.tgt.client, spec: p.spec, model: pairModel(p), seq: p.seq,
