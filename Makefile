@@ -220,7 +220,7 @@ chart-sync:
 .PHONY: rules
 rules:
 	$(GO) run ./cmd/vllm_prober rules generate --slo.file mixin/slo.yml --out alerts/
-	$(GO) test -count=1 -run '^(TestDashboardsUpToDate|TestSLOSpecsUpToDate)$$' ./mixin/ -update
+	$(GO) test -count=1 -run '^(TestDashboardsUpToDate|TestSLOSpecsUpToDate|TestJsonnetMixinUpToDate)$$' ./mixin/ -update
 	$(MAKE) chart-sync
 
 # make e2e: the slow end-to-end tests, against real components that
