@@ -226,13 +226,13 @@ rules:
 # make e2e: the slow end-to-end tests, against real components that
 # scripts/e2e-tools.sh builds once and caches (Prometheus 3.x today). Each tool
 # in E2E_TOOLS is built (or found in the cache) first and its directory exported
-# as E2E_<TOOL>_DIR (E2E_PROMETHEUS3_DIR, E2E_SLOTH_DIR, E2E_KUBERNETES_DIR,
+# as E2E_<TOOL>_DIR (E2E_PROMETHEUS3_DIR, E2E_SLOTH_DIR, E2E_PINT_DIR, E2E_KUBERNETES_DIR,
 # E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
 # Tests that need a tool skip in `make test` (saying so) and run here. To add
 # end-to-end tests, append to the lists:
 #   E2E_TOOLS += kubernetes etcd
 #   E2E_PKGS  += ./discovery/...
-E2E_TOOLS   := prometheus3 sloth
+E2E_TOOLS   := prometheus3 sloth pint
 E2E_PKGS    := ./e2e/... ./mixin/...
 E2E_RUN     ?= .
 E2E_TIMEOUT ?= 60m
