@@ -10,8 +10,9 @@
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
 # best effort) with `go install`; promtool and prometheus (the end-to-end tests
-# run a real Prometheus), and gcc with libc6-dev for `go test -race` (which
-# needs cgo), with apt-get when running as root.
+# run a real Prometheus), chromium (the real-browser tests), and gcc with
+# libc6-dev for `go test -race` (which needs cgo), with apt-get when running as
+# root. A test skipped because a tool is missing is listed at the end.
 
 GO       ?= go
 GOOS     ?= $(shell $(GO) env GOOS)
@@ -98,9 +99,22 @@ print-ldflags:
 # go test runs last so that its summary closes the output (CI reads it).
 test: check test-rules test-go
 
+# A test skipped because a tool is missing (chromium, helm, promtool) appends a
+# line to $(SKIP_LOG) (internal/testtool); they are printed after go test's
+# output, so that a skip is never silent.
+SKIP_LOG ?= $(CURDIR)/.build/skipped-tests.txt
+
 .PHONY: test-go
 test-go: tools-test
-	$(GO) test $(GO_TEST_FLAGS) ./...
+	@mkdir -p $(dir $(SKIP_LOG)) && rm -f $(SKIP_LOG)
+	@VLLM_PROBER_SKIP_LOG=$(SKIP_LOG) $(GO) test $(GO_TEST_FLAGS) ./...; rc=$$?; \
+	if [ -s $(SKIP_LOG) ]; then \
+		echo "!! $$(wc -l < $(SKIP_LOG)) test(s) skipped for a missing tool:" >&2; \
+		sort $(SKIP_LOG) | sed 's/^/!!   /' >&2; \
+	else \
+		echo ">> no test skipped for a missing tool"; \
+	fi; \
+	exit $$rc
 
 .PHONY: test-rules
 test-rules: promtool
@@ -205,8 +219,21 @@ helm:
 			echo "!! helm could not be installed: chart tests use the built-in renderer" >&2; \
 	fi
 
+# chromium drives the real-browser tests (chromedp, /usr/bin/chromium): installed
+# as root like prometheus; otherwise those tests are skipped, and listed at the end.
+.PHONY: chromium
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo ">> installing chromium for the real-browser tests (Debian package chromium)"; \
+			DEBIAN_FRONTEND=noninteractive scripts/apt-install.sh chromium; \
+		else \
+			echo "!! /usr/bin/chromium is missing and cannot be installed (not root): the real-browser tests will be skipped (apt-get install chromium)" >&2; \
+		fi; \
+	fi
+
 .PHONY: tools-test
-tools-test: promtool helm cc
+tools-test: promtool helm cc chromium
 
 # Copy the rule files and dashboards into the chart, where .Files.Get can see
 # them. deploy/chart_test.go fails when the copies are stale.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -201,7 +203,7 @@ func identity(b *Baseline) string {
 // serverParamsString writes server parameters as sorted k=v pairs joined by ",".
 func serverParamsString(m map[string]string) string {
 	parts := make([]string, 0, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, k+"="+m[k])
 	}
 	return strings.Join(parts, ",")
@@ -563,7 +565,7 @@ func hasPrefixKey(o map[string]any, prefix string) bool {
 }
 
 func keyList(o map[string]any) string {
-	keys := sortedKeys(o)
+	keys := slices.Sorted(maps.Keys(o))
 	if len(keys) > 8 {
 		keys = append(keys[:8], "...")
 	}

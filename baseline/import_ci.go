@@ -2,7 +2,9 @@ package baseline
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,7 +96,7 @@ func ciRow(row map[string]any, ref string, unknown map[string]bool) (*Baseline, 
 
 func noteUnknownColumns(im *Import, unknown map[string]bool) {
 	if len(unknown) > 0 {
-		im.Notes = append(im.Notes, fmt.Sprintf("columns not imported (no baseline metric): %s", strings.Join(sortedKeys(unknown), ", ")))
+		im.Notes = append(im.Notes, fmt.Sprintf("columns not imported (no baseline metric): %s", strings.Join(slices.Sorted(maps.Keys(unknown)), ", ")))
 	}
 }
 
@@ -123,7 +125,7 @@ func importVLLMCIJSON(im *Import, v any) error {
 	if len(rows) == 0 {
 		return fmt.Errorf("the \"serving\" table has no rows")
 	}
-	idxs := sortedKeys(rows)
+	idxs := slices.Sorted(maps.Keys(rows))
 	sort.SliceStable(idxs, func(i, j int) bool {
 		a, ea := strconv.Atoi(idxs[i])
 		b, eb := strconv.Atoi(idxs[j])

@@ -111,7 +111,7 @@ func realRows() []realRow {
 			wantTotalOutputTokens: 20695, wantTotalInputTokens: 55158, wantTotalTokenThroughput: 797.7969412940564,
 		},
 		{
-			// guidellm 0.5.0.dev0, the real file of issue 18: 4 of 4 requests at concurrency 4 in
+			// guidellm 0.5.0.dev0, the real file of the guidellm rate finding: 4 of 4 requests at concurrency 4 in
 			// 24.9096 s. guidellm's requests_per_second mean is 0.12043527909470322; vLLM's
 			// definition, completed / duration, gives 0.1606. Tokens from
 			// metrics.{prompt,output}_token_count totals (396, 4096); the date is the benchmark's
@@ -366,7 +366,7 @@ func TestImportRealFiles(t *testing.T) {
 	}
 }
 
-// TestGuideLLMOwnRateDiffers pins issue 18's finding: guidellm's requests_per_second mean is not
+// TestGuideLLMOwnRateDiffers pins the finding: guidellm's requests_per_second mean is not
 // completed / duration, and the importer keeps vLLM's definition.
 func TestGuideLLMOwnRateDiffers(t *testing.T) {
 	im, err := ImportFile(context.Background(), "testdata/guidellm_v05_requests.json")

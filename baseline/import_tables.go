@@ -3,8 +3,10 @@ package baseline
 import (
 	"fmt"
 	"html"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -154,7 +156,7 @@ func importPresetHTML(im *Import, text string) error {
 		}
 	}
 	if len(missingPresets) > 0 {
-		im.Notes = append(im.Notes, fmt.Sprintf("presets not in the preset table (hardware and tensor parallel size unknown): %s", strings.Join(sortedKeys(missingPresets), ", ")))
+		im.Notes = append(im.Notes, fmt.Sprintf("presets not in the preset table (hardware and tensor parallel size unknown): %s", strings.Join(slices.Sorted(maps.Keys(missingPresets)), ", ")))
 	}
 	return nil
 }

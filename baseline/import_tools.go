@@ -3,8 +3,10 @@ package baseline
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -636,7 +638,7 @@ func findKey(o map[string]any, key string) any {
 		if v, ok := cur[key]; ok && v != nil {
 			return v
 		}
-		for _, k := range sortedKeys(cur) {
+		for _, k := range slices.Sorted(maps.Keys(cur)) {
 			if child, ok := cur[k].(map[string]any); ok {
 				queue = append(queue, child)
 			}
@@ -676,7 +678,7 @@ func aiperfStats(top map[string]any, name string, latency bool) (*Stats, error) 
 	}
 	r := &jreader{obj: m}
 	s := &Stats{Mean: scaled(r.f("avg"), scale), Std: scaled(r.f("std"), scale), Min: scaled(r.f("min"), scale), Max: scaled(r.f("max"), scale)}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if pm := reAIPerfPercentile.FindStringSubmatch(k); pm != nil {
 			q, _ := strconv.ParseFloat(pm[1], 64)
 			if v := r.f(k); v != nil && q > 0 && q <= 100 {

@@ -2,7 +2,9 @@ package baseline
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -82,7 +84,7 @@ func importVLLMServeJSON(im *Import, values []any) error {
 // result keys (bench parameters such as max_concurrency are result keys).
 func sweepParams(rec map[string]any) map[string]string {
 	var params map[string]string
-	for _, k := range sortedKeys(rec) {
+	for _, k := range slices.Sorted(maps.Keys(rec)) {
 		if vllmResultKeys[k] || reVLLMStatKey.MatchString(k) || strings.HasPrefix(k, "spec_decode_") ||
 			strings.HasPrefix(k, "diffusion_") || strings.HasPrefix(k, "probe_") {
 			continue
@@ -137,7 +139,7 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 		p.RequestGoodput = r.f("request_goodput:") // benchmark_serving.py's typo (v0.8 --save-result)
 	}
 	stats := map[string]*Stats{}
-	for _, k := range sortedKeys(rec) {
+	for _, k := range slices.Sorted(maps.Keys(rec)) {
 		m := reVLLMStatKey.FindStringSubmatch(k)
 		if m == nil {
 			continue

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -210,15 +209,6 @@ func (r *jreader) s(key string) string {
 		r.fail(key, fmt.Errorf("want a string, got a %s", jsonKind(x)))
 		return ""
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func fp(v float64) *float64 { return &v }

@@ -7,19 +7,22 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/vllm-prober/vllm_prober/internal/svgchart"
 )
 
-// Scale says where a chart's value axis starts and how it is labelled.
-type Scale int
+// Scale says where a chart's value axis starts and how it is labelled
+// (internal/svgchart, shared with the daemon's target page).
+type Scale = svgchart.Scale
 
 const (
 	// ScaleZero starts the axis at 0 (throughputs).
-	ScaleZero Scale = iota
+	ScaleZero = svgchart.ScaleZero
 	// ScaleNearData starts the axis at a round value just below the smallest
 	// value drawn (latencies), so that differences between levels show.
-	ScaleNearData
+	ScaleNearData = svgchart.ScaleNearData
 	// ScaleCount starts at 0 with whole-number ticks and labels (counts).
-	ScaleCount
+	ScaleCount = svgchart.ScaleCount
 )
 
 // Series is one bar per level, drawn side by side with the other series.
@@ -127,9 +130,7 @@ const (
 	svgStyle                       = `font-family="sans-serif" font-size="12"`
 	lineColor, gridColor           = "#e15759", "#dddddd"
 	legendY                        = svgH - 14
-	maxTicks                       = 5
-	nearDataMargin                 = 0.25 // of the data's range, below its smallest value
-	barGroupWidth                  = 0.7  // of a level's slot
+	barGroupWidth                  = 0.7 // of a level's slot
 	barColorMean, barColorFallback = "#4e79a7", "#bab0ac"
 )
 
@@ -150,79 +151,12 @@ func svgOpen(b *bytes.Buffer, title string) {
 	fmt.Fprintf(b, `<text x="%d" y="28" text-anchor="middle" font-size="16" font-weight="bold">%s</text>`+"\n", svgW/2, html.EscapeString(title))
 }
 
-// axis is a value axis from lo to hi with a tick every step.
-type axis struct{ lo, hi, step float64 }
-
-// niceStep is the smallest of 1, 2, 2.5, 5 × 10^k that is at least raw.
-func niceStep(raw float64) float64 {
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if step := m * mag; step >= raw*(1-1e-9) {
-			return step
-		}
-	}
-	return 10 * mag
-}
-
-// newAxis returns round bounds holding every finite value of vs: from 0, or
-// (ScaleNearData) from a round value a little below the smallest, with whole
-// steps for ScaleCount. Without a finite positive value it is 0 to 1.
-func newAxis(scale Scale, vs ...float64) axis {
-	lo, hi, found := math.Inf(1), math.Inf(-1), false
-	for _, v := range vs {
-		if ok(v) {
-			lo, hi, found = math.Min(lo, v), math.Max(hi, v), true
-		}
-	}
-	if !found || !(hi > 0) {
-		if scale == ScaleCount {
-			return axis{0, 1, 1}
-		}
-		return axis{0, 1, 0.2}
-	}
-	bottom := 0.0
-	if scale == ScaleNearData && lo > 0 {
-		bottom = lo - nearDataMargin*(hi-lo)
-		if hi == lo {
-			bottom = 0.9 * lo // one value: 10 % below it
-		}
-		bottom = math.Max(0, bottom)
-	}
-	step := niceStep((hi - bottom) / maxTicks)
-	if scale == ScaleCount {
-		step = math.Max(1, math.Ceil(step))
-	}
-	a := axis{lo: math.Floor(bottom/step+1e-9) * step, hi: math.Ceil(hi/step-1e-9) * step, step: step}
-	if a.hi <= a.lo {
-		a.hi = a.lo + step
-	}
-	return a
-}
-
-// pos maps v to a fraction of the axis, clamped to [0, 1].
-func (a axis) pos(v float64) float64 {
-	return math.Max(0, math.Min(1, (v-a.lo)/(a.hi-a.lo)))
-}
-
-func (a axis) ticks() []float64 {
-	var out []float64
-	n := int(math.Round((a.hi - a.lo) / a.step))
-	for i := 0; i <= n; i++ {
-		out = append(out, a.lo+float64(i)*a.step)
-	}
-	return out
-}
-
-func fmtTick(v float64) string {
-	return strconv.FormatFloat(v, 'g', 6, 64)
-}
-
 // yAxis draws horizontal grid lines and labels over a.
-func yAxis(b *bytes.Buffer, a axis, label string) {
-	for _, v := range a.ticks() {
-		y := padT + plotH - int(math.Round(a.pos(v)*plotH))
+func yAxis(b *bytes.Buffer, a svgchart.Axis, label string) {
+	for _, v := range a.Ticks() {
+		y := padT + plotH - int(math.Round(a.Pos(v)*plotH))
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"/>`+"\n", padL, y, padL+plotW, y, gridColor)
-		fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", padL-6, y+4, fmtTick(v))
+		fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", padL-6, y+4, svgchart.FmtTick(v))
 	}
 	fmt.Fprintf(b, `<text transform="translate(18,%d) rotate(-90)" text-anchor="middle">%s</text>`+"\n", padT+plotH/2, html.EscapeString(label))
 	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", padL, padT, padL, padT+plotH)
@@ -239,7 +173,7 @@ func BarChart(title, unit string, labels []string, series []Series, scale Scale)
 	for _, s := range series {
 		all = append(all, s.Values...)
 	}
-	a := newAxis(scale, all...)
+	a := svgchart.NewAxis(scale, all...)
 	yAxis(&b, a, unit)
 	slot := float64(plotW) / float64(max(len(labels), 1))
 	bw := slot * barGroupWidth / float64(max(len(series), 1))
@@ -262,7 +196,7 @@ func BarChart(title, unit string, labels []string, series []Series, scale Scale)
 			if s.Name != "" {
 				name += " " + html.EscapeString(s.Name)
 			}
-			h := a.pos(v) * plotH
+			h := a.Pos(v) * plotH
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s: %s %s</title></rect>`+"\n",
 				x, float64(padT+plotH)-h, bw, h, barColor(j), name, text, html.EscapeString(unit))
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", cx, float64(padT+plotH)-h-5, text)
@@ -294,17 +228,17 @@ func CurveChart(title, xLabel, yLabel string, labels []string, xs, ys []float64)
 			px0, py0 = append(px0, xs[i]), append(py0, ys[i])
 		}
 	}
-	ay := newAxis(ScaleZero, py0...)
-	ax := newAxis(ScaleNearData, px0...)
+	ay := svgchart.NewAxis(ScaleZero, py0...)
+	ax := svgchart.NewAxis(ScaleNearData, px0...)
 	yAxis(&b, ay, yLabel)
-	for _, v := range ax.ticks() {
-		x := padL + int(math.Round(ax.pos(v)*plotW))
+	for _, v := range ax.Ticks() {
+		x := padL + int(math.Round(ax.Pos(v)*plotW))
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"/>`+"\n", x, padT, x, padT+plotH, gridColor)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", x, padT+plotH+16, fmtTick(v))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", x, padT+plotH+16, svgchart.FmtTick(v))
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", padL+plotW/2, svgH-16, html.EscapeString(xLabel))
-	px := func(v float64) float64 { return float64(padL) + ax.pos(v)*plotW }
-	py := func(v float64) float64 { return float64(padT+plotH) - ay.pos(v)*plotH }
+	px := func(v float64) float64 { return float64(padL) + ax.Pos(v)*plotW }
+	py := func(v float64) float64 { return float64(padT+plotH) - ay.Pos(v)*plotH }
 	var pts bytes.Buffer
 	for i := range xs {
 		if ok(xs[i]) && ok(ys[i]) {
@@ -326,4 +260,4 @@ func CurveChart(title, xLabel, yLabel string, labels []string, xs, ys []float64)
 	return b.Bytes()
 }
 
-func ok(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+func ok(v float64) bool { return svgchart.Finite(v) }

@@ -1,35 +1,11 @@
 package bench
 
 import (
-	"math"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 )
-
-func TestNewAxis(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		scale Scale
-		vs    []float64
-		want  axis
-	}{
-		// Latencies of 180-240 ms: the axis starts just below the data, not at 0.
-		{"near data", ScaleNearData, []float64{200, 240, 180}, axis{160, 240, 20}},
-		{"near data, one value", ScaleNearData, []float64{50}, axis{45, 50, 1}},
-		{"near data, close to 0", ScaleNearData, []float64{1, 100}, axis{0, 100, 20}},
-		{"from zero", ScaleZero, []float64{200, 240}, axis{0, 250, 50}},
-		// Counts: whole steps, even for 3 failures.
-		{"count", ScaleCount, []float64{0, 3}, axis{0, 3, 1}},
-		{"count, large", ScaleCount, []float64{11, 47}, axis{0, 50, 10}},
-		{"nothing measured", ScaleNearData, []float64{nan()}, axis{0, 1, 0.2}},
-	} {
-		if got := newAxis(c.scale, c.vs...); !near(got.lo, c.want.lo) || !near(got.hi, c.want.hi) || !near(got.step, c.want.step) {
-			t.Errorf("%s: axis %+v, want %+v", c.name, got, c.want)
-		}
-	}
-}
 
 // TestChartsShowPercentilesAndCounts checks the rendered charts: each latency
 // chart draws the mean with P90 and P99 beside it and an axis that starts
@@ -68,4 +44,3 @@ func TestChartsShowPercentilesAndCounts(t *testing.T) {
 		}
 	}
 }
-func nan() float64 { return math.NaN() }

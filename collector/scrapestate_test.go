@@ -1,38 +1,20 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"github.com/vllm-prober/vllm_prober/internal/testutil"
 )
 
 // syncBuffer is a log sink safe for the scrape loop and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) take() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.b.String()
-	b.b.Reset()
-	return s
-}
+type syncBuffer struct{ testutil.LogBuffer }
 
 // TestLastScrapeAndFailureLogging checks that a target's first failed scrape
 // is logged at info with its reason, repeats of the same failure are not,
@@ -77,7 +59,7 @@ targets:
 	}
 
 	s.scrapeOnce(context.Background())
-	logs := buf.take()
+	logs := buf.Take()
 	if !strings.Contains(logs, "level=info") || !strings.Contains(logs, "scrape of vLLM metrics failed") || !strings.Contains(logs, "503") {
 		t.Errorf("first failure not logged at info with its reason:\n%s", logs)
 	}
@@ -89,19 +71,19 @@ targets:
 	noSecret("LastScrape", st.Err)
 
 	s.scrapeOnce(context.Background())
-	if logs := buf.take(); logs != "" {
+	if logs := buf.Take(); logs != "" {
 		t.Errorf("the same failure logged again:\n%s", logs)
 	}
 
 	srv.setFailure(http.StatusInternalServerError, false)
 	s.scrapeOnce(context.Background())
-	if logs := buf.take(); !strings.Contains(logs, "level=info") || !strings.Contains(logs, "500") {
+	if logs := buf.Take(); !strings.Contains(logs, "level=info") || !strings.Contains(logs, "500") {
 		t.Errorf("a new failure reason is not logged at info:\n%s", logs)
 	}
 
 	srv.setFailure(http.StatusOK, false)
 	s.scrapeOnce(context.Background())
-	if logs := buf.take(); !strings.Contains(logs, "succeeded again") {
+	if logs := buf.Take(); !strings.Contains(logs, "succeeded again") {
 		t.Errorf("recovery not logged:\n%s", logs)
 	}
 	if st, ok := m.LastScrape("a"); !ok || !st.Up || st.Err != "" {
@@ -110,7 +92,7 @@ targets:
 
 	srv.Close()
 	s.scrapeOnce(context.Background())
-	logs = buf.take()
+	logs = buf.Take()
 	if !strings.Contains(logs, "level=warn") {
 		t.Errorf("a failure after success is not a warning:\n%s", logs)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
-// TestRegressionRatioBurst is issue 15's burst: on an unchanged server with
+// TestRegressionRatioBurst is the burst case: on an unchanged server with
 // max_num_seqs 4, a burst of 8 clients sending long requests makes the
 // probes queue. Comparing the probes of the window with the baseline at the
 // load of the scrape gave a TTFT ratio of 0.077 during the burst and 202

@@ -8,12 +8,13 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -261,7 +262,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	if raw.Modules != nil {
 		c.Modules = make(map[string]Module, len(raw.Modules))
-		for _, name := range sortedKeys(raw.Modules) {
+		for _, name := range slices.Sorted(maps.Keys(raw.Modules)) {
 			m := DefaultModule
 			if err := raw.Modules[name].decode(&m); err != nil {
 				return fmt.Errorf("module %q: %w", name, decodeerr.YAML(err, fmt.Sprintf("in module %q", name)))
@@ -422,7 +423,7 @@ func (c *Config) validate(dir string) error {
 		}
 		// Only scrape-only targets (modules: none, probe: false): nothing to probe with.
 	}
-	for _, name := range sortedKeys(c.Modules) {
+	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
 		m := c.Modules[name]
 		if err := m.validateChecks(name); err != nil {
 			return err
@@ -559,7 +560,7 @@ func (m *Module) validate() error {
 	}
 	// These have module keys of their own; two places for one value would be ambiguous.
 	for _, k := range []struct{ body, key string }{
-		{"max_tokens", "max_tokens"}, {"max_completion_tokens", "max_tokens"},
+		{"max_tokens", "max_tokens"}, {"max_completion_tokens", "max_tokens"}, {"max_output_tokens", "max_tokens"},
 		{"temperature", "temperature"}, {"ignore_eos", "ignore_eos"},
 		{"response_format", "response_format"}, {"tools", "tools"}, {"tool_choice", "tool_choice"},
 	} {
@@ -573,7 +574,7 @@ func (m *Module) validate() error {
 			return fmt.Errorf("extra_body may not set %q: a probe measures exactly one completion", k)
 		}
 	}
-	for _, k := range sortedKeys(m.Headers) {
+	for _, k := range slices.Sorted(maps.Keys(m.Headers)) {
 		if !headerNameRE.MatchString(k) {
 			return fmt.Errorf("header name %q is not valid", k)
 		}
@@ -619,7 +620,7 @@ func (t *Target) validate(c *Config, baselines map[string]bool, dir string) erro
 // shared with target_defaults, the template of discovered targets.
 func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir string) error {
 
-	for _, k := range sortedKeys(t.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(t.Labels)) {
 		if !labelNameRE.MatchString(k) || strings.HasPrefix(k, "__") {
 			return fmt.Errorf("label name %q is not valid", k)
 		}
@@ -635,7 +636,7 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	case !t.Probe && !t.ScrapeMetrics:
 		return errors.New("the target neither probes (probe: false or modules: none) nor scrapes metrics (scrape_metrics: false)")
 	case t.Probe && len(t.Modules) == 0:
-		t.Modules = sortedKeys(c.Modules)
+		t.Modules = slices.Sorted(maps.Keys(c.Modules))
 	}
 	mods := map[string]bool{}
 	for _, m := range t.Modules {
@@ -703,15 +704,6 @@ func redactURLError(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // ProbeInterval is the effective probe interval of t.
@@ -787,7 +779,7 @@ func (c *Config) StaticLabelNames() []string {
 			set[k] = struct{}{}
 		}
 	}
-	return sortedKeys(set)
+	return slices.Sorted(maps.Keys(set))
 }
 
 // StaticLabelValues returns t's values for names, in order.

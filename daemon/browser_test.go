@@ -18,6 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -33,7 +34,7 @@ func browser(t *testing.T) context.Context {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s is missing in CI (CI=true): the real-browser test cannot run: %v", chromiumPath, err)
 		}
-		t.Skipf("%s is not installed (apt-get install chromium); outside CI the real-browser test is skipped", chromiumPath)
+		testtool.Skip(t, chromiumPath, "apt-get install chromium; make test installs it as root")
 	}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromiumPath),
@@ -316,6 +317,7 @@ targets:
 		if st, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#summary tbody tr td.st"))); err != nil || st != byTarget[name][0] {
 			t.Errorf("the page of %s shows state %q (%v), want its summary row's %q", name, st, err, byTarget[name][0])
 		}
+		checkHistoryChart(t, ctx, f.d, name, name == "slow")
 		pages = append(pages, pageHTML(t, ctx))
 	}
 	for _, p := range pages {
@@ -327,6 +329,78 @@ targets:
 				}
 			}
 		}
+	}
+}
+
+// checkHistoryChart checks, on the open page of target name, the chart of its
+// module "short" as chromium renders it: an SVG of a visible size, one probe
+// mark per probe the prober keeps, the failed ones marked as such, and, when
+// withBaseline, the baseline's expected TTFT drawn as a line.
+func checkHistoryChart(t *testing.T, ctx context.Context, d *Daemon, name string, withBaseline bool) {
+	t.Helper()
+	ts, _ := d.probes.TargetStatus(name)
+	var kept, failed int
+	for _, ms := range ts.Modules {
+		if ms.Module == "short" {
+			kept = len(ms.History)
+			for _, r := range ms.History {
+				if !r.Success {
+					failed++
+				}
+			}
+		}
+	}
+	type chart struct {
+		Width, Height      float64
+		Probes, Fails      int
+		Circles, Expected  int
+		FailTitle, OKTitle string
+		Strips             []string
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[chart](`(() => {
+		const svg = document.querySelector("#module-short ~ div.chart svg.history");
+		if (!svg) return {Width: 0};
+		const r = svg.getBoundingClientRect();
+		const fail = svg.querySelector("g.probe.fail title"), ok = svg.querySelector("g.probe:not(.fail) title");
+		return {Width: r.width, Height: r.height,
+			Probes: svg.querySelectorAll("g.probe").length, Fails: svg.querySelectorAll("g.probe.fail").length,
+			Circles: svg.querySelectorAll("g.probe:not(.fail) circle").length,
+			Expected: svg.querySelectorAll("g.strip[data-metric=TTFT] line.expected").length,
+			FailTitle: fail ? fail.textContent : "", OKTitle: ok ? ok.textContent : "",
+			Strips: Array.from(svg.querySelectorAll("g.strip")).map(g => g.dataset.metric)};
+	})()`))
+	if err != nil {
+		t.Fatalf("the chart of %s: %v", name, err)
+	}
+	if got.Width < 100 || got.Height < 50 {
+		t.Errorf("the chart of %s is not drawn (%gx%g px)", name, got.Width, got.Height)
+		return
+	}
+	if kept == 0 || got.Probes != kept || got.Fails != failed {
+		t.Errorf("the chart of %s marks %d probes, %d failed; the prober keeps %d, %d failed", name, got.Probes, got.Fails, kept, failed)
+	}
+	if fmt.Sprint(got.Strips) != "[TTFT TPOT E2E]" {
+		t.Errorf("the chart of %s draws %v, want TTFT, TPOT and E2E", name, got.Strips)
+	}
+	if ok := kept - failed; ok > 0 && got.Circles < ok*2 { // TTFT and E2E at least, per success
+		t.Errorf("the chart of %s draws %d points for %d successful probes", name, got.Circles, ok)
+	}
+	if failed > 0 && got.FailTitle == "" || kept > failed && !strings.Contains(got.OKTitle, " success: TTFT ") {
+		t.Errorf("the chart of %s: tooltips %q (a failure) and %q (a success)", name, got.FailTitle, got.OKTitle)
+	}
+	if withBaseline != (got.Expected == 1) {
+		t.Errorf("the chart of %s draws %d expected-TTFT lines, want one only with a baseline (%v)", name, got.Expected, withBaseline)
+	}
+	if name == "flapping" || name == "slow" {
+		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // PNG
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.ArtifactDir(), "target-"+name+".png")
+		if err := os.WriteFile(path, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot of the page of %s: %s", name, path)
 	}
 }
 

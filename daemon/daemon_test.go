@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/vllm-prober/vllm_prober/internal/testutil"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -32,22 +32,7 @@ const (
 )
 
 // syncBuffer is a log sink safe for concurrent writers and readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer struct{ testutil.LogBuffer }
 
 // debugLogger logs everything, debug included, to the returned buffer.
 func debugLogger() (log.Logger, *syncBuffer) {

@@ -288,6 +288,9 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 {{- range .Modules}}{{$m := .}}
 <h3 id="{{.Section}}">{{.Module}}{{if .Model}} (model {{.Model}}){{end}}</h3>
 <p>Probe now: <a href="{{.ProbeURL}}">metrics</a>, <a href="{{.DebugURL}}">debug report</a> <span class="warn">(runs a new probe: it spends tokens and can block up to the probe timeout)</span></p>
+{{- if .Chart}}
+<div class="chart">{{.Chart}}</div>
+{{- end}}
 {{- if .History}}
 <table>
 <tr><th>Started</th><th>Result</th><th>TTFT</th><th>TPOT</th><th>E2E</th><th>Output tokens</th><th>Tokens/s</th><th>Error</th><th>Record</th></tr>
@@ -326,6 +329,8 @@ type pageModule struct {
 	History            []pageResult
 	ProbeURL, DebugURL string
 	Section            string // the id of its section (sectionID)
+	// Chart draws History (historyChart); empty without history.
+	Chart template.HTML
 }
 
 // sectionID is the id of the section of (module, model) on the page of target
@@ -415,6 +420,7 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, stats []pr
 		if ms.Model != "" {
 			q.Set("model", ms.Model) // ModuleStatus.Model is set on targets with models only
 		}
+		pm.Chart = historyChart(name, pm.History, d.moduleExpectation(t, name))
 		pm.Section = sectionID(t, name, ms.Model)
 		pm.ProbeURL = "probe?" + q.Encode()
 		q.Set("debug", "true")

@@ -13,13 +13,24 @@ import (
 	"time"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/mixin"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
 // regressionAlertRatio is the threshold of the latency regression alert
-// (VLLMProbeLatencyRegression in alerts/vllm_prober.alerts.yml): a pair whose
-// TTFT or TPOT ratio exceeds it is "regressed" and its ratio is coloured.
-const regressionAlertRatio = 1.2
+// (alerts.latency_regression in mixin/slo.yml, from which
+// alerts/vllm_prober.alerts.yml is generated): a pair whose TTFT or TPOT
+// ratio exceeds it is "regressed" and its ratio is coloured.
+var regressionAlertRatio = latencyRegressionThreshold()
+
+func latencyRegressionThreshold() float64 {
+	spec, err := mixin.DefaultSpec()
+	if err != nil || spec.Alerts.LatencyRegression.Threshold == nil {
+		// The file is built in and validated by the mixin's tests.
+		panic(fmt.Sprintf("mixin/slo.yml has no latency_regression threshold: %v", err))
+	}
+	return *spec.Alerts.LatencyRegression.Threshold
+}
 
 // flappingRatio: a pair whose last probe succeeded but whose recent history
 // (the last --history.limit probes) succeeded less often than this is

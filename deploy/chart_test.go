@@ -16,6 +16,7 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 )
 
 const repoRoot = ".."
@@ -524,7 +525,7 @@ func TestChartRejectsBaselineNamedConfig(t *testing.T) {
 func TestChartRenderersAgree(t *testing.T) {
 	rs := renderers(t)
 	if len(rs) < 2 {
-		t.Skip("helm is not installed: nothing to compare the built-in renderer with")
+		testtool.Skip(t, "helm", "make helm; nothing to compare the built-in renderer with")
 	}
 	for _, o := range []map[string]any{nil, {"sharding": map[string]any{"enabled": true}, "apiKeys": map[string]any{"k": "v"}}} {
 		a, err := rs[0].render(t, o)
@@ -559,7 +560,7 @@ func TestChartRenderersAgree(t *testing.T) {
 func TestHelmLint(t *testing.T) {
 	h := helmPath(t)
 	if h == "" {
-		t.Skip("helm is not installed (the other chart tests ran on the built-in renderer)")
+		testtool.Skip(t, "helm", "make helm; the other chart tests ran on the built-in renderer")
 	}
 	out, err := exec.Command(h, "lint", "--strict", chartDir).CombinedOutput()
 	if err != nil {

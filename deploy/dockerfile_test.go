@@ -15,10 +15,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/internal/testutil"
 )
 
 // dockerfile is the parsed instructions of the Dockerfile, by stage.
@@ -350,22 +351,7 @@ func installCopy(t *testing.T, src, dst string) {
 }
 
 // lockedBuffer collects a process's output while the test may read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer struct{ testutil.LogBuffer }
 
 func get(ctx context.Context, url string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

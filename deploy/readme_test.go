@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vllm-prober/vllm_prober/daemon"
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 )
 
 // TestDefaultPortEverywhere: the daemon's default port is the one the README,
@@ -59,7 +60,7 @@ func TestREADMEScrapeConfigs(t *testing.T) {
 	}
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("promtool is not installed: README examples not validated")
+		testtool.Skip(t, "promtool", "apt-get install prometheus; the README's examples are not validated")
 	}
 	f := filepath.Join(t.TempDir(), "prometheus.yml")
 	if err := os.WriteFile(f, []byte(cfg), 0o600); err != nil {

@@ -1,12 +1,10 @@
 package discovery
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,28 +12,14 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/testutil"
 )
 
 // waitTimeout is generous: the machine running the tests is shared and noisy.
 const waitTimeout = 15 * time.Second
 
 // logBuffer is a go-kit logger whose output tests can read while it is written.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ testutil.LogBuffer }
 
 func (b *logBuffer) logger() log.Logger { return log.NewLogfmtLogger(b) }
 

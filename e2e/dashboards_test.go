@@ -15,8 +15,8 @@ import (
 	"github.com/vllm-prober/vllm_prober/mixin"
 )
 
-// TestDashboardLegendsWithShards proves the dashboards on a sharded fleet
-// (issue 20): Prometheus scrapes TWO vllm_prober shards (--shard.count=2),
+// TestDashboardLegendsWithShards proves the dashboards on a sharded fleet:
+// Prometheus scrapes TWO vllm_prober shards (--shard.count=2),
 // which split two vllm_sim targets between them, each probed with two modules
 // and compared with its own baseline (every shard exports every baseline, as
 // in production). Every query of every dashboard runs over the last seconds,

@@ -15,7 +15,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/mixin"
 )
 
-// TestMissingSignalShowsNotExported is issue 15's "panels show 'not exported
+// TestMissingSignalShowsNotExported is the "panels show 'not exported
 // by this server', not 'No data'", as the endpoint dashboard draws it: a
 // real vLLM 0.4.3 /metrics (collector/testdata/real-0.4.3.prom), which has
 // no vllm:request_queue_time_seconds, is scraped by a vllm_prober that does

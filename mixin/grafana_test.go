@@ -61,7 +61,7 @@ func TestLoadDashboard(t *testing.T) {
 	}
 }
 
-// TestDashboardsHoldAcrossReplicas checks the conventions of issue 20 on the
+// TestDashboardsHoldAcrossReplicas checks the conventions of a sharded fleet on the
 // committed dashboards: every "All" is .+; every baseline query has a job
 // matcher and deduplicates the replicas (every shard exports every baseline);
 // server queries never select by $model (LoRA adapters are served under the

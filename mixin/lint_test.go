@@ -165,7 +165,7 @@ var signalOf = map[string]string{
 	"vllm_server_request_success_per_second":  "request_success",
 }
 
-// TestMissingSignalPanelsCarryHint checks issue 15's "not exported by this
+// TestMissingSignalPanelsCarryHint checks the "not exported by this
 // server" on every dashboard: a panel that plots a series of an optional
 // family also queries the hint for that signal (vllm_server_signal_available
 // == 0, drawn dashed with that legend, and mapped to that text in a stat), so
@@ -323,7 +323,7 @@ func outputLabels(e parser.Expr) (ls []string, ok bool) {
 	return nil, false
 }
 
-// TestLegendsNameEveryGroupingLabel is the static half of issue 20's legend
+// TestLegendsNameEveryGroupingLabel is the static half of the sharded fleet's legend
 // proof (the live half is e2e's TestDashboardLegendsWithShards): every label a
 // query keeps in its outermost aggregation can differ between its series, so
 // the legend must name it, except target where the panel shows one target

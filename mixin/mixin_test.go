@@ -657,7 +657,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 // TestAlertsGlobLoads checks that alerts/ holds only loadable rule files: a
 // Prometheus configuration with `rule_files: [<repo>/alerts/*.yml]`, as the
 // README suggests, passes `promtool check config`, and the glob finds the
-// generated files (issue 14).
+// generated files.
 func TestAlertsGlobLoads(t *testing.T) {
 	abs, err := filepath.Abs(root("alerts"))
 	if err != nil {

@@ -29,7 +29,7 @@ func histogramQuantile(q float64, h *dto.Histogram) float64 {
 }
 
 // TestTokenLatencyBuckets: with the default per-token buckets, the p50 of
-// inter-token gaps around 10.5 ms (issue 15: a 10.55 ms mean read as a 17 ms
+// inter-token gaps around 10.5 ms (a 10.55 ms mean once read as a 17 ms
 // p50 with the TTFT buckets) and around 5, 20 and 30 ms is within 5 % of the
 // true median; the TTFT/E2E buckets would be off by more than 40 % at 10.5 ms.
 func TestTokenLatencyBuckets(t *testing.T) {

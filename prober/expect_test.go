@@ -99,8 +99,18 @@ func count(t *testing.T, m *Manager, v *prometheus.CounterVec, lv ...string) flo
 
 // TestAnswerCheckAgainstSim: a steady run answers correctly (answer_correct
 // 1); with the simulator's wrong_answer fault the probe fails as
-// wrong_answer, keeps the text and what was expected, and counts it.
+// wrong_answer, keeps the text and what was expected, and counts it; on
+// chat and on responses alike.
 func TestAnswerCheckAgainstSim(t *testing.T) {
+	for kind, ask := range map[string]string{
+		"chat":      `messages: [{role: user, content: "What is 2+2? Answer with the number only."}]`,
+		"responses": `prompt: "What is 2+2? Answer with the number only."`,
+	} {
+		t.Run(kind, func(t *testing.T) { answerCheckAgainstSim(t, kind, ask) })
+	}
+}
+
+func answerCheckAgainstSim(t *testing.T, kind, ask string) {
 	_, ts, _ := startSim(t, func(c *simulator.Config) {
 		c.AnswersFile = simAnswers(t, map[string]string{"What is 2+2?": "4"})
 	})
@@ -108,8 +118,8 @@ func TestAnswerCheckAgainstSim(t *testing.T) {
 global: {probe_interval: 500ms}
 modules:
   math:
-    prober: chat
-    messages: [{role: user, content: "What is 2+2? Answer with the number only."}]
+    prober: `+kind+`
+    `+ask+`
     max_tokens: 8
     expect: {equals: "4"}
 targets:

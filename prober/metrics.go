@@ -1,8 +1,9 @@
 package prober
 
 import (
-	"github.com/vllm-prober/vllm_prober/prober/probe"
 	"slices"
+
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 
 	"github.com/prometheus/client_golang/prometheus"
 )

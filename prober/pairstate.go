@@ -1,8 +1,9 @@
 package prober
 
 import (
-	"github.com/vllm-prober/vllm_prober/prober/probe"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // recordState is what a pair remembers for the landing page besides its

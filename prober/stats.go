@@ -1,12 +1,13 @@
 package prober
 
 import (
-	"github.com/vllm-prober/vllm_prober/prober/probe"
 	"math"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // Means are the means of the successful probes of one (target, module) in a

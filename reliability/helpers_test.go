@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/vllm-prober/vllm_prober/internal/testutil"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -36,22 +37,7 @@ import (
 var testClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 // syncBuffer is a log sink safe for concurrent writers and readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer struct{ testutil.LogBuffer }
 
 // debugLogger logs everything, debug included, to the returned buffer.
 func debugLogger() (log.Logger, *syncBuffer) {

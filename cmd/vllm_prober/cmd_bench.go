@@ -21,14 +21,8 @@ import (
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
 )
 
-// registerBenchCommands adds `bench` to app and returns its clause and the
-// function that runs it.
-func registerBenchCommands(app *kingpin.Application) (*kingpin.CmdClause, func(ctx context.Context, logger log.Logger) int) {
-	return registerBenchCommandsTo(app, os.Stdout, os.Stderr)
-}
-
-// registerBenchCommandsTo is registerBenchCommands with injectable output
-// streams. The progress bar goes to stderr only when stderr is a terminal.
+// registerBenchCommandsTo adds `bench` to app and returns its clause and the
+// function that runs it, which writes to stdout and stderr. The progress bar goes to stderr only when stderr is a terminal.
 func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer) (*kingpin.CmdClause, func(context.Context, log.Logger) int) {
 	cmd := app.Command("bench", "Benchmark a vLLM server: N streaming requests at each fixed concurrency or Poisson request rate; "+
 		"writes a CSV, one `vllm bench serve` JSON per level, a baseline file and SVG charts, and prints vLLM's summary block per level.")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
@@ -14,18 +13,13 @@ import (
 	"github.com/vllm-prober/vllm_prober/mixin"
 )
 
-// registerRulesCommands adds `rules generate [--slo.file mixin/slo.yml] [--out DIR] [--format F] [--for-scale F]` and returns
-// the clause and its run function.
+// registerRulesCommandsTo adds `rules generate [--slo.file mixin/slo.yml] [--out DIR] [--format F] [--for-scale F]` and returns
+// the clause and its run function, which writes its errors to stderr.
 //
 // `rules generate` renders the recording rules and alerts of the monitoring mixin from the SLO file. With the
 // defaults, run from the repository root, it reproduces alerts/vllm_prober.rules.yml and
 // alerts/vllm_prober.alerts.yml byte for byte. --for-scale multiplies every `for` duration and evaluation
 // window (for end-to-end tests on a real Prometheus; docs/runbook.md "Testing the rules end to end").
-func registerRulesCommands(app *kingpin.Application) (generateCmd *kingpin.CmdClause, runGenerate func(ctx context.Context, logger log.Logger) int) {
-	return registerRulesCommandsTo(app, os.Stderr)
-}
-
-// registerRulesCommandsTo is registerRulesCommands with errors written to stderr.
 func registerRulesCommandsTo(app *kingpin.Application, stderr io.Writer) (generateCmd *kingpin.CmdClause, runGenerate func(ctx context.Context, logger log.Logger) int) {
 	rules := app.Command("rules", "Prometheus rules of the vLLM monitoring mixin.")
 	generateCmd = rules.Command("generate", "Render recording rules and alerts from the SLO file.")

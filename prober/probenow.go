@@ -1,0 +1,81 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-prober/vllm_prober/prober/probe"
+)
+
+// ProbeNow runs one probe of module on target now, outside the schedule, and
+// returns its result and its metrics in a fresh registry (without target,
+// module and model labels: the scraper of /probe sets them). It respects the
+// target's token budget (ErrBudgetExceeded) and books the tokens it spends there,
+// but it is not counted in the long-lived metrics or the history.
+func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*probe.Result, *prometheus.Registry, error) {
+	return m.ProbeModelNow(ctx, targetName, module, "")
+}
+
+// ProbeModelNow is ProbeNow of one model of a target with models (models.go):
+// model must be one the target lists; "" is its first. On other targets model
+// must be "".
+func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model string) (*probe.Result, *prometheus.Registry, error) {
+	m.mu.Lock()
+	if m.cfg == nil {
+		m.mu.Unlock()
+		return nil, nil, errors.New("no configuration applied")
+	}
+	t, ok := m.targets[targetName]
+	if !ok {
+		m.mu.Unlock()
+		return nil, nil, fmt.Errorf("unknown target %q", targetName)
+	}
+	mod, ok := m.cfg.Modules[module]
+	spec := m.specs[module]
+	if !ok || spec == nil {
+		m.mu.Unlock()
+		return nil, nil, fmt.Errorf("unknown module %q", module)
+	}
+	p := &pair{key: pairKey{targetName, module, ""}, tgt: t, spec: spec,
+		timeout: m.cfg.ProbeTimeout(&t.cfg, &mod), stall: m.cfg.StallTimeout(&mod)}
+	var err error
+	if p.key.model, err = probeNowModel(t, model); err != nil {
+		m.mu.Unlock()
+		return nil, nil, err
+	}
+	if known, ok := m.pairs[p.key]; ok {
+		p.promptEstimate, p.seq = known.promptEstimate, known.seq
+		known.seq++ // the pair's next probe asks the next question
+	}
+	cost := p.worstCost()
+	if !m.budgetAllows(t, p.key.model, cost) {
+		m.mu.Unlock()
+		return nil, nil, ErrBudgetExceeded
+	}
+	t.reserve(p.key.model, cost)
+	s := m.snapshot(p)
+	hist := m.metrics.hist
+	m.mu.Unlock()
+
+	res := m.probe(ctx, s, func() {})
+
+	m.mu.Lock()
+	m.settle(t, p.key.model, cost, s, res)
+	end := float64(m.now().UnixNano()) / 1e9
+	m.mu.Unlock()
+
+	reg := prometheus.NewRegistry()
+	mt := newMetricsLabels(nil, nil, nil, hist)
+	for _, c := range mt.probeCollectors() {
+		reg.MustRegister(c)
+	}
+	mt.attempts.WithLabelValues().Inc()
+	for _, r := range probe.Reasons() {
+		mt.failures.WithLabelValues(string(r))
+	}
+	mt.observe(nil, res, end)
+	return res, reg, nil
+}
