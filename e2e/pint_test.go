@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 	"github.com/vllm-prober/vllm_prober/mixin"
 )
 
@@ -25,7 +26,7 @@ import (
 func TestPintOnline(t *testing.T) {
 	pintDir := os.Getenv("E2E_PINT_DIR")
 	if pintDir == "" {
-		t.Skip("SKIP: needs pint (E2E_PINT_DIR); run `make e2e`, which builds it once with scripts/e2e-tools.sh pint")
+		testtool.Skip(t, "pint (E2E_PINT_DIR)", "make e2e builds it once with scripts/e2e-tools.sh pint")
 	}
 	p2, err := exec.LookPath("prometheus")
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	slothv1 "github.com/slok/sloth/pkg/prometheus/api/v1"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 )
 
 // sloDir holds the committed SLO specs (`rules generate --format=pyrra|sloth|openslo`).
@@ -306,7 +308,7 @@ var slothScenarios = []struct {
 func TestSlothRulesAgree(t *testing.T) {
 	dir := os.Getenv("E2E_SLOTH_DIR")
 	if dir == "" {
-		t.Skip("SKIP: needs the sloth CLI (E2E_SLOTH_DIR); run `make e2e`, which installs it once with scripts/e2e-tools.sh sloth")
+		testtool.Skip(t, "sloth CLI (E2E_SLOTH_DIR)", "make e2e installs it once with scripts/e2e-tools.sh sloth")
 	}
 	tmp := t.TempDir()
 	slothRules := filepath.Join(tmp, "sloth.rules.yml")
