@@ -64,6 +64,8 @@ var (
 		MaxConcurrentProbes: 16,
 		Buckets:             DefaultBuckets,
 		TokenLatencyBuckets: DefaultTokenLatencyBuckets,
+		Burst:               DefaultBurst,
+		Gate:                DefaultGate,
 	}
 	DefaultModule = Module{
 		MaxTokens:   64,
@@ -112,6 +114,9 @@ type Global struct {
 	TokenLatencyBuckets []float64 `yaml:"token_latency_buckets"`
 	// NativeHistogramBucketFactor > 1 adds native (sparse) histograms next to the classic ones.
 	NativeHistogramBucketFactor float64 `yaml:"native_histogram_bucket_factor,omitempty"`
+	// Burst limits POST /burst, Gate sets GET /gate's defaults (burst.go).
+	Burst Burst `yaml:"burst"`
+	Gate  Gate  `yaml:"gate"`
 }
 
 // Message is one chat message of a chat module.
@@ -396,6 +401,12 @@ func (c *Config) validate(dir string) error {
 	}
 	if g.MaxConcurrentProbes < 1 {
 		return fmt.Errorf("global: max_concurrent_probes must be at least 1, got %d", g.MaxConcurrentProbes)
+	}
+	if err := g.Burst.validate(); err != nil {
+		return fmt.Errorf("global: burst: %w", err)
+	}
+	if err := g.Gate.validate(); err != nil {
+		return fmt.Errorf("global: gate: %w", err)
 	}
 	for _, bs := range []struct {
 		key string

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -114,7 +115,7 @@ func TestMetricNamesMatchDocs(t *testing.T) {
 
 	f := &fixture{t: t, path: filepath.Join(dir, "vllm_prober.yml")}
 	writeConfig(t, f.path, fmt.Sprintf(`
-global: {probe_interval: 200ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
+global: {probe_interval: 200ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms, burst: {token_budget_per_hour: 100000}}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
   checked: {prober: completions, prompt: "Say hello.", max_tokens: 8, expect: {regex: "\\w"}}
@@ -128,6 +129,10 @@ target_defaults:
   max_num_seqs: 16
 `, baselineFile, sim.URL))
 	f.start(Options{ConfigFile: f.path, HistoryLimit: 10})
+	// The burst series exist once a pair had a burst.
+	if code, body := f.post("/burst?target=sim&module=short&probes=1", "", nil); code != http.StatusAccepted {
+		t.Fatalf("POST /burst: %d %s", code, body)
+	}
 
 	reg := f.d.Registry()
 	var got []string
@@ -166,7 +171,7 @@ func TestBaselineRegression(t *testing.T) {
 
 	f := &fixture{t: t, path: filepath.Join(dir, "vllm_prober.yml")}
 	writeConfig(t, f.path, fmt.Sprintf(`
-global: {probe_interval: 200ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
+global: {probe_interval: 200ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms, burst: {token_budget_per_hour: 100000}}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
 baselines: [{name: simbase, file: %s}]

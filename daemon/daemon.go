@@ -84,6 +84,7 @@ type Daemon struct {
 	reg    *prometheus.Registry
 	sc     *config.SafeConfig
 	probes *prober.Manager
+	bursts *prober.Burster // POST /burst (burst.go)
 	coll   *collector.Manager
 	cmp    *compare.Collector
 	// scrapes is where the pages read each target's last scrape: coll.
@@ -200,6 +201,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.scrapes = d.coll
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
 		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Load: d.coll.LoadDuring})
+	d.bursts = prober.NewBurster(reg, d.probes)
 	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
 		Probes: compare.FromProber(d.probes), Server: d.coll, Window: opts.ProbeWindow})
 	d.sc = config.NewSafeConfig(reg, d.apply)
@@ -229,7 +231,7 @@ func checkTelemetryPath(p string) error {
 		return fmt.Errorf("telemetry path %q must start with /", p)
 	}
 	switch p {
-	case "/", "/probe", "/probe/record", "/target", "/config", "/-/reload", "/-/healthy", "/-/ready":
+	case "/", "/probe", "/probe/record", "/target", "/config", "/-/reload", "/-/healthy", "/-/ready", "/gate", "/burst":
 		return fmt.Errorf("telemetry path %q collides with another endpoint", p)
 	}
 	return nil
@@ -280,6 +282,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { d.probes.Run(ctx) })
+	wg.Go(d.bursts.Run(ctx)) // bursts are accepted from now on
 	wg.Go(func() { d.coll.Run(ctx) })
 	d.startDiscovery(ctx)
 

@@ -46,6 +46,8 @@ func (d *Daemon) newHandler() http.Handler {
 	mux.HandleFunc("/probe/record", d.recordHandler)
 	mux.HandleFunc("/target", d.targetHandler)
 	mux.HandleFunc("/config", d.configHandler)
+	mux.HandleFunc("/gate", d.gateHandler)          // gate.go
+	mux.Handle("/burst", adminPOST(d.burstHandler)) // burst.go
 	mux.HandleFunc("/-/reload", d.reloadHandler)
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		textResponse(w, http.StatusOK, "Healthy")

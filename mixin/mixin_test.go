@@ -366,6 +366,11 @@ func TestExpressionsParseAndUseKnownNames(t *testing.T) {
 			continue
 		}
 		family := regexp.MustCompile(`(rate|increase)[0-9]+[smhd]$`).ReplaceAllString(n, "$1")
+		if strings.HasPrefix(n, "group_module") {
+			// The canary-versus-stable rules feed the rollout analyses of the
+			// chart (deploy/rollouts_test.go checks that they query them).
+			continue
+		}
 		found := false
 		for u := range used {
 			if strings.HasPrefix(u, family) {

@@ -22,11 +22,17 @@ func TestSLIRulesAggregateReplicasAway(t *testing.T) {
 		}
 		parser.Inspect(e, func(node parser.Node, path []parser.Node) error {
 			vs, ok := node.(*parser.VectorSelector)
-			if !ok || strings.HasPrefix(vs.Name, "target_module:") {
+			if !ok || strings.HasPrefix(vs.Name, "target_module:") || strings.HasPrefix(vs.Name, "group_module") {
 				return nil
 			}
 			for _, p := range path {
-				if a, ok := p.(*parser.AggregateExpr); ok && a.Without && !slices.ContainsFunc(replica, func(l string) bool { return !slices.Contains(a.Grouping, l) }) {
+				a, ok := p.(*parser.AggregateExpr)
+				if !ok {
+					continue
+				}
+				// without (instance, pod, ...), or by (...) naming neither
+				if a.Without && !slices.ContainsFunc(replica, func(l string) bool { return !slices.Contains(a.Grouping, l) }) ||
+					!a.Without && !slices.ContainsFunc(replica, func(l string) bool { return slices.Contains(a.Grouping, l) }) {
 					return nil
 				}
 			}

@@ -422,7 +422,7 @@ type generatedFile struct {
 // builder here: a method on Spec (for a new section of slo.yml) in a new file.
 func ruleFiles() []generatedFile {
 	return []generatedFile{
-		{RulesFile, []func(*Spec) []Group{(*Spec).RecordingGroups}},
+		{RulesFile, []func(*Spec) []Group{(*Spec).RecordingGroups, (*Spec).RolloutGroups}},
 		{AlertsFile, []func(*Spec) []Group{(*Spec).AlertGroups}},
 	}
 }

@@ -51,6 +51,9 @@ type Spec struct {
 	SLOs SLOs `yaml:"slos"`
 	// Alerts holds the thresholds of the alerts that are not burn-rate alerts.
 	Alerts Alerts `yaml:"alerts"`
+	// Rollout is the canary-versus-stable comparison (rollout.go); without
+	// it no rollout rules are written.
+	Rollout Rollout `yaml:"rollout,omitempty"`
 
 	// scale maps nominal SLI windows to the windows evaluated; set by Scaled.
 	scale map[model.Duration]model.Duration
@@ -228,6 +231,11 @@ func (s *Spec) Validate() error {
 			add("alerts.%s.window is not used by this alert", a.key)
 		}
 	}
+	if r := s.Rollout; len(r.Windows) > 0 || r.GroupLabel != "" || r.TrackLabel != "" || r.Canary != "" || r.Stable != "" || r.MinProbes != 0 {
+		if err := s.Rollout.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -284,6 +292,9 @@ func (s *Spec) Scaled(factor float64) (*Spec, error) {
 	}
 	c.scale = make(map[model.Duration]model.Duration, len(s.Windows))
 	for _, w := range s.Windows {
+		c.scale[w] = scale(w)
+	}
+	for _, w := range s.Rollout.Windows {
 		c.scale[w] = scale(w)
 	}
 	for i := range c.BurnRates {

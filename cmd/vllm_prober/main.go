@@ -82,6 +82,9 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		func(app *kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int) {
 			return registerBenchCommandsTo(app, stdout, stderr)
 		},
+		func(app *kingpin.Application) (*kingpin.CmdClause, func(context.Context, log.Logger) int) {
+			return registerCheckCommandTo(app, stdout, stderr)
+		},
 	} {
 		clause, fn := register(app)
 		subs = append(subs, subcommand{clause, fn})
@@ -93,6 +96,9 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "vllm_prober: error: %s, try --help\n", err)
+		if isCheckCommand(args) {
+			return checkUsage // check's usage errors have their own exit code
+		}
 		return 2
 	}
 	base := newLogger(stderr, *logLevel, *logFormat)

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-kit/log"
+
+	"github.com/vllm-prober/vllm_prober/simulator"
+)
+
+// checkSim starts a vllm_sim with its defaults (those
+// examples/baselines/vllm-sim-default.yml was measured on) and returns its URL.
+func checkSim(t *testing.T) string {
+	t.Helper()
+	sim, err := simulator.New(simulator.DefaultConfig(), log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { ts.Close(); sim.Close() })
+	return ts.URL
+}
+
+// simAdmin changes a running simulator's settings through its admin API.
+func simAdmin(t *testing.T, url, body string) {
+	t.Helper()
+	resp, err := http.Post(url+"/admin/config", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s/admin/config %s: %s", url, body, resp.Status)
+	}
+}
+
+const checkBaseline = "../../examples/baselines/vllm-sim-default.yml"
+
+// TestCheckExitCodes runs `vllm_prober check` against real simulators: pass on
+// an unchanged server, fail with its ITL tripled, inconclusive when every
+// probe fails, usage error on bad input; against a baseline and against a
+// reference endpoint. Each prints its verdict table.
+func TestCheckExitCodes(t *testing.T) {
+	canary, stable := checkSim(t), checkSim(t)
+	probes := []string{"--probes=4", "--threshold.min-successes=3"}
+	bad := filepath.Join(t.TempDir(), "bad.yml")
+	if err := os.WriteFile(bad, []byte("targets: [{name: x, url: 'not a url'}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		admin string // POSTed to the canary's /admin/config first
+		args  []string
+		want  int
+		table []string // lines the output must contain
+	}{
+		{name: "baseline, unchanged", args: []string{"--url=" + canary, "--baseline=" + checkBaseline}, want: 0,
+			table: []string{"against baseline vllm-sim-default at concurrency 1: PASS", "METRIC", "TTFT", "TPOT", "ITL", "E2E", "success ratio", "4 probes, 4 successful"}},
+		{name: "baseline, ITL tripled", admin: `{"itl":"30ms"}`, args: []string{"--url=" + canary, "--baseline=" + checkBaseline}, want: 1,
+			table: []string{": FAIL", "itl ratio", "ITL ", "fail"}},
+		{name: "baseline, every probe fails", admin: `{"fault":"http_status"}`, args: []string{"--url=" + canary, "--baseline=" + checkBaseline}, want: 2,
+			table: []string{": INCONCLUSIVE", "0 successful probes of 4, fewer than the 3 needed", "4 probes, 0 successful"}},
+		{name: "reference, equal", args: []string{"--url=" + canary, "--reference=" + stable}, want: 0,
+			table: []string{"against reference reference: PASS", "TTFT"}},
+		{name: "reference, ITL tripled", admin: `{"itl":"30ms"}`, args: []string{"--url=" + canary, "--reference=" + stable}, want: 1,
+			table: []string{"against reference reference: FAIL", "tpot ratio"}},
+		{name: "reference, every probe fails", admin: `{"fault":"http_status"}`, args: []string{"--url=" + canary, "--reference=" + stable}, want: 2,
+			table: []string{": INCONCLUSIVE"}},
+		{name: "reference fails", args: []string{"--url=" + canary, "--reference=http://127.0.0.1:1"}, want: 2,
+			table: []string{"the reference had 0 successful probes"}},
+		{name: "bad config", args: []string{"--config.file=" + bad, "--target=x"}, want: 3},
+		{name: "no comparison", args: []string{"--url=" + canary}, want: 3},
+		{name: "unknown flag", args: []string{"--url=" + canary, "--bogus"}, want: 3},
+		{name: "bad threshold", args: []string{"--url=" + canary, "--baseline=" + checkBaseline, "--threshold.success-ratio=2"}, want: 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			simAdmin(t, canary, `{"itl":"10ms","fault":""}`)
+			if c.admin != "" {
+				simAdmin(t, canary, c.admin)
+			}
+			code, out, errOut := runCLI(t, append(append([]string{"check"}, probes...), c.args...)...)
+			t.Logf("exit %d\n%s%s", code, out, errOut)
+			if code != c.want {
+				t.Fatalf("exit code %d, want %d", code, c.want)
+			}
+			for _, l := range c.table {
+				if !strings.Contains(out, l) {
+					t.Errorf("output lacks %q", l)
+				}
+			}
+			if c.want == 3 && !strings.HasPrefix(errOut, "vllm_prober") {
+				t.Errorf("usage error without a message on stderr: %q", errOut)
+			}
+		})
+	}
+}
+
+// TestCheckJSON: --format json carries the same verdict for machines.
+func TestCheckJSON(t *testing.T) {
+	canary := checkSim(t)
+	code, out, errOut := runCLI(t, "check", "--probes=3", "--url="+canary, "--baseline="+checkBaseline, "--format=json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	var v struct {
+		Verdict    string
+		Probes     int
+		Successful int `json:"successful_probes"`
+		Thresholds struct {
+			LatencyRatio float64 `json:"latency_ratio"`
+			SuccessRatio float64 `json:"success_ratio"`
+			MinSuccesses int     `json:"min_successes"`
+		}
+		Metrics []struct {
+			Metric                    string
+			Expected, Measured, Ratio *float64
+			Result                    string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if v.Verdict != "pass" || v.Probes != 3 || v.Successful != 3 || v.Thresholds.LatencyRatio != 1.2 || v.Thresholds.MinSuccesses != 3 {
+		t.Errorf("verdict %+v", v)
+	}
+	var names []string
+	for _, m := range v.Metrics {
+		names = append(names, m.Metric)
+		if m.Measured == nil || m.Ratio == nil || m.Result != "pass" {
+			t.Errorf("metric %s: measured %v ratio %v result %q", m.Metric, m.Measured, m.Ratio, m.Result)
+		}
+	}
+	if got := strings.Join(names, ","); got != "ttft,tpot,itl,e2e,success_ratio" {
+		t.Errorf("metrics %s", got)
+	}
+}

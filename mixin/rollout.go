@@ -1,0 +1,142 @@
+package mixin
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/common/model"
+)
+
+// Rollout is the canary-versus-stable section of the SLO file: two targets
+// share a value of GroupLabel and differ in TrackLabel (Canary, Stable), and
+// the recording rules compare their probes over each of Windows.
+type Rollout struct {
+	GroupLabel string `yaml:"group_label"`
+	TrackLabel string `yaml:"track_label"`
+	Canary     string `yaml:"canary"`
+	Stable     string `yaml:"stable"`
+	// Windows are the analysis windows rules are written for.
+	Windows []model.Duration `yaml:"windows"`
+	// MinProbes is the no-data guard: a track with fewer successful probes
+	// (attempts, for the success ratio) in a window has no ratio, so an
+	// analysis reads "no data", never a pass.
+	MinProbes int `yaml:"min_probes"`
+}
+
+// RolloutLatencies are the probe latencies compared between canary and
+// stable, by the name used in the recorded series.
+var RolloutLatencies = []struct{ Name, Metric string }{
+	{"ttft", "vllm_probe_time_to_first_token_seconds"},
+	{"tpot", "vllm_probe_time_per_output_token_seconds"},
+	{"itl", "vllm_probe_inter_token_latency_seconds"},
+	{"e2e", "vllm_probe_e2e_latency_seconds"},
+}
+
+func (r *Rollout) validate() error {
+	var errs []string
+	for _, l := range []struct{ key, v string }{{"group_label", r.GroupLabel}, {"track_label", r.TrackLabel}} {
+		if !model.LabelName(l.v).IsValid() || l.v == "" {
+			errs = append(errs, fmt.Sprintf("rollout.%s %q is not a label name", l.key, l.v))
+		}
+	}
+	if r.GroupLabel == r.TrackLabel {
+		errs = append(errs, "rollout.group_label and rollout.track_label must differ")
+	}
+	for _, v := range []struct{ key, v string }{{"canary", r.Canary}, {"stable", r.Stable}} {
+		if v.v == "" || strings.ContainsAny(v.v, "\"\\\n|") {
+			errs = append(errs, fmt.Sprintf("rollout.%s %q must be a non-empty label value without quotes, backslashes or |", v.key, v.v))
+		}
+	}
+	if r.Canary == r.Stable {
+		errs = append(errs, "rollout.canary and rollout.stable must differ")
+	}
+	if len(r.Windows) == 0 {
+		errs = append(errs, "rollout.windows must not be empty")
+	}
+	for _, w := range r.Windows {
+		if w <= 0 {
+			errs = append(errs, fmt.Sprintf("rollout.windows: window %s must be positive", w))
+		}
+	}
+	if r.MinProbes < 1 {
+		errs = append(errs, fmt.Sprintf("rollout.min_probes must be at least 1, got %d", r.MinProbes))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// RolloutRatioRecord is the name of the canary/stable ratio of latency
+// name ("ttft", "tpot", "itl", "e2e") over nominal window w.
+func RolloutRatioRecord(name string, w model.Duration) string {
+	return "group_module:vllm_probe_" + name + "_seconds:canary_stable_ratio" + w.String()
+}
+
+// RolloutSuccessRecord is the name of each track's probe success ratio over
+// nominal window w.
+func RolloutSuccessRecord(w model.Duration) string {
+	return "group_module_track:vllm_probe_success:ratio" + w.String()
+}
+
+// RolloutGroups returns the canary-versus-stable recording rules, one group
+// per window: per track, the successful probes, the mean of each latency and
+// the success ratio; per group and module, the canary/stable ratio of each
+// latency (above 1: the canary is slower). A track with fewer than
+// min_probes successful probes (attempts, for the success ratio) in the
+// window gets no series, so an analysis that reads them sees no data rather
+// than a ratio of one or two probes.
+func (s *Spec) RolloutGroups() []Group {
+	r := s.Rollout
+	if len(r.Windows) == 0 {
+		return nil
+	}
+	by := fmt.Sprintf("%s, module, %s", r.GroupLabel, r.TrackLabel)
+	sel := fmt.Sprintf("%s, %s=~%q", s.jobSel(), r.TrackLabel, r.Canary+"|"+r.Stable)
+	track := func(v string) string { return fmt.Sprintf("{%s=%q}", r.TrackLabel, v) }
+	var groups []Group
+	for _, nominal := range r.Windows {
+		w := nominal.String()
+		rng := s.window(nominal).String()
+		successes := "group_module_track:vllm_probe_successes:increase" + w
+		attempts := "group_module_track:vllm_probe_attempts:increase" + w
+		rules := []Rule{
+			{Record: successes, Expr: fmt.Sprintf("sum by (%s) (increase(vllm_probe_time_to_first_token_seconds_count{%s}[%s]))", by, sel, rng)},
+			{Record: attempts, Expr: fmt.Sprintf("sum by (%s) (increase(vllm_probe_attempts_total{%s}[%s]))", by, sel, rng)},
+			{Record: RolloutSuccessRecord(nominal), Expr: lines(
+				"clamp(",
+				fmt.Sprintf("  1 - (sum by (%s) (increase(vllm_probe_failures_total{%s}[%s])) or 0 * %s)", by, sel, rng, attempts),
+				fmt.Sprintf("    / (%s >= %d),", attempts, r.MinProbes),
+				"  0, 1",
+				")",
+			)},
+		}
+		for _, l := range RolloutLatencies {
+			mean := "group_module_track:vllm_probe_" + l.Name + "_seconds:mean" + w
+			guarded := func(v string) string {
+				return fmt.Sprintf("%s%s\n    and on (%s, module) (%s%s >= %d)", mean, track(v), r.GroupLabel, successes, track(v), r.MinProbes)
+			}
+			rules = append(rules,
+				Rule{Record: mean, Expr: lines(
+					fmt.Sprintf("sum by (%s) (rate(%s_sum{%s}[%s]))", by, l.Metric, sel, rng),
+					fmt.Sprintf("  / (sum by (%s) (rate(%s_count{%s}[%s])) > 0)", by, l.Metric, sel, rng),
+				)},
+				Rule{Record: RolloutRatioRecord(l.Name, nominal), Expr: lines(
+					"(",
+					"  "+guarded(r.Canary),
+					")",
+					"/ ignoring ("+r.TrackLabel+")",
+					"(",
+					"  "+guarded(r.Stable),
+					")",
+				)},
+			)
+		}
+		groups = append(groups, Group{Name: "vllm_prober.rollout.rules." + w, Rules: rules, Comment: lines(
+			fmt.Sprintf("Canary versus stable over %s (docs/rollouts.md): targets sharing %s, with", w, r.GroupLabel),
+			fmt.Sprintf("%s %q and %q. A track with fewer than %d successful probes in the", r.TrackLabel, r.Canary, r.Stable, r.MinProbes),
+			"window has no ratio: an analysis reads no data, never a pass.",
+		)})
+	}
+	return groups
+}
