@@ -201,7 +201,7 @@
         rules: [
           {
             record: "group_module_track:vllm_probe_successes:increase1m",
-            expr: "sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m]))" % $._config,
+            expr: "sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\nor\nhistogram_count(sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))" % $._config,
           },
           {
             record: "group_module_track:vllm_probe_attempts:increase1m",
@@ -213,7 +213,7 @@
           },
           {
             record: "group_module_track:vllm_probe_ttft_seconds:mean1m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_ttft_seconds:canary_stable_ratio1m",
@@ -221,7 +221,7 @@
           },
           {
             record: "group_module_track:vllm_probe_tpot_seconds:mean1m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_tpot_seconds:canary_stable_ratio1m",
@@ -229,7 +229,7 @@
           },
           {
             record: "group_module_track:vllm_probe_itl_seconds:mean1m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_itl_seconds:canary_stable_ratio1m",
@@ -237,7 +237,7 @@
           },
           {
             record: "group_module_track:vllm_probe_e2e_seconds:mean1m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_e2e_seconds:canary_stable_ratio1m",
@@ -250,7 +250,7 @@
         rules: [
           {
             record: "group_module_track:vllm_probe_successes:increase5m",
-            expr: "sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m]))" % $._config,
+            expr: "sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\nor\nhistogram_count(sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))" % $._config,
           },
           {
             record: "group_module_track:vllm_probe_attempts:increase5m",
@@ -262,7 +262,7 @@
           },
           {
             record: "group_module_track:vllm_probe_ttft_seconds:mean5m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_ttft_seconds:canary_stable_ratio5m",
@@ -270,7 +270,7 @@
           },
           {
             record: "group_module_track:vllm_probe_tpot_seconds:mean5m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_tpot_seconds:canary_stable_ratio5m",
@@ -278,7 +278,7 @@
           },
           {
             record: "group_module_track:vllm_probe_itl_seconds:mean5m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_itl_seconds:canary_stable_ratio5m",
@@ -286,7 +286,7 @@
           },
           {
             record: "group_module_track:vllm_probe_e2e_seconds:mean5m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_e2e_seconds:canary_stable_ratio5m",
@@ -299,7 +299,7 @@
         rules: [
           {
             record: "group_module_track:vllm_probe_successes:increase10m",
-            expr: "sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m]))" % $._config,
+            expr: "sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\nor\nhistogram_count(sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))" % $._config,
           },
           {
             record: "group_module_track:vllm_probe_attempts:increase10m",
@@ -311,7 +311,7 @@
           },
           {
             record: "group_module_track:vllm_probe_ttft_seconds:mean10m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_ttft_seconds:canary_stable_ratio10m",
@@ -319,7 +319,7 @@
           },
           {
             record: "group_module_track:vllm_probe_tpot_seconds:mean10m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_tpot_seconds:canary_stable_ratio10m",
@@ -327,7 +327,7 @@
           },
           {
             record: "group_module_track:vllm_probe_itl_seconds:mean10m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_itl_seconds:canary_stable_ratio10m",
@@ -335,7 +335,7 @@
           },
           {
             record: "group_module_track:vllm_probe_e2e_seconds:mean10m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)" % $._config,
+            expr: "sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
           },
           {
             record: "group_module:vllm_probe_e2e_seconds:canary_stable_ratio10m",

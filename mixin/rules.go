@@ -408,6 +408,7 @@ func eitherHistogramForm(metric string, r Rule) Rule {
 		"pint disable promql/series("+metric+")",
 		"pint disable promql/series("+metric+"_bucket)",
 		"pint disable promql/series("+metric+"_count)",
+		"pint disable promql/series("+metric+"_sum)",
 	)
 	return r
 }
