@@ -4,14 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"sync"
-	"time"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
 
