@@ -6,7 +6,7 @@
 #   make test     check + go test -race + promtool rules checks + chart tests
 #   make lint     check + golangci-lint + govulncheck (slower; not part of test)
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
-#   make e2e      the slow end-to-end tests on Prometheus 3.x (built once, cached)
+#   make e2e      the slow end-to-end tests on Prometheus 3.x and a kube-apiserver (built once, cached)
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
 # best effort) with `go install`; promtool and prometheus (the end-to-end tests

@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -99,7 +98,8 @@ func (d *Daemon) configHandler(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte(d.scrub(d.sc.Config().String())))
 }
 
-// probeHandler runs one probe now: /probe?target=NAME&module=M[&model=X][&debug=true].
+// probeHandler runs one probe now: /probe?target=NAME&module=M[&model=X][&debug=true];
+// a target that is a URL is a URL probe (urlProbeHandler).
 // model names one of the models of a target with models (default: the first
 // listed). Without debug it answers the probe's metrics, as blackbox_exporter's /probe
 // does; with debug a text report of the probe.
@@ -109,6 +109,10 @@ func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 	targetName := q.Get("target")
 	if targetName == "" {
 		textResponse(w, http.StatusBadRequest, "target parameter is missing; targets: %s", strings.Join(targetNames(cfg), ", "))
+		return
+	}
+	if isProbeURL(targetName) {
+		d.urlProbeHandler(w, r, cfg, targetName)
 		return
 	}
 	t, ok := cfg.Target(targetName)
@@ -129,21 +133,12 @@ func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	debug, _ := strconv.ParseBool(q.Get("debug"))
 
-	ctx := r.Context()
-	if v := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"); v != "" {
-		secs, err := strconv.ParseFloat(v, 64)
-		if err != nil || secs <= 0 {
-			textResponse(w, http.StatusBadRequest, "X-Prometheus-Scrape-Timeout-Seconds %q is not a positive number", v)
-			return
-		}
-		timeout := time.Duration(secs*float64(time.Second)) - scrapeTimeoutOffset
-		if timeout <= 0 {
-			timeout = time.Duration(secs * float64(time.Second))
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
+	ctx, cancel, err := scrapeTimeoutContext(r)
+	if err != nil {
+		textResponse(w, http.StatusBadRequest, "%s", err)
+		return
 	}
+	defer cancel()
 
 	model := q.Get("model")
 	level.Debug(d.logger).Log("msg", "Probe requested", "target", t.Name, "module", module, "model", model, "debug", debug)

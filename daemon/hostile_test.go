@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -329,4 +330,58 @@ func TestHostileTargetSecretsTable(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() { t.Logf("%d rows (field × output × secret × form)", rows) })
+}
+
+// TestProbeCallsNeverSilenceScheduledProbes: 100 calls of /probe (anyone who
+// reaches the port may make them) do not make a single scheduled probe skip
+// for the budget: /probe draws on its own on-demand pool, and says so when
+// that pool is spent (429).
+func TestProbeCallsNeverSilenceScheduledProbes(t *testing.T) {
+	srv := hostile.New(t)
+	path := filepath.Join(t.TempDir(), "vllm_prober.yml")
+	// A probe costs at most 9+4 tokens (it spends 5+1): 400 tokens an
+	// hour fit the scheduled probes of the test; 100 on-demand ones would
+	// not, had they drawn on the same budget.
+	writeConfig(t, path, fmt.Sprintf(`
+global: {probe_interval: 100ms, scrape_interval: 1s, stall_timeout: 5s}
+modules:
+  m: {prober: completions, prompt: hi, max_tokens: 4}
+targets:
+  - {name: t, url: %q, model: hostile-model, scrape_metrics: false, token_budget_per_hour: 400}
+`, srv.URL))
+	f := &fixture{t: t, path: path}
+	f.start(Options{ConfigFile: path, HistoryLimit: 5})
+	ok, refused := 0, 0
+	for range 100 {
+		code, body := f.get("/probe?target=t&module=m")
+		switch {
+		case code == http.StatusOK:
+			ok++
+		case code == http.StatusTooManyRequests && strings.Contains(body, "on-demand probe budget spent"):
+			refused++
+		default:
+			t.Fatalf("/probe = %d %q", code, body)
+		}
+	}
+	if ok == 0 || refused == 0 {
+		t.Errorf("/probe: %d ran, %d refused; want both (the on-demand pool is a tenth of the budget)", ok, refused)
+	}
+	value := func(metrics, prefix, must string) float64 {
+		for line := range strings.SplitSeq(metrics, "\n") {
+			if strings.HasPrefix(line, prefix) && strings.Contains(line, must) {
+				v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+				return v
+			}
+		}
+		return 0
+	}
+	var skipped float64
+	waitFor(t, 10*time.Second, "5 scheduled probes, or one skipped for the budget", func() bool {
+		_, metrics := f.get("/metrics")
+		skipped = value(metrics, "vllm_probe_skipped_total{", `reason="budget"`)
+		return skipped > 0 || value(metrics, "vllm_probe_attempts_total{", `target="t"`) >= 5
+	})
+	if skipped != 0 {
+		t.Errorf("vllm_probe_skipped_total{reason=\"budget\"} = %v after 100 /probe calls, want 0", skipped)
+	}
 }

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 )
 
 // kubeCluster is a real kube-apiserver (and its etcd) on 127.0.0.1, without
@@ -36,19 +38,20 @@ type kubeCluster struct {
 }
 
 // kubeTools returns the kube-apiserver, kubectl and etcd binaries `make e2e`
-// builds and caches (scripts/e2e-tools.sh kubernetes etcd), or skips: a
-// Kubernetes API server takes minutes to build, so `make test` leaves it out.
+// builds and caches (scripts/e2e-tools.sh kubernetes etcd) and names in
+// E2E_KUBERNETES_DIR and E2E_ETCD_DIR, or skips, saying so where make test
+// shows it: a Kubernetes API server takes minutes to build.
 func kubeTools(t *testing.T) (apiserver, kubectl, etcd string) {
 	t.Helper()
-	kdir, edir := os.Getenv("VLLM_PROBER_KUBERNETES_DIR"), os.Getenv("VLLM_PROBER_ETCD_DIR")
+	kdir, edir := os.Getenv("E2E_KUBERNETES_DIR"), os.Getenv("E2E_ETCD_DIR")
 	if kdir == "" || edir == "" {
-		t.Skip("SKIP: this test needs a real kube-apiserver, kubectl and etcd; `make e2e` builds and caches them " +
-			"(scripts/e2e-tools.sh kubernetes etcd) and sets VLLM_PROBER_KUBERNETES_DIR and VLLM_PROBER_ETCD_DIR")
+		testtool.Skip(t, "kube-apiserver, kubectl and etcd (E2E_KUBERNETES_DIR, E2E_ETCD_DIR)",
+			"make e2e builds and caches them with scripts/e2e-tools.sh kubernetes etcd")
 	}
 	apiserver, kubectl, etcd = filepath.Join(kdir, "kube-apiserver"), filepath.Join(kdir, "kubectl"), filepath.Join(edir, "etcd")
 	for _, b := range []string{apiserver, kubectl, etcd} {
 		if _, err := os.Stat(b); err != nil {
-			t.Fatalf("VLLM_PROBER_KUBERNETES_DIR/VLLM_PROBER_ETCD_DIR: %v", err)
+			t.Fatalf("E2E_KUBERNETES_DIR/E2E_ETCD_DIR: %v", err)
 		}
 	}
 	return apiserver, kubectl, etcd

@@ -69,6 +69,9 @@ type Manager struct {
 	offset func(pairKey, time.Duration) time.Duration
 	// load tells a probe the load it met over its lifetime (Options.Load).
 	load func(target string, from, to time.Time) (load float64, ok bool)
+	// urlProbes is the token pool of URL probes (urlprobe.go), apart from
+	// every target's.
+	urlProbes TokenPool
 }
 
 // pairKey names a pair; model is set on targets with models (models.go).
@@ -523,7 +526,6 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	m.inFlight++
 	p.tgt.scheduled.Reserve(p.key.model, cost)
 	s := m.snapshot(p)
-	p.seq++
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -578,7 +580,10 @@ type probeSpec struct {
 	tgt            *target
 }
 
+// snapshot copies what the next probe of p needs, and moves p on to its next
+// question. m.mu must be held.
 func (m *Manager) snapshot(p *pair) probeSpec {
+	defer func() { p.seq++ }()
 	return probeSpec{
 		target: p.key.target, module: p.key.module,
 		url: p.tgt.cfg.URL, client: p.tgt.client, spec: p.spec, model: pairModel(p), seq: p.seq,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"regexp"
@@ -20,9 +21,10 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	slogkit "github.com/tjhop/slog-gokit"
+	"k8s.io/klog/v2"
 
 	"github.com/vllm-prober/vllm_prober/daemon"
-	"github.com/vllm-prober/vllm_prober/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
 	"github.com/vllm-prober/vllm_prober/internal/logging"
 )
@@ -66,7 +68,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	historyLimit := runCmd.Flag("history.limit", "Recent probes per target and module kept for the landing page (plus up to as many older failures).").
 		Default(fmt.Sprint(daemon.DefaultHistoryLimit)).Int()
 	toolkitFlags := kingpinflag.AddFlags(runCmd, daemon.DefaultListenAddress)
-	shardFlags := discovery.AddShardFlags(runCmd)
+	shardFlags := addShardFlags(runCmd)
 
 	type subcommand struct {
 		clause *kingpin.CmdClause
@@ -142,6 +144,12 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	level.Info(logger).Log("msg", "Starting vllm_prober", "version", version.Info())
 	level.Info(logger).Log("msg", "Build context", "build_context", version.BuildContext())
+	// Kubernetes discovery's client (client-go) logs through klog: into our
+	// log, as Prometheus does, at klog's default verbosity 0 (no klog flag
+	// raises it; client-go logs bearer tokens only above 6).
+	lvl := new(slog.LevelVar)
+	lvl.Set(slog.LevelDebug) // the go-kit logger filters
+	klog.SetSlogLogger(slog.New(slogkit.NewGoKitHandler(log.With(base, "component", "k8s_client_runtime"), lvl)))
 	d, err := daemon.New(daemon.Options{
 		ConfigFile:    *configFile,
 		WebFlags:      toolkitFlags,

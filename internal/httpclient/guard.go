@@ -2,6 +2,7 @@ package httpclient
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -102,5 +103,65 @@ func (r *refresher) RoundTrip(req *http.Request) (*http.Response, error) {
 func (r *refresher) CloseIdleConnections() {
 	if c, ok := r.next.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
+	}
+}
+
+// oauth2Switch is the OAuth2 round tripper of a client: one of
+// prometheus/common's per value of the client secret, each built with that
+// value inline and first used alone. common's own round tripper rebuilds
+// its token source in place when the secret file changes (and on its first
+// request), writing the oauth2.Transport that concurrent requests read: a
+// data race when a client_secret_file rotates under concurrent probes.
+type oauth2Switch struct {
+	cred commoncfg.SecretReader
+	cfg  *commoncfg.OAuth2
+	next http.RoundTripper
+	opts []commoncfg.HTTPClientOption
+
+	mu     sync.Mutex
+	secret string
+	rt     http.RoundTripper
+	warm   chan struct{} // closed once rt's first request set it up
+}
+
+func (o *oauth2Switch) RoundTrip(req *http.Request) (*http.Response, error) {
+	secret, err := o.cred.Fetch(req.Context())
+	if err != nil {
+		return nil, fmt.Errorf("unable to read oauth2 client secret: %w", err)
+	}
+	o.mu.Lock()
+	if o.rt == nil || secret != o.secret {
+		if c, ok := o.rt.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections() // its token client's; requests in flight go on
+		}
+		o.secret = secret
+		o.rt = commoncfg.NewOAuth2RoundTripper(commoncfg.NewInlineSecret(secret), o.cfg, o.next, o.opts...)
+		o.warm = make(chan struct{})
+		rt, warm := o.rt, o.warm
+		o.mu.Unlock()
+		// The first request sets the token source up; the others wait.
+		defer close(warm)
+		return rt.RoundTrip(req)
+	}
+	rt, warm := o.rt, o.warm
+	o.mu.Unlock()
+	select {
+	case <-warm:
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
+	return rt.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the idle connections of the current round
+// tripper and of next.
+func (o *oauth2Switch) CloseIdleConnections() {
+	o.mu.Lock()
+	rt := o.rt
+	o.mu.Unlock()
+	for _, t := range []http.RoundTripper{rt, o.next} {
+		if c, ok := t.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+		}
 	}
 }

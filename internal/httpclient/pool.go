@@ -104,7 +104,7 @@ func (p *Pool) Acquire(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 // redact.Transport between them that learns the tokens it obtains.
 func (p *Pool) build(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 	opts := []commoncfg.HTTPClientOption{commoncfg.WithUserAgent(UserAgent())}
-	if cfg.OAuth2 == nil || p.red == nil {
+	if cfg.OAuth2 == nil {
 		return commoncfg.NewClientFromConfig(cfg, "vllm_prober", opts...)
 	}
 	inner := cfg
@@ -125,7 +125,7 @@ func (p *Pool) build(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 	default:
 		cred = commoncfg.NewInlineSecret(string(o.ClientSecret))
 	}
-	client := &http.Client{Transport: commoncfg.NewOAuth2RoundTripper(cred, o, redact.Transport(rt, p.red), opts...)}
+	client := &http.Client{Transport: &oauth2Switch{cred: cred, cfg: o, next: redact.Transport(rt, p.red), opts: opts}}
 	if !cfg.FollowRedirects {
 		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}
