@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/baseline"
+	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/compare"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
@@ -47,7 +49,7 @@ const (
 type checkOptions struct {
 	url, model, reference     string
 	baselineFile, baselineSel string
-	concurrency               float64
+	concurrency               string
 	configFile, target        string
 	module                    string
 	probes                    int
@@ -78,7 +80,7 @@ func registerCheckCommandTo(app *kingpin.Application, stdout, stderr io.Writer) 
 	cmd.Flag("model", "Model to request (default: the first /v1/models lists).").StringVar(&o.model)
 	cmd.Flag("baseline", "Baseline file to compare with (docs/baselines.md).").PlaceHolder("FILE").StringVar(&o.baselineFile)
 	cmd.Flag("baseline.name", "Baseline of --baseline to compare with, when the file holds several.").StringVar(&o.baselineSel)
-	cmd.Flag("baseline.concurrency", "Concurrency at which the baseline is read: 1 for an endpoint that serves nothing but the check.").Default("1").Float64Var(&o.concurrency)
+	cmd.Flag("baseline.concurrency", "Concurrency at which the baseline is read: auto (the load each probe met, running + waiting + 1 from the endpoint's /metrics, as the daemon compares; 1 when it exposes none), or a number.").Default("auto").StringVar(&o.concurrency)
 	cmd.Flag("reference", "Reference endpoint (the stable version) to compare with instead of a baseline: a base URL, or with --config.file the name of one of its targets.").PlaceHolder("URL").StringVar(&o.reference)
 	cmd.Flag("config.file", "vllm_prober configuration file to take the target, its module and baseline from.").StringVar(&o.configFile)
 	cmd.Flag("target", "Target of --config.file to check.").StringVar(&o.target)
@@ -137,7 +139,7 @@ type checkPlan struct {
 	reference      string // target name of the reference, "" with a baseline
 	curve          *baseline.Curve
 	baselineName   string
-	concurrency    float64
+	concurrency    float64 // the baseline's concurrency; 0: auto, the load the probes met
 	probes         int
 	every          time.Duration
 	th             compare.Thresholds
@@ -159,10 +161,14 @@ func (o *checkOptions) plan(ctx context.Context) (*checkPlan, error) {
 	if o.probes < o.th.MinSuccesses {
 		return nil, fmt.Errorf("--probes %d can never reach --threshold.min-successes %d", o.probes, o.th.MinSuccesses)
 	}
-	if !(o.concurrency > 0) {
-		return nil, fmt.Errorf("--baseline.concurrency %v is not a positive number", o.concurrency)
+	p := &checkPlan{probes: o.probes, th: o.th}
+	if o.concurrency != "auto" {
+		c, err := strconv.ParseFloat(o.concurrency, 64)
+		if err != nil || !(c > 0) || math.IsInf(c, 0) {
+			return nil, fmt.Errorf("--baseline.concurrency %q is neither auto nor a positive number", o.concurrency)
+		}
+		p.concurrency = c
 	}
-	p := &checkPlan{probes: o.probes, th: o.th, concurrency: o.concurrency}
 	if o.probes > 1 {
 		p.every = o.duration / time.Duration(o.probes)
 	}
@@ -193,7 +199,7 @@ func (o *checkOptions) plan(ctx context.Context) (*checkPlan, error) {
 		p.curve, p.baselineName = b.Curve(), b.Name
 	}
 	if p.curve != nil {
-		if _, ok := p.curve.Expected(p.concurrency); !ok {
+		if _, ok := p.curve.Expected(max(p.concurrency, 1)); !ok {
 			return nil, fmt.Errorf("baseline %q has no point placed on the concurrency axis", p.baselineName)
 		}
 	}
@@ -368,7 +374,39 @@ func contains(s []string, v string) bool {
 // prober, one probe at a time, and judges the results.
 func (p *checkPlan) run(ctx context.Context, logger log.Logger) (compare.Verdict, error) {
 	red := redact.New()
-	m := prober.NewManager(prober.Options{Logger: logger, Clients: httpclient.New(red), Redactor: red})
+	clients := httpclient.New(red)
+	opts := prober.Options{Logger: logger, Clients: clients, Redactor: red}
+	var loadErr error
+	if p.curve != nil && p.concurrency == 0 {
+		// The load a probe met: running + waiting + 1 from the target's
+		// /metrics as the probe ends, as the daemon's collector reads it.
+		t, _ := p.cfg.Target(p.target)
+		client, err := clients.Acquire(t.HTTPClientConfig)
+		if err != nil {
+			return compare.Verdict{}, fmt.Errorf("target %q: %w", t.Name, err)
+		}
+		defer clients.Release(client)
+		metricsURL := strings.TrimSuffix(t.URL, "/") + t.MetricsPath
+		opts.Load = func(target string, _, _ time.Time) (float64, bool) {
+			if target != p.target {
+				return 0, false
+			}
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			snap, err := collector.Scrape(sctx, client, metricsURL)
+			if err != nil {
+				loadErr = err
+				return 0, false
+			}
+			load := snap.Running() + snap.Waiting() + 1
+			if math.IsNaN(load) {
+				loadErr = errors.New("it exposes no running and waiting requests")
+				return 0, false
+			}
+			return load, true
+		}
+	}
+	m := prober.NewManager(opts)
 	if err := m.Apply(p.cfg); err != nil {
 		return compare.Verdict{}, fmt.Errorf("configuration: %w", err)
 	}
@@ -409,9 +447,20 @@ func (p *checkPlan) run(ctx context.Context, logger log.Logger) (compare.Verdict
 		rs := sampleOf(ref)
 		return compare.Judge(s, rs.Means, &rs, nil, p.th, "reference "+p.reference), nil
 	}
-	e, _ := p.curve.Expected(p.concurrency) // plan checked it
+	conc, how := p.concurrency, ""
+	if conc == 0 {
+		switch {
+		case s.Means.NLoad > 0:
+			conc, how = s.Means.Load, " (running + waiting + 1 from its /metrics)"
+		case loadErr != nil:
+			conc, how = 1, fmt.Sprintf(" (no load from its /metrics: %s)", red.String(loadErr.Error()))
+		default:
+			conc = 1
+		}
+	}
+	e, _ := p.curve.Expected(conc) // plan checked the curve
 	exp := compare.ExpectedFromBaseline(e, s.Means.OutputTokens)
-	return compare.Judge(s, exp, nil, nil, p.th, fmt.Sprintf("baseline %s at concurrency %g", p.baselineName, p.concurrency)), nil
+	return compare.Judge(s, exp, nil, nil, p.th, fmt.Sprintf("baseline %s at concurrency %.3g%s", p.baselineName, conc, how)), nil
 }
 
 func sampleOf(rs []*probe.Result) compare.Sample {

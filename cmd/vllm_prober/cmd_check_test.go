@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
 
@@ -61,7 +65,7 @@ func TestCheckExitCodes(t *testing.T) {
 		table []string // lines the output must contain
 	}{
 		{name: "baseline, unchanged", args: []string{"--url=" + canary, "--baseline=" + checkBaseline}, want: 0,
-			table: []string{"against baseline vllm-sim-default at concurrency 1: PASS", "METRIC", "TTFT", "TPOT", "ITL", "E2E", "success ratio", "4 probes, 4 successful"}},
+			table: []string{"against baseline vllm-sim-default at concurrency 1 (running + waiting + 1 from its /metrics): PASS", "METRIC", "TTFT", "TPOT", "ITL", "E2E", "success ratio", "4 probes, 4 successful"}},
 		{name: "baseline, ITL tripled", admin: `{"itl":"30ms"}`, args: []string{"--url=" + canary, "--baseline=" + checkBaseline}, want: 1,
 			table: []string{": FAIL", "itl ratio", "ITL ", "fail"}},
 		{name: "baseline, every probe fails", admin: `{"fault":"http_status"}`, args: []string{"--url=" + canary, "--baseline=" + checkBaseline}, want: 2,
@@ -139,5 +143,80 @@ func TestCheckJSON(t *testing.T) {
 	}
 	if got := strings.Join(names, ","); got != "ttft,tpot,itl,e2e,success_ratio" {
 		t.Errorf("metrics %s", got)
+	}
+}
+
+// loadSim keeps n streaming completions running against url until stop.
+func loadSim(t *testing.T, url string, n int) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions",
+					strings.NewReader(`{"prompt":"load","max_tokens":100,"ignore_eos":true,"stream":true}`))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+// TestCheckUnderLoad: on a busy endpoint (20 streams: the simulator's ITL
+// grows 2 % per running request) the baseline is read at the load each probe
+// met, from the endpoint's /metrics, as the daemon compares: the per-token
+// latencies match it. Read at concurrency 1, as for an idle endpoint, the
+// same endpoint fails on them. (TTFT is left out of the comparison here: on
+// a loaded machine, under -race, the in-process load moves it.)
+func TestCheckUnderLoad(t *testing.T) {
+	url := checkSim(t)
+	stop := loadSim(t, url, 20)
+	defer stop()
+	time.Sleep(500 * time.Millisecond) // the streams are running
+	for _, c := range []struct {
+		conc       string
+		against    string
+		minR, maxR float64 // TPOT and ITL ratios
+	}{
+		{"auto", "(running + waiting + 1 from its /metrics)", 0.85, 1.15},
+		{"1", "at concurrency 1", 1.25, 2},
+	} {
+		code, out, errOut := runCLI(t, "check", "--probes=4", "--url="+url, "--baseline="+checkBaseline,
+			"--baseline.concurrency="+c.conc, "--format=json")
+		t.Logf("--baseline.concurrency=%s: exit %d\n%s%s", c.conc, code, out, errOut)
+		var v struct {
+			Against string
+			Metrics []struct {
+				Metric string
+				Ratio  *float64
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if !strings.Contains(v.Against, c.against) {
+			t.Errorf("--baseline.concurrency=%s: against %q, want %q", c.conc, v.Against, c.against)
+		}
+		for _, m := range v.Metrics {
+			if m.Metric != "tpot" && m.Metric != "itl" {
+				continue
+			}
+			if m.Ratio == nil || *m.Ratio < c.minR || *m.Ratio > c.maxR {
+				t.Errorf("--baseline.concurrency=%s: %s ratio %v, want between %v and %v", c.conc, m.Metric, m.Ratio, c.minR, c.maxR)
+			}
+		}
+		if c.conc == "1" && code != 1 {
+			t.Errorf("--baseline.concurrency=1 on a busy endpoint: exit %d, want 1", code)
+		}
+	}
+	if code, _, errOut := runCLI(t, "check", "--url="+url, "--baseline="+checkBaseline, "--baseline.concurrency=lots"); code != 3 || !strings.Contains(errOut, "neither auto nor a positive number") {
+		t.Errorf("--baseline.concurrency=lots: exit %d %q", code, errOut)
 	}
 }
