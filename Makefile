@@ -6,7 +6,7 @@
 #   make test     check + go test -race + promtool rules checks + chart tests
 #   make lint     check + golangci-lint + govulncheck (slower; not part of test)
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
-#   make e2e      the slow end-to-end tests on Prometheus 3.x (built once, cached)
+#   make e2e      the slow end-to-end tests on Prometheus 3.x and a kube-apiserver (built once, cached)
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
 # best effort) with `go install`; promtool and prometheus (the end-to-end tests
@@ -261,6 +261,9 @@ rules:
 #   E2E_PKGS  += ./discovery/...
 E2E_TOOLS   := prometheus3 sloth pint
 E2E_PKGS    := ./e2e/... ./mixin/...
+# The Argo Rollouts analysis controller on a real Kubernetes API server
+# (e2e/rollouts_test.go).
+E2E_TOOLS   += kubernetes etcd argo-rollouts
 E2E_RUN     ?= .
 E2E_TIMEOUT ?= 60m
 
@@ -268,7 +271,7 @@ E2E_TIMEOUT ?= 60m
 e2e: tools-test
 	@start=$$(date +%s); set -e; \
 	tools="$$(scripts/e2e-tools.sh $(E2E_TOOLS))"; echo "$$tools"; \
-	eval "$$(printf '%s\n' "$$tools" | awk '{ n = toupper($$1); gsub("-", "_", n); printf "export E2E_%s_DIR=%s\n", n, $$2 }')"; \
+	eval "$$(printf '%s\n' "$$tools" | awk '{ n = toupper($$1); gsub("-", "_", n); printf "export E2E_%s_DIR=%s VLLM_PROBER_%s_DIR=%s\n", n, $$2, n, $$2 }')"; \
 	VLLM_PROBER_E2E=1 $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' $(E2E_PKGS); \
 	echo ">> make e2e took $$(( $$(date +%s) - start ))s"
 

@@ -17,6 +17,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,8 +92,9 @@ type Options struct {
 	URL string
 	// Model to request; empty uses the first id of /v1/models.
 	Model string
-	// Endpoint is the probe kind of the requests: config.ProberCompletions
-	// (/v1/completions), config.ProberChat or config.ProberResponses.
+	// Endpoint is the probe kind of the requests, one whose answer is
+	// streamed (probe.StreamedKinds): config.ProberCompletions
+	// (/v1/completions, the default), config.ProberChat, ...
 	Endpoint string
 	// Requests is the number of requests per level.
 	Requests int
@@ -192,9 +194,10 @@ func (o *Options) setDefaults() error {
 	switch o.Endpoint {
 	case "":
 		o.Endpoint = config.ProberCompletions
-	case config.ProberCompletions, config.ProberChat, config.ProberResponses:
 	default:
-		errs = append(errs, fmt.Errorf("endpoint %q is not %q, %q or %q", o.Endpoint, config.ProberCompletions, config.ProberChat, config.ProberResponses))
+		if !slices.Contains(probe.StreamedKinds(), o.Endpoint) {
+			errs = append(errs, fmt.Errorf("endpoint %q is not a streamed probe kind (%s)", o.Endpoint, strings.Join(probe.StreamedKinds(), ", ")))
+		}
 	}
 	if o.Requests == 0 {
 		o.Requests = DefaultRequests

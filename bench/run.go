@@ -58,7 +58,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		tr.MaxIdleConns = maxc + 2
 		defer tr.CloseIdleConnections()
 		// The one User-Agent of vllm_prober (internal/httpclient).
-		client = &http.Client{Transport: commoncfg.NewUserAgentRoundTripper(httpclient.UserAgent(), tr)}
+		// Its headers (--api-key-file's Authorization, --header) never
+		// follow a redirect to another origin (httpclient.CheckRedirect).
+		client = &http.Client{Transport: commoncfg.NewUserAgentRoundTripper(httpclient.UserAgent(), tr), CheckRedirect: httpclient.CheckRedirect}
 	}
 	spec, err := probe.Compile(opts.Name, opts.module())
 	if err != nil {
@@ -79,11 +81,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if len(models) == 0 {
 			return nil, errors.New("no --model given and /v1/models lists no model")
 		}
-		rep.Model = models[0].ID
+		// The id is the server's text: scrubbed before any output keeps it.
+		id, held := opts.red.Label(models[0].ID)
+		if held {
+			level.Warn(opts.Logger).Log("msg", "The model id the server lists holds the credential sent: it is shown as "+redact.Placeholder, "field", "/v1/models id")
+		}
+		rep.Model = id
 	}
 	found := false
 	for _, m := range models {
-		if m.ID == rep.Model {
+		if id, _ := opts.red.Label(m.ID); id == rep.Model {
 			found = true
 			rep.MaxModelLen = m.MaxModelLen
 		}
@@ -242,7 +249,7 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 		rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 		defer cancel()
 		call := probe.Call{BaseURL: o.URL, Model: model, Prompt: ps[i], Header: o.Header,
-			RequestID: fmt.Sprintf("%s-%s-%d", o.Name, lv.Slug(), i), StallTimeout: o.StallTimeout}
+			RequestID: fmt.Sprintf("%s-%s-%d", o.Name, lv.Slug(), i), StallTimeout: o.StallTimeout, Redact: o.red}
 		var text string
 		if texts != nil {
 			// --save-detailed writes vLLM's generated_texts: the whole text of each request.
@@ -379,7 +386,7 @@ func warmUp(ctx context.Context, client *http.Client, o *Options, model string, 
 			defer cancel()
 			<-release
 			res := spec.Run(rctx, client, probe.Call{BaseURL: o.URL, Model: model, Prompt: prompt, Header: o.Header,
-				RequestID: fmt.Sprintf("%s-%s-warmup-%d", o.Name, lv.Slug(), w), StallTimeout: o.StallTimeout})
+				RequestID: fmt.Sprintf("%s-%s-warmup-%d", o.Name, lv.Slug(), w), StallTimeout: o.StallTimeout, Redact: o.red})
 			if !res.Success {
 				failed.Add(1)
 			}

@@ -370,7 +370,7 @@ func TestBenchWaitsForModels(t *testing.T) {
 func TestBenchOptionErrors(t *testing.T) {
 	_, err := Run(context.Background(), Options{URL: "http://127.0.0.1:1", Concurrencies: []int{0}, RequestRates: []float64{-1},
 		Endpoint: "embeddings", Prompt: "x", RandomInputLen: 3})
-	want := "invalid benchmark options: endpoint \"embeddings\" is not \"completions\", \"chat\" or \"responses\"\n" +
+	want := "invalid benchmark options: endpoint \"embeddings\" is not a streamed probe kind (chat, completions, responses)\n" +
 		"concurrency must be at least 1, got 0\nrequest rate must be positive or inf, got -1\n" +
 		"give either a prompt or a random input length, not both"
 	if err == nil || err.Error() != want {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 )
 
@@ -89,6 +90,7 @@ type scraper struct {
 	interval   time.Duration
 	timeout    time.Duration
 	logger     log.Logger
+	red        *redact.Redactor // scrubs the label values the target sends (scrub.go)
 	now        func() time.Time // when set (tests), overrides snapshot timestamps
 
 	cancel context.CancelFunc // nil while not running
@@ -201,6 +203,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 				interval:   cfg.ScrapeInterval(w.t),
 				timeout:    cfg.ScrapeTimeout(w.t),
 				logger:     log.With(m.logger, "target", name),
+				red:        m.clients.Redactor(),
 				needInfo:   true,
 			}
 			m.targets[name] = s
@@ -290,6 +293,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	start := time.Now()
 	snap, err := Scrape(sctx, s.client, s.metricsURL)
 	dur := time.Since(start)
+	scrubSnapshot(s.red, s.logger, snap)
 	if snap != nil && s.now != nil {
 		snap.Time = s.now()
 	}
@@ -320,6 +324,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 		ictx, icancel := context.WithTimeout(ctx, s.timeout)
 		info, infoErr = FetchServerInfo(ictx, s.client, s.baseURL)
 		icancel()
+		info.scrub(s.red, s.logger)
 		if infoErr != nil {
 			level.Debug(s.logger).Log("msg", "reading server info failed", "err", infoErr)
 		}

@@ -64,7 +64,7 @@ func safeError(err error) string {
 func (s *scraper) noteScrapeLocked(at time.Time, dur time.Duration, err error) {
 	prev, first := s.last, !s.attempted
 	s.attempted = true
-	s.last = ScrapeState{At: at, Duration: dur, Up: err == nil, Err: safeError(err)}
+	s.last = ScrapeState{At: at, Duration: dur, Up: err == nil, Err: s.red.String(safeError(err))}
 	switch {
 	case err != nil && !first && prev.Up:
 		level.Warn(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", s.last.Err)

@@ -40,21 +40,6 @@ var (
 	_ StatsSource  = (*prober.Manager)(nil)
 )
 
-// liveMean returns the live value of a latency metric, NaN for others.
-func liveMean(p prober.Means, m baseline.Metric) float64 {
-	switch m {
-	case baseline.MetricTTFT:
-		return p.TTFT
-	case baseline.MetricTPOT:
-		return p.TPOT
-	case baseline.MetricITL:
-		return p.ITL
-	case baseline.MetricE2E:
-		return p.E2E
-	}
-	return math.NaN()
-}
-
 // ProbeSource is what the regression series need from the prober.
 type ProbeSource interface {
 	// Window returns the probe statistics of (target, module) as they are

@@ -232,3 +232,18 @@ func (v Verdict) MarshalJSON() ([]byte, error) {
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
+
+// liveMean returns the live value of a latency metric, NaN for others.
+func liveMean(p prober.Means, m baseline.Metric) float64 {
+	switch m {
+	case baseline.MetricTTFT:
+		return p.TTFT
+	case baseline.MetricTPOT:
+		return p.TPOT
+	case baseline.MetricITL:
+		return p.ITL
+	case baseline.MetricE2E:
+		return p.E2E
+	}
+	return math.NaN()
+}

@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/common/model"
 	yaml "go.yaml.in/yaml/v2"
 
-	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
 	"github.com/vllm-prober/vllm_prober/internal/decodeerr"
 )
 
@@ -87,10 +86,13 @@ type Config struct {
 	Modules   map[string]Module `yaml:"modules"`
 	Targets   []Target          `yaml:"targets"`
 	Baselines []BaselineRef     `yaml:"baselines,omitempty"`
-	// Discovery holds file_sd_configs, http_sd_configs, relabel_configs and
-	// target_defaults (package discovery runs them). When discovery is
-	// enabled, validation leaves TargetDefaults set, with Modules resolved.
-	Discovery sdconfig.Config[Target] `yaml:",inline"`
+	// Discovery holds the *_sd_configs, relabel_configs and target_defaults
+	// (package discovery runs them). When discovery is enabled, validation
+	// leaves TargetDefaults set, with Modules resolved.
+	Discovery Discovery `yaml:",inline"`
+	// URLProbes lets /probe probe URLs that are not configured targets
+	// (Prometheus Operator Probe objects); nil means off.
+	URLProbes *URLProbes `yaml:"url_probes,omitempty"`
 }
 
 // Global holds settings that apply to every target unless a target overrides them.
@@ -253,8 +255,9 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		Modules   map[string]*deferred `yaml:"modules"`
 		Targets   []*deferred          `yaml:"targets"`
 		Baselines []BaselineRef        `yaml:"baselines,omitempty"`
-		// The template is decoded later, like targets, for errors with context.
-		Discovery sdconfig.Config[deferred] `yaml:",inline"`
+		// Decoded later, like targets, for errors with context.
+		Discovery sdSections `yaml:",inline"`
+		URLProbes *deferred  `yaml:"url_probes,omitempty"`
 	}
 	var raw plain
 	if err := unmarshal(&raw); err != nil {
@@ -286,17 +289,15 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		c.Targets = append(c.Targets, t)
 	}
 	c.Baselines = raw.Baselines
-	c.Discovery = sdconfig.Config[Target]{
-		FileSDConfigs:  raw.Discovery.FileSDConfigs,
-		HTTPSDConfigs:  raw.Discovery.HTTPSDConfigs,
-		RelabelConfigs: raw.Discovery.RelabelConfigs,
+	if err := raw.Discovery.decode(&c.Discovery); err != nil {
+		return err
 	}
-	if raw.Discovery.TargetDefaults != nil {
-		t := DefaultTarget
-		if err := raw.Discovery.TargetDefaults.decode(&t); err != nil {
-			return fmt.Errorf("target_defaults: %w", decodeerr.YAML(err, "in target_defaults"))
+	if raw.URLProbes != nil {
+		u := DefaultURLProbes
+		if err := raw.URLProbes.decode(&u); err != nil {
+			return fmt.Errorf("url_probes: %w", decodeerr.YAML(err, "in url_probes"))
 		}
-		c.Discovery.TargetDefaults = &t
+		c.URLProbes = &u
 	}
 	return nil
 }
@@ -338,7 +339,16 @@ func (d *deferred) decode(v any) error {
 
 // Load parses and validates a configuration from YAML bytes. dir is the directory
 // relative file paths (baselines, credentials files) are resolved against.
+//
+// Its error never quotes a secret of the file: a configuration that fails to
+// load is scrubbed by a redactor built from the raw file's secret fields
+// (rawSecrets), whatever their shape.
 func Load(data []byte, dir string) (*Config, error) {
+	cfg, err := load(data, dir)
+	return cfg, scrubLoadError(err, data, dir)
+}
+
+func load(data []byte, dir string) (*Config, error) {
 	cfg := &Config{}
 	cfg.setDefaults() // an empty document does not call UnmarshalYAML
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
@@ -427,7 +437,7 @@ func (c *Config) validate(dir string) error {
 
 	if len(c.Modules) == 0 {
 		switch {
-		case len(c.Targets) == 0 && !c.Discovery.Enabled():
+		case len(c.Targets) == 0 && !c.Discovery.Enabled() && c.URLProbes == nil:
 			return errors.New("no modules and no targets defined")
 		case c.probes():
 			return errors.New("no modules defined")
@@ -465,6 +475,11 @@ func (c *Config) validate(dir string) error {
 	if err := c.Discovery.Validate(); err != nil {
 		return err
 	}
+	for i := range c.Discovery.HTTPSDConfigs {
+		if err := checkSecretLengths(&c.Discovery.HTTPSDConfigs[i].HTTPClientConfig); err != nil {
+			return fmt.Errorf("http_sd_configs[%d]: %w", i, err)
+		}
+	}
 	c.Discovery.SetDirectory(dir)
 	if c.Discovery.Enabled() {
 		// Discovered targets start from this template: validate it as a target
@@ -485,7 +500,12 @@ func (c *Config) validate(dir string) error {
 		}
 	}
 
-	if len(c.Targets) == 0 && !c.Discovery.Enabled() {
+	if c.URLProbes != nil {
+		if err := c.URLProbes.validate(c, dir); err != nil {
+			return fmt.Errorf("url_probes: %w", err)
+		}
+	}
+	if len(c.Targets) == 0 && !c.Discovery.Enabled() && c.URLProbes == nil {
 		return errors.New("no targets defined")
 	}
 	seen := map[string]bool{}
@@ -705,7 +725,7 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	if err := t.HTTPClientConfig.Validate(); err != nil {
 		return fmt.Errorf("http_client_config: %w", err)
 	}
-	return nil
+	return checkSecretLengths(&t.HTTPClientConfig)
 }
 
 // redactURLError drops the URL text from a parse error: it may carry credentials.

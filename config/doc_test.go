@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
+	"github.com/prometheus/prometheus/discovery/dns"
+	"github.com/prometheus/prometheus/discovery/file"
+	"github.com/prometheus/prometheus/discovery/http"
+	"github.com/prometheus/prometheus/discovery/kubernetes"
 )
 
 // CONFIGURATION.md documents every key of the file, in placeholder grammar.
@@ -19,7 +22,9 @@ func TestConfigurationDocCoversEveryKey(t *testing.T) {
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[Config](), reflect.TypeFor[Global](), reflect.TypeFor[Module](),
 		reflect.TypeFor[Message](), reflect.TypeFor[Target](), reflect.TypeFor[BaselineRef](),
-		reflect.TypeFor[sdconfig.Config[Target]](), reflect.TypeFor[sdconfig.FileSDConfig](), reflect.TypeFor[sdconfig.HTTPSDConfig](),
+		reflect.TypeFor[Discovery](), reflect.TypeFor[SDConfigs](), reflect.TypeFor[URLProbes](),
+		reflect.TypeFor[file.SDConfig](), reflect.TypeFor[http.SDConfig](), reflect.TypeFor[kubernetes.SDConfig](), reflect.TypeFor[dns.SDConfig](),
+		reflect.TypeFor[kubernetes.NamespaceDiscovery](), reflect.TypeFor[kubernetes.SelectorConfig](), reflect.TypeFor[kubernetes.AttachMetadataConfig](),
 	} {
 		for f := range typ.Fields() {
 			key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")

@@ -127,8 +127,9 @@ func loadBytes(data []byte, path string) (*Config, error) {
 	return cfg, nil
 }
 
-// checksum covers the configuration file and every baseline file it names: a
-// baseline edited in place must be picked up by a reload even though the main file
+// checksum covers the configuration file, every baseline file it names and
+// every credential file of its HTTP clients: a baseline edited in place, or a
+// rotated credential, must be picked up by a reload even though the main file
 // did not change. A missing baseline file hashes as absent; the baseline loader
 // reports it.
 func checksum(data []byte, cfg *Config) (string, error) {
@@ -146,6 +147,9 @@ func checksum(data []byte, cfg *Config) (string, error) {
 		}
 		fmt.Fprintf(h, "\n%s %d\n", b.File, len(content))
 		h.Write(content)
+	}
+	if err := hashCredentialFiles(h, cfg); err != nil {
+		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

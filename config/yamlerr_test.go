@@ -27,7 +27,8 @@ func TestYAMLErrorsNameNoGoTypes(t *testing.T) {
 		{"global: {probe_intervall: 30s}\n", "global: yaml: unmarshal errors:\n  line 1: field probe_intervall not found in global"},
 		{"modules: {m: {prober: chat, mesages: []}}\n", "module \"m\": yaml: unmarshal errors:\n  line 1: field mesages not found in module \"m\""},
 		{"targets: [{url: 'http://a:1', nme: a}]\n", "targets[0]: yaml: unmarshal errors:\n  line 1: field nme not found in targets[0]"},
-		{"file_sd_configs: [{files: [a.json], bogus: 1}]\n", "yaml: unmarshal errors:\n  line 1: field bogus not found"},
+		{"file_sd_configs: [{files: [a.json], bogus: 1}]\n", "file_sd_configs[0]: yaml: unmarshal errors:\n  line 1: field bogus not found in file_sd_configs[0]"},
+		{"kubernetes_sd_configs: [{role: pod, namespace: [a]}]\n", "kubernetes_sd_configs[0]: yaml: unmarshal errors:\n  line 1: field namespace not found in kubernetes_sd_configs[0]"},
 		// Values of the wrong shape say which shape was expected.
 		{"global: [1]\n", "global: yaml: unmarshal errors:\n  line 1: cannot unmarshal !!seq into a mapping"},
 		{"targets: {a: 1}\n", "yaml: unmarshal errors:\n  line 1: cannot unmarshal !!map into a list"},

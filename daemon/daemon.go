@@ -34,6 +34,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/shard"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
@@ -72,9 +73,12 @@ type Options struct {
 	// three probe intervals of each target.
 	ProbeWindow time.Duration
 	// ShardCount and ShardIndex split the targets, static and discovered, over
-	// replicas (discovery.Shard): this daemon probes shard ShardIndex of
+	// replicas (shard.Targets): this daemon probes shard ShardIndex of
 	// ShardCount. A ShardCount of 0 means 1 (every target).
 	ShardCount, ShardIndex int
+	// DisableReload turns POST /-/reload off (--no-web.enable-reload); SIGHUP
+	// still reloads.
+	DisableReload bool
 }
 
 // Daemon is one running vllm_prober.
@@ -117,9 +121,11 @@ type Daemon struct {
 	// logger, the prober and every page go through it.
 	red      *redact.Redactor
 	scrubber atomic.Pointer[scrubber]
-	// clients is the one HTTP client pool of the prober, the collector and
-	// discovery.
+	// clients is the one HTTP client pool of the prober and the collector.
 	clients *httpclient.Pool
+	// sdMetrics are the prometheus_sd_* metrics every configuration's
+	// discovery counts into.
+	sdMetrics *discovery.Metrics
 
 	ready   atomic.Bool
 	started atomic.Bool
@@ -154,7 +160,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	if opts.ShardCount == 0 {
 		opts.ShardCount = 1
 	}
-	if err := discovery.ValidateShard(opts.ShardCount, opts.ShardIndex); err != nil {
+	if err := shard.Validate(opts.ShardCount, opts.ShardIndex); err != nil {
 		return nil, err
 	}
 	reg := opts.Registry
@@ -180,7 +186,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 
 	d.targets = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vllm_prober_targets",
-		Help: "Targets this replica probes (its shard), by where they come from: static (targets) or discovered (file_sd_configs, http_sd_configs).",
+		Help: "Targets this replica probes (its shard), by where they come from: static (targets) or discovered (file_sd_configs, http_sd_configs, kubernetes_sd_configs, dns_sd_configs).",
 	}, []string{"source"})
 	shardInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vllm_prober_shard_info",
@@ -192,6 +198,12 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 			return nil, fmt.Errorf("registering the daemon's metrics: %w", err)
 		}
 	}
+
+	sdMetrics, err := discovery.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the discovery metrics: %w", err)
+	}
+	d.sdMetrics = sdMetrics
 
 	// The runtime graph is a DAG, each built once from what it reads: the
 	// collector reads its targets' /metrics; the prober reads the

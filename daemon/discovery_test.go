@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/vllm-prober/vllm_prober/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/shard"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
@@ -249,11 +249,11 @@ func TestShardedStaticTargets(t *testing.T) {
 		}
 		names := runningNames(d)
 		var want []string
-		for _, tg := range discovery.Shard(d.Config().Targets, count, index) {
+		for _, tg := range shard.Targets(d.Config().Targets, count, index) {
 			want = append(want, tg.Name)
 		}
 		if !slices.Equal(names, want) || len(names) == 0 || len(names) == len(all) {
-			t.Errorf("shard %d runs %v, want discovery.Shard's %v (a proper share)", index, names, want)
+			t.Errorf("shard %d runs %v, want shard.Targets' %v (a proper share)", index, names, want)
 		}
 		for _, n := range names {
 			seen[n]++

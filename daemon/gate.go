@@ -73,6 +73,9 @@ func resolvePair(cfg *config.Config, q url.Values) (*config.Target, string, erro
 	if !ok {
 		return nil, "", fmt.Errorf("unknown target %q; targets: %s", name, strings.Join(targetNames(cfg), ", "))
 	}
+	if t.Models != "" {
+		return nil, "", fmt.Errorf("target %q probes several models (models: %s): /gate and /burst judge targets of one model only", t.Name, t.Models)
+	}
 	module := q.Get("module")
 	switch {
 	case module == "" && len(t.Modules) == 1:

@@ -104,6 +104,7 @@ baselines:
 targets:
   - {name: canary, url: %s, baseline: vllm-sim-default, labels: {group: g, track: canary}}
   - {name: stable, url: %s, labels: {group: g, track: stable}}
+  - {name: multi, url: %[3]s, models: all, probe_interval: 1h}
 `
 
 func newGateFixture(t *testing.T) (*fixture, *countingSim, *countingSim) {
@@ -195,6 +196,7 @@ func TestGateFlips(t *testing.T) {
 		{"target=canary&reference=nope", `unknown reference target "nope"`},
 		{"target=canary&window=soon", `window "soon"`},
 		{"target=canary&latency_ratio=-1", "latency ratio threshold"},
+		{"target=multi", "probes several models"},
 	} {
 		code, a := f.gate(c.query)
 		if code != http.StatusBadRequest || !strings.Contains(a.Reason, c.want) {

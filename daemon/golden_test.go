@@ -135,16 +135,16 @@ func TestDebugReportGolden(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_probe_success", Help: "1 if the last probe of the target and module succeeded, else 0."})
 	reg.MustRegister(g)
-	out := d.debugReport(cfg, tg, "short_chat", goldenResult(), reg)
+	out := d.debugReport(cfg, tg, "short_chat", goldenResult(), 0, reg)
 	golden(t, "debug-report.golden", out)
 
 	// A stored record of a refused connection: no response, no timeline.
-	refused := &probe.Result{ID: 7, Start: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Reason: probe.ReasonConnection,
+	refused := &probe.Result{Start: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Reason: probe.ReasonConnection,
 		Err: "connection refused: dial tcp 127.0.0.1:8000: connect: connection refused", Phase: probe.PhaseRequest,
 		Request: "POST /v1/chat/completions", RequestBody: `{"model":"m1"}`, E2E: 2 * time.Millisecond, Duration: 2 * time.Millisecond,
 		Events:        []probe.Event{{Offset: 2 * time.Millisecond, Kind: probe.EventFailed}},
 		RequestHeader: http.Header{"Content-Type": {"application/json"}}}
-	golden(t, "record-refused.golden", d.debugReport(cfg, tg, "short_chat", refused, nil))
+	golden(t, "record-refused.golden", d.debugReport(cfg, tg, "short_chat", refused, 7, nil))
 }
 
 func TestLandingPageGolden(t *testing.T) {
@@ -196,13 +196,12 @@ func TestLandingPageGolden(t *testing.T) {
 
 func TestTargetPageGolden(t *testing.T) {
 	d := goldenDaemon(t)
-	res := goldenResult()
-	res.ID = 41
-	ok := *res
+	res := prober.Record{ID: 41, Result: *goldenResult()}
+	ok := res
 	ok.ID, ok.Success, ok.Reason, ok.Err = 42, true, "", ""
 	ok.Start = res.Start.Add(time.Minute)
 	ts := prober.TargetStatus{Name: "sim", URL: "http://127.0.0.1:8000", Model: "m1", HealthUp: true, Checked: true,
-		Modules: []prober.ModuleStatus{{Module: "short_chat", Last: &ok, History: []probe.Result{ok, *res}}}}
+		Modules: []prober.ModuleStatus{{Module: "short_chat", Last: &ok, History: []prober.Record{ok, res}}}}
 	tg, _ := d.Config().Target("sim")
 	var b testWriter
 	now := res.Start.Add(11 * time.Minute)

@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -48,7 +47,7 @@ func (d *Daemon) newHandler() http.Handler {
 	mux.HandleFunc("/config", d.configHandler)
 	mux.HandleFunc("/gate", d.gateHandler)          // gate.go
 	mux.Handle("/burst", adminPOST(d.burstHandler)) // burst.go
-	mux.HandleFunc("/-/reload", d.reloadHandler)
+	mux.Handle("/-/reload", adminPOST(d.reloadHandler))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		textResponse(w, http.StatusOK, "Healthy")
 	})
@@ -77,10 +76,11 @@ func textResponse(w http.ResponseWriter, code int, format string, args ...any) {
 	fmt.Fprintln(w)
 }
 
-func (d *Daemon) reloadHandler(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost && r.Method != http.MethodPut {
-		w.Header().Set("Allow", "POST, PUT")
-		textResponse(w, http.StatusMethodNotAllowed, "This endpoint requires a POST request.")
+// reloadHandler is POST /-/reload (stateChanging guards it). It is on
+// unless --no-web.enable-reload (Options.DisableReload).
+func (d *Daemon) reloadHandler(w http.ResponseWriter, _ *http.Request) {
+	if d.opts.DisableReload {
+		textResponse(w, http.StatusForbidden, "Reloading over HTTP is not enabled (--no-web.enable-reload); send SIGHUP.")
 		return
 	}
 	if err := d.Reload(); err != nil {
@@ -98,7 +98,8 @@ func (d *Daemon) configHandler(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte(d.scrub(d.sc.Config().String())))
 }
 
-// probeHandler runs one probe now: /probe?target=NAME&module=M[&model=X][&debug=true].
+// probeHandler runs one probe now: /probe?target=NAME&module=M[&model=X][&debug=true];
+// a target that is a URL is a URL probe (urlProbeHandler).
 // model names one of the models of a target with models (default: the first
 // listed). Without debug it answers the probe's metrics, as blackbox_exporter's /probe
 // does; with debug a text report of the probe.
@@ -108,6 +109,10 @@ func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 	targetName := q.Get("target")
 	if targetName == "" {
 		textResponse(w, http.StatusBadRequest, "target parameter is missing; targets: %s", strings.Join(targetNames(cfg), ", "))
+		return
+	}
+	if isProbeURL(targetName) {
+		d.urlProbeHandler(w, r, cfg, targetName)
 		return
 	}
 	t, ok := cfg.Target(targetName)
@@ -128,21 +133,12 @@ func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	debug, _ := strconv.ParseBool(q.Get("debug"))
 
-	ctx := r.Context()
-	if v := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"); v != "" {
-		secs, err := strconv.ParseFloat(v, 64)
-		if err != nil || secs <= 0 {
-			textResponse(w, http.StatusBadRequest, "X-Prometheus-Scrape-Timeout-Seconds %q is not a positive number", v)
-			return
-		}
-		timeout := time.Duration(secs*float64(time.Second)) - scrapeTimeoutOffset
-		if timeout <= 0 {
-			timeout = time.Duration(secs * float64(time.Second))
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
+	ctx, cancel, err := scrapeTimeoutContext(r)
+	if err != nil {
+		textResponse(w, http.StatusBadRequest, "%s", err)
+		return
 	}
+	defer cancel()
 
 	model := q.Get("model")
 	level.Debug(d.logger).Log("msg", "Probe requested", "target", t.Name, "module", module, "model", model, "debug", debug)
@@ -168,7 +164,7 @@ func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 	if debug {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write([]byte(d.debugReport(cfg, t, module, res, reg)))
+		_, _ = w.Write([]byte(d.debugReport(cfg, t, module, res, 0, reg)))
 		return
 	}
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
@@ -206,18 +202,18 @@ func (d *Daemon) recordHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write([]byte(d.debugReport(cfg, t, module, &res, nil)))
+	_, _ = w.Write([]byte(d.debugReport(cfg, t, module, &res.Result, res.ID, nil)))
 }
 
 // debugReport is /probe?debug=true (reg: the metrics the probe would have
 // returned) and /probe/record (reg nil: a stored record): what was sent, what
 // came back and when, where it failed, and how it compares with the
 // baseline. Everything goes through the scrubber.
-func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string, res *probe.Result, reg *prometheus.Registry) string {
+func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string, res *probe.Result, id uint64, reg *prometheus.Registry) string {
 	s := d.scrubber.Load()
 	var b strings.Builder
 	if reg == nil {
-		fmt.Fprintf(&b, "Stored record %d of target %q module %q (no new probe was run)\n", res.ID, t.Name, module)
+		fmt.Fprintf(&b, "Stored record %d of target %q module %q (no new probe was run)\n", id, t.Name, module)
 	} else {
 		fmt.Fprintf(&b, "Probe of target %q module %q\n", t.Name, module)
 	}

@@ -346,6 +346,7 @@ func sectionID(t *config.Target, module, model string) string {
 // pageResult is a result with its record link.
 type pageResult struct {
 	probe.Result
+	ID        uint64 // the record id, 0 for none
 	RecordURL string
 }
 
@@ -401,9 +402,9 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, stats []pr
 	for _, ms := range list {
 		name := ms.Module
 		pm := pageModule{ModuleStatus: ms}
-		link := func(r probe.Result) pageResult {
+		link := func(r prober.Record) pageResult {
 			r.Err = s.scrub(r.Err) // a copy: the prober's results are shared and read-only
-			pr := pageResult{Result: r}
+			pr := pageResult{Result: r.Result, ID: r.ID}
 			if r.ID != 0 {
 				pr.RecordURL = recordURL(t.Name, name, ms.Model, r.ID)
 			}

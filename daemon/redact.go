@@ -24,7 +24,7 @@ func (s *scrubber) scrub(text string) string {
 
 // configSecrets lists every credential of cfg in the forms that go on the
 // wire (redact.ClientSecrets): its targets', target_defaults' (the client of
-// discovered targets) and http_sd_configs'.
+// discovered targets), http_sd_configs' and kubernetes_sd_configs'.
 func configSecrets(cfg *config.Config) []string {
 	if cfg == nil {
 		return nil
@@ -38,6 +38,12 @@ func configSecrets(cfg *config.Config) []string {
 	}
 	for i := range cfg.Discovery.HTTPSDConfigs {
 		out = append(out, redact.ClientSecrets(&cfg.Discovery.HTTPSDConfigs[i].HTTPClientConfig)...)
+	}
+	if cfg.URLProbes != nil {
+		out = append(out, redact.ClientSecrets(&cfg.URLProbes.HTTPClientConfig)...)
+	}
+	for i := range cfg.Discovery.KubernetesSDConfigs {
+		out = append(out, redact.ClientSecrets(&cfg.Discovery.KubernetesSDConfigs[i].HTTPClientConfig)...)
 	}
 	return out
 }

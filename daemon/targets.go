@@ -12,6 +12,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/shard"
 )
 
 // discoveryRun is the target discovery of one configuration file (none when
@@ -40,7 +41,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	var m *discovery.Manager
 	if cfg.Discovery.Enabled() {
 		var err error
-		m, err = discovery.New(cfg.Discovery, cfg.Targets, log.With(d.logger, "component", "discovery"), discovery.WithClients(d.clients))
+		m, err = discovery.New(cfg.Discovery, cfg.Targets, discovery.Options{Logger: log.With(d.logger, "component", "discovery"), Metrics: d.sdMetrics})
 		if err != nil {
 			return fmt.Errorf("discovery: %w", err)
 		}
@@ -58,9 +59,6 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	// once per configuration file; discovery refreshes only hand the
 	// managers new targets (targetSteps).
 	if err := d.applyTargets(cfg, list, append(d.configSteps(), d.targetSteps()...)); err != nil {
-		if m != nil {
-			m.Close()
-		}
 		d.applyMu.Unlock()
 		return err
 	}
@@ -158,7 +156,7 @@ func (d *Daemon) targetSteps() []step {
 // held.
 func (d *Daemon) applyTargets(cfg *config.Config, targets []config.Target, steps []step) error {
 	run := *cfg
-	run.Targets = discovery.Shard(targets, d.opts.ShardCount, d.opts.ShardIndex)
+	run.Targets = shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex)
 	prev := d.running.Load()
 	for i, s := range steps {
 		if err := s.apply(&run); err != nil {
@@ -197,7 +195,7 @@ func (d *Daemon) discovered(r *discoveryRun, targets []config.Target) {
 		return // a newer configuration file replaced r's
 	}
 	prev := d.running.Load()
-	if prev != nil && slices.EqualFunc(prev.Targets, discovery.Shard(targets, d.opts.ShardCount, d.opts.ShardIndex), sameTarget) {
+	if prev != nil && slices.EqualFunc(prev.Targets, shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex), sameTarget) {
 		return
 	}
 	if err := d.applyTargets(r.cfg, targets, d.targetSteps()); err != nil {
@@ -257,7 +255,6 @@ func (d *Daemon) startLocked(r *discoveryRun) {
 // stop cancels r and waits until its goroutines have returned; a no-op for a
 // discovery that never started.
 func (r *discoveryRun) stop() {
-	defer r.m.Close() // also when it never started
 	if r.cancel == nil {
 		return
 	}

@@ -220,6 +220,10 @@ func TestChartDefaults(t *testing.T) {
 				"StatefulSet":    1,
 				"ServiceMonitor": 1,
 				"PrometheusRule": len(ruleFiles(t)),
+				// Kubernetes discovery in the release's namespace.
+				"ServiceAccount": 1,
+				"Role":           1,
+				"RoleBinding":    1,
 			}
 			if !reflect.DeepEqual(counts, want) {
 				t.Errorf("rendered kinds %v, want %v (no Secret without apiKeys)", counts, want)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -376,7 +377,20 @@ func sprigSubset(root *template.Template) template.FuncMap {
 			return hex.EncodeToString(h[:])
 		},
 		"hasKey": func(m map[string]any, k string) bool { _, ok := m[k]; return ok },
-		"fail":   func(msg string) (string, error) { return "", errors.New(msg) },
+		"list":   func(vs ...any) []any { return vs },
+		"trim":   strings.TrimSpace,
+		"regexReplaceAll": func(re, s, repl string) string {
+			return regexp.MustCompile(re).ReplaceAllString(s, repl)
+		},
+		"fromYamlArray": func(s string) []any {
+			var v []any
+			if err := yaml.Unmarshal([]byte(s), &v); err != nil {
+				return []any{err.Error()}
+			}
+			a, _ := normalize(v).([]any)
+			return a
+		},
+		"fail": func(msg string) (string, error) { return "", errors.New(msg) },
 	}
 }
 

@@ -1,32 +1,30 @@
-// Package discovery turns Prometheus-style service discovery (file_sd_configs,
-// http_sd_configs) into vllm_prober targets, and splits targets over replicas
-// (Shard).
+// Package discovery turns the targets Prometheus' own service discovery finds
+// (file_sd_configs, http_sd_configs, kubernetes_sd_configs, dns_sd_configs)
+// into vllm_prober targets.
 //
-// Why not Prometheus' own discovery/file and discovery/http: they resolve at
-// the pinned v0.310.0, and we use their targetgroup and relabel packages, but
-// swapping the providers is not a drop-in change: they take slog loggers and
-// a DiscovererMetrics set each (prometheus_sd_* series this exporter would
-// have to register and document), they publish through discovery.Manager's
-// throttled channel of per-provider updates instead of the "first complete
-// list, then every change" contract the daemon's reload and carry-over rely
-// on, and their HTTP client is not the daemon's shared one
-// (internal/httpclient). Our providers follow the same specifications (the
-// file_sd and http_sd formats, refresh and failure semantics).
+// Each configured mechanism runs as Prometheus' discoverer of that name
+// (github.com/prometheus/prometheus/discovery/...), with its configuration
+// type, its __meta_* labels, its prometheus_sd_* metrics and its behaviour: a
+// file that no longer parses keeps its last good targets (and is logged), an
+// http_sd endpoint that fails keeps the last list, a Kubernetes watch follows
+// pods, endpointslices and services as they change.
 //
-// A Manager runs one provider per configured mechanism. Every provider reports
-// its complete current list of target groups; the Manager relabels each
-// discovered target into a config.Target built from target_defaults, merges them
-// with the statically configured targets and publishes the full, sorted,
-// de-duplicated list on Updates whenever it changes.
+// A Manager runs the discoverers of one configuration file. It keeps the
+// current target groups of each (by source, as Prometheus' discovery manager
+// does), relabels each discovered target into a config.Target built from
+// target_defaults, merges them with the statically configured targets and
+// publishes the full, sorted, de-duplicated list on Updates whenever it
+// changes, coalescing bursts of updates (a Kubernetes list of many pods)
+// within PublishDelay.
 //
 // Relabelling starts from the labels of the group and the target, plus:
 //
-//	__address__       host:port of the vLLM server (from "targets")
+//	__address__       host:port of the vLLM server (from the discoverer)
 //	__scheme__        http
 //	__metrics_path__  target_defaults.metrics_path (/metrics)
 //	__model__         target_defaults.model, when set
-//	__meta_filepath   the file a file_sd target came from
-//	__meta_url        the URL an http_sd target came from
+//	__meta_*          the discoverer's labels (__meta_filepath, __meta_url,
+//	                  __meta_kubernetes_pod_label_<name>, ...)
 //
 // and afterwards reads the target from:
 //
@@ -44,37 +42,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"reflect"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
+	promdiscovery "github.com/prometheus/prometheus/discovery"
+	"github.com/prometheus/prometheus/discovery/kubernetes"
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
+	slogkit "github.com/tjhop/slog-gokit"
 
 	"github.com/vllm-prober/vllm_prober/config"
-	"github.com/vllm-prober/vllm_prober/discovery/sdconfig"
-	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 )
-
-// Config is the discovery configuration with config.Target as the template of
-// discovered targets. config.Config embeds it inline.
-type Config = sdconfig.Config[config.Target]
 
 // Meta labels read after relabelling, in addition to Prometheus' __address__,
 // __scheme__ and __metrics_path__.
 const (
 	TargetNameLabel = "__target_name__"
 	ModelLabel      = "__model__"
-	FilePathLabel   = model.MetaLabelPrefix + "filepath"
-	URLLabel        = model.MetaLabelPrefix + "url"
 )
+
+// PublishDelay is how long a Manager gathers the updates that follow a first
+// one before it publishes a new list: a Kubernetes discoverer reports a list
+// of pods one group at a time.
+const PublishDelay = 100 * time.Millisecond
 
 // targetNameRE and labelNameRE mirror the config package's rules for static targets.
 var (
@@ -83,11 +84,35 @@ var (
 	nameInvalidRE = regexp.MustCompile(`[^A-Za-z0-9_.:-]+`)
 )
 
-// provider is one discovery mechanism. run reports the provider's complete list
-// of target groups through send, at least once (even after a failed first
-// refresh, so that startup does not wait forever), and returns when ctx is done.
-type provider interface {
-	run(ctx context.Context, send func([]*targetgroup.Group))
+// Metrics are the prometheus_sd_* metrics of every discovery mechanism
+// (prometheus_sd_file_read_errors_total, prometheus_sd_http_failures_total,
+// prometheus_sd_kubernetes_events_total, prometheus_sd_dns_lookups_total,
+// prometheus_sd_refresh_duration_seconds, ...), as Prometheus exports them. They
+// are registered once per process and shared by the Managers of successive
+// configurations.
+type Metrics struct {
+	sd map[string]promdiscovery.DiscovererMetrics
+}
+
+// NewMetrics registers the metrics of every discovery mechanism on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	sd, err := promdiscovery.CreateAndRegisterSDMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Metrics{sd: sd}, nil
+}
+
+// unregisteredMetrics are metrics for discoverers that are built only to be
+// checked (New without WithMetrics).
+func unregisteredMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	sd, err := promdiscovery.RegisterSDMetrics(reg, promdiscovery.NewRefreshMetrics(reg))
+	if err != nil {
+		// A fresh registry has no collisions: only a broken mechanism gets here.
+		panic(fmt.Sprintf("discovery: registering metrics on a fresh registry: %v", err))
+	}
+	return &Metrics{sd: sd}
 }
 
 type update struct {
@@ -95,14 +120,16 @@ type update struct {
 	groups   []*targetgroup.Group
 }
 
-// Manager runs discovery and publishes the resulting targets.
+// Manager runs the discovery of one configuration file and publishes the
+// resulting targets.
 type Manager struct {
-	logger    log.Logger
-	base      []config.Target
-	template  config.Target
-	relabel   []*relabel.Config
-	providers []provider
-	names     []string // provider names for logs, e.g. file_sd_configs[0]
+	logger   log.Logger
+	base     []config.Target
+	template config.Target
+	relabel  []*relabel.Config
+	sds      []config.NamedSDConfig
+	files    []fileSet // the file_sd_configs, for CheckFiles
+	metrics  *Metrics
 
 	updates chan []config.Target
 
@@ -111,77 +138,98 @@ type Manager struct {
 	started bool
 }
 
-// Option configures New.
-type Option func(*options)
-
-type options struct {
-	clients *httpclient.Pool
+// Options configure a Manager.
+type Options struct {
+	Logger log.Logger
+	// Metrics are the process' registered prometheus_sd_* metrics the
+	// discoverers count into (NewMetrics); nil counts into unregistered ones.
+	// HTTP clients are Prometheus' own: http_sd and kubernetes_sd build theirs
+	// from their configuration, as in Prometheus.
+	Metrics *Metrics
 }
-
-// WithClients makes http_sd take its HTTP clients from pool, the daemon's one
-// pool shared with the prober and the collector.
-func WithClients(pool *httpclient.Pool) Option { return func(o *options) { o.clients = pool } }
 
 // New returns a Manager for cfg, which must have been validated. base are the
 // statically configured targets: they are part of every published list and win
 // over a discovered target of the same name. cfg.TargetDefaults nil means
 // config.DefaultTarget; its Modules should already be resolved (the config
 // package fills an empty list with every module, as for static targets).
-func New(cfg Config, base []config.Target, logger log.Logger, opts ...Option) (*Manager, error) {
+//
+// New builds every discoverer once, as Run will, so that what Prometheus
+// refuses only when it starts one (a kubeconfig_file that does not load, an
+// HTTP client that cannot be built) fails the configuration here, in the
+// daemon's load and in --config.check alike.
+func New(cfg config.Discovery, base []config.Target, o Options) (*Manager, error) {
+	logger := o.Logger
 	if logger == nil {
 		logger = log.NewNopLogger()
-	}
-	o := options{clients: nil}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.clients == nil {
-		o.clients = httpclient.New(nil)
 	}
 	m := &Manager{
 		logger:   logger,
 		base:     append([]config.Target(nil), base...),
 		template: config.DefaultTarget,
 		relabel:  cfg.RelabelConfigs,
+		sds:      cfg.Configs(),
 		updates:  make(chan []config.Target, 1),
 	}
+	m.metrics = o.Metrics
 	if cfg.TargetDefaults != nil {
 		m.template = *cfg.TargetDefaults
 	}
-	for i, fc := range cfg.FileSDConfigs {
-		name := fmt.Sprintf("file_sd_configs[%d]", i)
-		m.providers = append(m.providers, newFileProvider(fc, log.With(logger, "discovery", name)))
-		m.names = append(m.names, name)
-	}
-	for i, hc := range cfg.HTTPSDConfigs {
-		name := fmt.Sprintf("http_sd_configs[%d]", i)
-		p, err := newHTTPProvider(hc, o.clients, log.With(logger, "discovery", name))
-		if err != nil {
-			m.Close() // the clients of the providers built so far
-			return nil, fmt.Errorf("%s: %w", name, err)
+	check := unregisteredMetrics()
+	for _, sd := range m.sds {
+		if inCluster(sd.Config) {
+			// Its client comes from the pod's service account: outside a
+			// cluster (--config.check in CI) it cannot be built, and inside
+			// one a failure is logged at Run, as Prometheus does.
+			continue
 		}
-		m.providers = append(m.providers, p)
-		m.names = append(m.names, name)
+		if _, err := m.discoverer(sd, check); err != nil {
+			return nil, fmt.Errorf("%s: %w", sd.Name, err)
+		}
 	}
-	m.current = m.compute(make([][]*targetgroup.Group, len(m.providers)))
+	for i, fc := range cfg.FileSDConfigs {
+		m.files = append(m.files, fileSet{name: fmt.Sprintf("file_sd_configs[%d]", i), patterns: fc.Files})
+	}
+	if m.metrics == nil {
+		m.metrics = check
+	}
+	m.current = m.compute(nil)
 	return m, nil
 }
 
-// Close releases what New acquired (http_sd's HTTP clients) for a Manager
-// that will not run, or has run; it is safe to call more than once and after
-// Run (whose end releases them too).
-func (m *Manager) Close() {
-	for _, p := range m.providers {
-		if c, ok := p.(interface{ close() }); ok {
-			c.close()
-		}
+// inCluster reports whether c is a kubernetes_sd_configs entry without
+// api_server and kubeconfig_file: one that talks to the API server of the
+// cluster it runs in.
+func inCluster(c promdiscovery.Config) bool {
+	k, ok := c.(*kubernetes.SDConfig)
+	return ok && k.APIServer.URL == nil && k.KubeConfig == ""
+}
+
+// discoverer builds the Prometheus discoverer of sd, counting into metrics.
+func (m *Manager) discoverer(sd config.NamedSDConfig, metrics *Metrics) (promdiscovery.Discoverer, error) {
+	dm, ok := metrics.sd[sd.Config.Name()]
+	if !ok {
+		return nil, fmt.Errorf("no metrics for discovery mechanism %q", sd.Config.Name())
 	}
+	return sd.Config.NewDiscoverer(promdiscovery.DiscovererOptions{
+		Logger:  slogLogger(log.With(m.logger, "discovery", sd.Name)),
+		Metrics: dm,
+		SetName: "vllm_prober",
+	})
+}
+
+// slogLogger hands Prometheus' discoverers, which log through log/slog, the
+// daemon's go-kit logger (and so its level filter and secret scrubbing).
+func slogLogger(logger log.Logger) *slog.Logger {
+	lvl := new(slog.LevelVar)
+	lvl.Set(slog.LevelDebug) // the go-kit logger filters
+	return slog.New(slogkit.NewGoKitHandler(logger, lvl))
 }
 
 // Updates delivers the full target list each time it changes. Only the newest
 // list is kept: a slow reader skips intermediate lists, never a final state.
-// The first list arrives once every provider has reported once. The channel is
-// closed when Run returns. Lists are fresh copies the receiver may keep.
+// The channel is closed when Run returns. Lists are fresh copies the receiver
+// may keep.
 func (m *Manager) Updates() <-chan []config.Target {
 	return m.updates
 }
@@ -194,8 +242,8 @@ func (m *Manager) Targets() []config.Target {
 	return cloneTargets(m.current)
 }
 
-// Run runs every provider until ctx is done and returns once all of them have
-// exited. It must be called once.
+// Run runs every discoverer until ctx is done and returns once all of them
+// have exited. It must be called once.
 func (m *Manager) Run(ctx context.Context) {
 	m.mu.Lock()
 	if m.started {
@@ -206,24 +254,48 @@ func (m *Manager) Run(ctx context.Context) {
 	m.mu.Unlock()
 	defer close(m.updates)
 
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	up := make(chan update)
 	var wg sync.WaitGroup
-	for i, p := range m.providers {
-		wg.Add(1)
+	for i, sd := range m.sds {
+		d, err := m.discoverer(sd, m.metrics)
+		if err != nil {
+			// In-cluster Kubernetes discovery outside a cluster, or a
+			// kubeconfig_file changed since New: as in Prometheus, the rest runs.
+			level.Error(m.logger).Log("msg", "Cannot create service discovery", "discovery", sd.Name, "err", err)
+			continue
+		}
+		ch := make(chan []*targetgroup.Group)
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			p.run(ctx, func(groups []*targetgroup.Group) {
+			d.Run(ctx, ch)
+		}()
+		go func() {
+			defer wg.Done()
+			for {
 				select {
-				case up <- update{provider: i, groups: groups}:
 				case <-ctx.Done():
+					return
+				case groups := <-ch:
+					select {
+					case up <- update{provider: i, groups: groups}:
+					case <-ctx.Done():
+						return
+					}
 				}
-			})
+			}
 		}()
 	}
+	defer wg.Wait()
 
-	groups := make([][]*targetgroup.Group, len(m.providers))
-	reported := make([]bool, len(m.providers))
-	pending := len(m.providers)
+	// The current groups of each discoverer, by source, as in Prometheus'
+	// discovery manager: a discoverer sends only the groups that changed.
+	groups := make([]map[string]*targetgroup.Group, len(m.sds))
+	for i := range groups {
+		groups[i] = map[string]*targetgroup.Group{}
+	}
 	var last []config.Target
 	published := false
 	publish := func() {
@@ -242,42 +314,55 @@ func (m *Manager) Run(ctx context.Context) {
 		}
 		m.updates <- cloneTargets(targets)
 	}
-	if pending == 0 {
+	if len(m.sds) == 0 {
 		publish()
 	}
-loop:
+	var timer <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
-			break loop
+			return
 		case u := <-up:
-			groups[u.provider] = u.groups
-			if !reported[u.provider] {
-				reported[u.provider] = true
-				pending--
+			for _, g := range u.groups {
+				if g == nil {
+					continue
+				}
+				if len(g.Targets) == 0 {
+					delete(groups[u.provider], g.Source)
+				} else {
+					groups[u.provider][g.Source] = g
+				}
 			}
-			if pending == 0 {
-				publish()
+			if timer == nil {
+				timer = time.After(PublishDelay)
 			}
+		case <-timer:
+			timer = nil
+			publish()
 		}
 	}
-	wg.Wait()
 }
 
 // compute builds the target list from the static targets and the groups of
 // every provider.
-func (m *Manager) compute(groups [][]*targetgroup.Group) []config.Target {
+func (m *Manager) compute(groups []map[string]*targetgroup.Group) []config.Target {
 	out := cloneTargets(m.base)
 	index := make(map[string]int, len(out))
 	for i, t := range out {
 		index[t.Name] = i
 	}
 	for p, gs := range groups {
-		for _, g := range gs {
+		sources := make([]string, 0, len(gs))
+		for src := range gs {
+			sources = append(sources, src)
+		}
+		sort.Strings(sources)
+		for _, src := range sources {
+			g := gs[src]
 			for ti, tl := range g.Targets {
 				t, err := m.build(g.Labels, tl)
 				if err != nil {
-					level.Error(m.logger).Log("msg", "Discovered target is not valid, ignoring it", "discovery", m.names[p], "source", g.Source, "index", ti, "err", err)
+					level.Error(m.logger).Log("msg", "Discovered target is not valid, ignoring it", "discovery", m.sds[p].Name, "source", g.Source, "index", ti, "err", err)
 					continue
 				}
 				if t == nil {
@@ -285,7 +370,7 @@ func (m *Manager) compute(groups [][]*targetgroup.Group) []config.Target {
 				}
 				if i, ok := index[t.Name]; ok {
 					if !reflect.DeepEqual(out[i], *t) {
-						level.Warn(m.logger).Log("msg", "Two targets have the same name, keeping the first", "discovery", m.names[p], "source", g.Source, "target", t.Name)
+						level.Warn(m.logger).Log("msg", "Two targets have the same name, keeping the first", "discovery", m.sds[p].Name, "source", g.Source, "target", t.Name)
 					}
 					continue
 				}

@@ -56,11 +56,11 @@ func TestRelabelling(t *testing.T) {
 	logs := &logBuffer{}
 	static := config.DefaultTarget
 	static.Name, static.URL, static.Modules = "static", "http://127.0.0.1:8000", []string{"short"}
-	m, err := New(cfg, []config.Target{static}, logs.logger())
+	m, err := New(cfg, []config.Target{static}, testOptions(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := m.compute([][]*targetgroup.Group{{
+	got := m.compute(bySource([][]*targetgroup.Group{{
 		group("a.json:0", model.LabelSet{"env": "prod", "served_model": "llama-3-8b", "tls": "true"},
 			"vllm-0.vllm.ml.svc:8000", "vllm-1.vllm.ml.svc:8000"),
 		group("a.json:1", model.LabelSet{"env": "dev"}, "vllm-dev.vllm.ml.svc:8000"),
@@ -69,7 +69,7 @@ func TestRelabelling(t *testing.T) {
 		group("a.json:3", model.LabelSet{"__target_name__": "static"}, "10.0.0.8:8000"),
 		// Identical to an earlier one: collapsed without a warning.
 		group("a.json:4", model.LabelSet{"metrics_path": "/engine/metrics"}, "10.0.0.7:8000"),
-	}})
+	}}))
 
 	base := config.DefaultTarget
 	base.Modules = []string{"short", "long"}
@@ -109,11 +109,11 @@ func TestRelabelling(t *testing.T) {
 func TestRelabellingDefaults(t *testing.T) {
 	// No relabelling and no target_defaults: the name is the address, the
 	// target is config.DefaultTarget, group labels become static labels.
-	m, err := New(loadConfig(t, "file_sd_configs: [{files: [x.json]}]"), nil, nil)
+	m, err := New(loadConfig(t, "file_sd_configs: [{files: [x.json]}]"), nil, testOptions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := m.compute([][]*targetgroup.Group{{group("x", model.LabelSet{"zone": "eu-1", "__meta_filepath": "/x.json"}, "[::1]:8000", "gpu-box:8000")}})
+	got := m.compute(bySource([][]*targetgroup.Group{{group("x", model.LabelSet{"zone": "eu-1", "__meta_filepath": "/x.json"}, "[::1]:8000", "gpu-box:8000")}}))
 	want := []config.Target{config.DefaultTarget, config.DefaultTarget}
 	want[0].Name, want[0].URL, want[0].Labels = "1_:8000", "http://[::1]:8000", map[string]string{"zone": "eu-1"}
 	want[1].Name, want[1].URL, want[1].Labels = "gpu-box:8000", "http://gpu-box:8000", map[string]string{"zone": "eu-1"}
@@ -149,7 +149,7 @@ relabel_configs:
 		{nil, "h:1?x=y", `__address__ "h:1?x=y" is not a valid host:port`},
 	} {
 		logs := &logBuffer{}
-		m, err := New(cfg, nil, logs.logger())
+		m, err := New(cfg, nil, testOptions(logs.logger()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ relabel_configs:
 		}
 		g := group("x.json:0", nil, "good:1")
 		g.Targets = append([]model.LabelSet{bad}, g.Targets...)
-		got := m.compute([][]*targetgroup.Group{{g}})
+		got := m.compute(bySource([][]*targetgroup.Group{{g}}))
 		if !hasNames("good:1")(got) {
 			t.Errorf("%v %s: targets %v, want only good:1", tc.labels, tc.addr, names(got))
 		}
@@ -178,7 +178,7 @@ func TestNoProviders(t *testing.T) {
 	static.Name, static.URL = "b", "http://127.0.0.1:1"
 	static2 := static
 	static2.Name = "a"
-	m, err := New(Config{}, []config.Target{static, static2}, nil)
+	m, err := New(config.Discovery{}, []config.Target{static, static2}, testOptions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := loadConfig(t, string(data))
-		if _, err := New(cfg, nil, nil); err != nil {
+		if _, err := New(cfg, nil, testOptions(nil)); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
@@ -212,11 +212,11 @@ func TestExamples(t *testing.T) {
 		data, _ := os.ReadFile(filepath.Join("testdata", "relabel-example.yml"))
 		return string(data)
 	}())
-	m, _ := New(cfg, nil, nil)
-	got := m.compute([][]*targetgroup.Group{{
+	m, _ := New(cfg, nil, testOptions(nil))
+	got := m.compute(bySource([][]*targetgroup.Group{{
 		group("x", model.LabelSet{"served_model": "llama", "tls": "true", "env": "prod"}, "vllm-7.vllm.ml.svc:8000"),
 		group("y", model.LabelSet{"env": "dev"}, "vllm-8.vllm.ml.svc:8000"),
-	}})
+	}}))
 	if len(got) != 1 || got[0].Name != "vllm-7" || got[0].URL != "https://vllm-7.vllm.ml.svc:8000" ||
 		got[0].Model != "llama" || !reflect.DeepEqual(got[0].Labels, map[string]string{"env": "prod"}) {
 		t.Errorf("relabel example: %+v", got)

@@ -23,7 +23,7 @@ func TestFileSDPickedUpWithoutRestart(t *testing.T) {
 	cfg := loadConfig(t, fmt.Sprintf("file_sd_configs: [{files: [%q, %q], refresh_interval: 1h}]",
 		filepath.Join(d, "*.json"), filepath.Join(d, "*.yml")))
 	logs := &logBuffer{}
-	m, err := New(cfg, nil, logs.logger())
+	m, err := New(cfg, nil, testOptions(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestFileSDPickedUpWithoutRestart(t *testing.T) {
 
 	// A broken file keeps its last good targets, and says which file it is.
 	writeAtomic(t, a, `[{"targets": ["a1:8000", `)
-	logs.waitLog(t, "level=error", `msg="Cannot read target file, keeping its last good targets"`, "file="+a, "kept_groups=1", "parsing JSON")
+	logs.waitLog(t, "level=error", `msg="Error reading file"`, "discovery=file_sd_configs[0]", "path="+a, "unexpected end of JSON input")
 	if got := m.Targets(); !hasNames("a1:8000", "a3:8000", "b1:8000")(got) {
 		t.Errorf("after breaking a.json: targets %v, want the last good ones", names(got))
 	}
@@ -84,25 +84,23 @@ func TestFileSDStartup(t *testing.T) {
 	d := dir(t)
 	writeAtomic(t, filepath.Join(d, "good.yaml"), "- targets: [g:1]\n")
 	writeAtomic(t, filepath.Join(d, "bad.yaml"), "- targets: [x:1]\n  bogus: true\n")
-	writeAtomic(t, filepath.Join(d, "empty-target.json"), `[{"targets": [""]}]`)
 	writeAtomic(t, filepath.Join(d, "null.json"), `[null]`)
 	cfg := loadConfig(t, fmt.Sprintf("file_sd_configs: [{files: [%q, %q]}]", filepath.Join(d, "*.yaml"), filepath.Join(d, "*.json")))
 	static := config.DefaultTarget
 	static.Name, static.URL = "static", "http://127.0.0.1:8000"
 	logs := &logBuffer{}
-	m, err := New(cfg, []config.Target{static}, logs.logger())
+	m, err := New(cfg, []config.Target{static}, testOptions(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	started(t, m)
 	waitTargets(t, m, "the good file and the static target", hasNames("g:1", "static"))
 	for file, msg := range map[string]string{
-		"bad.yaml":          "field bogus not found",
-		"empty-target.json": "target group 0: target 0 is empty",
-		"null.json":         "target group 0: group is null",
+		"bad.yaml":  "field bogus not found",
+		"null.json": "nil target group item found",
 	} {
-		line := logs.waitLog(t, "file="+filepath.Join(d, file))
-		if !strings.Contains(line, msg) || !strings.Contains(line, "kept_groups=0") {
+		line := logs.waitLog(t, `msg="Error reading file"`, "path="+filepath.Join(d, file))
+		if !strings.Contains(line, msg) {
 			t.Errorf("log line %q does not say %q", line, msg)
 		}
 	}
@@ -134,7 +132,7 @@ func TestFileSDConfigMapSwap(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..data", "targets.json"), filepath.Join(d, "targets.json")); err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(loadConfig(t, fmt.Sprintf("file_sd_configs: [{files: [%q], refresh_interval: 1h}]", filepath.Join(d, "*.json"))), nil, nil)
+	m, err := New(loadConfig(t, fmt.Sprintf("file_sd_configs: [{files: [%q], refresh_interval: 1h}]", filepath.Join(d, "*.json"))), nil, testOptions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

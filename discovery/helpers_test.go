@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/prometheus/prometheus/discovery/targetgroup"
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/config"
@@ -44,10 +45,10 @@ func (b *logBuffer) waitLog(t *testing.T, parts ...string) string {
 }
 
 // loadConfig decodes a discovery section the way config.Config embeds it.
-func loadConfig(t *testing.T, s string) Config {
+func loadConfig(t *testing.T, s string) config.Discovery {
 	t.Helper()
 	var f struct {
-		Discovery Config `yaml:",inline"`
+		Discovery config.Discovery `yaml:",inline"`
 	}
 	if err := yaml.UnmarshalStrict([]byte(s), &f); err != nil {
 		t.Fatalf("decoding config: %v", err)
@@ -143,3 +144,19 @@ func dir(t *testing.T) string {
 	}
 	return d
 }
+
+// bySource indexes each discoverer's groups by source, as Run keeps them.
+func bySource(providers [][]*targetgroup.Group) []map[string]*targetgroup.Group {
+	out := make([]map[string]*targetgroup.Group, len(providers))
+	for i, gs := range providers {
+		out[i] = map[string]*targetgroup.Group{}
+		for _, g := range gs {
+			out[i][g.Source] = g
+		}
+	}
+	return out
+}
+
+// testOptions are the Options of a test's Manager: its logger, and metrics
+// that no registry holds.
+func testOptions(logger log.Logger) Options { return Options{Logger: logger} }

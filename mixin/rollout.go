@@ -35,7 +35,7 @@ var RolloutLatencies = []struct{ Name, Metric string }{
 func (r *Rollout) validate() error {
 	var errs []string
 	for _, l := range []struct{ key, v string }{{"group_label", r.GroupLabel}, {"track_label", r.TrackLabel}} {
-		if !model.LegacyValidation.IsValidLabelName(l.v) || l.v == "" {
+		if !model.LegacyValidation.IsValidLabelName(l.v) {
 			errs = append(errs, fmt.Sprintf("rollout.%s %q is not a label name", l.key, l.v))
 		}
 	}

@@ -61,9 +61,13 @@ targets:
 		t.Errorf("requests = %d, want 2", got)
 	}
 
-	// /probe is held to the same share, and names only listed models.
-	if _, _, err := m.ProbeModelNow(context.Background(), "t", "short", "other"); !errors.Is(err, ErrBudgetExceeded) {
-		t.Errorf("ProbeModelNow(other) err = %v, want ErrBudgetExceeded", err)
+	// /probe has a pool of its own (max(60/10, cost 20) = 20: one probe),
+	// and names only listed models.
+	if _, _, err := m.ProbeModelNow(context.Background(), "t", "short", "other"); err != nil {
+		t.Errorf("first ProbeModelNow(other) err = %v, want it run from the on-demand pool", err)
+	}
+	if _, _, err := m.ProbeModelNow(context.Background(), "t", "short", "other"); !errors.Is(err, ErrOnDemandBudgetExceeded) {
+		t.Errorf("second ProbeModelNow(other) err = %v, want ErrOnDemandBudgetExceeded", err)
 	}
 	if _, _, err := m.ProbeModelNow(context.Background(), "t", "short", "nope"); !errors.Is(err, ErrUnknownModel) {
 		t.Errorf("ProbeModelNow(nope) err = %v, want ErrUnknownModel", err)
@@ -130,4 +134,50 @@ targets:
 		defer mu.Unlock()
 		return strings.Contains(logs.String(), want)
 	})
+}
+
+// TestProbeNowNeverSpendsScheduledBudget: 100 on-demand probes (the calls
+// of /probe, which anyone who reaches the port may make) do not make a
+// single scheduled probe skip for the budget: they draw on their own pool,
+// and the pool refuses once its tenth of the budget is spent.
+func TestProbeNowNeverSpendsScheduledBudget(t *testing.T) {
+	f, ts := newFake(t, "m")
+	// Each probe spends 7 prompt + 5 output = 12 tokens; the scheduled ones
+	// fit 1000 tokens for the whole test, 100 on-demand ones (1200) do not.
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
+	if err := m.Apply(loadConfig(t, `
+global: {probe_interval: 50ms}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+  - {name: t, url: `+ts.URL+`, model: m, token_budget_per_hour: 1000}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for range 100 {
+		_, _, err := m.ProbeNow(context.Background(), "t", "short")
+		switch {
+		case errors.Is(err, ErrOnDemandBudgetExceeded):
+			refused++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	if refused == 0 || refused == 100 {
+		t.Errorf("%d of 100 on-demand probes refused, want some run (a tenth of the budget) and the rest refused", refused)
+	}
+	running(t, m)
+	mt := m.currentMetrics()
+	lv := []string{"t", "short", "m"}
+	waitFor(t, "5 scheduled probes", func() bool { return count(t, m, mt.attempts, lv...) >= 5 })
+	m.mu.Lock()
+	skipped := counter(t, mt.skipped.WithLabelValues(append(lv, SkipBudget)...))
+	m.mu.Unlock()
+	if skipped != 0 {
+		t.Errorf("%v scheduled probes skipped for the budget after 100 on-demand probes, want 0", skipped)
+	}
+	if f.requests.Load() < 5 {
+		t.Errorf("requests = %d", f.requests.Load())
+	}
 }

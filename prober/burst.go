@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -40,22 +39,16 @@ type BurstPlan struct {
 type Burster struct {
 	m *Manager
 
-	mu       sync.Mutex
-	ledger   []burstSpend // spends of the last hour, oldest first
-	reserved int          // worst-case cost of burst probes not yet settled
-	ctx      context.Context
-	wg       sync.WaitGroup
+	mu   sync.Mutex
+	pool TokenPool // the burst budget: spends of the last hour and reservations; b.mu guards it
+	ctx  context.Context
+	wg   sync.WaitGroup
 
 	requests *prometheus.CounterVec
 	probes   *prometheus.CounterVec
 	pending  *prometheus.GaugeVec
 	tokens   prometheus.Counter
 	budget   prometheus.GaugeFunc
-}
-
-type burstSpend struct {
-	at     time.Time
-	tokens int
 }
 
 // NewBurster returns a Burster of m's pairs, with its metrics registered
@@ -122,23 +115,7 @@ func (b *Burster) remaining() int {
 	lim := b.limits()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return max(lim.TokenBudgetPerHour-b.spentLocked(b.m.now())-b.reserved, 0)
-}
-
-// spentLocked forgets the spends older than an hour and sums the rest. b.mu
-// must be held.
-func (b *Burster) spentLocked(now time.Time) int {
-	cut := now.Add(-time.Hour)
-	i := 0
-	for i < len(b.ledger) && b.ledger[i].at.Before(cut) {
-		i++
-	}
-	b.ledger = b.ledger[i:]
-	n := 0
-	for _, s := range b.ledger {
-		n += s.tokens
-	}
-	return n
+	return max(lim.TokenBudgetPerHour-b.pool.Used(b.m.now()), 0)
 }
 
 // Start accepts a burst of probes probes of (target, module) spread over
@@ -177,11 +154,12 @@ func (b *Burster) Start(target, module string, probes int, within time.Duration)
 		return refuse(fmt.Errorf("%w: the prober is not running", ErrBurstRefused))
 	}
 	plan.Reserved = cost * probes
-	if left := lim.TokenBudgetPerHour - b.spentLocked(m.now()) - b.reserved; plan.Reserved > left {
+	now := m.now()
+	if !b.pool.Allows(now, lim.TokenBudgetPerHour, lim.TokenBudgetPerHour, "", plan.Reserved) {
 		return refuse(fmt.Errorf("%w: %d probes may cost up to %d tokens, %d of global.burst.token_budget_per_hour %d are left",
-			ErrBurstBudget, probes, plan.Reserved, max(left, 0), lim.TokenBudgetPerHour))
+			ErrBurstBudget, probes, plan.Reserved, max(lim.TokenBudgetPerHour-b.pool.Used(now), 0), lim.TokenBudgetPerHour))
 	}
-	b.reserved += plan.Reserved
+	b.pool.Reserve("", plan.Reserved)
 	b.requests.WithLabelValues("accepted").Inc()
 	b.pending.WithLabelValues(target, module).Add(float64(probes))
 	ctx := b.ctx
@@ -202,7 +180,7 @@ func (b *Burster) run(ctx context.Context, plan BurstPlan, cost int) {
 	left := plan.Probes
 	defer func() {
 		b.mu.Lock()
-		b.reserved -= cost * left
+		b.pool.Reserve("", -cost*left)
 		b.mu.Unlock()
 		b.pending.WithLabelValues(plan.Target, plan.Module).Sub(float64(left))
 	}()
@@ -227,10 +205,7 @@ func (b *Burster) run(ctx context.Context, plan BurstPlan, cost int) {
 		left--
 		b.pending.WithLabelValues(plan.Target, plan.Module).Dec()
 		b.mu.Lock()
-		b.reserved -= cost
-		if spent > 0 {
-			b.ledger = append(b.ledger, burstSpend{at: b.m.now(), tokens: spent})
-		}
+		b.pool.Settle(b.m.now(), "", cost, spent)
 		b.mu.Unlock()
 		if spent > 0 {
 			b.tokens.Add(float64(spent))
@@ -285,11 +260,7 @@ func (m *Manager) burstProbe(ctx context.Context, target, module string, started
 		m.mu.Unlock()
 		started()
 	})
-	prompt := res.PromptTokens
-	if prompt == 0 && res.StatusCode == http.StatusOK {
-		prompt = s.promptEstimate
-	}
-	spent = prompt + res.OutputTokens
+	spent = spentTokens(s, res)
 
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-kit/log/level"
 
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
@@ -36,7 +37,8 @@ func (m *Manager) check(ctx context.Context, t *target) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	healthUp := vllmapi.Health(ctx, client, base) == nil
-	ids, fail := probe.ListModels(ctx, client, base)
+	ids, fail := probe.ListModels(ctx, client, base, red)
+	m.warnHeldModels(name, ids)
 	if fail != nil {
 		fail.Scrub(red)
 	}
@@ -66,4 +68,14 @@ func (m *Manager) check(ctx context.Context, t *target) {
 	m.relabelTarget(t)
 	m.metrics.healthUp.WithLabelValues(t.labels...).Set(b2f(healthUp))
 	m.metrics.modelsUp.WithLabelValues(t.labels...).Set(b2f(modelsUp))
+}
+
+// warnHeldModels warns when a model id target lists held a secret: ListModels
+// made it redact.Placeholder, and the warning names the target and the
+// field, never the value.
+func (m *Manager) warnHeldModels(target string, ids []string) {
+	if slices.Contains(ids, redact.Placeholder) {
+		level.Warn(m.logger).Log("msg", "A model id the target lists holds a configured secret: it is shown as "+redact.Placeholder,
+			"target", target, "field", "/v1/models id")
+	}
 }

@@ -17,8 +17,10 @@
 // prompt estimate is the last usage.prompt_tokens of the pair plus 8 (the nonce
 // varies), or before any usage was seen a pessimistic len(prompt bytes)/3 + 9
 // (+24 per chat message). Probes in flight count at their worst case; finished
-// ones at what the server reported. /probe (ProbeNow) respects and spends the
-// same budget.
+// ones at what the server reported. /probe (ProbeNow) never touches that
+// budget: on-demand probes draw on a pool of their own (budget.go), a tenth of
+// token_budget_per_hour (at least one probe), so that callers of /probe cannot
+// make a scheduled probe skip.
 //
 // Each probe puts a random nonce at the front of the prompt (chat: of the first
 // user message) unless the module sets nonce: false, and sends

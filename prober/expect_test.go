@@ -75,7 +75,7 @@ func lastOf(t *testing.T, m *Manager, target, module, model string, after float6
 			return false
 		}
 		l, ok := p.hist.last()
-		last, end = l, p.lastEnd
+		last, end = l.Result, p.lastEnd
 		return ok && end > after
 	})
 	return last, end

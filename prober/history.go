@@ -23,18 +23,27 @@ type history struct {
 	failures []*kept // oldest first, at most limit
 }
 
+// Record is a result a pair's history keeps, with its id.
+type Record struct {
+	// ID identifies the record among the results of its (target, module):
+	// the Manager numbers them from 1 as it records them (Manager.Record).
+	ID uint64
+	probe.Result
+}
+
 // kept is a result the history keeps: its headers are packed into one
 // string, because two http.Header maps cost ~10 times their text and the
 // history holds --history.limit results (plus failures) for every (target,
 // module) pair.
 type kept struct {
+	id      uint64
 	res     probe.Result // without its headers
 	headers string       // both headers (packHeaders)
 }
 
-// add keeps a copy of r.
-func (h *history) add(r *probe.Result) {
-	k := &kept{res: *r, headers: packHeaders(r.RequestHeader, r.ResponseHeader)}
+// add keeps a copy of r as record id.
+func (h *history) add(id uint64, r *probe.Result) {
+	k := &kept{id: id, res: *r, headers: packHeaders(r.RequestHeader, r.ResponseHeader)}
 	k.res.RequestHeader, k.res.ResponseHeader = nil, nil
 	h.recent = appendBounded(h.recent, k, h.limit)
 	if !k.res.Success {
@@ -54,15 +63,15 @@ func appendBounded(s []*kept, r *kept, limit int) []*kept {
 }
 
 // last returns a copy of the newest result, headers included; false if none.
-func (h *history) last() (probe.Result, bool) {
+func (h *history) last() (Record, bool) {
 	if len(h.recent) == 0 {
-		return probe.Result{}, false
+		return Record{}, false
 	}
 	return h.recent[len(h.recent)-1].unpacked(), true
 }
 
 // list returns copies of the kept results, newest first, each once.
-func (h *history) list() []probe.Result {
+func (h *history) list() []Record {
 	seen := make(map[*kept]bool, len(h.recent))
 	all := make([]*kept, 0, len(h.recent)+len(h.failures))
 	for _, s := range [][]*kept{h.recent, h.failures} {
@@ -74,7 +83,7 @@ func (h *history) list() []probe.Result {
 		}
 	}
 	slices.SortStableFunc(all, func(a, b *kept) int { return b.res.Start.Compare(a.res.Start) })
-	out := make([]probe.Result, len(all))
+	out := make([]Record, len(all))
 	for i, r := range all {
 		out[i] = r.unpacked()
 	}
@@ -82,8 +91,8 @@ func (h *history) list() []probe.Result {
 }
 
 // unpacked returns a copy of a kept result with its headers restored.
-func (k *kept) unpacked() probe.Result {
-	c := k.res
+func (k *kept) unpacked() Record {
+	c := Record{ID: k.id, Result: k.res}
 	c.RequestHeader, c.ResponseHeader = unpackHeaders(k.headers)
 	return c
 }
@@ -149,13 +158,13 @@ func unpackHeader(s string) http.Header {
 }
 
 // find returns a copy of the kept result with the given id, headers included.
-func (h *history) find(id uint64) (probe.Result, bool) {
+func (h *history) find(id uint64) (Record, bool) {
 	for _, s := range [][]*kept{h.recent, h.failures} {
 		for _, r := range s {
-			if r.res.ID == id {
+			if r.id == id {
 				return r.unpacked(), true
 			}
 		}
 	}
-	return probe.Result{}, false
+	return Record{}, false
 }

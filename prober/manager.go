@@ -69,6 +69,9 @@ type Manager struct {
 	offset func(pairKey, time.Duration) time.Duration
 	// load tells a probe the load it met over its lifetime (Options.Load).
 	load func(target string, from, to time.Time) (load float64, ok bool)
+	// urlProbes is the token pool of URL probes (urlprobe.go), apart from
+	// every target's.
+	urlProbes TokenPool
 }
 
 // pairKey names a pair; model is set on targets with models (models.go).
@@ -92,8 +95,9 @@ type target struct {
 
 	pairs []*pair // its pairs, in configuration order
 
-	ledger   []spend        // probes of the last hour
-	reserved map[string]int // worst-case cost of probes in flight, by pair model key
+	// scheduled is the token budget of the scheduled probes, keyed by pair
+	// model key; onDemand that of /probe (budget.go).
+	scheduled, onDemand TokenPool
 
 	cancel context.CancelFunc // of the check loop; nil when not running
 }
@@ -510,7 +514,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		return
 	}
 	cost := p.worstCost()
-	if !m.budgetAllows(p.tgt, p.key.model, cost) {
+	if !p.tgt.scheduled.Allows(m.now(), p.tgt.cfg.TokenBudgetPerHour, budgetShare(p.tgt), p.key.model, cost) {
 		m.metrics.skip(p.labels, SkipBudget)
 		return
 	}
@@ -520,9 +524,8 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	}
 	p.inFlight = true
 	m.inFlight++
-	p.tgt.reserve(p.key.model, cost)
+	p.tgt.scheduled.Reserve(p.key.model, cost)
 	s := m.snapshot(p)
-	p.seq++
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -537,7 +540,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		defer m.mu.Unlock()
 		p.inFlight = false
 		m.inFlight--
-		m.settle(p.tgt, p.key.model, cost, s, res)
+		m.settle(&p.tgt.scheduled, p.key.model, cost, s, res)
 		if ctx.Err() != nil || p.stopped {
 			return // cancelled by shutdown or reload: not a verdict on the target
 		}
@@ -551,8 +554,7 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 		p.promptEstimate = res.PromptTokens + probe.PromptSlack
 	}
 	end := m.now()
-	p.records.note(res, end) // gives res its record id
-	p.hist.add(res)
+	p.hist.add(p.records.note(res, end), res)
 	p.state.record(res, end, p.hist.limit)
 	p.lastEnd = unixSeconds(end)
 	m.metrics.observe(p.labels, res, p.lastEnd)
@@ -578,7 +580,10 @@ type probeSpec struct {
 	tgt            *target
 }
 
+// snapshot copies what the next probe of p needs, and moves p on to its next
+// question. m.mu must be held.
 func (m *Manager) snapshot(p *pair) probeSpec {
+	defer func() { p.seq++ }()
 	return probeSpec{
 		target: p.key.target, module: p.key.module,
 		url: p.tgt.cfg.URL, client: p.tgt.client, spec: p.spec, model: pairModel(p), seq: p.seq,
@@ -597,7 +602,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *probe
 	res := m.resolveModel(ctx, &s, begin)
 	started()
 	if res == nil {
-		r := m.run(ctx, s.spec, s.client, probe.Call{BaseURL: s.url, Target: s.target, Model: s.model, StallTimeout: s.stall, Seq: s.seq})
+		r := m.run(ctx, s.spec, s.client, probe.Call{BaseURL: s.url, Target: s.target, Model: s.model, StallTimeout: s.stall, Seq: s.seq, Redact: s.red})
 		res = &r
 	}
 	end := m.now()
@@ -621,7 +626,8 @@ func (m *Manager) resolveModel(ctx context.Context, s *probeSpec, begin time.Tim
 	if s.model != "" {
 		return nil
 	}
-	ids, res := probe.ListModels(ctx, s.client, s.url)
+	ids, res := probe.ListModels(ctx, s.client, s.url, s.red)
+	m.warnHeldModels(s.target, ids)
 	if res == nil && len(ids) == 0 {
 		res = &probe.Result{Start: begin, Reason: probe.ReasonModelNotFound, Err: "/v1/models lists no model"}
 	}

@@ -3,6 +3,7 @@ package prober
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -373,8 +374,12 @@ targets:
 	if p, o := counter(t, mt.tokens.WithLabelValues(append(lv, "prompt")...)), counter(t, mt.tokens.WithLabelValues(append(lv, "output")...)); p != 7 || o != 5 {
 		t.Errorf("tokens prompt %v output %v, want 7 and 5", p, o)
 	}
-	if _, _, err := m.ProbeNow(context.Background(), "t", "short"); err != ErrBudgetExceeded {
-		t.Errorf("ProbeNow err = %v, want ErrBudgetExceeded", err)
+	// /probe has its own pool: max(30/10, cost 20) = 20 tokens, one probe.
+	if _, _, err := m.ProbeNow(context.Background(), "t", "short"); err != nil {
+		t.Errorf("first ProbeNow err = %v, want it run from the on-demand pool", err)
+	}
+	if _, _, err := m.ProbeNow(context.Background(), "t", "short"); !errors.Is(err, ErrOnDemandBudgetExceeded) || !errors.Is(err, ErrBudgetExceeded) {
+		t.Errorf("second ProbeNow err = %v, want ErrOnDemandBudgetExceeded", err)
 	}
 	// An hour later the budget is free again.
 	m.mu.Lock()
@@ -666,7 +671,7 @@ func TestHistory(t *testing.T) {
 	h := history{limit: 3}
 	start := time.Unix(1000, 0)
 	for i := range 10 {
-		h.add(&probe.Result{Start: start.Add(time.Duration(i) * time.Second), Success: i != 1})
+		h.add(uint64(i+1), &probe.Result{Start: start.Add(time.Duration(i) * time.Second), Success: i != 1})
 	}
 	got := h.list()
 	var secs []int64
@@ -684,8 +689,8 @@ func TestHistoryHeaders(t *testing.T) {
 	resp := http.Header{"Set-Cookie": {"a=1", "b=2"}, "X-Empty": {""}, "X-Odd": {"v: with colon"}, "X-Bad": {"nul\x00and\nnewline"}}
 	h := history{limit: 2}
 	in := &probe.Result{Start: time.Unix(1, 0), Success: true, RequestHeader: req, ResponseHeader: resp}
-	h.add(in)
-	h.add(&probe.Result{Start: time.Unix(2, 0), Success: false}) // no headers at all
+	h.add(1, in)
+	h.add(2, &probe.Result{Start: time.Unix(2, 0), Success: false}) // no headers at all
 	if in.RequestHeader == nil {
 		t.Error("add changed the caller's result")
 	}

@@ -20,12 +20,12 @@ type minuteCount struct {
 	probes, successes uint32
 }
 
-// note books a recorded result that ended at end and gives it its id.
-func (s *recordState) note(r *probe.Result, end time.Time) {
+// note books a recorded result that ended at end and returns its id.
+func (s *recordState) note(r *probe.Result, end time.Time) uint64 {
 	s.lastID++
-	r.ID = s.lastID
+	id := s.lastID
 	if !r.Success {
-		s.lastFailureID, s.lastFailure = r.ID, end
+		s.lastFailureID, s.lastFailure = id, end
 	}
 	m := end.Unix() / 60
 	c := &s.minutes[m%60]
@@ -36,6 +36,7 @@ func (s *recordState) note(r *probe.Result, end time.Time) {
 	if r.Success {
 		c.successes++
 	}
+	return id
 }
 
 // window sums the probes and successes of the minutes since since.
@@ -80,7 +81,7 @@ func (p *pair) recordStats(now time.Time) RecordStats {
 // headers included; false when it is not (or no longer) kept. model is the
 // pair's model label: it picks one of the pairs of a `models:` target, and is
 // ignored for a target of one model.
-func (m *Manager) Record(target, module, model string, id uint64) (probe.Result, bool) {
+func (m *Manager) Record(target, module, model string, id uint64) (Record, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.pairs[pairKey{target: target, module: module, model: model}]
@@ -88,7 +89,7 @@ func (m *Manager) Record(target, module, model string, id uint64) (probe.Result,
 		p, ok = m.pairs[pairKey{target: target, module: module}]
 	}
 	if !ok || id == 0 {
-		return probe.Result{}, false
+		return Record{}, false
 	}
 	return p.hist.find(id)
 }

@@ -12,9 +12,10 @@ import (
 
 // ProbeNow runs one probe of module on target now, outside the schedule, and
 // returns its result and its metrics in a fresh registry (without target,
-// module and model labels: the scraper of /probe sets them). It respects the
-// target's token budget (ErrBudgetExceeded) and books the tokens it spends there,
-// but it is not counted in the long-lived metrics or the history.
+// module and model labels: the scraper of /probe sets them). It draws on the
+// target's on-demand token pool, never on the scheduled probes' budget
+// (ErrOnDemandBudgetExceeded when spent; budget.go), and it is not counted in
+// the long-lived metrics or the history.
 func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*probe.Result, *prometheus.Registry, error) {
 	return m.ProbeModelNow(ctx, targetName, module, "")
 }
@@ -51,11 +52,13 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 		known.seq++ // the pair's next probe asks the next question
 	}
 	cost := p.worstCost()
-	if !m.budgetAllows(t, p.key.model, cost) {
+	// On-demand probes draw on a pool of their own (budget.go): however
+	// many calls /probe gets, the scheduled probes keep their budget.
+	if budget := onDemandBudget(t, cost); !t.onDemand.Allows(m.now(), budget, budget, "", cost) {
 		m.mu.Unlock()
-		return nil, nil, ErrBudgetExceeded
+		return nil, nil, ErrOnDemandBudgetExceeded
 	}
-	t.reserve(p.key.model, cost)
+	t.onDemand.Reserve("", cost)
 	s := m.snapshot(p)
 	hist := m.metrics.hist
 	m.mu.Unlock()
@@ -63,7 +66,7 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 	res := m.probe(ctx, s, func() {})
 
 	m.mu.Lock()
-	m.settle(t, p.key.model, cost, s, res)
+	m.settle(&t.onDemand, "", cost, s, res)
 	end := float64(m.now().UnixNano()) / 1e9
 	m.mu.Unlock()
 

@@ -45,8 +45,8 @@ targets:
 		return res
 	}
 	okRes := run()
-	if okRes.ID != 1 || !okRes.Success {
-		t.Fatalf("first probe: id %d success %v (%s)", okRes.ID, okRes.Success, okRes.Err)
+	if last, _ := p.hist.last(); last.ID != 1 || !okRes.Success {
+		t.Fatalf("first probe: id %d success %v (%s)", last.ID, okRes.Success, okRes.Err)
 	}
 	successAt := clock.Add(-time.Minute)
 	f.mode.Store("dead")

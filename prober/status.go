@@ -10,9 +10,9 @@ import (
 // ModuleStatus is the state of one (target, module) pair for the landing page.
 type ModuleStatus struct {
 	Module  string
-	Model   string         // with the target's models key: the model probed; else ""
-	Last    *probe.Result  // nil before the first probe finished
-	History []probe.Result // newest first, bounded; treat as read-only
+	Model   string   // with the target's models key: the model probed; else ""
+	Last    *Record  // nil before the first probe finished
+	History []Record // newest first, bounded; treat as read-only
 }
 
 // TargetStatus is the state of one target for the landing page.

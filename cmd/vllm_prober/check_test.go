@@ -51,6 +51,23 @@ func TestConfigCheckIsTheDaemonsLoad(t *testing.T) {
 			config:  "file_sd_configs: [{files: [sd/*.yml]}]\n",
 			wantErr: `discovery: file_sd_configs[0]: `,
 		},
+		{
+			name:    "kubeconfig_file that does not load",
+			files:   map[string]string{"kube/config": "this is not: [a kubeconfig\n"},
+			config:  "kubernetes_sd_configs: [{role: pod, kubeconfig_file: kube/config}]\n",
+			wantErr: `discovery: kubernetes_sd_configs[0]: `,
+		},
+		{
+			name:    "kubernetes_sd_config Prometheus refuses",
+			config:  "kubernetes_sd_configs: [{role: pod, api_server: 'https://127.0.0.1:6443', kubeconfig_file: kube/config}]\n",
+			wantErr: `kubernetes_sd_configs[0]: cannot use 'kubeconfig_file' and 'api_server' simultaneously`,
+		},
+		{
+			// In-cluster discovery cannot be built outside a cluster: both
+			// accept the file, and the daemon logs it when it starts.
+			name:   "in-cluster kubernetes_sd_config",
+			config: "kubernetes_sd_configs: [{role: pod, namespaces: {names: [ml]}}]\n",
+		},
 	}
 	const common = "modules: {m: {prober: completions, prompt: hi}}\n" +
 		"targets: [{name: t, url: \"http://127.0.0.1:8000\", model: x, baseline: b}]\n"

@@ -19,6 +19,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/bench"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // registerBenchCommandsTo adds `bench` to app and returns its clause and the
@@ -39,7 +40,7 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 	temperature := cmd.Flag("temperature", "Sampling temperature.").Default(strconv.FormatFloat(bench.DefaultTemperature, 'f', -1, 64)).Float64()
 	ignoreEOS := cmd.Flag("ignore-eos", "Set ignore_eos so that every request generates max tokens.").Bool()
 	endpoint := cmd.Flag("endpoint", "API to call: completions (/v1/completions), chat (/v1/chat/completions) or responses (/v1/responses).").
-		Default(config.ProberCompletions).Enum(config.ProberCompletions, config.ProberChat, config.ProberResponses)
+		Default(config.ProberCompletions).Enum(probe.StreamedKinds()...)
 	metricsPath := cmd.Flag("metrics-path", "Path of the server's Prometheus metrics, polled every second.").Default("/metrics").String()
 	name := cmd.Flag("name", "Run name: the baseline name and the prefix of every output file.").Default(bench.DefaultName).String()
 	percentiles := cmd.Flag("metric-percentiles", "Comma-separated percentiles reported besides mean and median.").Default("90,99").String()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"regexp"
@@ -20,9 +21,10 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	slogkit "github.com/tjhop/slog-gokit"
+	"k8s.io/klog/v2"
 
 	"github.com/vllm-prober/vllm_prober/daemon"
-	"github.com/vllm-prober/vllm_prober/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
 	"github.com/vllm-prober/vllm_prober/internal/logging"
 )
@@ -61,11 +63,12 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	runCmd := app.Command("run", "Run the prober daemon (the default command).").Default()
 	configFile := runCmd.Flag("config.file", "vllm_prober configuration file.").Default("vllm_prober.yml").String()
 	configCheck := runCmd.Flag("config.check", "If true, load the configuration file as the daemon does (its baseline files and the files its file_sd_configs match too) and --web.config.file, if set, then exit.").Default("false").Bool()
+	enableReload := runCmd.Flag("web.enable-reload", "Enable POST /-/reload, which re-reads the configuration file (SIGHUP always does). Cross-site requests are refused; without --web.config.file it is open to anyone who reaches the port.").Default("true").Bool()
 	telemetryPath := runCmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(daemon.DefaultTelemetryPath).String()
 	historyLimit := runCmd.Flag("history.limit", "Recent probes per target and module kept for the landing page (plus up to as many older failures).").
 		Default(fmt.Sprint(daemon.DefaultHistoryLimit)).Int()
 	toolkitFlags := kingpinflag.AddFlags(runCmd, daemon.DefaultListenAddress)
-	shardFlags := discovery.AddShardFlags(runCmd)
+	shardFlags := addShardFlags(runCmd)
 
 	type subcommand struct {
 		clause *kingpin.CmdClause
@@ -141,6 +144,12 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	level.Info(logger).Log("msg", "Starting vllm_prober", "version", version.Info())
 	level.Info(logger).Log("msg", "Build context", "build_context", version.BuildContext())
+	// Kubernetes discovery's client (client-go) logs through klog: into our
+	// log, as Prometheus does, at klog's default verbosity 0 (no klog flag
+	// raises it; client-go logs bearer tokens only above 6).
+	lvl := new(slog.LevelVar)
+	lvl.Set(slog.LevelDebug) // the go-kit logger filters
+	klog.SetSlogLogger(slog.New(slogkit.NewGoKitHandler(log.With(base, "component", "k8s_client_runtime"), lvl)))
 	d, err := daemon.New(daemon.Options{
 		ConfigFile:    *configFile,
 		WebFlags:      toolkitFlags,
@@ -149,6 +158,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		WebLogger:     daemon.NewWebLogger(base),
 		ShardCount:    shardCount,
 		ShardIndex:    shardIndex,
+		DisableReload: !*enableReload,
 	}, base) // New adds its redaction, then the caller
 	if err != nil {
 		level.Error(logger).Log("msg", "Error loading config", "err", err)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/go-kit/log"
 
-	"github.com/vllm-prober/vllm_prober/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/shard"
 	"github.com/vllm-prober/vllm_prober/internal/testutil"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
@@ -300,7 +300,7 @@ func TestShardFlags(t *testing.T) {
 	share := func(count, index int) int {
 		n := 0
 		for _, name := range []string{"a", "b", "c", "d"} {
-			if count == 1 || discovery.ShardOf(name, count) == index {
+			if count == 1 || shard.Of(name, count) == index {
 				n++
 			}
 		}

@@ -58,6 +58,9 @@ func TestImports(t *testing.T) {
 		{"prober/probe", []string{"prober", "collector", "compare", "daemon"}, "one probe knows nothing of the runner"},
 		{"prober", []string{"collector", "compare", "daemon"}, "the prober reads the collector's load through a function it is given"},
 		{"compare", []string{"daemon"}, "compare joins the managers, it does not run them"},
+		{"config", []string{"discovery", "daemon", "prober", "collector", "compare", "internal/shard"}, "the configuration holds the discovery sections' types (Prometheus' own); nothing it configures is imported upward"},
+		{"discovery", []string{"daemon", "prober", "collector", "compare", "internal/shard"}, "discovery turns discovered groups into targets; sharding and applying them is the daemon's"},
+		{"internal/shard", []string{"discovery", "daemon"}, "sharding hashes target names, nothing more"},
 	} {
 		got := deps(t, rule.pkg)
 		for _, f := range rule.forbidden {

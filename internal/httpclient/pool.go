@@ -51,12 +51,22 @@ type shared struct {
 	cfg    commoncfg.HTTPClientConfig
 	client *http.Client
 	refs   int
+	source string // the redactor source of its credential files ("": none)
 }
 
 // New returns a Pool whose clients teach red (nil: none) the credentials
 // they obtain on the wire.
 func New(red *redact.Redactor) *Pool {
 	return &Pool{red: red, buckets: map[string][]*shared{}, byPtr: map[*http.Client]*shared{}}
+}
+
+// Redactor returns the redact.Redactor the Pool's clients teach (nil: none),
+// so that the holders of its clients scrub what their targets send with it.
+func (p *Pool) Redactor() *redact.Redactor {
+	if p == nil {
+		return nil
+	}
+	return p.red
 }
 
 // Acquire returns a client for cfg, shared with the other holders of an
@@ -81,6 +91,7 @@ func (p *Pool) Acquire(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 		return nil, fmt.Errorf("building HTTP client: %w", err)
 	}
 	s := &shared{key: key, cfg: cfg, client: client, refs: 1}
+	p.guard(s)
 	p.byPtr[client] = s
 	if len(bucket) < maxBucket {
 		p.buckets[key] = append(bucket, s)
@@ -93,7 +104,7 @@ func (p *Pool) Acquire(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 // redact.Transport between them that learns the tokens it obtains.
 func (p *Pool) build(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 	opts := []commoncfg.HTTPClientOption{commoncfg.WithUserAgent(UserAgent())}
-	if cfg.OAuth2 == nil || p.red == nil {
+	if cfg.OAuth2 == nil {
 		return commoncfg.NewClientFromConfig(cfg, "vllm_prober", opts...)
 	}
 	inner := cfg
@@ -114,11 +125,24 @@ func (p *Pool) build(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 	default:
 		cred = commoncfg.NewInlineSecret(string(o.ClientSecret))
 	}
-	client := &http.Client{Transport: commoncfg.NewOAuth2RoundTripper(cred, o, redact.Transport(rt, p.red), opts...)}
+	client := &http.Client{Transport: &oauth2Switch{cred: cred, cfg: o, next: redact.Transport(rt, p.red), opts: opts}}
 	if !cfg.FollowRedirects {
 		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}
 	return client, nil
+}
+
+// guard adds the policies every client of the Pool keeps: no credential
+// follows a redirect to another origin (CheckRedirect), and the redactor
+// knows the current value of every credential file (refresher).
+func (p *Pool) guard(s *shared) {
+	if s.cfg.FollowRedirects && sendsCredentials(&s.cfg) {
+		s.client.CheckRedirect = CheckRedirect
+	}
+	if p.red != nil && len(redact.ClientFiles(&s.cfg)) > 0 {
+		s.source = fmt.Sprintf("client %p", s)
+		s.client.Transport = &refresher{next: s.client.Transport, red: p.red, source: s.source, cfg: s.cfg}
+	}
 }
 
 // Release drops one hold on client; the last one closes its idle
@@ -136,6 +160,9 @@ func (p *Pool) Release(client *http.Client) {
 		return
 	}
 	delete(p.byPtr, client)
+	if s.source != "" {
+		p.red.Set(s.source, nil)
+	}
 	bucket := p.buckets[s.key]
 	for i, b := range bucket {
 		if b == s {

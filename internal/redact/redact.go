@@ -9,21 +9,28 @@
 package redact
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // Placeholder replaces every secret. It is what Prometheus' config.Secret
 // marshals as, so /config reads the same either way.
 const Placeholder = "<secret>"
 
-// minSecretLen is the shortest value scrubbed: shorter ones would mangle
-// innocent text (a one-letter password would scrub every "a"). Credentials
-// that short are refused by no server but protect nothing either.
-const minSecretLen = 4
+// MinSecretLen is the shortest value scrubbed: shorter ones would mangle
+// innocent text (a one-letter password would scrub every "a"). The
+// configuration refuses credentials that short (config.Load), so that no
+// secret in force escapes scrubbing.
+const MinSecretLen = 4
+
+const minSecretLen = MinSecretLen
 
 // maxLearned bounds the tokens a Redactor learned from the wire (Learn); the
 // oldest go first. OAuth2 tokens are refreshed, not accumulated.
@@ -39,7 +46,9 @@ type Redactor struct {
 }
 
 type state struct {
-	r *strings.Replacer // nil: nothing to scrub
+	r       *strings.Replacer // nil: nothing to scrub
+	maxLen  int               // the longest form scrubbed
+	secrets []string          // every form scrubbed, longest first
 }
 
 // New returns a Redactor of the given secrets (source "").
@@ -79,14 +88,13 @@ func (r *Redactor) Learn(values ...string) {
 			all = append(all, v[i+1:])
 		}
 	}
+	// The values are kept; rebuild derives their forms.
 	for _, v := range all {
-		for _, form := range forms(v) {
-			if len(form) < minSecretLen || slices.Contains(r.learned, form) {
-				continue
-			}
-			r.learned = append(r.learned, form)
-			changed = true
+		if len(v) < minSecretLen || slices.Contains(r.learned, v) {
+			continue
 		}
+		r.learned = append(r.learned, v)
+		changed = true
 	}
 	if !changed {
 		return
@@ -135,16 +143,53 @@ func (r *Redactor) rebuild() {
 	for _, s := range secrets {
 		pairs = append(pairs, s, Placeholder)
 	}
-	r.state.Store(&state{r: strings.NewReplacer(pairs...)})
+	r.state.Store(&state{r: strings.NewReplacer(pairs...), maxLen: len(secrets[0]), secrets: secrets})
 }
 
-// forms are the texts a value may appear as: itself and, when it has
-// surrounding white space (a credential file's trailing newline), trimmed.
+// forms are the texts a value may appear as, the forms the Redactor
+// guarantees to scrub: the value itself and, when it has surrounding white
+// space (a credential file's trailing newline), trimmed; each of those
+// JSON-escaped (as every JSON encoder writes it, with and without HTML
+// escaping), URL-encoded (query and path escaping) and base64-encoded alone
+// (standard, unpadded and URL alphabets); and each of those inside a JSON
+// string, once or twice. The wire forms ("Bearer …",
+// "Basic base64(user:password)") are values of their own (ClientSecrets), so
+// they get every form too. Not guaranteed: hex, another letter case,
+// \uXXXX escapes of ordinary letters, base64 of the secret inside a longer
+// text, and any other transformation a target may apply.
 func forms(v string) []string {
-	if t := strings.TrimSpace(v); t != v {
-		return []string{v, t}
+	out := []string{v}
+	if t := strings.TrimSpace(v); t != v && t != "" {
+		out = append(out, t)
 	}
-	return []string{v}
+	for _, base := range slices.Clone(out) {
+		out = append(out, url.QueryEscape(base), url.PathEscape(base),
+			base64.StdEncoding.EncodeToString([]byte(base)),
+			base64.RawStdEncoding.EncodeToString([]byte(base)),
+			base64.RawURLEncoding.EncodeToString([]byte(base)))
+	}
+	// Each of them inside a JSON string, and inside a JSON string that is
+	// itself quoted in JSON (an error message quoting an upstream body).
+	for _, f := range slices.Clone(out) {
+		for _, html := range []bool{true, false} {
+			once := jsonEscaped(f, html)
+			out = append(out, once, jsonEscaped(once, html))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// jsonEscaped is s as a JSON string's content, without the quotes.
+func jsonEscaped(s string, html bool) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(html)
+	if enc.Encode(s) != nil {
+		return s
+	}
+	out := strings.TrimSuffix(b.String(), "\n")
+	return out[1 : len(out)-1]
 }
 
 // String returns s with every secret replaced by Placeholder.
@@ -157,6 +202,80 @@ func (r *Redactor) String(s string) string {
 		return s
 	}
 	return st.r.Replace(s)
+}
+
+// MaxLen is the length of the longest text the Redactor scrubs (0: none). A
+// text cut at n bytes must be scrubbed before the cut, or read to n+MaxLen
+// bytes first, so that no secret straddles the cut (Cut).
+func (r *Redactor) MaxLen() int {
+	if r == nil {
+		return 0
+	}
+	if st := r.state.Load(); st != nil {
+		return st.maxLen
+	}
+	return 0
+}
+
+// Cut scrubs s, then keeps at most n bytes of it, cut at a rune boundary,
+// with "…" when cut. It is the one way to shorten a text a target sent:
+// scrubbing first means no part of a secret straddling the cut survives.
+func (r *Redactor) Cut(s string, n int) string {
+	s = r.String(s)
+	if len(s) <= n {
+		return s
+	}
+	b := s[:n]
+	for k := 1; k <= utf8.UTFMax && k <= len(b); k++ {
+		if utf8.RuneStart(b[len(b)-k]) {
+			if !utf8.FullRuneInString(b[len(b)-k:]) {
+				b = b[:len(b)-k] // a rune cut in two
+			}
+			break
+		}
+	}
+	return b + "…"
+}
+
+// ScrubTail returns s scrubbed, with a tail that is the start of a secret
+// (at least MinSecretLen bytes of it) replaced by Placeholder. A text that
+// ends where a stream broke, or where a timeout cut it, may end in the
+// middle of an echoed secret, which no exact match finds.
+func (r *Redactor) ScrubTail(s string) string {
+	s = r.String(s)
+	if r == nil {
+		return s
+	}
+	st := r.state.Load()
+	if st == nil {
+		return s
+	}
+	best := 0
+	for _, f := range st.secrets {
+		for k := min(len(f)-1, len(s)); k >= minSecretLen && k > best; k-- {
+			if strings.HasSuffix(s, f[:k]) {
+				best = k
+				break
+			}
+		}
+	}
+	if best == 0 {
+		return s
+	}
+	return s[:len(s)-best] + Placeholder
+}
+
+// Label returns the value a label, or a page field, may hold for s, a string
+// a target sent (a model id, a model_name label value, a version): s, or
+// Placeholder alone when s held a secret (held is then true, and the caller
+// warns, naming the target and the field, never the value). A label value
+// partly scrubbed would still identify the secret's surroundings; the fixed
+// placeholder keeps the series count bounded too.
+func (r *Redactor) Label(s string) (v string, held bool) {
+	if t := r.String(s); t != s {
+		return Placeholder, true
+	}
+	return s, false
 }
 
 // Error returns err's text scrubbed, "" for nil.

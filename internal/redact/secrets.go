@@ -118,11 +118,146 @@ func ClientSecrets(c *commoncfg.HTTPClientConfig) []string {
 			add(string(s))
 		}
 	}
-	if u := c.ProxyURL.URL; u != nil && u.User != nil {
+	proxy := func(u *url.URL) {
+		if u == nil || u.User == nil {
+			return
+		}
 		if p, ok := u.User.Password(); ok && p != "" {
 			add(url.QueryEscape(p))
 			add(url.PathEscape(p))
 			basic(u.User.Username(), p)
+		}
+	}
+	proxy(c.ProxyURL.URL)
+	if o := c.OAuth2; o != nil {
+		// The token request goes through the OAuth2 section's own proxy.
+		proxy(o.ProxyURL.URL)
+	}
+	if c.ProxyFromEnvironment || (c.OAuth2 != nil && c.OAuth2.ProxyFromEnvironment) {
+		for _, u := range EnvProxies() {
+			proxy(u)
+		}
+	}
+	return out
+}
+
+// EnvProxies are the proxy URLs of the environment that proxy_from_environment
+// uses (HTTP_PROXY, HTTPS_PROXY and their lower-case forms), parsed as
+// golang.org/x/net/http/httpproxy does: a URL without a scheme is http.
+func EnvProxies() []*url.URL {
+	var out []*url.URL
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+		v := os.Getenv(k)
+		if v == "" {
+			continue
+		}
+		u, err := url.Parse(v)
+		if err != nil || u.Host == "" {
+			u, err = url.Parse("http://" + v)
+		}
+		if err == nil {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// Field is one credential of a client configuration: the key that sets it
+// and its value (a file's content, trimmed, for the _file keys).
+type Field struct {
+	Key, Value string
+}
+
+// ClientFields lists every credential of c by its key, files read now
+// (unreadable ones are left out: the client reports them). The configuration
+// refuses a value shorter than MinSecretLen with it.
+func ClientFields(c *commoncfg.HTTPClientConfig) []Field {
+	var out []Field
+	add := func(key, v string) {
+		if v != "" {
+			out = append(out, Field{key, v})
+		}
+	}
+	file := func(key, path string) {
+		if path == "" {
+			return
+		}
+		if fi, err := os.Stat(path); err != nil || fi.Size() > maxSecretFile {
+			return
+		}
+		if b, err := os.ReadFile(path); err == nil {
+			add(key, strings.TrimSpace(string(b)))
+		}
+	}
+	add("bearer_token", string(c.BearerToken))
+	file("bearer_token_file", c.BearerTokenFile)
+	if a := c.Authorization; a != nil {
+		add("authorization.credentials", string(a.Credentials))
+		file("authorization.credentials_file", a.CredentialsFile)
+	}
+	if b := c.BasicAuth; b != nil {
+		add("basic_auth.password", string(b.Password))
+		file("basic_auth.password_file", b.PasswordFile)
+	}
+	if o := c.OAuth2; o != nil {
+		add("oauth2.client_secret", string(o.ClientSecret))
+		file("oauth2.client_secret_file", o.ClientSecretFile)
+		add("oauth2.client_certificate_key", string(o.ClientCertificateKey))
+		file("oauth2.client_certificate_key_file", o.ClientCertificateKeyFile)
+		if u := o.ProxyURL.URL; u != nil && u.User != nil {
+			p, _ := u.User.Password()
+			add("oauth2.proxy_url password", p)
+		}
+	}
+	if h := c.HTTPHeaders; h != nil {
+		for name, hdr := range h.Headers {
+			for _, s := range hdr.Secrets {
+				add("http_headers."+name+".secrets", string(s))
+			}
+			for _, f := range hdr.Files {
+				file("http_headers."+name+".files", f)
+			}
+		}
+	}
+	for name, vs := range c.ProxyConnectHeader {
+		for _, s := range vs {
+			add("proxy_connect_header."+name, string(s))
+		}
+	}
+	if u := c.ProxyURL.URL; u != nil && u.User != nil {
+		p, _ := u.User.Password()
+		add("proxy_url password", p)
+	}
+	return out
+}
+
+// ClientFiles lists the credential files c reads on every request: a new
+// content (a rotation) goes on the wire at once, so the redactor must learn
+// it (httpclient re-reads them) and a reload must see it (config's checksum).
+func ClientFiles(c *commoncfg.HTTPClientConfig) []string {
+	var out []string
+	add := func(p string) {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	add(c.BearerTokenFile)
+	if a := c.Authorization; a != nil {
+		add(a.CredentialsFile)
+	}
+	if b := c.BasicAuth; b != nil {
+		add(b.UsernameFile)
+		add(b.PasswordFile)
+	}
+	if o := c.OAuth2; o != nil {
+		add(o.ClientSecretFile)
+		add(o.ClientCertificateKeyFile)
+	}
+	if h := c.HTTPHeaders; h != nil {
+		for _, hdr := range h.Headers {
+			for _, f := range hdr.Files {
+				add(f)
+			}
 		}
 	}
 	return out

@@ -39,7 +39,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vllm-prober/vllm_prober/config"
-	"github.com/vllm-prober/vllm_prober/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/shard"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 	"github.com/vllm-prober/vllm_prober/simulator"
 )
@@ -104,7 +104,7 @@ type replica struct {
 }
 
 func run(targets, sims, shards int, distinct bool, duration, warmup, sample time.Duration, profileDir string, env []string) error {
-	if err := discovery.ValidateShard(shards, 0); err != nil {
+	if err := shard.Validate(shards, 0); err != nil {
 		return err
 	}
 	if profileDir != "" {
@@ -161,7 +161,7 @@ targets:
 			return err
 		}
 		defer d.Stop()
-		replicas[i] = &replica{d: d, targets: len(discovery.Shard(names, shards, i))}
+		replicas[i] = &replica{d: d, targets: len(shard.Targets(names, shards, i))}
 	}
 
 	fmt.Print("P2 footprint\n", perfutil.Machine())

@@ -3,10 +3,11 @@ package probe
 import (
 	"fmt"
 	"strconv"
-	"unicode/utf8"
+	"strings"
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/answer"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
 // Failure reasons of the output checks.
@@ -89,7 +90,7 @@ func (c *checks) pick(mod config.Module, seq uint64) (config.Module, *answer.Che
 
 // apply checks a finished stream's output: structure first, then the
 // answer. A probe that already failed is left as it is.
-func (c *checks) apply(res *Result, gen *generated, check *answer.Checker) {
+func (c *checks) apply(res *Result, gen *generated, check *answer.Checker, red *redact.Redactor) {
 	if c == nil || gen == nil {
 		return
 	}
@@ -104,7 +105,7 @@ func (c *checks) apply(res *Result, gen *generated, check *answer.Checker) {
 	if c.structure != nil {
 		var why string
 		if why, checked = c.structure.check(gen); why != "" {
-			res.Success, res.Reason, res.Err = false, ReasonInvalidStructured, sanitize(why)
+			res.Success, res.Reason, res.Err = false, ReasonInvalidStructured, sanitize(red, why)
 			return
 		}
 	}
@@ -113,7 +114,7 @@ func (c *checks) apply(res *Result, gen *generated, check *answer.Checker) {
 	}
 	if ok, why := check.Check(checked); !ok {
 		res.Answer = AnswerWrong
-		res.Success, res.Reason, res.Err = false, ReasonWrongAnswer, sanitize(why)
+		res.Success, res.Reason, res.Err = false, ReasonWrongAnswer, sanitize(red, why)
 		return
 	}
 	res.Answer = AnswerCorrect
@@ -122,31 +123,21 @@ func (c *checks) apply(res *Result, gen *generated, check *answer.Checker) {
 // quoteOutput appends to a failed output check's Err the start of the output
 // it judged, so that every place that shows the error (the landing page's
 // summary and target page, the debug report, the logs) shows the answer too.
-// The caller passes Text already scrubbed: a cut cannot leave part of a
-// secret.
-func quoteOutput(res *Result) {
+// The text is scrubbed by red before it is cut (redact.Cut): a cut cannot
+// leave part of a secret.
+func quoteOutput(res *Result, red *redact.Redactor) {
 	if res.Text == "" || (res.Reason != ReasonWrongAnswer && res.Reason != ReasonInvalidStructured) {
 		return
 	}
-	t, cut := res.Text, ""
+	t, cut := red.String(res.Text), ""
 	if len(t) > maxErrText {
-		n := maxErrText
-		for n > 0 && !utf8.RuneStart(t[n]) {
-			n--
-		}
-		t, cut = t[:n], "…"
+		t, cut = strings.TrimSuffix(red.Cut(t, maxErrText), "…"), "…"
 	}
 	res.Err += "; got " + strconv.Quote(t) + cut
 }
 
-// truncateText keeps the first maxResultText bytes of s, cut at a rune.
-func truncateText(s string) string {
-	if len(s) <= maxResultText {
-		return s
-	}
-	cut := maxResultText
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+// truncateText keeps the first maxResultText bytes of s, scrubbed by red
+// before the cut, cut at a rune.
+func truncateText(red *redact.Redactor, s string) string {
+	return red.Cut(s, maxResultText)
 }

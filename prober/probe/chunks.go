@@ -104,9 +104,24 @@ func (t *text) UnmarshalJSON(b []byte) error {
 	case 'n':
 		*t = false
 	default:
-		return fmt.Errorf("want a string, got %.20s", b)
+		// The value is not quoted: it is the server's text, and a cut
+		// quote could hold part of a secret.
+		return fmt.Errorf("want a string, got a JSON %s", jsonKind(b[0]))
 	}
 	return nil
+}
+
+// jsonKind names the kind of JSON value that starts with c.
+func jsonKind(c byte) string {
+	switch c {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	}
+	return "number"
 }
 
 // objectError is whether a JSON string is "error".

@@ -42,13 +42,13 @@ func embed(ctx context.Context, client *http.Client, req StreamRequest, mod *con
 	body, err := json.Marshal(req.Body)
 	if err != nil {
 		res.Start = time.Now()
-		res.Reason, res.Err = ReasonMalformed, sanitize("encoding request body: "+err.Error())
+		res.Reason, res.Err = ReasonMalformed, sanitize(req.Redact, "encoding request body: "+err.Error())
 		return res
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(req.BaseURL, "/")+"/v1/embeddings", bytes.NewReader(body))
 	if err != nil {
 		res.Start = time.Now()
-		res.Reason, res.Err = ReasonConnection, sanitize("building request: "+redactErr(err).Error())
+		res.Reason, res.Err = ReasonConnection, sanitize(req.Redact, "building request: "+redactErr(err).Error())
 		return res
 	}
 	for k, vs := range req.Header {
@@ -64,7 +64,7 @@ func embed(ctx context.Context, client *http.Client, req StreamRequest, mod *con
 		res.Events = append(res.Events, Event{Offset: time.Since(t0), Kind: k, Bytes: int32(min(n, math.MaxInt32))})
 	}
 	fail := func(reason Reason, msg string) Result {
-		res.Reason, res.Err = reason, sanitize(msg)
+		res.Reason, res.Err = reason, sanitize(req.Redact, msg)
 		event(EventFailed, 0)
 		return res
 	}

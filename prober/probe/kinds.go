@@ -48,6 +48,18 @@ func Kinds() []string {
 	return out
 }
 
+// StreamedKinds lists, sorted, the kinds whose answer is streamed: those
+// bench can load a server with.
+func StreamedKinds() []string {
+	var out []string
+	for _, k := range Kinds() {
+		if kinds[k].events != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Path is the endpoint a probe of kind posts to, "" for an unknown kind.
 func Path(kindName string) string {
 	if k, ok := kinds[kindName]; ok {

@@ -3,6 +3,8 @@ package probe
 import (
 	"net/http"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
 // Reason is why a probe failed. The set is bounded: it is a label value.
@@ -54,6 +56,11 @@ type StreamRequest struct {
 	// implies Capture). Unlike Result.Text it is neither cut nor scrubbed:
 	// the caller owns what it writes.
 	Output *string
+	// Redact scrubs every text the server sends before the Result keeps a
+	// part of it (errors, error body, generated text): scrubbing comes
+	// before every cut, so that no part of a secret straddling a cut
+	// survives. nil scrubs nothing.
+	Redact *redact.Redactor
 }
 
 // Event is one entry of a probe's timeline.
@@ -73,10 +80,6 @@ const (
 
 // Result is the outcome of one probe.
 type Result struct {
-	// ID identifies a scheduled probe's record among the results of its
-	// (target, module): the Manager numbers them from 1 as it records them
-	// (Manager.Record). 0 for a probe that was not recorded (ProbeNow).
-	ID         uint64
 	Start      time.Time // t0: just before the request was sent
 	Model      string    // the model the request named; "" when none was resolved (set by the Manager)
 	Success    bool

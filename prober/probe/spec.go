@@ -87,6 +87,9 @@ type Call struct {
 	// Output, when not nil, receives the whole generated text, as vLLM's
 	// benchmark client keeps generated_text (bench --save-detailed).
 	Output *string
+	// Redact scrubs what the target sends before any part of it is cut
+	// (StreamRequest.Redact); the caller still scrubs the Result it keeps.
+	Redact *redact.Redactor
 }
 
 // Run sends one probe of the spec and returns its measurement, the output
@@ -122,12 +125,13 @@ func (s *Spec) Run(ctx context.Context, client *http.Client, c Call) Result {
 		StallTimeout: c.StallTimeout,
 		Capture:      s.checks.capture() || c.Output != nil,
 		FullText:     c.Output != nil,
+		Redact:       c.Redact,
 	}
 	res, gen := send(ctx, client, req, &mod)
 	if c.Output != nil && gen != nil {
 		*c.Output = gen.text.String()
 	}
-	s.checks.apply(&res, gen, check)
+	s.checks.apply(&res, gen, check, c.Redact)
 	res.Model = c.Model
 	return res
 }
@@ -144,18 +148,24 @@ func newNonce() string {
 // never puts a secret there itself, but a server may echo a key or a request
 // header in its error body. Whoever keeps or returns a result scrubs it.
 func (r *Result) Scrub(red *redact.Redactor) {
-	for _, s := range []*string{&r.Err, &r.RequestBody, &r.ErrorBody, &r.Text} {
+	for _, s := range []*string{&r.Err, &r.RequestBody, &r.ErrorBody} {
 		*s = red.String(*s)
 	}
+	// The generated text may end where the stream broke or a timeout cut
+	// it, in the middle of an echoed secret.
+	r.Text = red.ScrubTail(r.Text)
 	red.Header(r.RequestHeader)
 	red.Header(r.ResponseHeader)
-	r.Text = truncateText(r.Text) // after scrubbing: no secret cut in half survives
-	quoteOutput(r)
+	r.Text = truncateText(red, r.Text) // scrubs first: no secret cut in half survives
+	quoteOutput(r, red)
 }
 
 // ListModels lists the model ids a target serves (GET /v1/models). On
-// failure it returns a failed Result whose reason says why.
-func ListModels(ctx context.Context, client *http.Client, base string) ([]string, *Result) {
+// failure it returns a failed Result whose reason says why. Every text of
+// the answer is scrubbed by red before it is kept or cut; an id that holds a
+// secret becomes redact.Placeholder (redact.Label: the caller warns when
+// the list holds it).
+func ListModels(ctx context.Context, client *http.Client, base string, red *redact.Redactor) ([]string, *Result) {
 	res := &Result{Start: time.Now()}
 	models, err := vllmapi.Models(ctx, client, base, nil)
 	if err != nil {
@@ -165,21 +175,22 @@ func ListModels(ctx context.Context, client *http.Client, base string) ([]string
 		case errors.As(err, &status):
 			res.StatusCode = status.Code
 			reason, msg := classifyHTTPError(status.Code, status.Body)
-			res.Reason, res.Err = reason, sanitize("/v1/models: "+msg)
-			res.ErrorBody = excerpt(status.Body, maxErrorExcerpt)
+			res.Reason, res.Err = reason, sanitize(red, "/v1/models: "+msg)
+			res.ErrorBody = excerpt(red, status.Body, maxErrorExcerpt)
 		case errors.As(err, &decode):
 			res.StatusCode = http.StatusOK
-			res.Reason, res.Err = ReasonMalformed, sanitize("/v1/models: invalid JSON: "+decode.Err.Error())
+			res.Reason, res.Err = ReasonMalformed, sanitize(red, "/v1/models: invalid JSON: "+decode.Err.Error())
 		default:
 			reason, msg := classifyTransportError(ctx, err)
-			res.Reason, res.Err = reason, sanitize(msg)
+			res.Reason, res.Err = reason, sanitize(red, msg)
 		}
 		return nil, res
 	}
 	ids := make([]string, 0, len(models))
 	for _, d := range models {
 		if d.ID != "" {
-			ids = append(ids, d.ID)
+			id, _ := red.Label(d.ID)
+			ids = append(ids, id)
 		}
 	}
 	return ids, nil

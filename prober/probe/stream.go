@@ -118,7 +118,7 @@ func Stream(ctx context.Context, client *http.Client, req StreamRequest) Result 
 func send(ctx context.Context, client *http.Client, req StreamRequest, mod *config.Module) (Result, *generated) {
 	k, ok := kinds[req.Kind]
 	if !ok {
-		return Result{Start: time.Now(), Reason: ReasonMalformed, Err: sanitize(fmt.Sprintf("unknown probe kind %q", req.Kind))}, nil
+		return Result{Start: time.Now(), Reason: ReasonMalformed, Err: sanitize(req.Redact, fmt.Sprintf("unknown probe kind %q", req.Kind))}, nil
 	}
 	if k.events == nil {
 		if mod == nil {
@@ -126,7 +126,7 @@ func send(ctx context.Context, client *http.Client, req StreamRequest, mod *conf
 		}
 		return k.send(ctx, client, req, mod), nil
 	}
-	s := &streamer{dec: k.events()}
+	s := &streamer{dec: k.events(), red: req.Redact}
 	if req.Capture || req.Output != nil {
 		s.gen = &generated{unbounded: req.FullText}
 	}
@@ -135,6 +135,7 @@ func send(ctx context.Context, client *http.Client, req StreamRequest, mod *conf
 }
 
 type streamer struct {
+	red   *redact.Redactor // scrubs what the server sent, before any cut
 	res   Result
 	t0    time.Time
 	phase string // what the probe is doing, for a failure's Phase
@@ -173,7 +174,7 @@ func (s *streamer) eventAt(off time.Duration, kind EventKind, n int) {
 func (s *streamer) fail(reason Reason, format string, args ...any) {
 	s.res.Success = false
 	s.res.Reason = reason
-	s.res.Err = sanitize(fmt.Sprintf(format, args...))
+	s.res.Err = sanitize(s.red, fmt.Sprintf(format, args...))
 	s.res.Phase = s.phase
 	if !s.t0.IsZero() {
 		// A failed probe's E2E ends at the failure (for a stall or a
@@ -209,7 +210,7 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 		s.fail(ReasonMalformed, "encoding request body: %v", err)
 		return
 	}
-	s.res.RequestBody = excerpt(body, maxRequestBody)
+	s.res.RequestBody = excerpt(s.red, body, maxRequestBody)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -250,7 +251,7 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		s.res.ErrorBody = excerpt(b, maxErrorExcerpt)
+		s.res.ErrorBody = excerpt(s.red, b, maxErrorExcerpt)
 		reason, msg := classifyHTTPError(resp.StatusCode, b)
 		s.fail(reason, "%s", msg)
 		return
@@ -307,7 +308,8 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 		contentEvents int
 		usageOut      int
 		haveUsage     bool
-		text          strings.Builder // the start of the generated text
+		text          strings.Builder // the start of the generated text, as sent
+		textDone      bool            // text holds enough to cut (textEnough)
 	)
 	finish := func() {
 		s.res.OutputTokens = contentEvents
@@ -315,7 +317,17 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			s.res.OutputTokens = usageOut
 			s.res.OutputTokensFromUsage = true
 		}
-		s.res.Text = text.String()
+		// The text may end where the stream broke or where reading stopped
+		// (textDone), in the middle of a secret: its tail is scrubbed, and
+		// when reading stopped the cut leaves the longest secret's length
+		// of the scrubbed text after it, however much the redactor learned
+		// meanwhile.
+		t := s.red.ScrubTail(text.String())
+		n := maxTextExcerpt
+		if textDone {
+			n = max(0, min(n, len(t)-s.red.MaxLen()))
+		}
+		s.res.Text = excerpt(s.red, []byte(t), n)
 		if !s.res.Success {
 			return // fail set E2E to the failure; there is no TPOT
 		}
@@ -371,13 +383,9 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 				s.dec.capture(s.gen, data)
 			}
 			s.eventAt(now, EventContent, len(data))
-			if text.Len() < maxTextExcerpt {
+			if !textDone {
 				s.dec.text(&text, data)
-				if text.Len() > maxTextExcerpt {
-					t := excerpt([]byte(text.String()), maxTextExcerpt)
-					text.Reset()
-					text.WriteString(t)
-				}
+				textDone = s.textEnough(&text)
 			}
 			if contentEvents == 0 {
 				s.res.TTFT = now
@@ -397,21 +405,22 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 	}
 }
 
-// excerpt returns at most n bytes of b as valid UTF-8, with "…" when cut.
-func excerpt(b []byte, n int) string {
-	if len(b) <= n {
-		return strings.ToValidUTF8(string(b), "\uFFFD")
+// textEnough reports whether the generated text b holds is enough for the
+// excerpt: scrubbed, it reaches maxTextExcerpt plus the longest secret, so
+// that a secret the server split over several events and that straddles the
+// cut is whole in b when it is scrubbed, before the cut.
+func (s *streamer) textEnough(b *strings.Builder) bool {
+	if b.Len() < maxTextExcerpt {
+		return false
 	}
-	b = b[:n]
-	for k := 1; k <= utf8.UTFMax && k <= len(b); k++ {
-		if utf8.RuneStart(b[len(b)-k]) {
-			if !utf8.FullRune(b[len(b)-k:]) {
-				b = b[:len(b)-k] // a rune cut in two
-			}
-			break
-		}
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD") + "…"
+	return len(s.red.String(b.String())) >= maxTextExcerpt+s.red.MaxLen()
+}
+
+// excerpt returns at most n bytes of b, scrubbed by red first (redact.Cut:
+// no secret straddling the cut survives in part), as valid UTF-8, with "…"
+// when cut.
+func excerpt(red *redact.Redactor, b []byte, n int) string {
+	return strings.ToValidUTF8(red.Cut(string(b), n), "\uFFFD")
 }
 
 func hasJSON(raw json.RawMessage) bool {
@@ -533,9 +542,11 @@ func parseErrorBody(body []byte) (typ, msg string) {
 	return "", string(bytes.TrimSpace(body))
 }
 
-// sanitize makes a server- or error-supplied string safe to show: printable,
-// one line, bounded.
-func sanitize(s string) string {
+// sanitize makes a server- or error-supplied string safe to show: scrubbed
+// by red first (before the cut, so that no part of a secret straddling it
+// survives), printable, one line, bounded.
+func sanitize(red *redact.Redactor, s string) string {
+	s = red.String(s)
 	var b strings.Builder
 	for _, r := range s {
 		if b.Len() >= maxErrLen {

@@ -355,8 +355,8 @@ func TestStreamFailureReasons(t *testing.T) {
 		{name: "truncated", h: sseHandler(tok1 + tok2), want: ReasonTruncated, wantErr: "stream ended without data: [DONE] after 2 content events"},
 		{name: "truncated mid-event", h: sseHandler(tok1 + `data: {"choices":[{"index":0,"text":"x"}]}`), want: ReasonTruncated, wantErr: "stream ended without data: [DONE] after 1 content events"},
 		{name: "bad json", h: sseHandler(tok1 + "data: {\"choices\":[\n\n" + done), want: ReasonMalformed, wantErr: "invalid JSON in SSE event 2: unexpected end of JSON input"},
-		{name: "text not a string", h: sseHandler(tok1 + `data: {"choices":[{"text":5}]}` + "\n\n" + done), want: ReasonMalformed, wantErr: "invalid JSON in SSE event 2: want a string, got 5*"},
-		{name: "object not a string", h: sseHandler(`data: {"object":1,"choices":[{"text":"x"}]}` + "\n\n" + done), want: ReasonMalformed, wantErr: "invalid JSON in SSE event 1: want a string, got 1*"},
+		{name: "text not a string", h: sseHandler(tok1 + `data: {"choices":[{"text":5}]}` + "\n\n" + done), want: ReasonMalformed, wantErr: "invalid JSON in SSE event 2: want a string, got a JSON number*"},
+		{name: "object not a string", h: sseHandler(`data: {"object":1,"choices":[{"text":"x"}]}` + "\n\n" + done), want: ReasonMalformed, wantErr: "invalid JSON in SSE event 1: want a string, got a JSON number*"},
 		{name: "huge line", h: sseHandler(`data: {"choices":[{"text":"` + strings.Repeat("x", maxSSELine) + `"}]}` + "\n\n" + done), want: ReasonMalformed, wantErr: "reading stream: SSE line exceeds 1 MiB"},
 		{name: "wrong content type", h: errorHandler(200, `{"choices":[{"text":"x"}]}`), want: ReasonMalformed, wantErr: `HTTP 200 with Content-Type "application/json", want text/event-stream`},
 		{name: "empty output completions", h: sseHandler(`data: {"choices":[{"index":0,"text":""}]}` + "\n\n" + `data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":0}}` + "\n\n" + done), want: ReasonEmptyOutput, wantErr: "stream completed without generated text"},
@@ -475,7 +475,7 @@ func TestRedaction(t *testing.T) {
 	if got := redactURL("https://u:p@h:1/x?key=s#f"); got != "https://h:1/x" {
 		t.Errorf("redactURL = %q", got)
 	}
-	if got := sanitize("a\nb\x00c" + strings.Repeat("x", 400)); len(got) > maxErrLen+4 || strings.ContainsAny(got, "\n\x00") {
+	if got := sanitize(nil, "a\nb\x00c"+strings.Repeat("x", 400)); len(got) > maxErrLen+4 || strings.ContainsAny(got, "\n\x00") {
 		t.Errorf("sanitize = %q", got)
 	}
 }

@@ -1,11 +1,9 @@
-package discovery
+package shard
 
 import (
 	"fmt"
 	"hash/fnv"
 	"testing"
-
-	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/vllm-prober/vllm_prober/config"
 )
@@ -29,7 +27,7 @@ func fleet(n int) []config.Target {
 func owners(ts []config.Target, count int) map[string]int {
 	own := map[string]int{}
 	for i := 0; i < count; i++ {
-		for _, t := range Shard(ts, count, i) {
+		for _, t := range Targets(ts, count, i) {
 			if prev, ok := own[t.Name]; ok {
 				panic(fmt.Sprintf("%s is in shards %d and %d", t.Name, prev, i))
 			}
@@ -43,7 +41,7 @@ func TestShardCoversEveryTargetExactlyOnce(t *testing.T) {
 	ts := fleet(1000)
 	seen := map[string]int{}
 	for i := 0; i < 3; i++ {
-		share := Shard(ts, 3, i)
+		share := Targets(ts, 3, i)
 		// 1000/3 = 333 with a binomial standard deviation of 15: a shard
 		// outside [250, 420] means a broken hash, not bad luck.
 		if len(share) < 250 || len(share) > 420 {
@@ -108,13 +106,13 @@ func TestShardGrowthMovesFewTargets(t *testing.T) {
 
 func TestShardEdges(t *testing.T) {
 	ts := fleet(10)
-	if got := Shard(ts, 1, 0); len(got) != 10 {
+	if got := Targets(ts, 1, 0); len(got) != 10 {
 		t.Errorf("one shard kept %d of 10", len(got))
 	}
-	if got := Shard(ts, 0, 0); len(got) != 10 {
+	if got := Targets(ts, 0, 0); len(got) != 10 {
 		t.Errorf("count 0 kept %d of 10", len(got))
 	}
-	if got := Shard(ts, 3, 3); len(got) != 0 {
+	if got := Targets(ts, 3, 3); len(got) != 0 {
 		t.Errorf("index 3 of 3 kept %d", len(got))
 	}
 	// The share keeps the input order.
@@ -123,7 +121,7 @@ func TestShardEdges(t *testing.T) {
 	for i, tg := range all {
 		pos[tg.Name] = i
 	}
-	share := Shard(all, 2, 1)
+	share := Targets(all, 2, 1)
 	for i := 1; i < len(share); i++ {
 		if pos[share[i-1].Name] > pos[share[i].Name] {
 			t.Errorf("Shard reordered %s and %s", share[i-1].Name, share[i].Name)
@@ -136,7 +134,7 @@ func TestShardEdges(t *testing.T) {
 func TestShardOfIsPinned(t *testing.T) {
 	got := []int{}
 	for _, n := range []string{"vllm-0", "vllm-1", "vllm-2", "10.0.0.1:8000", "gpu-box:8000"} {
-		got = append(got, ShardOf(n, 3), ShardOf(n, 8))
+		got = append(got, Of(n, 3), Of(n, 8))
 	}
 	want := []int{0, 5, 2, 6, 0, 0, 0, 5, 2, 6}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -144,7 +142,7 @@ func TestShardOfIsPinned(t *testing.T) {
 	}
 }
 
-func TestShardIndexFromEnv(t *testing.T) {
+func TestIndexFromEnv(t *testing.T) {
 	for _, tc := range []struct {
 		host, env string
 		want      int
@@ -165,45 +163,14 @@ func TestShardIndexFromEnv(t *testing.T) {
 		{"p-99999999999999999999999", "", 0, `hostname "p-99999999999999999999999": ordinal "99999999999999999999999" is out of range`},
 	} {
 		env := func(k string) string {
-			if k == ShardIndexEnv {
+			if k == IndexEnv {
 				return tc.env
 			}
 			return "unrelated"
 		}
-		got, err := ShardIndexFromEnv(tc.host, env)
+		got, err := IndexFromEnv(tc.host, env)
 		if (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) || got != tc.want {
-			t.Errorf("ShardIndexFromEnv(%q, SHARD_INDEX=%q) = %d, %v; want %d, %q", tc.host, tc.env, got, err, tc.want, tc.err)
-		}
-	}
-}
-
-func TestShardFlags(t *testing.T) {
-	for _, tc := range []struct {
-		args        []string
-		host, env   string
-		count, want int
-		err         string
-	}{
-		{nil, "vllm-prober-3", "", 1, 0, ""}, // one shard: the hostname does not matter
-		{[]string{"--shard.count=4"}, "vllm-prober-3", "", 4, 3, ""},
-		{[]string{"--shard.count=4"}, "vllm-prober-3", "1", 4, 1, ""},
-		{[]string{"--shard.count=4", "--shard.index=2"}, "vllm-prober-3", "1", 4, 2, ""},
-		{[]string{"--shard.count=4"}, "laptop", "", 4, 0, ""},
-		{[]string{"--shard.count=3"}, "vllm-prober-3", "", 0, 0, "shard index 3 is out of range for shard count 3 (want 0 to 2)"},
-		{[]string{"--shard.count=3", "--shard.index=7"}, "", "", 0, 0, "shard index 7 is out of range for shard count 3 (want 0 to 2)"},
-		{[]string{"--shard.count=0"}, "", "", 0, 0, "--shard.count must be at least 1, got 0"},
-		// What Kubernetes passes when the SHARD_INDEX variable is missing.
-		{[]string{"--shard.count=3", "--shard.index=$(SHARD_INDEX)"}, "", "", 0, 0, `--shard.index "$(SHARD_INDEX)" is not a non-negative integer`},
-		{[]string{"--shard.count=3"}, "", "x", 0, 0, `--shard.index: SHARD_INDEX="x" is not a non-negative integer`},
-	} {
-		app := kingpin.New("test", "")
-		f := AddShardFlags(app)
-		if _, err := app.Parse(tc.args); err != nil {
-			t.Fatalf("%v: %v", tc.args, err)
-		}
-		count, index, err := f.Resolve(tc.host, func(string) string { return tc.env })
-		if (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) || count != tc.count || index != tc.want {
-			t.Errorf("%v host=%q SHARD_INDEX=%q: %d, %d, %v; want %d, %d, %q", tc.args, tc.host, tc.env, count, index, err, tc.count, tc.want, tc.err)
+			t.Errorf("IndexFromEnv(%q, SHARD_INDEX=%q) = %d, %v; want %d, %q", tc.host, tc.env, got, err, tc.want, tc.err)
 		}
 	}
 }
@@ -211,6 +178,6 @@ func TestShardFlags(t *testing.T) {
 func BenchmarkShard(b *testing.B) {
 	ts := fleet(1000)
 	for b.Loop() {
-		Shard(ts, 8, 3)
+		Targets(ts, 8, 3)
 	}
 }
