@@ -94,6 +94,15 @@ func (s *Spec) RolloutGroups() []Group {
 	by := fmt.Sprintf("%s, module, %s", r.GroupLabel, r.TrackLabel)
 	sel := fmt.Sprintf("%s, %s=~%q", s.jobSel(), r.TrackLabel, r.Canary+"|"+r.Stable)
 	track := func(v string) string { return fmt.Sprintf("{%s=%q}", r.TrackLabel, v) }
+	// The track label exists only while a canary and a stable target are
+	// configured: pint's promql/series would report every selector on it.
+	trackMatcher := fmt.Sprintf("{%s=~%q}", r.TrackLabel, r.Canary+"|"+r.Stable)
+	optional := func(rule Rule) Rule {
+		return withComment(rule, lines(
+			"The "+r.TrackLabel+" label exists only while canary and stable targets are configured.",
+			"pint disable promql/series("+trackMatcher+")",
+		))
+	}
 	var groups []Group
 	for _, nominal := range r.Windows {
 		w := nominal.String()
@@ -102,19 +111,19 @@ func (s *Spec) RolloutGroups() []Group {
 		attempts := "group_module_track:vllm_probe_attempts:increase" + w
 		rules := []Rule{
 			// Probe histograms in classic form `or` native form (docs/runbook.md, "Histogram modes").
-			eitherHistogramForm("vllm_probe_time_to_first_token_seconds", Rule{Record: successes, Expr: lines(
+			optional(eitherHistogramForm(Rule{Record: successes, Expr: lines(
 				fmt.Sprintf("sum by (%s) (increase(vllm_probe_time_to_first_token_seconds_count{%s}[%s]))", by, sel, rng),
 				"or",
 				fmt.Sprintf("histogram_count(sum by (%s) (increase(vllm_probe_time_to_first_token_seconds{%s}[%s])))", by, sel, rng),
-			)}),
-			{Record: attempts, Expr: fmt.Sprintf("sum by (%s) (increase(vllm_probe_attempts_total{%s}[%s]))", by, sel, rng)},
-			{Record: RolloutSuccessRecord(nominal), Expr: lines(
+			)}, "vllm_probe_time_to_first_token_seconds_count", "vllm_probe_time_to_first_token_seconds")),
+			optional(Rule{Record: attempts, Expr: fmt.Sprintf("sum by (%s) (increase(vllm_probe_attempts_total{%s}[%s]))", by, sel, rng)}),
+			optional(Rule{Record: RolloutSuccessRecord(nominal), Expr: lines(
 				"clamp(",
 				fmt.Sprintf("  1 - (sum by (%s) (increase(vllm_probe_failures_total{%s}[%s])) or 0 * %s)", by, sel, rng, attempts),
 				fmt.Sprintf("    / (%s >= %d),", attempts, r.MinProbes),
 				"  0, 1",
 				")",
-			)},
+			)}),
 		}
 		for _, l := range RolloutLatencies {
 			mean := "group_module_track:vllm_probe_" + l.Name + "_seconds:mean" + w
@@ -122,13 +131,13 @@ func (s *Spec) RolloutGroups() []Group {
 				return fmt.Sprintf("%s%s\n    and on (%s, module) (%s%s >= %d)", mean, track(v), r.GroupLabel, successes, track(v), r.MinProbes)
 			}
 			rules = append(rules,
-				eitherHistogramForm(l.Metric, Rule{Record: mean, Expr: lines(
+				optional(eitherHistogramForm(Rule{Record: mean, Expr: lines(
 					fmt.Sprintf("sum by (%s) (rate(%s_sum{%s}[%s]))", by, l.Metric, sel, rng),
 					fmt.Sprintf("  / (sum by (%s) (rate(%s_count{%s}[%s])) > 0)", by, l.Metric, sel, rng),
 					"or",
 					fmt.Sprintf("histogram_sum(sum by (%s) (rate(%s{%s}[%s])))", by, l.Metric, sel, rng),
 					fmt.Sprintf("  / (histogram_count(sum by (%s) (rate(%s{%s}[%s]))) > 0)", by, l.Metric, sel, rng),
-				)}),
+				)}, l.Metric+"_sum", l.Metric+"_count", l.Metric)),
 				Rule{Record: RolloutRatioRecord(l.Name, nominal), Expr: lines(
 					"(",
 					"  "+guarded(r.Canary),

@@ -148,14 +148,14 @@ func (s *Spec) RecordingGroups() []Group {
 			good := histGood(l.metric, job, l.threshold, r)
 			total := histCount(l.metric, job, r)
 			rules = append(rules,
-				eitherHistogramForm(l.metric, Rule{
+				eitherHistogramForm(Rule{
 					Record: "target_module:vllm_probe_" + l.name + "_over_slo:increase" + w,
 					Expr:   lines("clamp_min(", indent(total, "  "), "  -", indent(good, "  ")+",", "  0", ")"),
-				}),
-				eitherHistogramForm(l.metric, Rule{
+				}, l.metric, l.metric+"_bucket", l.metric+"_count"),
+				eitherHistogramForm(Rule{
 					Record: "target_module:vllm_probe_" + l.name + "_within_slo:ratio_rate" + w,
 					Expr:   lines("clamp(", indent(good, "  "), "  /", indent(lines("(", indent(total, "  ")+" > 0", ")"), "  ")+",", "  0, 1", ")"),
-				}),
+				}, l.metric, l.metric+"_bucket", l.metric+"_count"),
 			)
 		}
 	}
@@ -399,17 +399,25 @@ func optionalSeries(metric, why string, r Rule) Rule {
 	return r
 }
 
-// eitherHistogramForm marks an SLI rule that reads a probe histogram in its
-// classic form `or` its native form: a Prometheus stores one of them (or both),
-// so pint's promql/series check would report the other as a nonexistent series.
-func eitherHistogramForm(metric string, r Rule) Rule {
-	r.Comment = lines(
-		"A Prometheus stores the classic series or the native histogram (or both): the other form is legitimately absent.",
-		"pint disable promql/series("+metric+")",
-		"pint disable promql/series("+metric+"_bucket)",
-		"pint disable promql/series("+metric+"_count)",
-		"pint disable promql/series("+metric+"_sum)",
-	)
+// eitherHistogramForm marks a rule that reads a probe histogram in its classic
+// form `or` its native form: a Prometheus stores one of them (or both), so
+// pint's promql/series check would report the other as a nonexistent series.
+// series are the names the rule selects (pint rejects a directive that matches
+// no selector of the query).
+func eitherHistogramForm(r Rule, series ...string) Rule {
+	l := []string{"A Prometheus stores the classic series or the native histogram (or both): the other form is legitimately absent."}
+	for _, m := range series {
+		l = append(l, "pint disable promql/series("+m+")")
+	}
+	return withComment(r, lines(l...))
+}
+
+// withComment adds lines to a rule's comment.
+func withComment(r Rule, c string) Rule {
+	if r.Comment != "" {
+		c = r.Comment + "\n" + c
+	}
+	r.Comment = c
 	return r
 }
 
