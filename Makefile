@@ -247,19 +247,19 @@ chart-sync:
 .PHONY: rules
 rules:
 	$(GO) run ./cmd/vllm_prober rules generate --slo.file mixin/slo.yml --out alerts/
-	$(GO) test -count=1 -run '^(TestDashboardsUpToDate|TestSLOSpecsUpToDate)$$' ./mixin/ -update
+	$(GO) test -count=1 -run '^(TestDashboardsUpToDate|TestSLOSpecsUpToDate|TestJsonnetMixinUpToDate)$$' ./mixin/ -update
 	$(MAKE) chart-sync
 
 # make e2e: the slow end-to-end tests, against real components that
 # scripts/e2e-tools.sh builds once and caches (Prometheus 3.x today). Each tool
 # in E2E_TOOLS is built (or found in the cache) first and its directory exported
-# as E2E_<TOOL>_DIR (E2E_PROMETHEUS3_DIR, E2E_KUBERNETES_DIR, E2E_ETCD_DIR,
-# E2E_ARGO_ROLLOUTS_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
+# as E2E_<TOOL>_DIR (E2E_PROMETHEUS3_DIR, E2E_SLOTH_DIR, E2E_PINT_DIR, E2E_KUBERNETES_DIR,
+# E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
 # Tests that need a tool skip in `make test` (saying so) and run here. To add
 # end-to-end tests, append to the lists:
 #   E2E_TOOLS += kubernetes etcd
 #   E2E_PKGS  += ./discovery/...
-E2E_TOOLS   := prometheus3
+E2E_TOOLS   := prometheus3 sloth pint
 E2E_PKGS    := ./e2e/... ./mixin/...
 # The Argo Rollouts analysis controller on a real Kubernetes API server
 # (e2e/rollouts_test.go).

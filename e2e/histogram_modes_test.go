@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 	"github.com/vllm-prober/vllm_prober/mixin"
 )
 
@@ -71,7 +72,7 @@ func prometheus3Dir() string { return os.Getenv("E2E_PROMETHEUS3_DIR") }
 func TestHistogramModesAgree(t *testing.T) {
 	p3 := prometheus3Dir()
 	if p3 == "" {
-		t.Skip("SKIP: needs Prometheus 3.x (E2E_PROMETHEUS3_DIR); run `make e2e`, which builds it once with scripts/e2e-tools.sh prometheus3")
+		testtool.Skip(t, "Prometheus 3.x (E2E_PROMETHEUS3_DIR)", "make e2e builds it once with scripts/e2e-tools.sh prometheus3")
 	}
 	p2, err := exec.LookPath("prometheus")
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 )
 
 const inhibitExample = "examples/alertmanager/inhibit.yml"
@@ -35,7 +37,7 @@ func amBinaries(t *testing.T) (amtool, server string) {
 	if os.Getenv("VLLM_PROBER_REQUIRE_ALERTMANAGER") != "" {
 		t.Fatalf("amtool and alertmanager are required (VLLM_PROBER_REQUIRE_ALERTMANAGER): %v", err)
 	}
-	t.Skipf("SKIP: amtool or alertmanager not on PATH (Debian: apt-get install prometheus-alertmanager): %v", err)
+	testtool.Skip(t, "amtool and alertmanager", "Debian: apt-get install prometheus-alertmanager")
 	return "", ""
 }
 

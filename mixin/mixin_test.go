@@ -21,6 +21,8 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/config"
+
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 )
 
 // ruleFile mirrors the Prometheus rule file format for the fields we check.
@@ -819,7 +821,7 @@ func TestLeMatcherAndFormatting(t *testing.T) {
 func TestPromtoolHistogramModes(t *testing.T) {
 	dir := os.Getenv("E2E_PROMETHEUS3_DIR")
 	if dir == "" {
-		t.Skip("SKIP: needs a Prometheus 3.x promtool (E2E_PROMETHEUS3_DIR); run `make e2e`, which builds it once with scripts/e2e-tools.sh prometheus3")
+		testtool.Skip(t, "Prometheus 3.x promtool (E2E_PROMETHEUS3_DIR)", "make e2e builds it once with scripts/e2e-tools.sh prometheus3")
 	}
 	paths, err := filepath.Glob(root("alerts/tests/prometheus3/*.yml"))
 	if err != nil || len(paths) == 0 {

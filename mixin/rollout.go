@@ -101,7 +101,12 @@ func (s *Spec) RolloutGroups() []Group {
 		successes := "group_module_track:vllm_probe_successes:increase" + w
 		attempts := "group_module_track:vllm_probe_attempts:increase" + w
 		rules := []Rule{
-			{Record: successes, Expr: fmt.Sprintf("sum by (%s) (increase(vllm_probe_time_to_first_token_seconds_count{%s}[%s]))", by, sel, rng)},
+			// Probe histograms in classic form `or` native form (docs/runbook.md, "Histogram modes").
+			eitherHistogramForm("vllm_probe_time_to_first_token_seconds", Rule{Record: successes, Expr: lines(
+				fmt.Sprintf("sum by (%s) (increase(vllm_probe_time_to_first_token_seconds_count{%s}[%s]))", by, sel, rng),
+				"or",
+				fmt.Sprintf("histogram_count(sum by (%s) (increase(vllm_probe_time_to_first_token_seconds{%s}[%s])))", by, sel, rng),
+			)}),
 			{Record: attempts, Expr: fmt.Sprintf("sum by (%s) (increase(vllm_probe_attempts_total{%s}[%s]))", by, sel, rng)},
 			{Record: RolloutSuccessRecord(nominal), Expr: lines(
 				"clamp(",
@@ -117,10 +122,13 @@ func (s *Spec) RolloutGroups() []Group {
 				return fmt.Sprintf("%s%s\n    and on (%s, module) (%s%s >= %d)", mean, track(v), r.GroupLabel, successes, track(v), r.MinProbes)
 			}
 			rules = append(rules,
-				Rule{Record: mean, Expr: lines(
+				eitherHistogramForm(l.Metric, Rule{Record: mean, Expr: lines(
 					fmt.Sprintf("sum by (%s) (rate(%s_sum{%s}[%s]))", by, l.Metric, sel, rng),
 					fmt.Sprintf("  / (sum by (%s) (rate(%s_count{%s}[%s])) > 0)", by, l.Metric, sel, rng),
-				)},
+					"or",
+					fmt.Sprintf("histogram_sum(sum by (%s) (rate(%s{%s}[%s])))", by, l.Metric, sel, rng),
+					fmt.Sprintf("  / (histogram_count(sum by (%s) (rate(%s{%s}[%s]))) > 0)", by, l.Metric, sel, rng),
+				)}),
 				Rule{Record: RolloutRatioRecord(l.Name, nominal), Expr: lines(
 					"(",
 					"  "+guarded(r.Canary),

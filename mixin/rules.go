@@ -148,14 +148,14 @@ func (s *Spec) RecordingGroups() []Group {
 			good := histGood(l.metric, job, l.threshold, r)
 			total := histCount(l.metric, job, r)
 			rules = append(rules,
-				Rule{
+				eitherHistogramForm(l.metric, Rule{
 					Record: "target_module:vllm_probe_" + l.name + "_over_slo:increase" + w,
 					Expr:   lines("clamp_min(", indent(total, "  "), "  -", indent(good, "  ")+",", "  0", ")"),
-				},
-				Rule{
+				}),
+				eitherHistogramForm(l.metric, Rule{
 					Record: "target_module:vllm_probe_" + l.name + "_within_slo:ratio_rate" + w,
 					Expr:   lines("clamp(", indent(good, "  "), "  /", indent(lines("(", indent(total, "  ")+" > 0", ")"), "  ")+",", "  0, 1", ")"),
-				},
+				}),
 			)
 		}
 	}
@@ -313,14 +313,16 @@ func (s *Spec) AlertGroups() []Group {
 			fmt.Sprintf("last_over_time(vllm_server_headroom_ratio{%s,resource=\"overall\"}[%s]) < %s", job, s.ScrapeGapWindow, th(a.HeadroomLow)),
 			"vLLM capacity headroom is low.",
 			who+` has `+value+` capacity headroom left (threshold `+th(a.HeadroomLow)+`); see headroom by resource on the endpoint dashboard.`),
-		s.alert("VLLMThroughputRegression", a.ThroughputRegression,
-			fmt.Sprintf("vllm_probe_regression_ratio{%s,metric=\"output_throughput\"} > %s", job, th(a.ThroughputRegression)),
-			"vLLM output throughput regressed against its baseline.",
-			`Output throughput of `+whoM+` is `+value+` times worse than baseline {{ $labels.baseline }} (threshold `+th(a.ThroughputRegression)+`) for `+a.ThroughputRegression.For.String()+`.`),
-		s.alert("VLLMLatencyRegression", a.LatencyRegression,
-			fmt.Sprintf("vllm_probe_regression_ratio{%s,metric=~\"ttft|tpot|itl|e2e\"} > %s", job, th(a.LatencyRegression)),
-			"vLLM latency regressed against its baseline.",
-			`{{ $labels.metric }} of `+whoM+` is `+value+` times the baseline {{ $labels.baseline }} (threshold `+th(a.LatencyRegression)+`) for `+a.LatencyRegression.For.String()+`.`),
+		optionalSeries("vllm_probe_regression_ratio", "The ratio exists only for targets compared with a baseline (`baseline:` in the target configuration).",
+			s.alert("VLLMThroughputRegression", a.ThroughputRegression,
+				fmt.Sprintf("vllm_probe_regression_ratio{%s,metric=\"output_throughput\"} > %s", job, th(a.ThroughputRegression)),
+				"vLLM output throughput regressed against its baseline.",
+				`Output throughput of `+whoM+` is `+value+` times worse than baseline {{ $labels.baseline }} (threshold `+th(a.ThroughputRegression)+`) for `+a.ThroughputRegression.For.String()+`.`)),
+		optionalSeries("vllm_probe_regression_ratio", "The ratio exists only for targets compared with a baseline (`baseline:` in the target configuration).",
+			s.alert("VLLMLatencyRegression", a.LatencyRegression,
+				fmt.Sprintf("vllm_probe_regression_ratio{%s,metric=~\"ttft|tpot|itl|e2e\"} > %s", job, th(a.LatencyRegression)),
+				"vLLM latency regressed against its baseline.",
+				`{{ $labels.metric }} of `+whoM+` is `+value+` times the baseline {{ $labels.baseline }} (threshold `+th(a.LatencyRegression)+`) for `+a.LatencyRegression.For.String()+`.`)),
 		s.alert("VLLMProbeBudgetExhausted", a.ProbeBudgetExhausted,
 			fmt.Sprintf("increase(vllm_probe_skipped_total{%s,reason=\"budget\"}[%s]) > 0", job, a.ProbeBudgetExhausted.Window),
 			"vllm_prober skips probes: token budget exhausted.",
@@ -393,6 +395,20 @@ func optionalSeries(metric, why string, r Rule) Rule {
 	r.Comment = lines(
 		why,
 		"pint disable promql/series("+metric+")",
+	)
+	return r
+}
+
+// eitherHistogramForm marks an SLI rule that reads a probe histogram in its
+// classic form `or` its native form: a Prometheus stores one of them (or both),
+// so pint's promql/series check would report the other as a nonexistent series.
+func eitherHistogramForm(metric string, r Rule) Rule {
+	r.Comment = lines(
+		"A Prometheus stores the classic series or the native histogram (or both): the other form is legitimately absent.",
+		"pint disable promql/series("+metric+")",
+		"pint disable promql/series("+metric+"_bucket)",
+		"pint disable promql/series("+metric+"_count)",
+		"pint disable promql/series("+metric+"_sum)",
 	)
 	return r
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +17,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	slothv1 "github.com/slok/sloth/pkg/prometheus/api/v1"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 )
 
 // sloDir holds the committed SLO specs (`rules generate --format=pyrra|sloth|openslo`).
@@ -270,5 +274,79 @@ func TestSlothSpecDecodes(t *testing.T) {
 		if o.Objective <= 0 || o.Objective >= 100 || o.Alerting.Name == "" {
 			t.Errorf("%s: objective %v, alert %q", o.Name, o.Objective, o.Alerting.Name)
 		}
+	}
+}
+
+// slothScenarios are promtool series (the same probes as alerts/tests/slo_test.yml)
+// with the evaluation times at which the 1h/5m page must (fire) and must not
+// (quiet) fire, both for the mixin's alert and for Sloth's page alert.
+var slothScenarios = []struct {
+	name, alert, series string
+	quiet, fire         string
+}{
+	{"availability: every probe fails from 61m (2 probes a minute)", "VLLMAvailabilityBudgetBurn", `
+      - series: 'vllm_probe_attempts_total{job="vllm_prober",instance="prober:9116",target="a",module="chat",model="llama-8b"}'
+        values: '0+2x90'
+      - series: 'vllm_probe_failures_total{job="vllm_prober",instance="prober:9116",target="a",module="chat",model="llama-8b",reason="timeout"}'
+        values: '0x60 2+2x30'
+      - series: 'vllm_probe_success{job="vllm_prober",instance="prober:9116",target="a",module="chat",model="llama-8b"}'
+        values: '1x60 0x30'`, "60m", "70m"},
+	{"ttft: half the probes exceed 2s from 61m", "VLLMTTFTBudgetBurn", `
+      - series: 'vllm_probe_time_to_first_token_seconds_bucket{job="vllm_prober",instance="prober:9116",target="a",module="chat",model="llama-8b",le="2"}'
+        values: '0+2x60 121+1x30'
+      - series: 'vllm_probe_time_to_first_token_seconds_bucket{job="vllm_prober",instance="prober:9116",target="a",module="chat",model="llama-8b",le="+Inf"}'
+        values: '0+2x90'
+      - series: 'vllm_probe_time_to_first_token_seconds_count{job="vllm_prober",instance="prober:9116",target="a",module="chat",model="llama-8b"}'
+        values: '0+2x90'`, "60m", "85m"},
+}
+
+// TestSlothRulesAgree generates rules from the Sloth spec with Sloth itself
+// (`sloth generate`, built by scripts/e2e-tools.sh sloth) and runs them with
+// promtool next to the mixin's rules on the same series: Sloth's page alert and
+// the mixin's 1h/5m burn-rate alert are both quiet before the burn and both
+// firing after it. `make e2e` sets E2E_SLOTH_DIR; without it the test skips.
+func TestSlothRulesAgree(t *testing.T) {
+	dir := os.Getenv("E2E_SLOTH_DIR")
+	if dir == "" {
+		testtool.Skip(t, "sloth CLI (E2E_SLOTH_DIR)", "make e2e installs it once with scripts/e2e-tools.sh sloth")
+	}
+	tmp := t.TempDir()
+	slothRules := filepath.Join(tmp, "sloth.rules.yml")
+	out, err := exec.Command(filepath.Join(dir, "sloth"), "generate", "--no-log",
+		"-i", root(sloDir+"/"+SlothFile), "-o", slothRules).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sloth generate: %v\n%s", err, out)
+	}
+	abs := func(p string) string {
+		a, err := filepath.Abs(root(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "rule_files:\n  - %s\n  - %s\n  - %s\nevaluation_interval: 1m\ntests:\n",
+		yamlQuote(abs("alerts/"+RulesFile)), yamlQuote(abs("alerts/"+AlertsFile)), yamlQuote(slothRules))
+	count := func(alert, sel, at string, want bool) string {
+		exp := "[]"
+		if want {
+			exp = "\n          - labels: '{}'\n            value: 1"
+		}
+		return fmt.Sprintf("      - expr: 'count(ALERTS{alertname=%q,alertstate=\"firing\",target=\"a\",%s})'\n        eval_time: %s\n        exp_samples: %s\n",
+			alert, sel, at, exp)
+	}
+	for _, sc := range slothScenarios {
+		fmt.Fprintf(&b, "  - name: %s\n    interval: 1m\n    input_series:%s\n    promql_expr_test:\n", yamlQuote(sc.name), sc.series)
+		for _, sel := range []string{`long_window="1h"`, `sloth_severity="page"`} {
+			b.WriteString(count(sc.alert, sel, sc.quiet, false))
+			b.WriteString(count(sc.alert, sel, sc.fire, true))
+		}
+	}
+	testFile := filepath.Join(tmp, "sloth_agree_test.yml")
+	if err := os.WriteFile(testFile, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool(t), "test", "rules", testFile).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules (mixin and Sloth rules on the same series): %v\n%s\n%s", err, out, b.String())
 	}
 }

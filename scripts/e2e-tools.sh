@@ -6,6 +6,9 @@
 #   kubernetes      kube-apiserver and kubectl (k8s.io/kubernetes)
 #   etcd            etcd (go.etcd.io/etcd/server/v3)
 #   argo-rollouts   the Argo Rollouts controller and its CRDs (github.com/argoproj/argo-rollouts)
+#   sloth           the Sloth SLO generator CLI (github.com/slok/sloth; plain go install)
+#   pint            Cloudflare's Prometheus rule linter (github.com/cloudflare/pint; its
+#                   module list is refused by the proxy, so go install fails: built from the zip)
 #   all             every one of them
 #
 # None of them can be had with `go install` (their go.mod files carry replace
@@ -27,6 +30,8 @@ PROMETHEUS3_VERSION=${PROMETHEUS3_VERSION:-v0.315.0} # Prometheus 3.15.0
 KUBERNETES_VERSION=${KUBERNETES_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 ARGO_ROLLOUTS_VERSION=${ARGO_ROLLOUTS_VERSION:-v1.10.2}
+SLOTH_VERSION=${SLOTH_VERSION:-v0.16.0}
+PINT_VERSION=${PINT_VERSION:-v0.87.0}
 # Argo Rollouts v1.10.2 needs Go >= 1.26.10; the proxy serves this toolchain. It is
 # used for that build only, never for the project's own go.mod.
 ARGO_ROLLOUTS_TOOLCHAIN=${ARGO_ROLLOUTS_TOOLCHAIN:-go1.27.3}
@@ -55,10 +60,12 @@ srccopy() {
 dir_of() {
 	case "$1" in
 	prometheus3) echo "$TOOLS/prometheus-$PROMETHEUS3_VERSION" ;;
+	sloth) echo "$TOOLS/sloth-$SLOTH_VERSION" ;;
+	pint) echo "$TOOLS/pint-$PINT_VERSION" ;;
 	kubernetes) echo "$TOOLS/kubernetes-$KUBERNETES_VERSION" ;;
 	etcd) echo "$TOOLS/etcd-$ETCD_VERSION" ;;
 	argo-rollouts) echo "$TOOLS/argo-rollouts-$ARGO_ROLLOUTS_VERSION" ;;
-	*) echo "e2e-tools: unknown tool $1 (prometheus3, kubernetes, etcd, argo-rollouts, all)" >&2; return 2 ;;
+	*) echo "e2e-tools: unknown tool $1 (prometheus3, kubernetes, etcd, argo-rollouts, sloth, pint, all)" >&2; return 2 ;;
 	esac
 }
 
@@ -76,6 +83,24 @@ build_prometheus3() {
 	(cd "$work/src" &&
 		CGO_ENABLED=0 "$GO" build -ldflags "$ld" -o "$work/bin/prometheus" ./cmd/prometheus &&
 		CGO_ENABLED=0 "$GO" build -ldflags "$ld" -o "$work/bin/promtool" ./cmd/promtool)
+	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
+}
+
+# Sloth installs with plain go install (about 1 minute cold on an idle machine).
+build_sloth() {
+	local out=$1 work=$1.build
+	rm -rf "$work" && mkdir -p "$work/bin"
+	log "building sloth $SLOTH_VERSION"
+	GOBIN="$work/bin" CGO_ENABLED=0 "$GO" install "github.com/slok/sloth/cmd/sloth@$SLOTH_VERSION"
+	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
+}
+
+build_pint() {
+	local out=$1 work=$1.build
+	rm -rf "$work" && mkdir -p "$work"
+	log "building pint $PINT_VERSION, about 2 minutes cold"
+	srccopy "github.com/cloudflare/pint@$PINT_VERSION" "$work/src"
+	(cd "$work/src" && CGO_ENABLED=0 "$GO" build -mod=mod -o "$work/bin/pint" ./cmd/pint)
 	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
 }
 
@@ -146,6 +171,8 @@ ensure() {
 	local first
 	case "$name" in
 	prometheus3) first=promtool ;;
+	sloth) first=sloth ;;
+	pint) first=pint ;;
 	kubernetes) first=kubectl ;;
 	etcd) first=etcd ;;
 	argo-rollouts) first=rollouts-controller ;;
@@ -170,7 +197,7 @@ fi
 [ "$#" -gt 0 ] || { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 tools=()
 for t in "$@"; do
-	if [ "$t" = all ]; then tools+=(prometheus3 kubernetes etcd argo-rollouts); else dir_of "$t" >/dev/null; tools+=("$t"); fi
+	if [ "$t" = all ]; then tools+=(prometheus3 kubernetes etcd argo-rollouts sloth pint); else dir_of "$t" >/dev/null; tools+=("$t"); fi
 done
 for t in "${tools[@]}"; do
 	ensure "$t"
