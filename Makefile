@@ -271,7 +271,7 @@ E2E_TIMEOUT ?= 60m
 e2e: tools-test
 	@start=$$(date +%s); set -e; \
 	tools="$$(scripts/e2e-tools.sh $(E2E_TOOLS))"; echo "$$tools"; \
-	eval "$$(printf '%s\n' "$$tools" | awk '{ n = toupper($$1); gsub("-", "_", n); printf "export E2E_%s_DIR=%s VLLM_PROBER_%s_DIR=%s\n", n, $$2, n, $$2 }')"; \
+	eval "$$(printf '%s\n' "$$tools" | awk '{ n = toupper($$1); gsub("-", "_", n); printf "export E2E_%s_DIR=%s\n", n, $$2 }')"; \
 	VLLM_PROBER_E2E=1 $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' $(E2E_PKGS); \
 	echo ">> make e2e took $$(( $$(date +%s) - start ))s"
 

@@ -40,7 +40,7 @@ const (
 // so `make test` leaves this test out.
 func argoTools(t *testing.T) (controller, crds, prometheus string) {
 	t.Helper()
-	adir, pdir := toolDir("ARGO_ROLLOUTS"), toolDir("PROMETHEUS3")
+	adir, pdir := os.Getenv("E2E_ARGO_ROLLOUTS_DIR"), os.Getenv("E2E_PROMETHEUS3_DIR")
 	if adir == "" || pdir == "" {
 		testtool.Skip(t, "the Argo Rollouts controller and Prometheus 3",
 			"make e2e builds and caches them with scripts/e2e-tools.sh argo-rollouts prometheus3 and sets E2E_ARGO_ROLLOUTS_DIR and E2E_PROMETHEUS3_DIR")
@@ -52,15 +52,6 @@ func argoTools(t *testing.T) (controller, crds, prometheus string) {
 		}
 	}
 	return controller, crds, prometheus
-}
-
-// toolDir is the directory `make e2e` exports for tool (E2E_<TOOL>_DIR, or
-// VLLM_PROBER_<TOOL>_DIR), "" when neither is set.
-func toolDir(tool string) string {
-	if d := os.Getenv("E2E_" + tool + "_DIR"); d != "" {
-		return d
-	}
-	return os.Getenv("VLLM_PROBER_" + tool + "_DIR")
 }
 
 // TestKubernetesArgoRolloutsAnalysis runs the chart's Argo Rollouts
