@@ -88,7 +88,10 @@ func TestBurst(t *testing.T) {
 	if lastStart := within * (n - 1) / n; took < lastStart {
 		t.Errorf("the burst took %s: its probes were not spread over %s", took, within)
 	}
-	if took > within+1500*time.Millisecond {
+	// The upper bound leaves room for a loaded machine (took includes polling
+	// /metrics and the last probe's own time) but still catches probes spaced
+	// by more than within/n: spaced by within itself, 30 probes take 45s.
+	if took > within+5*time.Second {
 		t.Errorf("the burst took %s, not within %s", took, within)
 	}
 	after := sumSeries(t, f, "vllm_probe_attempts_total", `target="sim"`)
