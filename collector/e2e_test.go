@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
-	"github.com/vllm-prober/vllm_prober/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
 // render is what the simulator served to one collector scrape, parsed

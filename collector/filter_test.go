@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/vllm-prober/vllm_prober/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
 // pythonOpenMetrics is prometheus_client's own OpenMetrics shape: counter

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vllm-prober/vllm_prober/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
 // TestLoRAJoin: vllm_sim counts a LoRA adapter's traffic under its base

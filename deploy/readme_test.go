@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllm-prober/vllm_prober/daemon"
+	"github.com/vllm-prober/vllm_prober/internal/daemon"
 	"github.com/vllm-prober/vllm_prober/internal/testtool"
 )
 

@@ -3,7 +3,7 @@ package prober
 import (
 	"testing"
 
-	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/config"
 )
 
 // TestTargetChangeCompilesNothing: a module is compiled when a configuration

@@ -19,7 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vllm-prober/vllm_prober/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
 // simAnswers writes a vllm_sim --answers file.

@@ -27,8 +27,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/vllm-prober/vllm_prober/config"
-	"github.com/vllm-prober/vllm_prober/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

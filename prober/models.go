@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/config"
 )
 
 // A target with models: all (or a regular expression) has one pair per

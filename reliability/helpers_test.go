@@ -28,8 +28,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/internal/testutil"
-	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
 // testClient sends the test's own requests. It keeps no idle connection, so

@@ -16,9 +16,9 @@ import (
 
 	"github.com/go-kit/log"
 
-	"github.com/vllm-prober/vllm_prober/daemon"
+	"github.com/vllm-prober/vllm_prober/internal/daemon"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
-	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
 // The API keys of the matrix. The control simulator requires controlKey, the

@@ -22,8 +22,8 @@ func TestCLIErrorTexts(t *testing.T) {
 		args []string
 		code int
 	}{
-		{"baseline-import-strict", []string{"baseline", "import", "--strict", "--out", "-", "../../baseline/testdata/reports/multi-gpu-presets-report.md"}, 1},
-		{"baseline-import-all-failed", []string{"baseline", "import", "--out", "-", "--name", "dead", "../../baseline/testdata/vllm_bench_serve_allfailed_v0251.json"}, 1},
+		{"baseline-import-strict", []string{"baseline", "import", "--strict", "--out", "-", "../../internal/baseline/testdata/reports/multi-gpu-presets-report.md"}, 1},
+		{"baseline-import-all-failed", []string{"baseline", "import", "--out", "-", "--name", "dead", "../../internal/baseline/testdata/vllm_bench_serve_allfailed_v0251.json"}, 1},
 		{"baseline-import-unknown-format", []string{"baseline", "import", "--out", "-", td + "not-a-result.txt"}, 1},
 		{"baseline-import-bad-ratio", []string{"baseline", "import", "--out", "-", "--min-success-ratio", "2", td + "not-a-result.txt"}, 1},
 		{"bench-bad-concurrency", []string{"bench", "--url", "http://127.0.0.1:1", "--out", td + "unused", "--concurrency", "1,x"}, 1},

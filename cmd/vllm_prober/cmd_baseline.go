@@ -11,8 +11,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 
-	"github.com/vllm-prober/vllm_prober/baseline"
 	"github.com/vllm-prober/vllm_prober/internal/atomicfile"
+	"github.com/vllm-prober/vllm_prober/internal/baseline"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
 )
 

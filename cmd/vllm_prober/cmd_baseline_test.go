@@ -15,7 +15,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 
-	"github.com/vllm-prober/vllm_prober/baseline"
+	"github.com/vllm-prober/vllm_prober/internal/baseline"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
 )
 
@@ -41,7 +41,7 @@ func runBaselineCLI(t *testing.T, args ...string) (code int, stdout, stderr stri
 func TestBaselineImportWritesFile(t *testing.T) {
 	dir := t.TempDir()
 	outPath := filepath.Join(dir, "b.yaml")
-	in := "../../baseline/testdata/vllm_serve_new.json"
+	in := "../../internal/baseline/testdata/vllm_serve_new.json"
 	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", outPath, "--name", "llama", in)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
@@ -67,7 +67,7 @@ func TestBaselineImportWritesFile(t *testing.T) {
 func TestBaselineImportStdout(t *testing.T) {
 	for _, outFlag := range [][]string{{"--out", "-"}, {"--out=-"}} {
 		// The llmperf sample has 2 of 160 requests failed (0.9875): accepted at 0.98.
-		args := append(append([]string{"baseline", "import", "--min-success-ratio=0.98"}, outFlag...), "../../baseline/testdata/llmperf_summary.json")
+		args := append(append([]string{"baseline", "import", "--min-success-ratio=0.98"}, outFlag...), "../../internal/baseline/testdata/llmperf_summary.json")
 		testImportStdout(t, args)
 	}
 }
@@ -118,7 +118,7 @@ func TestRegisterBaselineCommands(t *testing.T) {
 	if cmd.FullCommand() != "baseline import" || run == nil {
 		t.Fatalf("command %q", cmd.FullCommand())
 	}
-	if _, err := app.Parse([]string{"baseline", "import", "--out", "x.yaml", "../../baseline/testdata/vllm_serve_new.json"}); err != nil {
+	if _, err := app.Parse([]string{"baseline", "import", "--out", "x.yaml", "../../internal/baseline/testdata/vllm_serve_new.json"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -126,7 +126,7 @@ func TestRegisterBaselineCommands(t *testing.T) {
 func TestBaselineImportAllFailedRefused(t *testing.T) {
 	dir := t.TempDir()
 	outPath := filepath.Join(dir, "dead.yaml")
-	in := "../../baseline/testdata/vllm_bench_serve_allfailed_v0251.json"
+	in := "../../internal/baseline/testdata/vllm_bench_serve_allfailed_v0251.json"
 	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", outPath, "--name", "dead", in)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
@@ -143,7 +143,7 @@ func TestBaselineImportAllFailedRefused(t *testing.T) {
 
 func TestBaselineImportPartialRunWarns(t *testing.T) {
 	outPath := filepath.Join(t.TempDir(), "p.yaml")
-	in := "../../baseline/testdata/vllm_bench_serve_partial_v081.json"
+	in := "../../internal/baseline/testdata/vllm_bench_serve_partial_v081.json"
 	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", outPath, "--keep-failed-points", in)
 	if code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
@@ -166,7 +166,7 @@ func TestDaemonRefusesUnusableBaseline(t *testing.T) {
 	dir := t.TempDir()
 	basePath := filepath.Join(dir, "dead.yaml")
 	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--force", "--out", basePath, "--name", "dead",
-		"../../baseline/testdata/vllm_bench_serve_allfailed_v0251.json")
+		"../../internal/baseline/testdata/vllm_bench_serve_allfailed_v0251.json")
 	if code != 0 || !strings.Contains(stderr, "marked unusable: the daemon refuses it") {
 		t.Fatalf("forced import: exit %d, stderr:\n%s", code, stderr)
 	}
@@ -229,7 +229,7 @@ func TestUnplaceableBaselineWarns(t *testing.T) {
 	dir := t.TempDir()
 	basePath := filepath.Join(dir, "lambda.yaml")
 	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", basePath, "--name", "lambda",
-		"../../baseline/testdata/reports/lambda-a100-h100-report.md")
+		"../../internal/baseline/testdata/reports/lambda-a100-h100-report.md")
 	if code != 0 || !strings.Contains(stderr, "warning: 48 baselines (") || !strings.Contains(stderr, "give no expected values") {
 		t.Fatalf("import: exit %d, stderr:\n%s", code, stderr)
 	}
@@ -256,7 +256,7 @@ targets:
 // which were left out and why, one line each, and a summary, and exits 0;
 // --strict exits 1 and writes nothing.
 func TestBaselineImportMultiGPUPresetsReport(t *testing.T) {
-	in := "../../baseline/testdata/reports/multi-gpu-presets-report.md"
+	in := "../../internal/baseline/testdata/reports/multi-gpu-presets-report.md"
 	outPath := filepath.Join(t.TempDir(), "presets.yml")
 	code, _, stderr := runBaselineCLI(t, "baseline", "import", "--out", outPath, in)
 	if code != 0 {

@@ -16,8 +16,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 
-	"github.com/vllm-prober/vllm_prober/baseline"
-	"github.com/vllm-prober/vllm_prober/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/baseline"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
 func runBenchCLI(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {

@@ -24,8 +24,8 @@ import (
 	slogkit "github.com/tjhop/slog-gokit"
 	"k8s.io/klog/v2"
 
-	"github.com/vllm-prober/vllm_prober/daemon"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
+	"github.com/vllm-prober/vllm_prober/internal/daemon"
 	"github.com/vllm-prober/vllm_prober/internal/logging"
 )
 

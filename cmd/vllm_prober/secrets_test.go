@@ -18,7 +18,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 
-	"github.com/vllm-prober/vllm_prober/daemon"
+	"github.com/vllm-prober/vllm_prober/internal/daemon"
 	"github.com/vllm-prober/vllm_prober/internal/hostile"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/vllm-prober/vllm_prober/internal/logging"
-	"github.com/vllm-prober/vllm_prober/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
 func main() {

@@ -54,13 +54,13 @@ func TestImports(t *testing.T) {
 		forbidden []string
 		why       string
 	}{
-		{"collector", []string{"prober", "prober/probe", "compare"}, "the collector reads its own source; joins are compare's"},
-		{"prober/probe", []string{"prober", "collector", "compare", "daemon"}, "one probe knows nothing of the runner"},
-		{"prober", []string{"collector", "compare", "daemon"}, "the prober reads the collector's load through a function it is given"},
-		{"compare", []string{"daemon"}, "compare joins the managers, it does not run them"},
-		{"config", []string{"discovery", "daemon", "prober", "collector", "compare", "internal/shard"}, "the configuration holds the discovery sections' types (Prometheus' own); nothing it configures is imported upward"},
-		{"discovery", []string{"daemon", "prober", "collector", "compare", "internal/shard"}, "discovery turns discovered groups into targets; sharding and applying them is the daemon's"},
-		{"internal/shard", []string{"discovery", "daemon"}, "sharding hashes target names, nothing more"},
+		{"collector", []string{"prober", "prober/probe", "internal/compare"}, "the collector reads its own source; joins are compare's"},
+		{"prober/probe", []string{"prober", "collector", "internal/compare", "internal/daemon"}, "one probe knows nothing of the runner"},
+		{"prober", []string{"collector", "internal/compare", "internal/daemon"}, "the prober reads the collector's load through a function it is given"},
+		{"internal/compare", []string{"internal/daemon"}, "compare joins the managers, it does not run them"},
+		{"internal/config", []string{"internal/discovery", "internal/daemon", "prober", "collector", "internal/compare", "internal/shard"}, "the configuration holds the discovery sections' types (Prometheus' own); nothing it configures is imported upward"},
+		{"internal/discovery", []string{"internal/daemon", "prober", "collector", "internal/compare", "internal/shard"}, "discovery turns discovered groups into targets; sharding and applying them is the daemon's"},
+		{"internal/shard", []string{"internal/discovery", "internal/daemon"}, "sharding hashes target names, nothing more"},
 	} {
 		got := deps(t, rule.pkg)
 		for _, f := range rule.forbidden {
@@ -78,7 +78,7 @@ func TestImports(t *testing.T) {
 func TestManagersHaveNoSetters(t *testing.T) {
 	dir := root(t)
 	for pkg, typ := range map[string]string{
-		"prober": "Manager", "collector": "Manager", "compare": "Collector", "discovery": "Manager",
+		"prober": "Manager", "collector": "Manager", "internal/compare": "Collector", "internal/discovery": "Manager",
 	} {
 		fset := token.NewFileSet()
 		entries, err := os.ReadDir(filepath.Join(dir, pkg))

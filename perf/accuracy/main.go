@@ -38,10 +38,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
-	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
 func main() {

@@ -28,10 +28,10 @@ import (
 
 	"github.com/go-kit/log"
 
-	"github.com/vllm-prober/vllm_prober/bench"
-	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/bench"
+	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
-	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
 func main() {

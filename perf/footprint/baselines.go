@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
-	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
 // footprintBaseline is a two-point vllm bench serve baseline in vllm_prober's

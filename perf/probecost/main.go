@@ -23,12 +23,12 @@ import (
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 	"github.com/vllm-prober/vllm_prober/prober"
-	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
 const prompt = "Let's explore some architecture patterns for microservices"
@@ -36,7 +36,7 @@ const prompt = "Let's explore some architecture patterns for microservices"
 func main() {
 	probes := flag.Int("probes", 10, "probes to measure")
 	// The multi-GPU presets report: Llama-3.2-3B on one H100, 10 concurrent requests:
-	// 573.8 generation tokens/s (docs/simulator.md, baseline/testdata/reports/).
+	// 573.8 generation tokens/s (docs/simulator.md, internal/baseline/testdata/reports/).
 	saturation := flag.Float64("saturation", 573.8, "baseline saturation throughput, generation tokens/s")
 	flag.Parse()
 	if err := run(*probes, *saturation); err != nil {

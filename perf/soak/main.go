@@ -23,8 +23,8 @@ import (
 
 	"github.com/go-kit/log"
 
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
-	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
 // faults cycle on the faulty simulator, each for one fault period, with a

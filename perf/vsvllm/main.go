@@ -38,9 +38,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/bench"
+	"github.com/vllm-prober/vllm_prober/internal/bench"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
-	"github.com/vllm-prober/vllm_prober/simulator"
 )
 
 const (

@@ -15,8 +15,8 @@ import (
 
 	"github.com/go-kit/log"
 
-	"github.com/vllm-prober/vllm_prober/config"
-	"github.com/vllm-prober/vllm_prober/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
 // startSim runs vllm_sim in-process behind a real HTTP server.

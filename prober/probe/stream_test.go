@@ -16,7 +16,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/config"
 )
 
 // pacedServer is a precise fake of vLLM's streaming endpoints: after ttft it

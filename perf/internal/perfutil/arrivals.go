@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
 // arrivalsEnv names the file in which the simulator child of

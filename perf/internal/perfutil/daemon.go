@@ -20,7 +20,7 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/exporter-toolkit/web"
 
-	"github.com/vllm-prober/vllm_prober/daemon"
+	"github.com/vllm-prober/vllm_prober/internal/daemon"
 )
 
 // childEnv names the configuration file when this binary runs as the daemon

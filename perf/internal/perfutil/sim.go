@@ -19,7 +19,7 @@ import (
 
 	"github.com/go-kit/log"
 
-	"github.com/vllm-prober/vllm_prober/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
 // simEnv carries the JSON-encoded simulator.Config when this binary runs as

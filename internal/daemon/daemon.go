@@ -1,0 +1,399 @@
+// Package daemon wires vllm_prober together: the configuration and its reloads,
+// target discovery and sharding, the prober and collector managers, the
+// baseline and regression series, the Prometheus registry and the HTTP
+// endpoints (landing page, /metrics, /probe, /config, /-/reload, /-/healthy,
+// /-/ready). cmd/vllm_prober only parses flags and calls New and Run.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	slogkit "github.com/tjhop/slog-gokit"
+
+	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/internal/compare"
+	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/shard"
+	"github.com/vllm-prober/vllm_prober/prober"
+)
+
+// Defaults of Options.
+const (
+	DefaultTelemetryPath   = "/metrics"
+	DefaultHistoryLimit    = prober.DefaultHistoryLimit
+	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultListenAddress is our port: the Prometheus 9100-9999 default port
+	// allocation range is full.
+	DefaultListenAddress = ":10040"
+)
+
+// Options configure a Daemon.
+type Options struct {
+	// ConfigFile is the configuration file; Reload re-reads it.
+	ConfigFile string
+	// WebFlags are exporter-toolkit's listener, TLS and basic-auth settings. When
+	// nil, Run serves no HTTP (tests serve Handler themselves).
+	WebFlags *web.FlagConfig
+	// TelemetryPath is where /metrics is served (default DefaultTelemetryPath).
+	TelemetryPath string
+	// HistoryLimit is how many recent probes per (target, module) the landing page
+	// shows, plus up to as many older failures (default DefaultHistoryLimit).
+	HistoryLimit int
+	// ShutdownTimeout bounds how long Run waits for HTTP requests in flight when
+	// its context is cancelled (default DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
+	// Registry receives every metric; a fresh one when nil.
+	Registry *prometheus.Registry
+	// WebLogger is exporter-toolkit's logger (see NewWebLogger); when nil, one is
+	// bridged from the daemon's logger.
+	WebLogger *slog.Logger
+	// ProbeWindow fixes how far back the probe means of the regression
+	// series reach; 0 (the default) takes the larger of the rate window and
+	// three probe intervals of each target.
+	ProbeWindow time.Duration
+	// ShardCount and ShardIndex split the targets, static and discovered, over
+	// replicas (shard.Targets): this daemon probes shard ShardIndex of
+	// ShardCount. A ShardCount of 0 means 1 (every target).
+	ShardCount, ShardIndex int
+	// DisableReload turns POST /-/reload off (--no-web.enable-reload); SIGHUP
+	// still reloads.
+	DisableReload bool
+}
+
+// Daemon is one running vllm_prober.
+type Daemon struct {
+	opts   Options
+	logger log.Logger
+	reg    *prometheus.Registry
+	sc     *config.SafeConfig
+	probes *prober.Manager
+	bursts *prober.Burster // POST /burst (burst.go)
+	coll   *collector.Manager
+	cmp    *compare.Collector
+	// scrapes is where the pages read each target's last scrape: coll.
+	scrapes interface {
+		LastScrape(target string) (collector.ScrapeState, bool)
+	}
+
+	// targets is vllm_prober_targets{source}.
+	targets *prometheus.GaugeVec
+
+	// applyMu serialises changes of what the managers run: reloads and
+	// discovery updates. gen counts applied configuration files, so that a
+	// discovery update of a replaced configuration is dropped.
+	applyMu sync.Mutex
+	gen     uint64
+	// running is the configuration the managers run: the file's, with this
+	// shard's share of the static and discovered targets. Read-only.
+	running atomic.Pointer[config.Config]
+	// static are the names of running's static targets (the rest are discovered).
+	static map[string]bool
+
+	// discMu guards disc and runCtx: the discovery of the current
+	// configuration, and Run's context while Run runs (nil otherwise).
+	discMu sync.Mutex
+	disc   *discoveryRun
+	runCtx context.Context
+
+	// red is the one redactor: the configuration's secrets (set on every
+	// applied configuration) and the tokens the HTTP clients obtained. The
+	// logger, the prober and every page go through it.
+	red      *redact.Redactor
+	scrubber atomic.Pointer[scrubber]
+	// clients is the one HTTP client pool of the prober and the collector.
+	clients *httpclient.Pool
+	// sdMetrics are the prometheus_sd_* metrics every configuration's
+	// discovery counts into.
+	sdMetrics *discovery.Metrics
+
+	ready   atomic.Bool
+	started atomic.Bool
+	handler http.Handler
+}
+
+// New loads the configuration file, builds the registry and the managers and
+// returns a Daemon ready to Run. An invalid configuration file is an error.
+//
+// logger gets the daemon's redaction (every value, every level) and then a
+// "caller" key, so it should carry none: a caller bound above the redaction
+// would name the redaction's own line (log.go:30), not the line that logged.
+func New(opts Options, logger log.Logger) (*Daemon, error) {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	if opts.ConfigFile == "" {
+		return nil, errors.New("no configuration file given")
+	}
+	if opts.TelemetryPath == "" {
+		opts.TelemetryPath = DefaultTelemetryPath
+	}
+	if err := checkTelemetryPath(opts.TelemetryPath); err != nil {
+		return nil, err
+	}
+	if opts.HistoryLimit <= 0 {
+		opts.HistoryLimit = DefaultHistoryLimit
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.ShardCount == 0 {
+		opts.ShardCount = 1
+	}
+	if err := shard.Validate(opts.ShardCount, opts.ShardIndex); err != nil {
+		return nil, err
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	red := redact.New()
+	// Every level, every component; the caller is bound below the redaction,
+	// at the depth of the line that logs.
+	logger = log.With(redact.Logger(logger, red), "caller", log.DefaultCaller)
+	d := &Daemon{opts: opts, logger: logger, reg: reg, red: red, clients: httpclient.New(red)}
+	d.scrubber.Store(&scrubber{red: red})
+
+	if err := reg.Register(versioncollector.NewCollector("vllm_prober")); err != nil {
+		return nil, fmt.Errorf("registering the build info collector: %w", err)
+	}
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("registering the Go collector: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("registering the process collector: %w", err)
+	}
+
+	d.targets = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vllm_prober_targets",
+		Help: "Targets this replica probes (its shard), by where they come from: static (targets) or discovered (file_sd_configs, http_sd_configs, kubernetes_sd_configs, dns_sd_configs).",
+	}, []string{"source"})
+	shardInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vllm_prober_shard_info",
+		Help: "Always 1; this replica's shard index and the shard count (--shard.index, --shard.count).",
+	}, []string{"index", "count"})
+	shardInfo.WithLabelValues(fmt.Sprint(opts.ShardIndex), fmt.Sprint(opts.ShardCount)).Set(1)
+	for _, c := range []prometheus.Collector{d.targets, shardInfo} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering the daemon's metrics: %w", err)
+		}
+	}
+
+	sdMetrics, err := discovery.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the discovery metrics: %w", err)
+	}
+	d.sdMetrics = sdMetrics
+
+	// The runtime graph is a DAG, each built once from what it reads: the
+	// collector reads its targets' /metrics; the prober reads the
+	// collector's load (the load a probe met over its lifetime); compare
+	// joins both with the baselines.
+	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients})
+	d.scrapes = d.coll
+	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
+		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Load: d.coll.LoadDuring})
+	d.bursts = prober.NewBurster(reg, d.probes)
+	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
+		Probes: compare.FromProber(d.probes), Server: d.coll, Window: opts.ProbeWindow})
+	d.sc = config.NewSafeConfig(reg, d.apply)
+
+	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {
+		return nil, err
+	}
+	cfg := d.sc.Config()
+	level.Info(logger).Log("msg", "Loaded config file", "file", opts.ConfigFile, "static_targets", len(cfg.Targets),
+		"discovery", cfg.Discovery.Enabled(), "shard_index", opts.ShardIndex, "shard_count", opts.ShardCount)
+	d.handler = d.newHandler()
+	return d, nil
+}
+
+// CheckConfig is --config.check: the daemon's own load (New) of
+// opts.ConfigFile — the file, its baseline files, the files its
+// file_sd_configs match, every target's HTTP client — on a private registry,
+// without running anything. It fails exactly when New would, with New's error.
+func CheckConfig(opts Options, logger log.Logger) error {
+	opts.Registry = prometheus.NewRegistry()
+	_, err := New(opts, logger)
+	return err
+}
+
+func checkTelemetryPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("telemetry path %q must start with /", p)
+	}
+	switch p {
+	case "/", "/probe", "/probe/record", "/target", "/config", "/-/reload", "/-/healthy", "/-/ready", "/gate", "/burst":
+		return fmt.Errorf("telemetry path %q collides with another endpoint", p)
+	}
+	return nil
+}
+
+// Config returns the configuration file currently in force (read-only). Its
+// Targets are the static targets of every shard; Running has those probed.
+func (d *Daemon) Config() *config.Config { return d.sc.Config() }
+
+// Running returns the configuration the managers run (read-only): the file's,
+// with Targets this shard's share of the static and discovered targets.
+func (d *Daemon) Running() *config.Config { return d.running.Load() }
+
+// Registry returns the registry /metrics serves.
+func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
+
+// Handler serves /, the telemetry path, /probe, /config, /-/reload, /-/healthy
+// and /-/ready.
+func (d *Daemon) Handler() http.Handler { return d.handler }
+
+// Reload re-reads the configuration file. On any error the running configuration
+// stays in place and the error is returned; an unchanged file is a no-op.
+func (d *Daemon) Reload() error {
+	changed, err := d.sc.ReloadConfig(d.opts.ConfigFile)
+	switch {
+	case err != nil:
+		err = errors.New(d.scrub(err.Error()))
+		level.Error(d.logger).Log("msg", "Error reloading config", "file", d.opts.ConfigFile, "err", err)
+		return err
+	case !changed:
+		level.Debug(d.logger).Log("msg", "Config file unchanged, reload skipped", "file", d.opts.ConfigFile)
+	default:
+		level.Info(d.logger).Log("msg", "Reloaded config file", "file", d.opts.ConfigFile, "static_targets", len(d.sc.Config().Targets), "running_targets", len(d.Running().Targets))
+	}
+	return nil
+}
+
+// Run runs the probes, the collector and target discovery, reloads on SIGHUP and, when WebFlags is
+// set, serves Handler. It returns when ctx is cancelled (nil) or the HTTP server
+// fails, after cancelling probes in flight and waiting for every goroutine it
+// started. A Daemon runs at most once.
+func (d *Daemon) Run(ctx context.Context) error {
+	if !d.started.CompareAndSwap(false, true) {
+		return errors.New("daemon is already running")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	wg.Go(func() { d.probes.Run(ctx) })
+	wg.Go(d.bursts.Run(ctx)) // bursts are accepted from now on
+	wg.Go(func() { d.coll.Run(ctx) })
+	d.startDiscovery(ctx)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				level.Info(d.logger).Log("msg", "Received SIGHUP, reloading config")
+				_ = d.Reload() // logged by Reload
+			}
+		}
+	})
+
+	var (
+		srv     *http.Server
+		srvDone = make(chan error, 1)
+	)
+	if d.opts.WebFlags != nil {
+		webLogger := d.opts.WebLogger
+		if webLogger == nil {
+			webLogger = NewWebLogger(d.logger)
+		}
+		srv = &http.Server{
+			Handler:           d.handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			// Requests in flight (a /probe) see their context cancelled on shutdown.
+			BaseContext: func(net.Listener) context.Context { return ctx },
+			ErrorLog:    slog.NewLogLogger(webLogger.Handler(), slog.LevelError),
+		}
+		wg.Go(func() {
+			srvDone <- web.ListenAndServe(srv, d.opts.WebFlags, webLogger)
+		})
+	}
+	d.ready.Store(true)
+	level.Info(d.logger).Log("msg", "vllm_prober is ready")
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-srvDone:
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		if err != nil {
+			err = fmt.Errorf("http server: %w", err)
+		}
+	}
+	d.ready.Store(false)
+	level.Info(d.logger).Log("msg", "Shutting down")
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), d.opts.ShutdownTimeout)
+		defer scancel()
+		cancel() // probes and /probe requests in flight stop now
+		if serr := srv.Shutdown(sctx); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+			level.Warn(d.logger).Log("msg", "HTTP server did not shut down cleanly", "err", serr)
+		}
+		if err == nil {
+			// ListenAndServe returns once its listeners closed.
+			if serr := <-srvDone; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+				err = fmt.Errorf("http server: %w", serr)
+			}
+		}
+	}
+	cancel()
+	// Discovery first: once it has stopped, nothing applies targets any more.
+	d.stopDiscovery()
+	wg.Wait()
+	return err
+}
+
+// NewWebLogger bridges exporter-toolkit's *slog.Logger to a go-kit logger, which
+// does the level filtering. The bridge adds the caller itself and leaves the
+// timestamp to logger, so logger should carry a timestamp but no caller.
+func NewWebLogger(logger log.Logger) *slog.Logger {
+	lvl := new(slog.LevelVar)
+	lvl.Set(slog.LevelDebug)
+	return slog.New(noTimeHandler{slogkit.NewGoKitHandler(log.With(logger, "component", "web"), lvl)})
+}
+
+// noTimeHandler drops slog's record time: the go-kit logger stamps its own "ts".
+type noTimeHandler struct{ slog.Handler }
+
+func (h noTimeHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Time = time.Time{}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h noTimeHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return noTimeHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h noTimeHandler) WithGroup(name string) slog.Handler {
+	return noTimeHandler{h.Handler.WithGroup(name)}
+}
+
+// scrub removes the running configuration's secrets from s.
+func (d *Daemon) scrub(s string) string { return d.scrubber.Load().scrub(s) }

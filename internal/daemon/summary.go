@@ -1,0 +1,388 @@
+package daemon
+
+import (
+	"fmt"
+	"html"
+	"html/template"
+	"math"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/mixin"
+	"github.com/vllm-prober/vllm_prober/prober"
+)
+
+// regressionAlertRatio is the threshold of the latency regression alert
+// (alerts.latency_regression in mixin/slo.yml, from which
+// alerts/vllm_prober.alerts.yml is generated): a pair whose TTFT or TPOT
+// ratio exceeds it is "regressed" and its ratio is coloured.
+var regressionAlertRatio = latencyRegressionThreshold()
+
+func latencyRegressionThreshold() float64 {
+	spec, err := mixin.DefaultSpec()
+	if err != nil || spec.Alerts.LatencyRegression.Threshold == nil {
+		// The file is built in and validated by the mixin's tests.
+		panic(fmt.Sprintf("mixin/slo.yml has no latency_regression threshold: %v", err))
+	}
+	return *spec.Alerts.LatencyRegression.Threshold
+}
+
+// flappingRatio: a pair whose last probe succeeded but whose recent history
+// (the last --history.limit probes) succeeded less often than this is
+// "flapping", not healthy.
+const flappingRatio = 0.9
+
+// Pair states, in the order the summary lists them.
+const (
+	stateFailing   = "failing"   // the last probe failed
+	stateFlapping  = "flapping"  // the last probe succeeded, too few recent ones did
+	stateRegressed = "regressed" // TTFT or TPOT above regressionAlertRatio × the baseline
+	stateHealthy   = "healthy"
+	statePending   = "pending" // no probe finished yet
+)
+
+var stateOrder = []string{stateFailing, stateFlapping, stateRegressed, stateHealthy, statePending}
+
+// pairRow is one (target, module) row of the summary.
+type pairRow struct {
+	Target, Module, Model string
+	State                 string
+	Reason                string // why it is in its state; "" when healthy
+	Since                 string // "failing for 11m", "last success 12s ago"
+	Hour, Hist            ratio  // success ratios
+	TTFT, TPOT            ratio  // baseline ratios; N == 0 when unknown
+	Labels                string // "k=v k=v", also the filter's data
+	Section, Record       string // links: the target's section, the stored record of its last failure
+	RecordAge             string // how long ago that failure was, "12s ago"
+	Scrape                string // the collector's last scrape of the target, "" when unknown
+	ScrapeBad             bool
+	PerModel              bool // the target has models: the module cell names the model
+	// Span is how many rows, from this one, share its target's cells (last
+	// scrape, labels), and Covered says that a row above holds them
+	// (spanTargets); the zero values are a row of its own. ReasonSpan and
+	// ReasonCovered are the same for the reason, shared by the target's rows
+	// that have the same one (every module of a target that is down).
+	Span, ReasonSpan       int
+	Covered, ReasonCovered bool
+}
+
+// spanTargets sets the rows' Span: consecutive rows of one target (its
+// modules, when they are in the same state) share one last-scrape cell and
+// one labels cell, which are the target's, not the pair's. Without it those
+// two cells, repeated on every module's row, were a third of the page when a
+// whole fleet is down (BenchmarkLandingPageOutage). It returns rows.
+func spanTargets(rows []pairRow) []pairRow {
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].Target == rows[i].Target {
+			rows[j].Covered = true
+			j++
+		}
+		rows[i].Span = j - i
+		for k := i; k < j; {
+			l := k + 1
+			for l < j && rows[l].Reason == rows[k].Reason {
+				rows[l].ReasonCovered = true
+				l++
+			}
+			rows[k].ReasonSpan = l - k
+			k = l
+		}
+		i = j
+	}
+	return rows
+}
+
+// spanned writes a cell that spans n rows (n > 1), or a plain one; nothing
+// when covered, a row above holds the cell.
+func spanned(w func(...string), n int, covered bool, class, text string) {
+	switch {
+	case covered:
+		return
+	case n > 1:
+		w(`<td rowspan="`, strconv.Itoa(n), `"`)
+	default:
+		w("<td")
+	}
+	if class != "" {
+		w(` class="`, class, `"`)
+	}
+	w(">", html.EscapeString(text))
+}
+
+// ratio is a success ratio (OK of N), shown as the share that failed, or a
+// baseline ratio (V, N=1).
+type ratio struct {
+	OK, N int
+	V     float64
+	Hot   bool // coloured: failures, or above the alert threshold
+}
+
+func (r ratio) Percent() string {
+	if r.N == 0 {
+		return "-"
+	}
+	if failed := r.N - r.OK; failed > 0 {
+		// What an on-call needs of a flapping pair is how often it fails.
+		return strconv.Itoa(int(math.Ceil(100*float64(failed)/float64(r.N)))) + "% failed (" + strconv.Itoa(failed) + "/" + strconv.Itoa(r.N) + ")"
+	}
+	return "100% ok (" + strconv.Itoa(r.N) + ")"
+}
+
+func (r ratio) Times() string {
+	if r.N == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(r.V, 'f', 2, 64) + "×"
+}
+
+// summaryRows builds one row per (target, module) from the prober's
+// per-pair statistics (no history is copied) and sorts them failing first,
+// then flapping, regressed, healthy and pending; by target and module within.
+func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now time.Time) []pairRow {
+	s := d.scrubber.Load()
+	byName := make(map[string]*config.Target, len(cfg.Targets))
+	for i := range cfg.Targets {
+		byName[cfg.Targets[i].Name] = &cfg.Targets[i]
+	}
+	rows := make([]pairRow, 0, len(stats))
+	for i := range stats {
+		ps := &stats[i]
+		t, ok := byName[ps.Target]
+		if !ok {
+			continue
+		}
+		r := pairRow{Target: ps.Target, Module: ps.Module, Model: ps.Model,
+			Hour:     ratio{OK: ps.HourSuccesses, N: ps.HourProbes, Hot: ps.HourSuccesses < ps.HourProbes},
+			Hist:     ratio{OK: ps.Successes, N: ps.Probes, Hot: ps.Successes < ps.Probes},
+			Labels:   labelText(t.Labels),
+			Section:  "target?" + url.Values{"name": {ps.Target}}.Encode() + "#" + sectionID(t, ps.Module, ps.Model),
+			PerModel: t.Models != ""}
+		if ps.LastFailureID != 0 {
+			model := "" // only a `models:` target has a pair per model to pick
+			if t.Models != "" {
+				model = ps.Model
+			}
+			r.Record = recordURL(ps.Target, ps.Module, model, ps.LastFailureID)
+			r.RecordAge = "record"
+			if !ps.LastFailure.IsZero() {
+				r.RecordAge = fmtAgo(now.Sub(ps.LastFailure)) + " ago"
+			}
+		}
+		r.Scrape, r.ScrapeBad = d.scrapeText(ps.Target, now, summaryErrLen)
+		if d.cmp != nil && t.Baseline != "" {
+			if c, ok := d.cmp.Compare(ps.Target, ps.Module); ok {
+				if !math.IsNaN(c.TTFT) {
+					r.TTFT = ratio{V: c.TTFT, N: 1, Hot: c.TTFT > regressionAlertRatio}
+				}
+				if !math.IsNaN(c.TPOT) {
+					r.TPOT = ratio{V: c.TPOT, N: 1, Hot: c.TPOT > regressionAlertRatio}
+				}
+			}
+		}
+		switch {
+		case ps.LastProbe.IsZero():
+			r.State, r.Since = statePending, "no probe yet"
+		case ps.LastReason != "":
+			r.State = stateFailing
+			r.Reason = ps.LastReason
+			if ps.LastStatusCode != 0 {
+				r.Reason += " (HTTP " + strconv.Itoa(ps.LastStatusCode) + ")"
+			}
+			if ps.LastErr != "" {
+				r.Reason += ": " + terseErr(s.scrub(ps.LastErr), summaryErrLen)
+			}
+			r.Since = "failing for " + fmtAgo(now.Sub(ps.FailingSince))
+			if ps.LastSuccess.IsZero() {
+				r.Since += ", no success yet"
+			} else {
+				r.Since += ", last success " + fmtAgo(now.Sub(ps.LastSuccess)) + " ago"
+			}
+		default:
+			r.Since = "last success " + fmtAgo(now.Sub(ps.LastSuccess)) + " ago"
+			switch {
+			case ps.Probes > 0 && float64(ps.Successes) < flappingRatio*float64(ps.Probes):
+				r.State = stateFlapping
+				r.Reason = fmt.Sprintf("%d of the last %d probes failed", ps.Probes-ps.Successes, ps.Probes)
+			case r.TTFT.Hot || r.TPOT.Hot:
+				r.State = stateRegressed
+				var why []string
+				if r.TTFT.Hot {
+					why = append(why, "TTFT "+r.TTFT.Times()+" baseline")
+				}
+				if r.TPOT.Hot {
+					why = append(why, "TPOT "+r.TPOT.Times()+" baseline")
+				}
+				r.Reason = strings.Join(why, ", ")
+			default:
+				r.State = stateHealthy
+			}
+		}
+		rows = append(rows, r)
+	}
+	slices.SortStableFunc(rows, func(a, b pairRow) int {
+		if c := slices.Index(stateOrder, a.State) - slices.Index(stateOrder, b.State); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Target, b.Target); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Module, b.Module)
+	})
+	return rows
+}
+
+// HTML renders the row. It is written by hand rather than by html/template,
+// whose reflection made / take about 100 ms at 2,000 rows; every text is
+// escaped here (html.EscapeString), and links are built by url.Values. The
+// </td> and </tr> end tags, which HTML makes optional (a cell ends at the next
+// cell, a row at the next row or the table's end), are left out: 65 bytes a
+// row, what keeps / under 1 MB when all 2,000 pairs of a fleet fail
+// (BenchmarkLandingPageOutage).
+func (r *pairRow) HTML() template.HTML {
+	var b strings.Builder
+	b.Grow(512)
+	w := func(parts ...string) {
+		for _, p := range parts {
+			b.WriteString(p)
+		}
+	}
+	e := html.EscapeString
+	td := func(hot bool, text string) {
+		if hot {
+			w(`<td class="hot">`, e(text))
+		} else {
+			w("<td>", e(text))
+		}
+	}
+	w(`<tr class="`, e(r.State), `"><td class="st">`, e(r.State), `<td><a href="`, e(r.Section), `">`, e(r.Target), "</a>")
+	if r.PerModel {
+		td(false, r.Module+" ("+r.Model+")")
+	} else {
+		td(false, r.Module)
+	}
+	spanned(w, r.ReasonSpan, r.ReasonCovered, "", r.Reason)
+	td(false, r.Since)
+	if r.Record != "" {
+		w(`<td><a class="rec" href="`, e(r.Record), `">`, e(r.RecordAge), `</a>`)
+	} else {
+		w("<td>-")
+	}
+	td(r.Hour.Hot, r.Hour.Percent())
+	td(r.Hist.Hot, r.Hist.Percent())
+	td(r.TTFT.Hot, r.TTFT.Times())
+	td(r.TPOT.Hot, r.TPOT.Times())
+	scrape, class := r.Scrape, ""
+	if scrape == "" {
+		scrape = "-"
+	}
+	if r.ScrapeBad {
+		class = "hot"
+	}
+	spanned(w, r.Span, r.Covered, class, scrape)
+	spanned(w, r.Span, r.Covered, "", r.Labels)
+	return template.HTML(b.String()) //nolint:gosec // every part is escaped above
+}
+
+// scrapeText is the collector's last scrape of target as the pages show it:
+// up or down, when (UTC, and how long ago), how long it took and, when it
+// failed, why (scrubbed, cut to errLen runes). "" when the target is not
+// scraped or not yet.
+func (d *Daemon) scrapeText(target string, now time.Time, errLen int) (text string, bad bool) {
+	if d.scrapes == nil {
+		return "", false
+	}
+	sc, ok := d.scrapes.LastScrape(target)
+	if !ok {
+		return "", false
+	}
+	state := "up"
+	if !sc.Up {
+		state = "down"
+	}
+	text = state + " at " + sc.At.UTC().Format("15:04:05Z") + " (" + fmtAgo(now.Sub(sc.At)) + " ago), took " + fmtScrapeDur(sc.Duration)
+	if !sc.Up {
+		text += ": " + terseErr(d.scrubber.Load().scrub(sc.Err), errLen)
+	}
+	return text, !sc.Up
+}
+
+// fmtScrapeDur renders a scrape's duration: 12.3ms, 1.50s.
+func fmtScrapeDur(d time.Duration) string {
+	if d < time.Second {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + "ms"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
+}
+
+// recordURL links to a stored record; model picks the pair of a `models:`
+// target and may be empty.
+func recordURL(target, module, model string, id uint64) string {
+	v := url.Values{"target": {target}, "module": {module}, "id": {strconv.FormatUint(id, 10)}}
+	if model != "" {
+		v.Set("model", model)
+	}
+	return "probe/record?" + v.Encode()
+}
+
+// labelText renders static labels as "k=v k=v", sorted by name.
+func labelText(labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k + "=" + labels[k])
+	}
+	return b.String()
+}
+
+// summaryErrLen is how many runes of an error a summary row shows; the
+// target's page and the stored record show more.
+const summaryErrLen = 72
+
+// urlErrPrefix matches the `Get "http://…": ` that Go's net/http puts before a
+// request's error (url.Error): the URL is the target's, on its page.
+var urlErrPrefix = regexp.MustCompile(`\b(Get|Post|Head|Put|Delete|Patch|Options) "[^"]*": `)
+
+// terseErr is an error as a summary shows it: without the request URLs that
+// Go's net/http quotes (the target's URL is on its page), cut to at most n
+// runes keeping its beginning and its end, where the cause is ("dial tcp
+// 10.0.0.7:8000: connect: connection refused").
+func terseErr(s string, n int) string {
+	s = urlErrPrefix.ReplaceAllString(s, "")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	head := n / 2
+	return string(r[:head]) + "…" + string(r[len(r)-(n-head-1):])
+}
+
+// fmtAgo renders a duration as an on-call reads it: 12s, 11m, 3h5m, 2d3h.
+func fmtAgo(d time.Duration) string {
+	switch {
+	case d < 0:
+		d = 0
+		fallthrough
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + "m"
+	case d < 24*time.Hour:
+		h := int(d.Hours())
+		return fmt.Sprintf("%dh%dm", h, int(d.Minutes())-60*h)
+	}
+	days := int(d.Hours()) / 24
+	return fmt.Sprintf("%dd%dh", days, int(d.Hours())-24*days)
+}

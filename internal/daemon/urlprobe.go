@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/prober"
+)
+
+// isProbeURL tells a URL probe's target (a URL) from a target name, which
+// cannot hold "/".
+func isProbeURL(target string) bool { return strings.Contains(target, "://") }
+
+// urlProbeHandler is /probe?target=<URL>&module=M[&model=X][&debug=true]: a
+// probe of a URL that is no configured target, as a Prometheus Operator Probe
+// (or a VictoriaMetrics VMProbe) asks, following blackbox_exporter's
+// parameters and its X-Prometheus-Scrape-Timeout-Seconds header. Only URLs
+// that url_probes.allowed_urls matches are probed (403 otherwise, and nothing
+// is sent), with url_probes' own client and token budget.
+func (d *Daemon) urlProbeHandler(w http.ResponseWriter, r *http.Request, cfg *config.Config, target string) {
+	up := cfg.URLProbes
+	if up == nil {
+		textResponse(w, http.StatusForbidden, "URL probes are off: target %q is not a configured target, and url_probes.allowed_urls is not set", target)
+		return
+	}
+	if _, err := config.ParseProbeURL(target); err != nil {
+		textResponse(w, http.StatusBadRequest, "%s", err)
+		return
+	}
+	if !up.Allowed(target) {
+		textResponse(w, http.StatusForbidden, "target URL %q is not allowed: no regex of url_probes.allowed_urls matches it", target)
+		return
+	}
+	q := r.URL.Query()
+	module := q.Get("module")
+	var modules []string
+	for name := range cfg.Modules {
+		if up.ModuleAllowed(name) {
+			modules = append(modules, name)
+		}
+	}
+	sort.Strings(modules)
+	switch {
+	case module == "" && len(modules) == 1:
+		module = modules[0]
+	case module == "":
+		textResponse(w, http.StatusBadRequest, "module parameter is missing; modules of url_probes: %s", strings.Join(modules, ", "))
+		return
+	case !up.ModuleAllowed(module) || cfg.Modules[module].Prober == "":
+		textResponse(w, http.StatusBadRequest, "module %q is not a module of url_probes; modules: %s", module, strings.Join(modules, ", "))
+		return
+	}
+	ctx, cancel, err := scrapeTimeoutContext(r)
+	if err != nil {
+		textResponse(w, http.StatusBadRequest, "%s", err)
+		return
+	}
+	defer cancel()
+	client, err := d.clients.Acquire(up.HTTPClientConfig)
+	if err != nil {
+		textResponse(w, http.StatusInternalServerError, "url_probes.http_client_config: %s", d.scrub(err.Error()))
+		return
+	}
+	defer d.clients.Release(client)
+
+	debug, _ := strconv.ParseBool(q.Get("debug"))
+	level.Debug(d.logger).Log("msg", "URL probe requested", "url", target, "module", module, "debug", debug)
+	res, reg, err := d.probes.ProbeURLNow(ctx, prober.URLProbe{
+		URL: target, Module: module, Model: q.Get("model"), Client: client, TokenBudgetPerHour: up.TokenBudgetPerHour,
+	})
+	switch {
+	case errors.Is(err, prober.ErrBudgetExceeded):
+		textResponse(w, http.StatusTooManyRequests, "URL probe of %q module %q not run: %s (url_probes.token_budget_per_hour)", target, module, err)
+		return
+	case err != nil:
+		msg := d.scrub(err.Error())
+		level.Error(d.logger).Log("msg", "URL probe failed to run", "url", target, "module", module, "err", msg)
+		textResponse(w, http.StatusInternalServerError, "URL probe of %q module %q failed to run: %s", target, module, msg)
+		return
+	}
+	level.Debug(d.logger).Log("msg", "URL probe finished", "url", target, "module", module,
+		"success", res.Success, "reason", res.Reason, "err", d.scrub(res.Err))
+	if debug {
+		t := config.DefaultTarget
+		t.Name, t.URL = target, target
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write([]byte(d.debugReport(cfg, &t, module, res, 0, reg)))
+		return
+	}
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+}
+
+// scrapeTimeoutContext bounds a /probe request by Prometheus' scrape timeout
+// (X-Prometheus-Scrape-Timeout-Seconds) less scrapeTimeoutOffset, as
+// blackbox_exporter does, so that the probe answers before the scrape gives up.
+func scrapeTimeoutContext(r *http.Request) (context.Context, context.CancelFunc, error) {
+	v := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds")
+	if v == "" {
+		return r.Context(), func() {}, nil
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || secs <= 0 {
+		return nil, nil, errors.New("X-Prometheus-Scrape-Timeout-Seconds " + strconv.Quote(v) + " is not a positive number")
+	}
+	timeout := time.Duration(secs*float64(time.Second)) - scrapeTimeoutOffset
+	if timeout <= 0 {
+		timeout = time.Duration(secs * float64(time.Second))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	return ctx, cancel, nil
+}
