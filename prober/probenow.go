@@ -70,6 +70,13 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 	end := float64(m.now().UnixNano()) / 1e9
 	m.mu.Unlock()
 
+	return res, oneShotRegistry(hist, res, end), nil
+}
+
+// oneShotRegistry returns the metrics of one probe run outside the schedule
+// (ProbeNow, ProbeURLNow) in a fresh registry, without target, module and
+// model labels: the scraper of /probe sets them.
+func oneShotRegistry(hist histOpts, res *probe.Result, end float64) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	mt := newMetricsLabels(nil, nil, nil, hist)
 	for _, c := range mt.probeCollectors() {
@@ -80,5 +87,5 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 		mt.failures.WithLabelValues(string(r))
 	}
 	mt.observe(nil, res, end)
-	return res, reg, nil
+	return reg
 }

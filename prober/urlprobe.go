@@ -88,15 +88,5 @@ func (m *Manager) ProbeURLNow(ctx context.Context, u URLProbe) (*probe.Result, *
 	end := float64(m.now().UnixNano()) / 1e9
 	m.mu.Unlock()
 
-	reg := prometheus.NewRegistry()
-	mt := newMetricsLabels(nil, nil, nil, hist)
-	for _, c := range mt.probeCollectors() {
-		reg.MustRegister(c)
-	}
-	mt.attempts.WithLabelValues().Inc()
-	for _, r := range probe.Reasons() {
-		mt.failures.WithLabelValues(string(r))
-	}
-	mt.observe(nil, res, end)
-	return res, reg, nil
+	return res, oneShotRegistry(hist, res, end), nil
 }
