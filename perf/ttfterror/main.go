@@ -96,13 +96,9 @@ func main() {
 }
 
 func run(levelList string, rounds int, within float64, only, vllmGit, vllmRef, vllmDir string, cfg config) error {
-	var levels []int
-	for f := range strings.SplitSeq(levelList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return fmt.Errorf("bad -levels entry %q", f)
-		}
-		levels = append(levels, n)
+	levels, err := perfutil.ParseLevels(levelList, "-levels")
+	if err != nil {
+		return err
 	}
 	if cfg.waves < 1 {
 		return fmt.Errorf("-waves %d: want at least 1", cfg.waves)
@@ -114,10 +110,8 @@ func run(levelList string, rounds int, within float64, only, vllmGit, vllmRef, v
 	defer os.RemoveAll(tmp)
 	cfg.tmp = tmp
 	if cfg.proberBin == "" {
-		cfg.proberBin = filepath.Join(tmp, "vllm_prober")
-		out, err := exec.Command("go", "build", "-o", cfg.proberBin, "github.com/vllm-prober/vllm_prober/cmd/vllm_prober").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("building vllm_prober: %w\n%s", err, out)
+		if cfg.proberBin, err = perfutil.BuildProber(tmp); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -295,7 +289,7 @@ func runOne(cfg *config, cl string, c int) (*result, error) {
 	output, runErr := cmd.CombinedOutput()
 	stopErr := sim.Stop()
 	if runErr != nil {
-		return nil, fmt.Errorf("%w\n%s", runErr, tail(output, 20))
+		return nil, fmt.Errorf("%w\n%s", runErr, perfutil.Tail(output, 20))
 	}
 	if stopErr != nil {
 		return nil, stopErr
@@ -313,11 +307,6 @@ func runOne(cfg *config, cl string, c int) (*result, error) {
 		return nil, fmt.Errorf("%d requests recorded, want %d", len(recs), n)
 	}
 	return match(recs, c, scfg.TraceFile, arrivalsFile)
-}
-
-func tail(b []byte, lines int) string {
-	l := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(l[max(0, len(l)-lines):], "\n")
 }
 
 // proberRecords reads bench's --save-detailed result: ttfts and errors in

@@ -82,13 +82,9 @@ func main() {
 }
 
 func run(streamList string, rounds int, vllmGit, vllmRef, vllmDir string, cfg config) error {
-	var levels []int
-	for f := range strings.SplitSeq(streamList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return fmt.Errorf("bad -streams entry %q", f)
-		}
-		levels = append(levels, n)
+	levels, err := perfutil.ParseLevels(streamList, "-streams")
+	if err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp("", "vllm-prober-vsvllm-")
 	if err != nil {
@@ -97,10 +93,8 @@ func run(streamList string, rounds int, vllmGit, vllmRef, vllmDir string, cfg co
 	defer os.RemoveAll(tmp)
 	cfg.tmp = tmp
 	if cfg.proberBin == "" {
-		cfg.proberBin = filepath.Join(tmp, "vllm_prober")
-		out, err := exec.Command("go", "build", "-o", cfg.proberBin, "github.com/vllm-prober/vllm_prober/cmd/vllm_prober").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("building vllm_prober: %w\n%s", err, out)
+		if cfg.proberBin, err = perfutil.BuildProber(tmp); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -219,7 +213,7 @@ func runOne(cfg *config, c string, n int) (*result, error) {
 	output, runErr := cmd.CombinedOutput()
 	stopErr := sim.Stop()
 	if runErr != nil {
-		return nil, fmt.Errorf("%w\n%s", runErr, tail(output, 20))
+		return nil, fmt.Errorf("%w\n%s", runErr, perfutil.Tail(output, 20))
 	}
 	if stopErr != nil {
 		return nil, stopErr
@@ -237,11 +231,6 @@ func runOne(cfg *config, c string, n int) (*result, error) {
 	}
 	return &result{completed: rec.Completed, clientITLp99: rec.P99ITL, clientTTFT: rec.MeanTTFT,
 		serverGapP99: srv.gapP99, serverTTFT: srv.meanTTFT}, nil
-}
-
-func tail(b []byte, lines int) string {
-	l := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(l[max(0, len(l)-lines):], "\n")
 }
 
 // serveResult holds the keys both clients' --save-result JSON share.
