@@ -339,11 +339,15 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 	return lr, nil
 }
 
-// releaseWave starts the timed window: the level's start, the /metrics poller
-// (stopped by cancelling ctx, waited for with wg) and, last, the first wave.
+// releaseWave starts the timed window. The /metrics poller takes its first
+// sample just before it (that sample's offset is a small negative time): a
+// scrape is the costliest request the server answers and the costliest
+// response the client reads, and taken with the first wave it delayed the
+// wave's arrivals at the server by milliseconds. Then the level's start,
+// the poller's later samples (stopped by cancelling ctx, waited for with
+// wg) and, last, the first wave.
 func releaseWave(ctx context.Context, lr *LevelResult, p *poller, wg *sync.WaitGroup, release chan struct{}) time.Time {
-	lr.Start = time.Now()
-	p.start = lr.Start
+	lr.Start = p.first(ctx)
 	wg.Go(func() { p.run(ctx) })
 	close(release)
 	return lr.Start
@@ -434,22 +438,45 @@ type poller struct {
 // /metrics on a busy server is late rather than lost.
 func (p *poller) pollTimeout() time.Duration { return max(p.interval, 2*time.Second) }
 
+// first takes the sample before the window and returns the window's start,
+// the moment after it, from which every sample's offset is measured.
+func (p *poller) first(ctx context.Context) (start time.Time) {
+	p.start = time.Now()
+	p.pollCounted(ctx)
+	start = time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.samples {
+		p.samples[i].Offset -= start.Sub(p.start)
+	}
+	p.start = start
+	return start
+}
+
+// run polls every interval, from one interval after the start, until ctx
+// ends.
 func (p *poller) run(ctx context.Context) {
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
 	for {
-		sctx, cancel := context.WithTimeout(ctx, p.pollTimeout())
-		if !p.poll(sctx) && ctx.Err() == nil {
-			p.mu.Lock()
-			p.errors++ // failed or timed out while the level was running
-			p.mu.Unlock()
-		}
-		cancel()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		p.pollCounted(ctx)
+	}
+}
+
+// pollCounted polls once and counts a failure (or a timeout) that happened
+// while ctx was live.
+func (p *poller) pollCounted(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, p.pollTimeout())
+	defer cancel()
+	if !p.poll(sctx) && ctx.Err() == nil {
+		p.mu.Lock()
+		p.errors++
+		p.mu.Unlock()
 	}
 }
 

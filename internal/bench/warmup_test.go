@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,9 @@ type connServer struct {
 	ids []string
 	// gogc holds the GOGC percent seen by each timed (non-warm-up) request.
 	gogc []uint64
+	// scrapes holds when each /metrics request arrived; timed when each
+	// timed completion request arrived.
+	scrapes, timed []time.Time
 }
 
 func startConnServer(t *testing.T) *connServer {
@@ -41,6 +45,11 @@ func startConnServer(t *testing.T) *connServer {
 	}
 	cs := &connServer{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			cs.mu.Lock()
+			cs.scrapes = append(cs.scrapes, time.Now())
+			cs.mu.Unlock()
+		}
 		if r.URL.Path == "/v1/completions" {
 			id := r.Header.Get("X-Request-Id")
 			s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
@@ -49,6 +58,7 @@ func startConnServer(t *testing.T) *connServer {
 			cs.ids = append(cs.ids, id)
 			if !strings.Contains(id, "warmup") {
 				cs.gogc = append(cs.gogc, s[0].Value.Uint64())
+				cs.timed = append(cs.timed, time.Now())
 			}
 			cs.mu.Unlock()
 		}
@@ -154,5 +164,49 @@ func TestBenchTurnsGCOffForTheTimedWindow(t *testing.T) {
 	}
 	if got := debug.SetMemoryLimit(-1); got != limit {
 		t.Errorf("memory limit after Run = %d, want %d restored", got, limit)
+	}
+}
+
+// TestBenchScrapesBeforeTheFirstWave: the /metrics poller's first sample is
+// taken before the level starts, not with its first wave (a scrape is the
+// costliest request the server answers, and taken at the release it delayed
+// the wave's arrivals by milliseconds); the next one waits a whole interval.
+// The sample keeps its true, negative, offset and counts in the server
+// statistics.
+func TestBenchScrapesBeforeTheFirstWave(t *testing.T) {
+	const interval = 400 * time.Millisecond
+	cs := startConnServer(t)
+	rep, err := Run(context.Background(), Options{
+		URL: cs.url, Requests: 8, Concurrencies: []int{4}, MaxTokens: 3, IgnoreEOS: true, Name: "scrape",
+		PollInterval: interval,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr := rep.Levels[0]
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if len(cs.timed) != 8 || len(cs.scrapes) == 0 {
+		t.Fatalf("%d timed requests and %d scrapes seen, want 8 and some", len(cs.timed), len(cs.scrapes))
+	}
+	firstTimed := slices.MinFunc(cs.timed, time.Time.Compare)
+	var before, early int
+	for _, at := range cs.scrapes {
+		switch {
+		case at.Before(lr.Start):
+			before++
+		case at.Sub(lr.Start) < interval/2:
+			early++
+		}
+	}
+	if before != 1 || early != 0 {
+		t.Errorf("scrapes: %d before the level started (want 1), %d in its first %s (want 0); start %v, first timed request %v, scrapes %v",
+			before, early, interval/2, lr.Start, firstTimed, cs.scrapes)
+	}
+	if firstTimed.Before(lr.Start) {
+		t.Errorf("a timed request arrived at %v, before the level started at %v", firstTimed, lr.Start)
+	}
+	if s := lr.Server.Samples; len(s) < 2 || s[0].Offset > 0 || s[0].Offset < -interval {
+		t.Errorf("samples %+v: want the first one just before the start (a small negative offset), then more", s)
 	}
 }
