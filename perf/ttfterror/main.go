@@ -24,6 +24,16 @@
 // p99 of each client and their ratio, and, per client, the highest streamed
 // tokens/s at which its error p99 stayed within -within.
 //
+// Each row also splits the error p99 into its way out (send-p99: how much
+// later than its send time a request arrived, beyond the least such delay of
+// the run, since the client's clock and the simulator's share no origin) and
+// its way back (recv-p99: the rest), for the clients that record send times.
+//
+// A third client, the floor (floor.go), is no benchmark client but the
+// measuring stick: raw sockets, warmed, requests serialised beforehand. What
+// it adds is what the machine's cores and the simulator add to any client
+// taking C requests in at once; a client can only come near it.
+//
 // vLLM's client is never part of this repository: -vllm-git names a git
 // directory of vLLM from which the files are extracted into a temporary
 // directory at run time, or -vllm-dir one already holding them; -pythonpath
@@ -31,7 +41,7 @@
 // Without either only vllm_prober bench runs. -prober runs another build of
 // vllm_prober (an earlier commit's, for a before/after comparison).
 //
-//	go run ./perf/ttfterror -vllm-git /path/to/vllm.git -pythonpath DIR [-levels 16,64,128,256] [-rounds 1]
+//	go run ./perf/ttfterror -vllm-git /path/to/vllm.git -pythonpath DIR [-levels 16,64,128,256] [-rounds 1] [-clients prober,vllm,floor]
 package main
 
 import (
@@ -39,6 +49,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,7 +75,8 @@ type config struct {
 	python, pypath          string
 	proberBin               string
 	proberArgs              []string
-	vllmDir                 string // "" when vLLM's client is not available
+	simEnv                  []string // added to the simulator child's environment
+	vllmDir                 string   // "" when vLLM's client is not available
 	tmp                     string
 }
 
@@ -85,10 +97,11 @@ func main() {
 	pypath := flag.String("pythonpath", "", "PYTHONPATH for vLLM's client (e.g. offline stand-ins for transformers, datasets, huggingface_hub)")
 	proberBin := flag.String("prober", "", "vllm_prober binary (default: built from this module)")
 	proberArgs := flag.String("prober-args", "", "extra arguments for vllm_prober bench, space-separated (e.g. --no-warmup)")
-	only := flag.String("clients", "both", "which clients run: both, prober or vllm")
+	simEnv := flag.String("sim-env", "", "variables added to the simulator child's environment, space-separated (e.g. \"GOGC=off GOMEMLIMIT=2GiB\": its own collections then delay no arrival)")
+	only := flag.String("clients", "prober,vllm,floor", "which clients run, comma-separated: prober (vllm_prober bench), vllm (benchmark_serving.py, when given), floor (raw sockets, the least any client adds here); both = prober,vllm")
 	flag.Parse()
 	cfg := config{waves: *waves, tokens: *tokens, inputLen: *inputLen, ttft: *ttft, itl: *itl,
-		python: *python, pypath: *pypath, proberBin: *proberBin, proberArgs: strings.Fields(*proberArgs)}
+		python: *python, pypath: *pypath, proberBin: *proberBin, proberArgs: strings.Fields(*proberArgs), simEnv: strings.Fields(*simEnv)}
 	if err := run(*levels, *rounds, *within, *only, *vllmGit, *vllmRef, *vllmDir, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "ttfterror:", err)
 		os.Exit(1)
@@ -140,34 +153,24 @@ func run(levelList string, rounds int, within float64, only, vllmGit, vllmRef, v
 			return fmt.Errorf("writing the runner: %w", err)
 		}
 	}
-	var clients []string
-	switch only {
-	case "both":
-		clients = []string{clientProber, clientVLLM}
-	case "prober":
-		clients = []string{clientProber}
-	case "vllm":
-		clients = []string{clientVLLM}
-	default:
-		return fmt.Errorf("-clients %q: want both, prober or vllm", only)
-	}
-	if cfg.vllmDir == "" {
-		clients = slices.DeleteFunc(clients, func(c string) bool { return c == clientVLLM })
-	}
-	if len(clients) == 0 {
-		return fmt.Errorf("-clients %s needs vLLM's client (-vllm-git or -vllm-dir)", only)
+	clients, err := pickClients(only, cfg.vllmDir != "")
+	if err != nil {
+		return err
 	}
 	fmt.Print("TTFT error side by side (client TTFT − server arrival-to-first-token, per request, matched by X-Request-Id)\n", perfutil.Machine())
 	fmt.Printf("vllm_sim (fresh child process per run, trace on): ttft %s, itl %s, batch_slowdown 0, jitter 0; %d output tokens (ignore_eos), %d-token random prompts; %d×C requests at concurrency C; a fresh client process per run\n",
 		cfg.ttft, cfg.itl, cfg.tokens, cfg.inputLen, cfg.waves)
 	fmt.Printf("vllm_prober: %s %s\n", cfg.proberBin, strings.Join(cfg.proberArgs, " "))
+	if len(cfg.simEnv) > 0 {
+		fmt.Printf("simulator child's environment adds: %s\n", strings.Join(cfg.simEnv, " "))
+	}
 	if cfg.vllmDir == "" {
 		fmt.Println("vLLM's client: not given (-vllm-git or -vllm-dir): its figures are not measured")
 	} else {
 		fmt.Printf("vLLM's client: %s %s\n", clientVLLM, vllmRef)
 	}
-	fmt.Printf("\n%6s %5s %-20s %5s %9s %9s %9s %11s %11s %9s %6s\n", "conc", "round", "client", "reqs",
-		"err-p50", "err-p99", "err-max", "wave1-p99", "later-p99", "tok/s", "load1")
+	fmt.Printf("\n%6s %5s %-20s %5s %9s %9s %9s %11s %11s %9s %9s %9s %6s\n", "conc", "round", "client", "reqs",
+		"err-p50", "err-p99", "err-max", "wave1-p99", "later-p99", "send-p99", "recv-p99", "tok/s", "load1")
 	type acc struct{ p99, tps []float64 }
 	all := map[int]map[string]*acc{}
 	for _, c := range levels {
@@ -185,18 +188,18 @@ func run(levelList string, rounds int, within float64, only, vllmGit, vllmRef, v
 				if err != nil {
 					return fmt.Errorf("%s at concurrency %d: %w", cl, c, err)
 				}
-				fmt.Printf("%6d %5d %-20s %5d %9.2f %9.2f %9.2f %11.2f %11.2f %9.0f %6.2f\n", c, r+1, cl, res.n,
-					res.p50, res.p99, res.max, res.wave1P99, res.laterP99, res.tokensPerS, perfutil.Load1())
+				fmt.Printf("%6d %5d %-20s %5d %9.2f %9.2f %9.2f %11.2f %11.2f %9.2f %9.2f %9.0f %6.2f\n", c, r+1, cl, res.n,
+					res.p50, res.p99, res.max, res.wave1P99, res.laterP99, res.sendP99, res.recvP99, res.tokensPerS, perfutil.Load1())
 				all[c][cl].p99 = append(all[c][cl].p99, res.p99)
 				all[c][cl].tps = append(all[c][cl].tps, res.tokensPerS)
 			}
 		}
 	}
 	fmt.Printf("\nper level, median over rounds; error p99 in ms; ratio = %s / %s\n", clientVLLM, clientProber)
-	fmt.Printf("%6s %9s %14s %14s %8s\n", "conc", "tok/s", "prober-p99", "vllm-p99", "ratio")
+	fmt.Printf("%6s %9s %14s %14s %8s %14s\n", "conc", "tok/s", "prober-p99", "vllm-p99", "ratio", "floor-p99")
 	best := map[string]float64{}
 	for _, c := range levels {
-		cells := map[string]string{clientProber: "n/a", clientVLLM: "n/a"}
+		cells := map[string]string{clientProber: "n/a", clientVLLM: "n/a", clientFloor: "n/a"}
 		meds := map[string]float64{}
 		tps := 0.0
 		for cl, a := range all[c] {
@@ -215,15 +218,18 @@ func run(levelList string, rounds int, within float64, only, vllmGit, vllmRef, v
 				ratio = strconv.FormatFloat(v/p, 'f', 1, 64) + "x"
 			}
 		}
-		fmt.Printf("%6d %9.0f %14s %14s %8s\n", c, tps, cells[clientProber], cells[clientVLLM], ratio)
+		fmt.Printf("%6d %9.0f %14s %14s %8s %14s\n", c, tps, cells[clientProber], cells[clientVLLM], ratio, cells[clientFloor])
 	}
 	fmt.Printf("\nhighest streamed tokens/s with the error p99 within %g ms:\n", within)
 	for _, cl := range clients {
 		if v, ok := best[cl]; ok {
 			fmt.Printf("  %-20s %.0f tok/s\n", cl, v)
 		} else {
-			fmt.Printf("  %-20s none of the levels run\n", cl)
+			fmt.Printf("  %-20s within at none of the levels\n", cl)
 		}
+	}
+	if slices.Contains(clients, clientFloor) {
+		fmt.Println("(floor: a warm in-process client on raw sockets, the least any client adds on this machine against this simulator)")
 	}
 	return nil
 }
@@ -232,7 +238,12 @@ type result struct {
 	n                  int
 	p50, p99, max      float64 // ms
 	wave1P99, laterP99 float64 // ms
-	tokensPerS         float64
+	// The split of the error into its way out (send: the request's arrival
+	// later than its send time, beyond the least such delay of the run,
+	// since the two clocks share no origin) and its way back (the rest):
+	// p99 of each, NaN when the client records no send times.
+	sendP99, recvP99 float64 // ms
+	tokensPerS       float64
 }
 
 // clientRecord is one request as a client saw it.
@@ -240,6 +251,7 @@ type clientRecord struct {
 	ID      string  `json:"id"`
 	TTFT    float64 `json:"ttft_s"`
 	Success bool    `json:"success"`
+	Start   float64 `json:"start_s"` // send time, seconds on the client's own origin
 }
 
 // runOne runs client cl at concurrency c against a fresh simulator and
@@ -256,7 +268,7 @@ func runOne(cfg *config, cl string, c int) (*result, error) {
 	scfg.MaxNumSeqs = max(scfg.MaxNumSeqs, 2*c+1)
 	scfg.TraceFile = filepath.Join(dir, "trace.jsonl")
 	arrivalsFile := filepath.Join(dir, "arrivals.jsonl")
-	sim, err := perfutil.StartSimRecordingArrivals(scfg, arrivalsFile)
+	sim, err := perfutil.StartSimRecordingArrivals(scfg, arrivalsFile, cfg.simEnv...)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +279,16 @@ func runOne(cfg *config, cl string, c int) (*result, error) {
 		return nil, fmt.Errorf("creating %s: %w", out, err)
 	}
 	records := filepath.Join(dir, "records.json")
+	if cl == clientFloor {
+		recs, err := runFloor(ctx, sim.URL, scfg.Model, c, n, cfg.inputLen, cfg.tokens)
+		if stopErr := sim.Stop(); err == nil {
+			err = stopErr
+		}
+		if err != nil {
+			return nil, err
+		}
+		return match(recs, c, scfg.TraceFile, arrivalsFile)
+	}
 	var cmd *exec.Cmd
 	if cl == clientProber {
 		args := []string{"bench", "--url", sim.URL, "--out", out, "--name", benchName,
@@ -309,6 +331,33 @@ func runOne(cfg *config, cl string, c int) (*result, error) {
 	return match(recs, c, scfg.TraceFile, arrivalsFile)
 }
 
+// pickClients turns -clients into the clients to run, in a fixed order;
+// vLLM's client is dropped when its files were not given (haveVLLM false).
+func pickClients(list string, haveVLLM bool) ([]string, error) {
+	byName := map[string][]string{"prober": {clientProber}, "vllm": {clientVLLM}, "floor": {clientFloor},
+		"both": {clientProber, clientVLLM}}
+	want := map[string]bool{}
+	for _, f := range strings.Split(list, ",") {
+		cs, ok := byName[strings.TrimSpace(f)]
+		if !ok {
+			return nil, fmt.Errorf("-clients %q: %q is not one of prober, vllm, floor or both", list, f)
+		}
+		for _, c := range cs {
+			want[c] = true
+		}
+	}
+	var out []string
+	for _, c := range []string{clientProber, clientVLLM, clientFloor} {
+		if want[c] && (c != clientVLLM || haveVLLM) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-clients %s needs vLLM's client (-vllm-git or -vllm-dir)", list)
+	}
+	return out, nil
+}
+
 // proberRecords reads bench's --save-detailed result: ttfts and errors in
 // request order; request i carried the X-Request-Id <name>-c<C>-<i>. The
 // order is the order in which the requests were taken by the slots, so the
@@ -333,6 +382,7 @@ func proberRecords(dir string, c int) ([]clientRecord, error) {
 	}
 	var r struct {
 		TTFTs  []float64 `json:"ttfts"`
+		Starts []float64 `json:"start_times"`
 		Errors []string  `json:"errors"`
 	}
 	if err := json.Unmarshal(data, &r); err != nil {
@@ -341,6 +391,9 @@ func proberRecords(dir string, c int) ([]clientRecord, error) {
 	out := make([]clientRecord, len(r.TTFTs))
 	for i, t := range r.TTFTs {
 		out[i] = clientRecord{ID: fmt.Sprintf("%s-c%d-%d", benchName, c, i), TTFT: t, Success: i >= len(r.Errors) || r.Errors[i] == ""}
+		if i < len(r.Starts) {
+			out[i].Start = r.Starts[i]
+		}
 	}
 	return out, nil
 }
@@ -393,6 +446,7 @@ func match(recs []clientRecord, c int, tracePath, arrivalsPath string) (*result,
 	}
 	var all, wave1, later []float64
 	var firstArrival int64
+	var sends, errs []float64 // per request: arrival − send (ms, own origin), error
 	for i, r := range recs {
 		if !r.Success {
 			return nil, fmt.Errorf("request %s failed", r.ID)
@@ -410,6 +464,8 @@ func match(recs []clientRecord, c int, tracePath, arrivalsPath string) (*result,
 		}
 		e := r.TTFT*1e3 - float64(ft-at)/1e6
 		all = append(all, e)
+		sends = append(sends, float64(at)/1e6-r.Start*1e3)
+		errs = append(errs, e)
 		if i < c {
 			wave1 = append(wave1, e)
 		} else {
@@ -421,10 +477,28 @@ func match(recs []clientRecord, c int, tracePath, arrivalsPath string) (*result,
 	}
 	res := &result{n: len(recs), p50: perfutil.Percentile(all, 50), p99: perfutil.Percentile(all, 99), max: all[len(all)-1],
 		wave1P99: perfutil.Percentile(wave1, 99), laterP99: perfutil.Percentile(later, 99)}
+	res.sendP99, res.recvP99 = split(recs, sends, errs)
 	if span := float64(lastWrite-firstArrival) / 1e9; span > 0 {
 		res.tokensPerS = float64(tokens) / span
 	}
 	return res, nil
+}
+
+// split returns the p99 of the way out and of the way back of the errors
+// (see result), or NaN twice when the client recorded no send times.
+func split(recs []clientRecord, sends, errs []float64) (sendP99, recvP99 float64) {
+	if !slices.ContainsFunc(recs, func(r clientRecord) bool { return r.Start != 0 }) {
+		return math.NaN(), math.NaN()
+	}
+	least := slices.Min(sends)
+	out, back := make([]float64, len(sends)), make([]float64, len(sends))
+	for i := range sends {
+		out[i] = sends[i] - least
+		back[i] = errs[i] - out[i]
+	}
+	slices.Sort(out)
+	slices.Sort(back)
+	return perfutil.Percentile(out, 99), perfutil.Percentile(back, 99)
 }
 
 // runnerTestID is the X-Request-Id the runner gives benchmark_serving.py's

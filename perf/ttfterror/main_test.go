@@ -1,12 +1,21 @@
 package main
 
 import (
+	"context"
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
+	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 )
 
 // TestMatch computes the errors from a hand-written trace and arrival file:
@@ -33,7 +42,9 @@ func TestMatch(t *testing.T) {
 	if err := os.WriteFile(ap, []byte(strings.Join(arrivals, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := match([]clientRecord{{"a", 0.053, true}, {"b", 0.051, true}}, 1, tp, ap)
+	// a was sent 0.5 ms longer before its arrival than b: its way out is
+	// 0.5 ms (b's is the least, 0) and its way back 2.5 ms.
+	res, err := match([]clientRecord{{"a", 0.053, true, 10}, {"b", 0.051, true, 10.1005}}, 1, tp, ap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +57,80 @@ func TestMatch(t *testing.T) {
 	near("later p99", res.laterP99, 1)
 	near("max", res.max, 3)
 	near("tokens/s", res.tokensPerS, 4/0.170)
-	if _, err := match([]clientRecord{{"c", 0.05, true}}, 1, tp, ap); err == nil || !strings.Contains(err.Error(), "never reached") {
+	near("send p99", res.sendP99, 0.5) // nearest rank
+	near("recv p99", res.recvP99, 2.5)
+	if res, err := match([]clientRecord{{"a", 0.053, true, 0}, {"b", 0.051, true, 0}}, 1, tp, ap); err != nil || !math.IsNaN(res.sendP99) {
+		t.Errorf("without send times: send p99 %v, err %v; want NaN", res.sendP99, err)
+	}
+	if _, err := match([]clientRecord{{"c", 0.05, true, 0}}, 1, tp, ap); err == nil || !strings.Contains(err.Error(), "never reached") {
 		t.Errorf("an unmatched request: err %v", err)
+	}
+}
+
+func TestPickClients(t *testing.T) {
+	for _, tc := range []struct {
+		list     string
+		haveVLLM bool
+		want     []string
+		err      string
+	}{
+		{"prober,vllm,floor", true, []string{clientProber, clientVLLM, clientFloor}, ""},
+		{"prober,vllm,floor", false, []string{clientProber, clientFloor}, ""},
+		{"floor, prober", false, []string{clientProber, clientFloor}, ""},
+		{"both", true, []string{clientProber, clientVLLM}, ""},
+		{"vllm", false, nil, "needs vLLM's client"},
+		{"prober,bench", true, nil, `"bench" is not one of`},
+	} {
+		got, err := pickClients(tc.list, tc.haveVLLM)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: err %v, want %q", tc.list, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %q, %v; want %q", tc.list, got, err, tc.want)
+		}
+	}
+}
+
+// TestFloorAgainstTheSimulator runs the floor client against a real
+// simulator (in this process) and matches its records to the simulator's
+// trace: every request succeeded, carried its id, and took at least the
+// simulator's TTFT.
+func TestFloorAgainstTheSimulator(t *testing.T) {
+	dir := t.TempDir()
+	cfg := simulator.DefaultConfig()
+	cfg.TTFT, cfg.ITL, cfg.BatchSlowdown, cfg.Jitter = 30*time.Millisecond, 2*time.Millisecond, 0, 0
+	cfg.TraceFile = filepath.Join(dir, "trace.jsonl")
+	sim, err := simulator.New(cfg, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	const c, n = 3, 7
+	recs, err := runFloor(context.Background(), srv.URL, cfg.Model, c, n, 8, 4)
+	srv.Close()
+	if cerr := sim.Close(); cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != n {
+		t.Fatalf("%d records, want %d", len(recs), n)
+	}
+	ids := map[string]bool{}
+	err = perfutil.ReadTrace(cfg.TraceFile, func(e perfutil.TraceEvent) { ids[e.RequestID] = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs {
+		if !r.Success || r.TTFT < cfg.TTFT.Seconds() || r.Start <= 0 || !ids[r.ID] {
+			t.Errorf("request %d: %+v; want a success with a TTFT of at least %s, a send time and an id in the trace", i, r, cfg.TTFT)
+		}
+	}
+	if warm := len(ids) - n; warm != c {
+		t.Errorf("%d warm-up requests in the trace, want %d (one per connection)", warm, c)
 	}
 }

@@ -24,12 +24,13 @@ type Arrival struct {
 	Time      int64  `json:"time_unix_nano"`
 }
 
-// StartSimRecordingArrivals is StartSim whose child, when it stops, also
-// writes to path one JSON line (an Arrival) per completion or chat request.
+// StartSimRecordingArrivals is StartSim whose child (with env added to its
+// environment, e.g. GOGC=off), when it stops, also writes to path one JSON
+// line (an Arrival) per completion or chat request.
 // A request without an X-Request-Id gets one ("arrival-N"), which the
 // simulator then uses in its trace, so arrivals and trace events match.
-func StartSimRecordingArrivals(cfg simulator.Config, path string) (*Sim, error) {
-	return startSim(cfg, arrivalsEnv+"="+path)
+func StartSimRecordingArrivals(cfg simulator.Config, path string, env ...string) (*Sim, error) {
+	return startSim(cfg, append([]string{arrivalsEnv + "=" + path}, env...)...)
 }
 
 // ReadArrivals reads a file written by a StartSimRecordingArrivals child.
