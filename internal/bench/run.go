@@ -245,11 +245,11 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 	var wg sync.WaitGroup
 	poller := &poller{client: client, url: o.URL + o.MetricsPath, interval: o.PollInterval, header: o.Header}
 
-	one := func(i int) {
+	one := func(i int, gate func()) {
 		rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 		defer cancel()
 		call := probe.Call{BaseURL: o.URL, Model: model, Prompt: ps[i], Header: o.Header,
-			RequestID: fmt.Sprintf("%s-%s-%d", o.Name, lv.Slug(), i), StallTimeout: o.StallTimeout, Redact: o.red}
+			RequestID: fmt.Sprintf("%s-%s-%d", o.Name, lv.Slug(), i), StallTimeout: o.StallTimeout, Redact: o.red, Gate: gate}
 		var text string
 		if texts != nil {
 			// --save-detailed writes vLLM's generated_texts: the whole text of each request.
@@ -266,40 +266,59 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 		bar.add(!res.Success)
 	}
 
-	// The first wave waits on release: every goroutine of it is created (and
-	// has its stack) before any request leaves, so that their send times are
-	// as close together as the scheduler allows.
+	// The first wave is built, then waits on release: each of its requests
+	// blocks in its gate (probe.Call.Gate) with its body, headers and
+	// request made and only the send left, and the window starts once all
+	// of them are there, so that their send times are as close together as
+	// the machine allows. A request that fails before its gate counts as
+	// there; its goroutine still waits for the release before it goes on.
 	release := make(chan struct{})
+	var ready sync.WaitGroup
+	firstOf := func(i int) {
+		var once sync.Once
+		there := func() { once.Do(ready.Done) }
+		one(i, func() {
+			there()
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		})
+		there()
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}
 	var start time.Time
 	var reqs sync.WaitGroup
 	switch lv.Type {
 	case LoadConcurrency:
 		var next atomic.Int64
 		for w := 0; w < int(lv.Value) && w < n; w++ {
+			ready.Add(1)
 			reqs.Go(func() {
-				<-release
+				firstOf(int(next.Add(1)) - 1)
 				for ctx.Err() == nil {
 					i := int(next.Add(1)) - 1
 					if i >= n {
 						return
 					}
-					one(i)
+					one(i, nil)
 				}
 			})
 		}
-		start = releaseWave(lctx, lr, poller, &wg, release)
+		start = releaseWave(lctx, lr, poller, &wg, &ready, release)
 	default:
 		offs := arrivals(lv.Value, n, o.Seed)
 		first := 0 // the requests sent at offset 0: the first wave
 		for first < n && offs[first] == 0 {
 			i := first
-			reqs.Go(func() {
-				<-release
-				one(i)
-			})
+			ready.Add(1)
+			reqs.Go(func() { firstOf(i) })
 			first++
 		}
-		start = releaseWave(lctx, lr, poller, &wg, release)
+		start = releaseWave(lctx, lr, poller, &wg, &ready, release)
 		timer := time.NewTimer(0)
 		<-timer.C
 	dispatch:
@@ -313,7 +332,7 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 				case <-timer.C:
 				}
 			}
-			reqs.Go(func() { one(i) })
+			reqs.Go(func() { one(i, nil) })
 		}
 	}
 	reqs.Wait()
@@ -345,8 +364,9 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 // response the client reads, and taken with the first wave it delayed the
 // wave's arrivals at the server by milliseconds. Then the level's start,
 // the poller's later samples (stopped by cancelling ctx, waited for with
-// wg) and, last, the first wave.
-func releaseWave(ctx context.Context, lr *LevelResult, p *poller, wg *sync.WaitGroup, release chan struct{}) time.Time {
+// wg) and, last, the first wave, once all of it is ready to send.
+func releaseWave(ctx context.Context, lr *LevelResult, p *poller, wg *sync.WaitGroup, ready *sync.WaitGroup, release chan struct{}) time.Time {
+	ready.Wait()
 	lr.Start = p.first(ctx)
 	wg.Go(func() { p.run(ctx) })
 	close(release)

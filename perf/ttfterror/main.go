@@ -27,7 +27,9 @@
 // Each row also splits the error p99 into its way out (send-p99: how much
 // later than its send time a request arrived, beyond the least such delay of
 // the run, since the client's clock and the simulator's share no origin) and
-// its way back (recv-p99: the rest), for the clients that record send times.
+// its way back (recv-p99: the rest), and gives the first wave's send spread
+// (w1-spread: its first to its last send), for the clients that record send
+// times.
 //
 // A third client, the floor (floor.go), is no benchmark client but the
 // measuring stick: raw sockets, warmed, requests serialised beforehand. What
@@ -45,6 +47,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -169,8 +172,8 @@ func run(levelList string, rounds int, within float64, only, vllmGit, vllmRef, v
 	} else {
 		fmt.Printf("vLLM's client: %s %s\n", clientVLLM, vllmRef)
 	}
-	fmt.Printf("\n%6s %5s %-20s %5s %9s %9s %9s %11s %11s %9s %9s %9s %6s\n", "conc", "round", "client", "reqs",
-		"err-p50", "err-p99", "err-max", "wave1-p99", "later-p99", "send-p99", "recv-p99", "tok/s", "load1")
+	fmt.Printf("\n%6s %5s %-20s %5s %9s %9s %9s %11s %11s %9s %9s %10s %9s %6s\n", "conc", "round", "client", "reqs",
+		"err-p50", "err-p99", "err-max", "wave1-p99", "later-p99", "send-p99", "recv-p99", "w1-spread", "tok/s", "load1")
 	type acc struct{ p99, tps []float64 }
 	all := map[int]map[string]*acc{}
 	for _, c := range levels {
@@ -188,8 +191,8 @@ func run(levelList string, rounds int, within float64, only, vllmGit, vllmRef, v
 				if err != nil {
 					return fmt.Errorf("%s at concurrency %d: %w", cl, c, err)
 				}
-				fmt.Printf("%6d %5d %-20s %5d %9.2f %9.2f %9.2f %11.2f %11.2f %9.2f %9.2f %9.0f %6.2f\n", c, r+1, cl, res.n,
-					res.p50, res.p99, res.max, res.wave1P99, res.laterP99, res.sendP99, res.recvP99, res.tokensPerS, perfutil.Load1())
+				fmt.Printf("%6d %5d %-20s %5d %9.2f %9.2f %9.2f %11.2f %11.2f %9.2f %9.2f %10.2f %9.0f %6.2f\n", c, r+1, cl, res.n,
+					res.p50, res.p99, res.max, res.wave1P99, res.laterP99, res.sendP99, res.recvP99, res.wave1Spread, res.tokensPerS, perfutil.Load1())
 				all[c][cl].p99 = append(all[c][cl].p99, res.p99)
 				all[c][cl].tps = append(all[c][cl].tps, res.tokensPerS)
 			}
@@ -243,7 +246,10 @@ type result struct {
 	// since the two clocks share no origin) and its way back (the rest):
 	// p99 of each, NaN when the client records no send times.
 	sendP99, recvP99 float64 // ms
-	tokensPerS       float64
+	// wave1Spread is the time from the first to the last send of the first
+	// wave (ms; NaN without send times): how close together it left.
+	wave1Spread float64
+	tokensPerS  float64
 }
 
 // clientRecord is one request as a client saw it.
@@ -478,6 +484,13 @@ func match(recs []clientRecord, c int, tracePath, arrivalsPath string) (*result,
 	res := &result{n: len(recs), p50: perfutil.Percentile(all, 50), p99: perfutil.Percentile(all, 99), max: all[len(all)-1],
 		wave1P99: perfutil.Percentile(wave1, 99), laterP99: perfutil.Percentile(later, 99)}
 	res.sendP99, res.recvP99 = split(recs, sends, errs)
+	res.wave1Spread = math.NaN()
+	if !math.IsNaN(res.sendP99) {
+		w := recs[:min(c, len(recs))]
+		lo := slices.MinFunc(w, func(a, b clientRecord) int { return cmp.Compare(a.Start, b.Start) })
+		hi := slices.MaxFunc(w, func(a, b clientRecord) int { return cmp.Compare(a.Start, b.Start) })
+		res.wave1Spread = (hi.Start - lo.Start) * 1e3
+	}
 	if span := float64(lastWrite-firstArrival) / 1e9; span > 0 {
 		res.tokensPerS = float64(tokens) / span
 	}

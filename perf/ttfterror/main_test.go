@@ -59,6 +59,7 @@ func TestMatch(t *testing.T) {
 	near("tokens/s", res.tokensPerS, 4/0.170)
 	near("send p99", res.sendP99, 0.5) // nearest rank
 	near("recv p99", res.recvP99, 2.5)
+	near("wave 1 spread", res.wave1Spread, 0) // a alone
 	if res, err := match([]clientRecord{{"a", 0.053, true, 0}, {"b", 0.051, true, 0}}, 1, tp, ap); err != nil || !math.IsNaN(res.sendP99) {
 		t.Errorf("without send times: send p99 %v, err %v; want NaN", res.sendP99, err)
 	}

@@ -58,6 +58,9 @@ func embed(ctx context.Context, client *http.Client, req StreamRequest, mod *con
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	res.RequestHeader = redactHeader(hreq.Header)
+	if req.Gate != nil {
+		req.Gate()
+	}
 	t0 := time.Now()
 	res.Start = t0
 	event := func(k EventKind, n int) {

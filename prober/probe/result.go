@@ -61,6 +61,13 @@ type StreamRequest struct {
 	// before every cut, so that no part of a secret straddling a cut
 	// survives. nil scrubs nothing.
 	Redact *redact.Redactor
+	// Gate, when set, is called once the request is built, just before it
+	// is sent and before t0: a caller that sends a wave of requests at once
+	// (bench's first wave) blocks in it, so that the wave leaves with only
+	// the send itself left to do. A request cancelled while it waits fails
+	// as a timeout, or as a connection failure when the cause is not a
+	// deadline, as any request does whose context ended.
+	Gate func()
 }
 
 // Event is one entry of a probe's timeline.

@@ -90,6 +90,8 @@ type Call struct {
 	// Redact scrubs what the target sends before any part of it is cut
 	// (StreamRequest.Redact); the caller still scrubs the Result it keeps.
 	Redact *redact.Redactor
+	// Gate is StreamRequest.Gate.
+	Gate func()
 }
 
 // Run sends one probe of the spec and returns its measurement, the output
@@ -126,6 +128,7 @@ func (s *Spec) Run(ctx context.Context, client *http.Client, c Call) Result {
 		Capture:      s.checks.capture() || c.Output != nil,
 		FullText:     c.Output != nil,
 		Redact:       c.Redact,
+		Gate:         c.Gate,
 	}
 	res, gen := send(ctx, client, req, &mod)
 	if c.Output != nil && gen != nil {

@@ -235,6 +235,9 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 	hreq.Header.Set("Accept", "text/event-stream")
 	s.res.RequestHeader = redactHeader(hreq.Header)
 
+	if req.Gate != nil {
+		req.Gate()
+	}
 	s.t0 = time.Now() // monotonic; everything is measured from here
 	s.res.Start = s.t0
 	resp, err := client.Do(hreq)
