@@ -142,7 +142,7 @@ targets:
 	}
 
 	simFault(t, ts.URL, simulator.FaultWrongAnswer)
-	for !(res.Reason == probe.ReasonWrongAnswer) {
+	for res.Reason != probe.ReasonWrongAnswer {
 		res, n = lastOf(t, m, "sim", "math", "", n)
 	}
 	// The error quotes the answer, so the landing page's summary shows it.
