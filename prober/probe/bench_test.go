@@ -44,3 +44,17 @@ func BenchmarkStream(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStreamFullText is BenchmarkStream keeping the whole text, as
+// bench --save-detailed does (and, bounded, a module with output checks).
+func BenchmarkStreamFullText(b *testing.B) {
+	client := &http.Client{Transport: bodyTransport(benchStream)}
+	b.SetBytes(int64(len(benchStream)))
+	for b.Loop() {
+		var out string
+		res := Stream(context.Background(), client, StreamRequest{BaseURL: "http://bench", Kind: config.ProberChat, Body: map[string]any{}, FullText: true, Output: &out})
+		if !res.Success || len(out) != 256*len(" word") {
+			b.Fatalf("success %v, %d bytes of text", res.Success, len(out))
+		}
+	}
+}

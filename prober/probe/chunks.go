@@ -11,7 +11,8 @@ import (
 // /v1/chat/completions: OpenAI's chunks, ended by data: [DONE] (vLLM's
 // serving_completion.py and serving_chat.py).
 type chunkDecoder struct {
-	c chunk // reused from event to event
+	c    chunk  // reused from event to event
+	last []byte // the data c was decoded from: capture and text read c when given the same
 }
 
 func newChunkDecoder() eventDecoder { return &chunkDecoder{} }
@@ -26,10 +27,12 @@ func (d *chunkDecoder) decode(data []byte) (streamEvent, error) {
 	// decodes into the old elements of a slice, so they are zeroed first.
 	clear(d.c.Choices[:cap(d.c.Choices)])
 	d.c = chunk{Choices: d.c.Choices[:0]}
+	d.last = nil
 	c := &d.c
 	if err := json.Unmarshal(data, c); err != nil {
 		return streamEvent{}, err
 	}
+	d.last = data
 	if hasJSON(c.Error) || bool(c.Object) {
 		_, msg := parseErrorBody(data)
 		return streamEvent{kind: EventError, err: msg}, nil
@@ -39,9 +42,9 @@ func (d *chunkDecoder) decode(data []byte) (streamEvent, error) {
 	for _, ch := range c.Choices {
 		d := ch.Delta
 		switch {
-		case bool(ch.Text || d.Content || d.ReasoningContent || d.Reasoning) || bool(d.ToolCalls):
+		case ch.Text.set || d.Content.set || d.ReasoningContent.set || d.Reasoning.set || d.ToolCalls.set:
 			content = true
-		case bool(d.Role):
+		case d.Role.set:
 			role = true
 		}
 		if ch.FinishReason != nil && *ch.FinishReason == "error" {
@@ -64,12 +67,38 @@ func (d *chunkDecoder) decode(data []byte) (streamEvent, error) {
 	return ev, nil
 }
 
-func (d *chunkDecoder) capture(g *generated, data []byte) { g.add(data) }
+// capture adds the text and tool-call fragments of the event decode just
+// read from data, without decoding data again: a probe that keeps its output
+// (bench --save-detailed, output checks) does this for every token. Given
+// other data, it decodes it.
+func (d *chunkDecoder) capture(g *generated, data []byte) {
+	if !d.decoded(data) {
+		g.add(data)
+		return
+	}
+	for _, ch := range d.c.Choices {
+		g.write(&g.text, ch.Text.String())
+		g.write(&g.text, ch.Delta.Content.String())
+		if ch.Delta.ToolCalls.set {
+			var deltas []toolCallDelta
+			if json.Unmarshal(ch.Delta.ToolCalls.raw, &deltas) == nil {
+				g.addToolCalls(deltas)
+			}
+		}
+	}
+}
+
+// decoded reports whether data is what decode last read successfully (the
+// same bytes in the same place, which the reader keeps until its next event).
+func (d *chunkDecoder) decoded(data []byte) bool {
+	return len(data) > 0 && len(d.last) == len(data) && &d.last[0] == &data[0]
+}
 
 // chunk is the union of the SSE payloads vLLM sends on both endpoints. The
 // reader only asks whether a chunk carries generated text, so the text fields
-// are decoded into booleans ([text], [toolCalls], [objectError]) rather than
-// copied: a probe decodes one chunk per token.
+// are not copied out ([text], [toolCalls], [objectError]): they keep where
+// their JSON is in the event's data, which the capture and the excerpt
+// decode when they need it. A probe decodes one chunk per token.
 type chunk struct {
 	Choices []struct {
 		Text  text `json:"text"`
@@ -91,24 +120,40 @@ type chunk struct {
 	Object objectError     `json:"object"`
 }
 
-// text is whether a JSON string is non-empty. null is empty; any other kind
-// of value is an error, as it is for a string field.
-type text bool
+// text is a JSON string field: set when it is a non-empty string (null is
+// empty; any other kind of value is an error, as it is for a string field),
+// and raw, its JSON (quotes included) inside the event's data, valid until
+// the reader's next event.
+type text struct {
+	set bool
+	raw []byte
+}
 
 func (t *text) UnmarshalJSON(b []byte) error {
-	// b is one valid JSON value without surrounding space: encoding/json
-	// checks the whole input before it decodes.
+	// b is one valid JSON value without surrounding space, inside the
+	// event's data: encoding/json checks the whole input before it
+	// decodes, and hands a slice of it.
 	switch b[0] {
 	case '"':
-		*t = len(b) > 2
+		t.set, t.raw = len(b) > 2, b
 	case 'n':
-		*t = false
+		t.set, t.raw = false, nil
 	default:
 		// The value is not quoted: it is the server's text, and a cut
 		// quote could hold part of a secret.
 		return fmt.Errorf("want a string, got a JSON %s", jsonKind(b[0]))
 	}
 	return nil
+}
+
+// String is the string t holds, "" when it is empty or null.
+func (t text) String() string {
+	if !t.set {
+		return ""
+	}
+	var s string
+	_ = json.Unmarshal(t.raw, &s) // checked as JSON when the event was decoded
+	return s
 }
 
 // jsonKind names the kind of JSON value that starts with c.
@@ -136,18 +181,31 @@ func (o *objectError) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// toolCalls is whether a delta's tool_calls holds anything: not null and not [].
-type toolCalls bool
+// toolCalls is a delta's tool_calls: set when it holds anything (not null
+// and not []), and raw, its JSON inside the event's data (as for [text]).
+type toolCalls struct {
+	set bool
+	raw []byte
+}
 
 func (c *toolCalls) UnmarshalJSON(b []byte) error {
-	*c = string(b) != "null" && string(b) != "[]"
+	c.set = string(b) != "null" && string(b) != "[]"
+	c.raw = b
 	return nil
 }
 
 // text adds the generated text of a content event to b (the reader cuts it
 // at maxTextExcerpt bytes). Only the first events of a probe pay for decoding the
-// strings.
+// strings, and only the strings when data is the event decode just read.
 func (d *chunkDecoder) text(b *strings.Builder, data []byte) {
+	if d.decoded(data) {
+		for _, ch := range d.c.Choices {
+			for _, t := range []text{ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Text, ch.Delta.Content} {
+				b.WriteString(t.String())
+			}
+		}
+		return
+	}
 	var c struct {
 		Choices []struct {
 			Text  string `json:"text"`

@@ -40,17 +40,20 @@ type captureChunk struct {
 	Choices []struct {
 		Text  string `json:"text"`
 		Delta struct {
-			Content   string `json:"content"`
-			ToolCalls []struct {
-				Index    int    `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
+			Content   string          `json:"content"`
+			ToolCalls []toolCallDelta `json:"tool_calls"`
 		} `json:"delta"`
 	} `json:"choices"`
+}
+
+// toolCallDelta is one element of a delta's tool_calls.
+type toolCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 // add records the text and tool-call fragments of one event. The event was
@@ -64,25 +67,30 @@ func (g *generated) add(data []byte) {
 	for _, ch := range c.Choices {
 		g.write(&g.text, ch.Text)
 		g.write(&g.text, ch.Delta.Content)
-		for _, d := range ch.Delta.ToolCalls {
-			tc := g.call(d.Index)
-			if tc == nil {
-				continue
-			}
-			if d.ID != "" && tc.id == "" {
-				tc.id = d.ID
-			}
-			// The name comes whole in the first delta; vLLM before the
-			// function_name_returned fix (serving_chat.py) repeated it in
-			// every delta of a named tool_choice, so later ones are ignored.
-			if tc.name == "" {
-				tc.name = d.Function.Name
-			}
-			if len(tc.args)+len(d.Function.Arguments) > maxCapture {
-				g.overflow = true
-			} else {
-				tc.args = append(tc.args, d.Function.Arguments...)
-			}
+		g.addToolCalls(ch.Delta.ToolCalls)
+	}
+}
+
+// addToolCalls records the tool-call fragments of one delta.
+func (g *generated) addToolCalls(deltas []toolCallDelta) {
+	for _, d := range deltas {
+		tc := g.call(d.Index)
+		if tc == nil {
+			continue
+		}
+		if d.ID != "" && tc.id == "" {
+			tc.id = d.ID
+		}
+		// The name comes whole in the first delta; vLLM before the
+		// function_name_returned fix (serving_chat.py) repeated it in
+		// every delta of a named tool_choice, so later ones are ignored.
+		if tc.name == "" {
+			tc.name = d.Function.Name
+		}
+		if len(tc.args)+len(d.Function.Arguments) > maxCapture {
+			g.overflow = true
+		} else {
+			tc.args = append(tc.args, d.Function.Arguments...)
 		}
 	}
 }
