@@ -22,8 +22,8 @@ import (
 // before the timed window; every request is serialised beforehand; the first
 // wave is released at once; a request's TTFT runs from just before its bytes
 // are written to the moment the line of its first token is read. There is
-// no JSON decoding, no per-request allocation worth the name, no timer, no
-// library between the socket and the clock. It runs inside this program (a
+// no JSON decoding, no timer and no HTTP client between the socket and the
+// clock: only net/http's response parser and a read buffer per response. It runs inside this program (a
 // warm process), so its figure also leaves out a cold start: what remains is
 // the time the machine's cores and the simulator need to take C requests in
 // at once and to hand their first tokens back.
