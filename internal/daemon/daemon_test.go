@@ -831,9 +831,18 @@ targets:
 	if took < time.Second || took > 20*time.Second {
 		t.Errorf("/probe took %s, want about 1s", took)
 	}
-	code, body, _ = probe("soon")
-	if want := "X-Prometheus-Scrape-Timeout-Seconds \"soon\" is not a positive number\n"; code != http.StatusBadRequest || body != want {
-		t.Errorf("/probe with a bad scrape timeout = %d %q, want 400 %q", code, body, want)
+	for _, c := range []struct{ header, want string }{
+		{"soon", "X-Prometheus-Scrape-Timeout-Seconds \"soon\" is not a positive number\n"},
+		{"-1", "X-Prometheus-Scrape-Timeout-Seconds \"-1\" is not a positive number\n"},
+		{"NaN", "X-Prometheus-Scrape-Timeout-Seconds \"NaN\" is not a positive number\n"},
+		{"-Inf", "X-Prometheus-Scrape-Timeout-Seconds \"-Inf\" is not a positive number\n"},
+		{"Inf", "X-Prometheus-Scrape-Timeout-Seconds \"Inf\" is out of range: at most 9223372036 seconds\n"},
+		{"1e308", "X-Prometheus-Scrape-Timeout-Seconds \"1e308\" is out of range: at most 9223372036 seconds\n"},
+		{"1e400", "X-Prometheus-Scrape-Timeout-Seconds \"1e400\" is out of range: at most 9223372036 seconds\n"},
+	} {
+		if code, body, _ = probe(c.header); code != http.StatusBadRequest || body != c.want {
+			t.Errorf("/probe with scrape timeout header %q = %d %q, want 400 %q", c.header, code, body, c.want)
+		}
 	}
 }
 
