@@ -870,3 +870,43 @@ targets:
 		}
 	}
 }
+
+// TestConfigCheckMissingCredentialsFile: a credentials_file that does not
+// exist fails the check (CheckConfig, --config.check) with the sentence the
+// daemon's probes fail with; the daemon itself loads the file (a mounted
+// secret may appear later) and reports it at probe time.
+func TestConfigCheckMissingCredentialsFile(t *testing.T) {
+	sim := startSim(t, simKey)
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no-such-key")
+	path := filepath.Join(dir, "vllm_prober.yml")
+	writeConfig(t, path, fmt.Sprintf(`
+modules:
+  m: {prober: completions, prompt: hi, max_tokens: 2}
+targets:
+  - name: sim
+    url: %s
+    model: meta-llama/Llama-3.1-8B-Instruct
+    http_client_config: {authorization: {credentials_file: no-such-key}}
+`, sim.URL))
+	sentence := "unable to read file " + missing + ": open " + missing + ": no such file or directory"
+	err := CheckConfig(Options{ConfigFile: path}, nil)
+	if want := `target "sim": http_client_config: ` + sentence; err == nil || err.Error() != want {
+		t.Fatalf("CheckConfig = %v, want %q", err, want)
+	}
+	d, err := New(Options{ConfigFile: path}, nil)
+	if err != nil {
+		t.Fatalf("the daemon refused the file: %v", err)
+	}
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/probe?target=sim&debug=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), sentence) {
+		t.Errorf("the probe's report lacks %q:\n%s", sentence, body)
+	}
+}
