@@ -254,7 +254,12 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 	s.phase = PhaseResponse
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		if err != nil || len(b) == maxErrorBody {
+			// Cut short (the probe's deadline, a reset, the bound): the body
+			// may end inside an echoed secret, which no exact match finds.
+			b = []byte(s.red.ScrubTail(string(b)))
+		}
 		s.res.ErrorBody = excerpt(s.red, b, maxErrorExcerpt)
 		reason, msg := classifyHTTPError(resp.StatusCode, b)
 		s.fail(reason, "%s", msg)

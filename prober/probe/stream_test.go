@@ -19,6 +19,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
 // pacedServer is a precise fake of vLLM's streaming endpoints: after ttft it
@@ -601,5 +602,41 @@ func TestStreamRedirectNotFollowed(t *testing.T) {
 	}
 	if n := reached.Load(); n != 0 {
 		t.Errorf("the redirect's location received %d requests", n)
+	}
+}
+
+// TestStreamErrorBodyCutInASecret: an error body cut short by the probe's
+// deadline, in the middle of an echoed secret (a hostile target under load),
+// keeps no part of it: neither the error body excerpt nor the error message
+// shows the secret's start.
+func TestStreamErrorBodyCutInASecret(t *testing.T) {
+	const secret = `Zq7cutWm7x"\<&>/+=? %`
+	release := make(chan struct{})
+	defer close(release)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		whole, _ := json.Marshal(secret)
+		// The JSON-escaped secret, cut after 14 of its bytes; the rest never comes.
+		fmt.Fprintf(w, `{"error":{"message":"key %s`, whole[1:15])
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res := Stream(ctx, srv.Client(), StreamRequest{BaseURL: srv.URL, Kind: config.ProberCompletions,
+		Body: map[string]any{"model": "m", "prompt": "hi"}, Redact: redact.New(secret)})
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d, reason %s: the fixture did not answer 401", res.StatusCode, res.Reason)
+	}
+	for name, text := range map[string]string{"ErrorBody": res.ErrorBody, "Err": res.Err} {
+		if strings.Contains(text, secret[:8]) {
+			t.Errorf("%s shows the start of the secret: %q", name, text)
+		}
 	}
 }
