@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"net/http"
 	"reflect"
@@ -80,29 +79,6 @@ type Manager struct {
 // pairKey names a pair; model is set on targets with models (models.go).
 type pairKey struct{ target, module, model string }
 
-// target is the state of one configured target. It survives Apply while the
-// target's name stays.
-type target struct {
-	cfg      config.Target
-	client   *http.Client
-	secrets  []string // redact.ClientSecrets of cfg, read when client was built
-	interval time.Duration
-	timeout  time.Duration // for /health and /v1/models
-
-	model              string   // configured, or the first id of /v1/models
-	models             []string // with cfg.Models: the matching ids of /v1/models (models.go)
-	checked            bool
-	healthUp, modelsUp bool
-
-	pairs []*pair // its pairs, in configuration order
-
-	// scheduled is the token budget of the scheduled probes, keyed by pair
-	// model key; onDemand that of /probe (budget.go).
-	scheduled, onDemand TokenPool
-
-	cancel context.CancelFunc // of the check loop; nil when not running
-}
-
 // pair is one (target, module). It survives Apply while both names stay, and so
 // do its schedule (when the interval is unchanged) and history.
 type pair struct {
@@ -124,6 +100,7 @@ type pair struct {
 	series         *series     // what its vllm_probe_* series say (metrics.go)
 
 	cancel context.CancelFunc // of the schedule loop; nil when not running
+	starts int                // times its schedule loop started (tests)
 }
 
 // Options configure a Manager.
@@ -237,93 +214,75 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 			}
 		}
 	}
-	clients := map[string]*http.Client{}
-	secretsOf := make(map[string][]string, len(cfg.Targets))
-	for i := range cfg.Targets {
-		t := &cfg.Targets[i]
-		if old, ok := m.targets[t.Name]; ok && reflect.DeepEqual(old.cfg.HTTPClientConfig, t.HTTPClientConfig) {
-			secretsOf[t.Name] = old.secrets
-			continue
-		}
-		c, err := m.clients.Acquire(t.HTTPClientConfig)
-		if err != nil {
-			for _, c := range clients {
-				m.clients.Release(c)
-			}
-			return fmt.Errorf("target %q: %w", t.Name, err)
-		}
-		clients[t.Name] = c
-		secretsOf[t.Name] = redact.ClientSecrets(&t.HTTPClientConfig)
+	clients, secrets, err := m.acquireClients(cfg)
+	if err != nil {
+		return err
 	}
-	var secrets []string
-	for i := range cfg.Targets {
-		secrets = append(secrets, secretsOf[cfg.Targets[i].Name]...)
-	}
-	m.red.Set("prober", secrets)
 	// The static label names are those of the targets' labels: discovered
 	// targets may bring new ones.
 	if static := cfg.StaticLabelNames(); m.descs == nil || !slices.Equal(m.static, static) {
 		m.static, m.descs = static, newDescs(static)
 	}
 	m.cfg = cfg
-
-	// Targets.
-	keepT := map[string]bool{}
+	keep := make(map[string]bool, len(cfg.Targets))
 	for i := range cfg.Targets {
-		tc := cfg.Targets[i]
-		keepT[tc.Name] = true
-		interval := cfg.ProbeInterval(&tc)
-		timeout := cfg.ProbeTimeout(&tc, &config.Module{})
+		tc := &cfg.Targets[i]
+		keep[tc.Name] = true
 		t, ok := m.targets[tc.Name]
 		if !ok {
-			t = &target{}
+			t = &target{host: host{m}}
 			m.targets[tc.Name] = t
 		}
-		restart := !ok || t.cfg.URL != tc.URL || t.interval != interval || t.cfg.Probe != tc.Probe || clients[tc.Name] != nil
-		if c := clients[tc.Name]; c != nil {
-			if t.client != nil {
-				m.clients.Release(t.client)
-			}
-			t.client = c
+		if clients[tc.Name] != nil && t.client != nil {
+			m.clients.Release(t.client) // sync takes the new one
 		}
-		if ok && (t.cfg.Model != tc.Model || t.cfg.URL != tc.URL || t.cfg.Models != tc.Models) {
-			t.model, t.models = "", nil // re-resolve
+		if t.sync(cfg, tc, clients[tc.Name], secrets[tc.Name]) || !ok {
+			t.stop()
+			t.start()
 		}
-		t.cfg, t.interval, t.timeout, t.secrets = tc, interval, timeout, secretsOf[tc.Name]
-		if tc.Model != "" {
-			t.model = tc.Model
-		}
-		if !tc.Probe {
-			// Now scrape-only: its health series go (Collect renders
-			// them only for checked targets).
-			t.checked, t.healthUp, t.modelsUp = false, false, false
-		}
-		if restart {
-			m.stopTarget(t)
-			m.startTarget(t)
-		}
+		m.syncPairs(t)
 	}
 	for name, t := range m.targets {
-		if !keepT[name] {
-			m.stopTarget(t)
+		if !keep[name] {
+			t.stop()
+			t.pairs = slices.DeleteFunc(t.pairs, func(p *pair) bool { m.removePair(p); return true })
 			m.clients.Release(t.client)
 			delete(m.targets, name)
 		}
 	}
-
-	// Pairs.
-	keepP := map[pairKey]bool{}
-	for i := range cfg.Targets {
-		tc := &cfg.Targets[i]
-		maps.Copy(keepP, m.applyTargetPairs(cfg, tc, m.targets[tc.Name]))
-	}
-	for key, p := range m.pairs {
-		if !keepP[key] {
-			m.removePair(p)
-		}
-	}
 	m.sortPairs()
 	return nil
+}
+
+// acquireClients builds the clients of cfg's targets whose
+// http_client_config is new or changed, and sets the secrets of every
+// target in the scrubber. A target's credentials are read (credential files
+// included) when its client is built, not at every discovery refresh that
+// re-applies it unchanged. On error it releases what it acquired. m.mu must
+// be held.
+func (m *Manager) acquireClients(cfg *config.Config) (clients map[string]*http.Client, secrets map[string][]string, err error) {
+	clients = map[string]*http.Client{}
+	secrets = make(map[string][]string, len(cfg.Targets))
+	var all []string
+	for i := range cfg.Targets {
+		t := &cfg.Targets[i]
+		if old, ok := m.targets[t.Name]; ok && reflect.DeepEqual(old.cfg.HTTPClientConfig, t.HTTPClientConfig) {
+			secrets[t.Name] = old.secrets
+		} else {
+			c, err := m.clients.Acquire(t.HTTPClientConfig)
+			if err != nil {
+				for _, c := range clients {
+					m.clients.Release(c)
+				}
+				return nil, nil, fmt.Errorf("target %q: %w", t.Name, err)
+			}
+			clients[t.Name] = c
+			secrets[t.Name] = redact.ClientSecrets(&t.HTTPClientConfig)
+		}
+		all = append(all, secrets[t.Name]...)
+	}
+	m.red.Set("prober", all)
+	return clients, secrets, nil
 }
 
 // Run probes until ctx is done and returns once every goroutine it started
@@ -332,7 +291,7 @@ func (m *Manager) Run(ctx context.Context) {
 	m.mu.Lock()
 	m.runCtx = ctx
 	for _, t := range m.targets {
-		m.startTarget(t)
+		t.start()
 	}
 	for _, p := range m.pairs {
 		m.startPair(p)
@@ -344,7 +303,7 @@ func (m *Manager) Run(ctx context.Context) {
 	m.mu.Lock()
 	m.runCtx = nil
 	for _, t := range m.targets {
-		m.stopTarget(t)
+		t.stop()
 	}
 	for _, p := range m.pairs {
 		m.stopPair(p)
@@ -359,31 +318,6 @@ func (m *Manager) Run(ctx context.Context) {
 	m.mu.Unlock()
 }
 
-// startTarget starts t's check loop if running. A scrape-only target
-// (probe: false, modules: none) has none: the prober sends it no request at
-// all, so a metrics-only endpoint without /health or /v1/models raises no
-// VLLMEndpointDown; the collector's scrapes (vllm_server_up) tell whether it
-// is up. m.mu must be held.
-func (m *Manager) startTarget(t *target) {
-	if m.runCtx == nil || t.cancel != nil || !t.cfg.Probe {
-		return
-	}
-	ctx, cancel := context.WithCancel(m.runCtx)
-	t.cancel = cancel
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.checkLoop(ctx, t)
-	}()
-}
-
-func (m *Manager) stopTarget(t *target) {
-	if t.cancel != nil {
-		t.cancel()
-		t.cancel = nil
-	}
-}
-
 // startPair starts p's schedule loop if running. m.mu must be held.
 func (m *Manager) startPair(p *pair) {
 	if m.runCtx == nil || p.cancel != nil {
@@ -391,6 +325,7 @@ func (m *Manager) startPair(p *pair) {
 	}
 	ctx, cancel := context.WithCancel(m.runCtx)
 	p.cancel = cancel
+	p.starts++
 	interval := p.interval
 	offset := m.offset(p.key, interval)
 	m.wg.Add(1)
@@ -540,7 +475,7 @@ func (m *Manager) resolveModel(ctx context.Context, s *probeSpec, begin time.Tim
 		return nil
 	}
 	ids, res := probe.ListModels(ctx, s.client, s.url, s.red)
-	m.warnHeldModels(s.target, ids)
+	warnHeldModels(m.logger, s.target, ids)
 	if res == nil && len(ids) == 0 {
 		res = &probe.Result{Start: begin, Reason: probe.ReasonModelNotFound, Err: "/v1/models lists no model"}
 	}
@@ -553,12 +488,4 @@ func (m *Manager) resolveModel(ctx context.Context, s *probeSpec, begin time.Tim
 	s.tgt.resolved(ids[0])
 	m.mu.Unlock()
 	return nil
-}
-
-// resolved records the model t's /v1/models listed first, the one its
-// pairs probe when it configures none. m.mu must be held.
-func (t *target) resolved(model string) {
-	if t.cfg.Model == "" {
-		t.model = model
-	}
 }
