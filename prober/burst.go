@@ -225,10 +225,7 @@ func (b *Burster) run(ctx context.Context, plan BurstPlan, cost int) {
 // probe in flight skips as for any probe in flight, and the burst probe
 // records in its place.
 func (m *Manager) burstProbe(ctx context.Context, target, module string, started func()) (spent int, ok bool) {
-	var (
-		p *pair
-		s probeSpec
-	)
+	var p *pair
 	for {
 		m.mu.Lock()
 		p, ok = m.pairs[pairKey{target, module, ""}]
@@ -237,9 +234,6 @@ func (m *Manager) burstProbe(ctx context.Context, target, module string, started
 			return 0, false
 		}
 		if !p.inFlight {
-			p.inFlight = true
-			s = m.snapshot(p)
-			m.mu.Unlock()
 			break
 		}
 		m.mu.Unlock()
@@ -251,17 +245,11 @@ func (m *Manager) burstProbe(ctx context.Context, target, module string, started
 		case <-t.C:
 		}
 	}
-
-	res := m.probe(ctx, s, func() {
-		m.mu.Lock()
-		p.series.attempts++
-		m.mu.Unlock()
-		started()
-	})
-	spent = spentTokens(s, res)
-
-	m.mu.Lock()
 	defer m.mu.Unlock()
+	p.inFlight = true
+	attempt := m.attempt(p)
+	s, res := m.launch(ctx, p, nil, "", 0, func() { attempt(); started() })
+	spent = spentTokens(s, res)
 	p.inFlight = false
 	if ctx.Err() != nil || p.stopped {
 		return spent, false

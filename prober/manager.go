@@ -285,30 +285,36 @@ func (m *Manager) acquireClients(cfg *config.Config) (clients map[string]*http.C
 	return clients, secrets, nil
 }
 
-// Run probes until ctx is done and returns once every goroutine it started
-// exited. Cancelling ctx cancels the probes in flight.
-func (m *Manager) Run(ctx context.Context) {
+// setRunning starts every target's and pair's loop under ctx, or stops
+// them once ctx is done.
+func (m *Manager) setRunning(ctx context.Context) {
 	m.mu.Lock()
-	m.runCtx = ctx
-	for _, t := range m.targets {
-		t.start()
-	}
-	for _, p := range m.pairs {
-		m.startPair(p)
-	}
-	m.mu.Unlock()
-
-	<-ctx.Done()
-
-	m.mu.Lock()
+	defer m.mu.Unlock()
+	running := ctx.Err() == nil
 	m.runCtx = nil
+	if running {
+		m.runCtx = ctx
+	}
 	for _, t := range m.targets {
 		t.stop()
+		if running {
+			t.start()
+		}
 	}
 	for _, p := range m.pairs {
 		m.stopPair(p)
+		if running {
+			m.startPair(p)
+		}
 	}
-	m.mu.Unlock()
+}
+
+// Run probes until ctx is done and returns once every goroutine it started
+// exited. Cancelling ctx cancels the probes in flight.
+func (m *Manager) Run(ctx context.Context) {
+	m.setRunning(ctx)
+	<-ctx.Done()
+	m.setRunning(ctx)
 	m.wg.Wait()
 
 	m.mu.Lock()
@@ -375,25 +381,46 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	p.inFlight = true
 	m.inFlight++
 	p.tgt.scheduled.Reserve(p.key.model, cost)
-	s := m.snapshot(p)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		res := m.probe(ctx, s, func() {
-			m.mu.Lock()
-			p.series.attempts++
-			m.mu.Unlock()
-		})
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		_, res := m.launch(ctx, p, &p.tgt.scheduled, p.key.model, cost, m.attempt(p))
 		p.inFlight = false
 		m.inFlight--
-		m.settle(&p.tgt.scheduled, p.key.model, cost, s, res)
 		if ctx.Err() != nil || p.stopped {
 			return // cancelled by shutdown or reload: not a verdict on the target
 		}
 		m.record(p, res)
 	}()
+}
+
+// launch runs one probe of p, whatever started it: the schedule (tick),
+// /probe (ProbeModelNow), a URL probe (ProbeURLNow) or a burst
+// (burstProbe). The caller holds m.mu and has admitted the probe, reserving
+// its worst-case cost under key in pool (nil: none). launch snapshots p,
+// releases the lock while the probe runs, and takes it again to settle pool;
+// it returns with m.mu held. started is called (without the lock) once the
+// probe counts as an attempt.
+func (m *Manager) launch(ctx context.Context, p *pair, pool *TokenPool, key string, cost int, started func()) (probeSpec, *probe.Result) {
+	s := m.snapshot(p)
+	m.mu.Unlock()
+	res := m.probe(ctx, s, started)
+	m.mu.Lock()
+	if pool != nil {
+		m.settle(pool, key, cost, s, res)
+	}
+	return s, res
+}
+
+// attempt counts a probe of p that started.
+func (m *Manager) attempt(p *pair) func() {
+	return func() {
+		m.mu.Lock()
+		p.series.attempts++
+		m.mu.Unlock()
+	}
 }
 
 // record books a finished scheduled probe. m.mu must be held.

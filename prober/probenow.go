@@ -25,25 +25,16 @@ func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*pro
 // must be "".
 func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model string) (*probe.Result, *prometheus.Registry, error) {
 	m.mu.Lock()
-	if m.cfg == nil {
-		m.mu.Unlock()
-		return nil, nil, errors.New("no configuration applied")
-	}
-	t, ok := m.targets[targetName]
-	if !ok {
+	t := m.targets[targetName]
+	if t == nil && m.cfg != nil {
 		m.mu.Unlock()
 		return nil, nil, fmt.Errorf("unknown target %q", targetName)
 	}
-	mod, ok := m.cfg.Modules[module]
-	spec := m.specs[module]
-	if !ok || spec == nil {
-		m.mu.Unlock()
-		return nil, nil, fmt.Errorf("unknown module %q", module)
+	p, err := m.oneOff(t, module)
+	if err == nil {
+		p.key.model, err = probeNowModel(t, model)
 	}
-	p := &pair{key: pairKey{targetName, module, ""}, tgt: t, spec: spec,
-		timeout: m.cfg.ProbeTimeout(&t.cfg, &mod), stall: m.cfg.StallTimeout(&mod)}
-	var err error
-	if p.key.model, err = probeNowModel(t, model); err != nil {
+	if err != nil {
 		m.mu.Unlock()
 		return nil, nil, err
 	}
@@ -59,16 +50,25 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 		return nil, nil, ErrOnDemandBudgetExceeded
 	}
 	t.onDemand.Reserve("", cost)
-	s := m.snapshot(p)
-	hist := m.hist
-	m.mu.Unlock()
-
-	res := m.probe(ctx, s, func() {})
-
-	m.mu.Lock()
-	m.settle(&t.onDemand, "", cost, s, res)
-	end := float64(m.now().UnixNano()) / 1e9
+	_, res := m.launch(ctx, p, &t.onDemand, "", cost, func() {})
+	hist, end := m.hist, unixSeconds(m.now())
 	m.mu.Unlock()
 
 	return res, oneShotRegistry(hist, res, end), nil
+}
+
+// oneOff is a pair for one probe of module on t outside the schedule
+// (ProbeModelNow, ProbeURLNow). t may be nil only when no configuration was
+// applied. m.mu must be held.
+func (m *Manager) oneOff(t *target, module string) (*pair, error) {
+	if m.cfg == nil {
+		return nil, errors.New("no configuration applied")
+	}
+	mod, ok := m.cfg.Modules[module]
+	spec := m.specs[module]
+	if !ok || spec == nil {
+		return nil, fmt.Errorf("unknown module %q", module)
+	}
+	return &pair{key: pairKey{t.cfg.Name, module, ""}, tgt: t, spec: spec,
+		timeout: m.cfg.ProbeTimeout(&t.cfg, &mod), stall: m.cfg.StallTimeout(&mod)}, nil
 }
