@@ -42,19 +42,24 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 		p.promptEstimate, p.seq = known.promptEstimate, known.seq
 		known.seq++ // the pair's next probe asks the next question
 	}
-	cost := p.worstCost()
 	// On-demand probes draw on a pool of their own (budget.go): however
 	// many calls /probe gets, the scheduled probes keep their budget.
-	if budget := onDemandBudget(t, cost); !t.onDemand.Allows(m.now(), budget, budget, "", cost) {
-		m.mu.Unlock()
-		return nil, nil, ErrOnDemandBudgetExceeded
-	}
-	t.onDemand.Reserve("", cost)
-	_, res := m.launch(ctx, p, &t.onDemand, "", cost, func() {})
-	hist, end := m.hist, unixSeconds(m.now())
-	m.mu.Unlock()
+	return m.launchOneOff(ctx, p, &t.onDemand, onDemandBudget(t, p.worstCost()), ErrOnDemandBudgetExceeded)
+}
 
-	return res, oneShotRegistry(hist, res, end), nil
+// launchOneOff runs p, a probe outside the schedule, when its worst-case
+// cost fits budget in pool (else it returns refused), and returns its result
+// and its series in a fresh registry. m.mu must be held; launchOneOff
+// releases it.
+func (m *Manager) launchOneOff(ctx context.Context, p *pair, pool *TokenPool, budget int, refused error) (*probe.Result, *prometheus.Registry, error) {
+	defer m.mu.Unlock()
+	cost := p.worstCost()
+	if !pool.Allows(m.now(), budget, budget, "", cost) {
+		return nil, nil, refused
+	}
+	pool.Reserve("", cost)
+	_, res := m.launch(ctx, p, pool, "", cost, func() {})
+	return res, oneShotRegistry(m.hist, res, unixSeconds(m.now())), nil
 }
 
 // oneOff is a pair for one probe of module on t outside the schedule

@@ -41,19 +41,9 @@ func (m *Manager) ProbeURLNow(ctx context.Context, u URLProbe) (*probe.Result, *
 		m.mu.Unlock()
 		return nil, nil, err
 	}
-	cost := p.worstCost()
 	// One pool for every URL probe (budget.go's TokenPool), apart from every
-	// target's scheduled and on-demand pools.
-	if !m.urlProbes.Allows(m.now(), u.TokenBudgetPerHour, u.TokenBudgetPerHour, "", cost) {
-		m.mu.Unlock()
-		return nil, nil, ErrBudgetExceeded
-	}
-	m.urlProbes.Reserve("", cost)
-	// The model, when the URL probe names none, is resolved on p's own
-	// target: no configured target's series learn it.
-	_, res := m.launch(ctx, p, &m.urlProbes, "", cost, func() {})
-	hist, end := m.hist, unixSeconds(m.now())
-	m.mu.Unlock()
-
-	return res, oneShotRegistry(hist, res, end), nil
+	// target's scheduled and on-demand pools. The model, when the URL probe
+	// names none, is resolved on p's own target: no configured target's
+	// series learn it.
+	return m.launchOneOff(ctx, p, &m.urlProbes, u.TokenBudgetPerHour, ErrBudgetExceeded)
 }
