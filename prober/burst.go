@@ -229,10 +229,7 @@ func (b *Burster) run(ctx context.Context, plan BurstPlan, cost int) {
 // waits for this probe to end and takes the slot before the burst's next
 // probe.
 func (m *Manager) burstProbe(ctx context.Context, target, module string, started func()) (spent int, ok bool) {
-	var (
-		p *pair
-		s probeSpec
-	)
+	var p *pair
 	for {
 		m.mu.Lock()
 		p, ok = m.pairs[pairKey{target, module, ""}]
@@ -242,8 +239,6 @@ func (m *Manager) burstProbe(ctx context.Context, target, module string, started
 		}
 		if !p.inFlight {
 			p.inFlight, p.burstHolds = true, true
-			s = m.snapshot(p)
-			m.mu.Unlock()
 			break
 		}
 		m.mu.Unlock()
@@ -255,19 +250,10 @@ func (m *Manager) burstProbe(ctx context.Context, target, module string, started
 		case <-t.C:
 		}
 	}
-
-	res := m.probe(ctx, s, func() {
-		m.mu.Lock()
-		if !p.stopped {
-			m.metrics.attempts.WithLabelValues(p.labels...).Inc()
-		}
-		m.mu.Unlock()
-		started()
-	})
-	spent = spentTokens(s, res)
-
-	m.mu.Lock()
 	defer m.mu.Unlock()
+	attempt := m.attempt(p)
+	s, res := m.launch(ctx, p, nil, "", 0, func() { attempt(); started() })
+	spent = spentTokens(s, res)
 	p.burstHolds = false
 	if p.scheduledNext != nil {
 		close(p.scheduledNext) // the slot goes to the scheduled probe that waits for it

@@ -1,7 +1,9 @@
 package prober
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
 )
@@ -43,4 +45,72 @@ func TestTargetChangeCompilesNothing(t *testing.T) {
 targets:
   - {name: t3, url: 'http://127.0.0.1:4', model: n}
 `, 3)
+}
+
+// TestTargetChangeTouchesOnlyItsLoop: a configuration that changes one
+// target (its URL and interval) restarts that target's check loop and its
+// pairs' schedules, and leaves every other target's loops and pairs as they
+// ran.
+func TestTargetChangeTouchesOnlyItsLoop(t *testing.T) {
+	yml := func(t2 string) *config.Config {
+		return loadConfig(t, `
+global: {probe_interval: 1h}
+modules:
+  a: {prober: completions, prompt: hi, max_tokens: 8}
+  b: {prober: completions, prompt: hello, max_tokens: 8}
+targets:
+  - {name: t1, url: 'http://127.0.0.1:1', model: m}
+  - `+t2+`
+  - {name: t3, url: 'http://127.0.0.1:3', model: m, modules: [a]}
+`)
+	}
+	m := NewManager(testOptions(nil, nil))
+	m.offset = func(_ pairKey, interval time.Duration) time.Duration { return interval - 1 } // no check or probe during the test
+	if err := m.Apply(yml("{name: t2, url: 'http://127.0.0.1:2', model: m}")); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	waitFor(t, "the loops running", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.runCtx != nil
+	})
+	type loops struct {
+		tgt   *target
+		pairs []*pair
+	}
+	snapshot := func() map[string]loops {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		out := map[string]loops{}
+		for name, tg := range m.targets {
+			out[name] = loops{tg, slices.Clone(tg.pairs)}
+		}
+		return out
+	}
+	before := snapshot()
+	if err := m.Apply(yml("{name: t2, url: 'http://127.0.0.1:4', model: m, probe_interval: 30m}")); err != nil {
+		t.Fatal(err)
+	}
+	after := snapshot()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, b := range before {
+		a := after[name]
+		want := 1
+		if name == "t2" {
+			want = 2
+		}
+		if a.tgt != b.tgt || a.tgt.starts != want {
+			t.Errorf("%s: same target %v, its check loop started %d times, want %d", name, a.tgt == b.tgt, a.tgt.starts, want)
+		}
+		if !slices.Equal(a.pairs, b.pairs) {
+			t.Errorf("%s: its pairs were replaced", name)
+		}
+		for _, p := range a.pairs {
+			if p.starts != want {
+				t.Errorf("%s/%s: its schedule started %d times, want %d", name, p.key.module, p.starts, want)
+			}
+		}
+	}
 }

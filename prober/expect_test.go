@@ -81,19 +81,13 @@ func lastOf(t *testing.T, m *Manager, target, module, model string, after float6
 	return last, end
 }
 
-func gauge(t *testing.T, m *Manager, v interface {
-	WithLabelValues(...string) prometheus.Gauge
-}, lv ...string) float64 {
+func gauge(t *testing.T, _ *Manager, v family, lv ...string) float64 {
 	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	return counter(t, v.WithLabelValues(lv...))
 }
 
-func count(t *testing.T, m *Manager, v *prometheus.CounterVec, lv ...string) float64 {
+func count(t *testing.T, _ *Manager, v family, lv ...string) float64 {
 	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	return counter(t, v.WithLabelValues(lv...))
 }
 
@@ -132,7 +126,7 @@ targets:
 	if !res.Success || res.Answer != probe.AnswerCorrect || res.Text != "4" || res.Check != `equals "4"` {
 		t.Fatalf("steady probe: success %v answer %v text %q check %q (%s %s)", res.Success, res.Answer, res.Text, res.Check, res.Reason, res.Err)
 	}
-	mt := m.currentMetrics()
+	mt := m.testMetrics()
 	lv := []string{"sim", "math", "sim-model"}
 	if v := gauge(t, m, mt.answers.correct, lv...); v != 1 {
 		t.Errorf("vllm_probe_answer_correct = %v, want 1", v)
@@ -250,7 +244,7 @@ targets:
 	if res, _ := lastOf(t, m, "sim", "tool", "", 0); !strings.HasPrefix(res.Text, `get_weather({"city":`) || res.Answer != probe.AnswerCorrect {
 		t.Errorf("tool call text %q answer %v", res.Text, res.Answer)
 	}
-	mt := m.currentMetrics()
+	mt := m.testMetrics()
 	for _, tc := range []struct{ fault, module, why string }{
 		{simulator.FaultBrokenJSON, "json", "output: not valid JSON"},
 		{simulator.FaultBrokenJSON, "json_completions", "output: not valid JSON"},
@@ -321,7 +315,7 @@ targets:
 			t.Errorf("%s: %s %s", model, res.Reason, res.Err)
 		}
 	}
-	mt := m.currentMetrics()
+	mt := m.testMetrics()
 	if s := gauge(t, m, mt.success, "all", "short", "sql-lora"); s != 1 {
 		t.Errorf("success{model=sql-lora} = %v", s)
 	}
@@ -363,9 +357,7 @@ targets:
 		_, ok := m.pairs[pairKey{"all", "short", "sql-lora"}]
 		return !ok
 	})
-	m.mu.Lock()
-	n := countSeries(t, mt.failures, "sql-lora")
-	m.mu.Unlock()
+	n := countSeries(t, collector{m}, "sql-lora")
 	if n != 0 {
 		t.Errorf("%d failure series of the removed adapter remain", n)
 	}
@@ -408,7 +400,7 @@ targets:
 	if !res.Success || res.Dimension != 384 || res.E2E <= 0 || res.PromptTokens == 0 {
 		t.Fatalf("embed: success %v dimension %d e2e %v prompt tokens %d (%s %s)", res.Success, res.Dimension, res.E2E, res.PromptTokens, res.Reason, res.Err)
 	}
-	mt := m.currentMetrics()
+	mt := m.testMetrics()
 	if d := gauge(t, m, mt.answers.dimension, "sim", "embed", "sim-model"); d != 384 {
 		t.Errorf("vllm_probe_embedding_dimension = %v", d)
 	}

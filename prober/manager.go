@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"net/http"
 	"reflect"
@@ -43,7 +42,10 @@ type Manager struct {
 
 	mu           sync.Mutex
 	cfg          *config.Config
-	metrics      *metrics
+	configured   bool     // ApplyConfig succeeded once
+	hist         histOpts // the latency histograms' buckets
+	static       []string // the static label names of cfg's targets
+	descs        *descs   // the series' families under static (metrics.go)
 	targets      map[string]*target
 	pairs        map[pairKey]*pair
 	order        []*pair // the pairs sorted by target and module (AllStats)
@@ -77,31 +79,6 @@ type Manager struct {
 // pairKey names a pair; model is set on targets with models (models.go).
 type pairKey struct{ target, module, model string }
 
-// target is the state of one configured target. It survives Apply while the
-// target's name stays.
-type target struct {
-	cfg      config.Target
-	client   *http.Client
-	secrets  []string // redact.ClientSecrets of cfg, read when client was built
-	interval time.Duration
-	timeout  time.Duration // for /health and /v1/models
-
-	model              string   // configured, or the first id of /v1/models
-	models             []string // with cfg.Models: the matching ids of /v1/models (models.go)
-	checked            bool
-	healthUp, modelsUp bool
-	gen                *metrics // generation labels was initialised in
-	labels             []string // target, model, static values of the health series
-
-	pairs []*pair // its pairs, in configuration order
-
-	// scheduled is the token budget of the scheduled probes, keyed by pair
-	// model key; onDemand that of /probe (budget.go).
-	scheduled, onDemand TokenPool
-
-	cancel context.CancelFunc // of the check loop; nil when not running
-}
-
 // pair is one (target, module). It survives Apply while both names stay, and so
 // do its schedule (when the interval is unchanged) and history.
 type pair struct {
@@ -122,10 +99,10 @@ type pair struct {
 	seq            uint64      // probes started: picks a module's next question
 	state          pairState   // statistics that outlive the history (stats.go)
 	records        recordState // record ids and the last hour's counts (pairstate.go)
-	gen            *metrics
-	labels         []string
+	series         *series     // what its vllm_probe_* series say (metrics.go)
 
 	cancel context.CancelFunc // of the schedule loop; nil when not running
+	starts int                // times its schedule loop started (tests)
 }
 
 // Options configure a Manager.
@@ -201,20 +178,18 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 		return err
 	}
 	if !m.registered && m.reg != nil {
-		if err := m.reg.Register(generations{current: m.currentMetrics}); err != nil {
+		if err := m.reg.Register(collector{m}); err != nil {
 			return fmt.Errorf("registering probe metrics: %w", err)
 		}
 	}
-	m.registered = true
+	m.registered, m.configured = true, true
 	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), tokenBuckets: slices.Clone(cfg.Global.TokenLatencyBuckets),
 		nativeFactor: cfg.Global.NativeHistogramBucketFactor}
-	if m.metrics == nil || !m.metrics.hist.equal(hist) {
-		static := cfg.StaticLabelNames()
-		if m.metrics != nil {
-			static = m.metrics.static // the targets' until SetTargets
+	if !m.hist.equal(hist) {
+		m.hist = hist
+		for _, p := range m.pairs {
+			p.series.rebucket(hist)
 		}
-		m.metrics = newMetrics(static, hist) // the old generation's series go with it
-		m.relabelAll()
 	}
 	m.specs, m.compilations = specs, m.compilations+compiled
 	m.maxInFlight = cfg.Global.MaxConcurrentProbes
@@ -231,7 +206,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 	// Build everything that can fail first. A target's credentials are read
 	// (credential files included) when its client is built, not at every
 	// discovery refresh that re-applies it unchanged.
-	if m.metrics == nil {
+	if !m.configured {
 		return errors.New("no configuration applied (ApplyConfig)")
 	}
 	for i := range cfg.Targets {
@@ -241,202 +216,107 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 			}
 		}
 	}
-	clients := map[string]*http.Client{}
-	secretsOf := make(map[string][]string, len(cfg.Targets))
-	for i := range cfg.Targets {
-		t := &cfg.Targets[i]
-		if old, ok := m.targets[t.Name]; ok && reflect.DeepEqual(old.cfg.HTTPClientConfig, t.HTTPClientConfig) {
-			secretsOf[t.Name] = old.secrets
-			continue
-		}
-		c, err := m.clients.Acquire(t.HTTPClientConfig)
-		if err != nil {
-			for _, c := range clients {
-				m.clients.Release(c)
-			}
-			return fmt.Errorf("target %q: %w", t.Name, err)
-		}
-		clients[t.Name] = c
-		secretsOf[t.Name] = redact.ClientSecrets(&t.HTTPClientConfig)
+	clients, secrets, err := m.acquireClients(cfg)
+	if err != nil {
+		return err
 	}
-	var secrets []string
-	for i := range cfg.Targets {
-		secrets = append(secrets, secretsOf[cfg.Targets[i].Name]...)
-	}
-	m.red.Set("prober", secrets)
 	// The static label names are those of the targets' labels: discovered
 	// targets may bring new ones.
-	if static := cfg.StaticLabelNames(); !slices.Equal(m.metrics.static, static) {
-		m.metrics = newMetrics(static, m.metrics.hist) // the old generation's series go with it
+	if static := cfg.StaticLabelNames(); m.descs == nil || !slices.Equal(m.static, static) {
+		m.static, m.descs = static, newDescs(static)
 	}
 	m.cfg = cfg
-
-	// Targets.
-	keepT := map[string]bool{}
+	keep := make(map[string]bool, len(cfg.Targets))
 	for i := range cfg.Targets {
-		tc := cfg.Targets[i]
-		keepT[tc.Name] = true
-		interval := cfg.ProbeInterval(&tc)
-		timeout := cfg.ProbeTimeout(&tc, &config.Module{})
+		tc := &cfg.Targets[i]
+		keep[tc.Name] = true
 		t, ok := m.targets[tc.Name]
 		if !ok {
-			t = &target{}
+			t = &target{host: host{m}}
 			m.targets[tc.Name] = t
 		}
-		restart := !ok || t.cfg.URL != tc.URL || t.interval != interval || t.cfg.Probe != tc.Probe || clients[tc.Name] != nil
-		if c := clients[tc.Name]; c != nil {
-			if t.client != nil {
-				m.clients.Release(t.client)
-			}
-			t.client = c
+		if clients[tc.Name] != nil && t.client != nil {
+			m.clients.Release(t.client) // sync takes the new one
 		}
-		if ok && (t.cfg.Model != tc.Model || t.cfg.URL != tc.URL || t.cfg.Models != tc.Models) {
-			t.model, t.models = "", nil // re-resolve
+		if t.sync(cfg, tc, clients[tc.Name], secrets[tc.Name]) || !ok {
+			t.stop()
+			t.start()
 		}
-		t.cfg, t.interval, t.timeout, t.secrets = tc, interval, timeout, secretsOf[tc.Name]
-		if tc.Model != "" {
-			t.model = tc.Model
-		}
-		if !tc.Probe && t.checked {
-			// Now scrape-only: its health series go (relabelTarget
-			// recreates them only for checked targets).
-			if t.gen == m.metrics && t.labels != nil {
-				m.metrics.healthUp.DeleteLabelValues(t.labels...)
-				m.metrics.modelsUp.DeleteLabelValues(t.labels...)
-			}
-			t.checked, t.healthUp, t.modelsUp = false, false, false
-		}
-		if restart {
-			m.stopTarget(t)
-			m.startTarget(t)
-		}
+		m.syncPairs(t)
 	}
 	for name, t := range m.targets {
-		if !keepT[name] {
-			m.stopTarget(t)
-			if t.gen == m.metrics && t.labels != nil {
-				m.metrics.healthUp.DeleteLabelValues(t.labels...)
-				m.metrics.modelsUp.DeleteLabelValues(t.labels...)
-			}
+		if !keep[name] {
+			t.stop()
+			t.pairs = slices.DeleteFunc(t.pairs, func(p *pair) bool { m.removePair(p); return true })
 			m.clients.Release(t.client)
 			delete(m.targets, name)
 		}
 	}
-
-	// Pairs.
-	keepP := map[pairKey]bool{}
-	for i := range cfg.Targets {
-		tc := &cfg.Targets[i]
-		maps.Copy(keepP, m.applyTargetPairs(cfg, tc, m.targets[tc.Name]))
-	}
-	for key, p := range m.pairs {
-		if !keepP[key] {
-			m.removePair(p)
-		}
-	}
 	m.sortPairs()
-	m.relabelAll()
 	return nil
 }
 
-// relabelAll (re)creates the series of every target and pair whose label
-// values or metric generation changed. m.mu must be held.
-func (m *Manager) relabelAll() {
-	for _, t := range m.targets {
-		m.relabelTarget(t)
+// acquireClients builds the clients of cfg's targets whose
+// http_client_config is new or changed, and sets the secrets of every
+// target in the scrubber. A target's credentials are read (credential files
+// included) when its client is built, not at every discovery refresh that
+// re-applies it unchanged. On error it releases what it acquired. m.mu must
+// be held.
+func (m *Manager) acquireClients(cfg *config.Config) (clients map[string]*http.Client, secrets map[string][]string, err error) {
+	clients = map[string]*http.Client{}
+	secrets = make(map[string][]string, len(cfg.Targets))
+	var all []string
+	for i := range cfg.Targets {
+		t := &cfg.Targets[i]
+		if old, ok := m.targets[t.Name]; ok && reflect.DeepEqual(old.cfg.HTTPClientConfig, t.HTTPClientConfig) {
+			secrets[t.Name] = old.secrets
+		} else {
+			c, err := m.clients.Acquire(t.HTTPClientConfig)
+			if err != nil {
+				for _, c := range clients {
+					m.clients.Release(c)
+				}
+				return nil, nil, fmt.Errorf("target %q: %w", t.Name, err)
+			}
+			clients[t.Name] = c
+			secrets[t.Name] = redact.ClientSecrets(&t.HTTPClientConfig)
+		}
+		all = append(all, secrets[t.Name]...)
 	}
-	for _, p := range m.pairs {
-		m.relabelPair(p)
-	}
+	m.red.Set("prober", all)
+	return clients, secrets, nil
 }
 
-func (m *Manager) currentMetrics() *metrics {
+// setRunning starts every target's and pair's loop under ctx, or stops
+// them once ctx is done.
+func (m *Manager) setRunning(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.metrics
-}
-
-// relabelTarget (re)creates the health series of t when its label values or the
-// metric generation changed. m.mu must be held.
-func (m *Manager) relabelTarget(t *target) {
-	lv := append([]string{t.cfg.Name, t.model}, t.cfg.StaticLabelValues(m.metrics.static)...)
-	if t.gen == m.metrics && slices.Equal(lv, t.labels) {
-		return
+	running := ctx.Err() == nil
+	m.runCtx = nil
+	if running {
+		m.runCtx = ctx
 	}
-	if t.gen == m.metrics && t.labels != nil {
-		m.metrics.healthUp.DeleteLabelValues(t.labels...)
-		m.metrics.modelsUp.DeleteLabelValues(t.labels...)
-	}
-	t.gen, t.labels = m.metrics, lv
-	if t.checked {
-		m.metrics.healthUp.WithLabelValues(lv...).Set(b2f(t.healthUp))
-		m.metrics.modelsUp.WithLabelValues(lv...).Set(b2f(t.modelsUp))
-	}
-}
-
-// relabelPair (re)creates the series of p when its label values or the metric
-// generation changed. m.mu must be held.
-func (m *Manager) relabelPair(p *pair) {
-	lv := append([]string{p.key.target, p.key.module, pairModel(p)}, p.tgt.cfg.StaticLabelValues(m.metrics.static)...)
-	if p.gen == m.metrics && slices.Equal(lv, p.labels) {
-		return
-	}
-	if p.gen == m.metrics && p.labels != nil {
-		m.metrics.deletePair(p.labels)
-	}
-	p.gen, p.labels = m.metrics, lv
-	m.metrics.initPair(lv)
-	if p.spec.ChecksAnswers() {
-		m.metrics.answers.init(lv)
-	}
-	// The "last probe" gauges describe state, not history: carry them over.
-	if last, ok := p.hist.last(); ok {
-		if last.Answer != probe.AnswerNotChecked {
-			m.metrics.answers.correct.WithLabelValues(lv...).Set(b2f(last.Answer == probe.AnswerCorrect))
-		}
-		m.metrics.success.WithLabelValues(lv...).Set(b2f(last.Success))
-		m.metrics.lastTimestamp.WithLabelValues(lv...).Set(p.lastEnd)
-		m.metrics.duration.WithLabelValues(lv...).Set(last.Duration.Seconds())
-		if !p.state.lastSuccess.IsZero() {
-			m.metrics.lastSuccess.WithLabelValues(lv...).Set(unixSeconds(p.state.lastSuccess))
-		}
-		if last.Success {
-			m.metrics.outputTPS.WithLabelValues(lv...).Set(last.OutputTokensPerSecond())
+	for _, t := range m.targets {
+		t.stop()
+		if running {
+			t.start()
 		}
 	}
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
+	for _, p := range m.pairs {
+		m.stopPair(p)
+		if running {
+			m.startPair(p)
+		}
 	}
-	return 0
 }
 
 // Run probes until ctx is done and returns once every goroutine it started
 // exited. Cancelling ctx cancels the probes in flight.
 func (m *Manager) Run(ctx context.Context) {
-	m.mu.Lock()
-	m.runCtx = ctx
-	for _, t := range m.targets {
-		m.startTarget(t)
-	}
-	for _, p := range m.pairs {
-		m.startPair(p)
-	}
-	m.mu.Unlock()
-
+	m.setRunning(ctx)
 	<-ctx.Done()
-
-	m.mu.Lock()
-	m.runCtx = nil
-	for _, t := range m.targets {
-		m.stopTarget(t)
-	}
-	for _, p := range m.pairs {
-		m.stopPair(p)
-	}
-	m.mu.Unlock()
+	m.setRunning(ctx)
 	m.wg.Wait()
 
 	m.mu.Lock()
@@ -446,31 +326,6 @@ func (m *Manager) Run(ctx context.Context) {
 	m.mu.Unlock()
 }
 
-// startTarget starts t's check loop if running. A scrape-only target
-// (probe: false, modules: none) has none: the prober sends it no request at
-// all, so a metrics-only endpoint without /health or /v1/models raises no
-// VLLMEndpointDown; the collector's scrapes (vllm_server_up) tell whether it
-// is up. m.mu must be held.
-func (m *Manager) startTarget(t *target) {
-	if m.runCtx == nil || t.cancel != nil || !t.cfg.Probe {
-		return
-	}
-	ctx, cancel := context.WithCancel(m.runCtx)
-	t.cancel = cancel
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.checkLoop(ctx, t)
-	}()
-}
-
-func (m *Manager) stopTarget(t *target) {
-	if t.cancel != nil {
-		t.cancel()
-		t.cancel = nil
-	}
-}
-
 // startPair starts p's schedule loop if running. m.mu must be held.
 func (m *Manager) startPair(p *pair) {
 	if m.runCtx == nil || p.cancel != nil {
@@ -478,6 +333,7 @@ func (m *Manager) startPair(p *pair) {
 	}
 	ctx, cancel := context.WithCancel(m.runCtx)
 	p.cancel = cancel
+	p.starts++
 	interval := p.interval
 	offset := m.offset(p.key, interval)
 	m.wg.Add(1)
@@ -512,16 +368,16 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		return
 	}
 	if p.inFlight && (!p.burstHolds || p.scheduledNext != nil) {
-		m.metrics.skip(p.labels, SkipInFlight)
+		p.series.skip(SkipInFlight)
 		return
 	}
 	cost := p.worstCost()
 	if !p.tgt.scheduled.Allows(m.now(), p.tgt.cfg.TokenBudgetPerHour, budgetShare(p.tgt), p.key.model, cost) {
-		m.metrics.skip(p.labels, SkipBudget)
+		p.series.skip(SkipBudget)
 		return
 	}
 	if m.inFlight >= m.maxInFlight {
-		m.metrics.skip(p.labels, SkipConcurrency)
+		p.series.skip(SkipConcurrency)
 		return
 	}
 	// A burst probe in the pair's slot hands it to this probe when it ends
@@ -539,6 +395,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	go func() {
 		defer m.wg.Done()
 		m.mu.Lock()
+		defer m.mu.Unlock()
 		if slot != nil {
 			m.mu.Unlock()
 			select {
@@ -550,29 +407,44 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 				p.scheduledNext = nil
 				m.inFlight--
 				p.tgt.scheduled.Reserve(p.key.model, -cost)
-				m.mu.Unlock()
 				return
 			}
 		}
-		s := m.snapshot(p)
-		m.mu.Unlock()
-		res := m.probe(ctx, s, func() {
-			m.mu.Lock()
-			if !p.stopped {
-				m.metrics.attempts.WithLabelValues(p.labels...).Inc()
-			}
-			m.mu.Unlock()
-		})
-		m.mu.Lock()
-		defer m.mu.Unlock()
+		_, res := m.launch(ctx, p, &p.tgt.scheduled, p.key.model, cost, m.attempt(p))
 		p.inFlight = false
 		m.inFlight--
-		m.settle(&p.tgt.scheduled, p.key.model, cost, s, res)
 		if ctx.Err() != nil || p.stopped {
 			return // cancelled by shutdown or reload: not a verdict on the target
 		}
 		m.record(p, res)
 	}()
+}
+
+// launch runs one probe of p, whatever started it: the schedule (tick),
+// /probe (ProbeModelNow), a URL probe (ProbeURLNow) or a burst
+// (burstProbe). The caller holds m.mu and has admitted the probe, reserving
+// its worst-case cost under key in pool (nil: none). launch snapshots p,
+// releases the lock while the probe runs, and takes it again to settle pool;
+// it returns with m.mu held. started is called (without the lock) once the
+// probe counts as an attempt.
+func (m *Manager) launch(ctx context.Context, p *pair, pool *TokenPool, key string, cost int, started func()) (probeSpec, *probe.Result) {
+	s := m.snapshot(p)
+	m.mu.Unlock()
+	res := m.probe(ctx, s, started)
+	m.mu.Lock()
+	if pool != nil {
+		m.settle(pool, key, cost, s, res)
+	}
+	return s, res
+}
+
+// attempt counts a probe of p that started.
+func (m *Manager) attempt(p *pair) func() {
+	return func() {
+		m.mu.Lock()
+		p.series.attempts++
+		m.mu.Unlock()
+	}
 }
 
 // record books a finished scheduled probe. m.mu must be held.
@@ -584,7 +456,7 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 	p.hist.add(p.records.note(res, end), res)
 	p.state.record(res, end, p.hist.limit)
 	p.lastEnd = unixSeconds(end)
-	m.metrics.observe(p.labels, res, p.lastEnd)
+	p.series.observe(res, p.lastEnd)
 	if !res.Success {
 		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
 			"reason", res.Reason, "err", res.Err)
@@ -654,7 +526,7 @@ func (m *Manager) resolveModel(ctx context.Context, s *probeSpec, begin time.Tim
 		return nil
 	}
 	ids, res := probe.ListModels(ctx, s.client, s.url, s.red)
-	m.warnHeldModels(s.target, ids)
+	warnHeldModels(m.logger, s.target, ids)
 	if res == nil && len(ids) == 0 {
 		res = &probe.Result{Start: begin, Reason: probe.ReasonModelNotFound, Err: "/v1/models lists no model"}
 	}
@@ -664,24 +536,7 @@ func (m *Manager) resolveModel(ctx context.Context, s *probeSpec, begin time.Tim
 	}
 	s.model = ids[0]
 	m.mu.Lock()
-	m.setModel(s.tgt, ids[0])
+	s.tgt.resolved(ids[0])
 	m.mu.Unlock()
 	return nil
-}
-
-// setModel records t's resolved model and relabels its series. m.mu must be held.
-func (m *Manager) setModel(t *target, model string) {
-	if t.cfg.Model != "" || t.model == model {
-		return
-	}
-	t.model = model
-	if m.metrics == nil {
-		return
-	}
-	m.relabelTarget(t)
-	for _, p := range m.pairs {
-		if p.tgt == t {
-			m.relabelPair(p)
-		}
-	}
 }

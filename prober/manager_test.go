@@ -291,7 +291,7 @@ targets:
 	}
 	stop := running(t, m)
 	lv := []string{"slow", "short", "m"}
-	mt := m.metrics
+	mt := m.testMetrics()
 	waitFor(t, "5 in_flight skips", func() bool {
 		return counter(t, mt.skipped.WithLabelValues(append(lv, SkipInFlight)...)) >= 5
 	})
@@ -330,7 +330,7 @@ targets:
 	}
 	running(t, m)
 	lv := []string{"slow", "short", "m"}
-	mt := m.metrics
+	mt := m.testMetrics()
 	waitFor(t, "two timeouts", func() bool {
 		return counter(t, mt.failures.WithLabelValues(append(lv, string(probe.ReasonTimeout))...)) >= 2
 	})
@@ -361,7 +361,7 @@ targets:
 	}
 	running(t, m)
 	lv := []string{"t", "short", "m"}
-	mt := m.metrics
+	mt := m.testMetrics()
 	waitFor(t, "3 budget skips", func() bool {
 		return counter(t, mt.skipped.WithLabelValues(append(lv, SkipBudget)...)) >= 3
 	})
@@ -409,7 +409,7 @@ targets:
 		t.Fatal(err)
 	}
 	running(t, m)
-	mt := m.metrics
+	mt := m.testMetrics()
 	waitFor(t, "the hung target's probe", func() bool { return hung.requests.Load() >= 1 })
 	before := counter(t, mt.attempts.WithLabelValues("fast", "a", "m"))
 	waitFor(t, "3 concurrency skips", func() bool {
@@ -518,7 +518,7 @@ targets:
 		t.Fatal(err)
 	}
 	running(t, m)
-	mt := m.metrics
+	mt := m.testMetrics()
 	waitFor(t, "checks", func() bool {
 		st := m.Status()
 		return st[0].Checked && st[1].Checked

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/vllm-prober/vllm_prober/internal/config"
 )
 
 // A target with models: all (or a regular expression) has one pair per
@@ -54,21 +52,21 @@ func pairModel(p *pair) string {
 	return p.tgt.model
 }
 
-// applyTargetPairs creates or updates the pairs of target t under cfg and
-// returns their keys. m.mu must be held.
-func (m *Manager) applyTargetPairs(cfg *config.Config, tc *config.Target, t *target) map[pairKey]bool {
-	keep := map[pairKey]bool{}
-	interval := cfg.ProbeInterval(tc)
-	t.pairs = t.pairs[:0]
-	for _, mod := range tc.Modules {
-		mc := cfg.Modules[mod]
+// syncPairs creates or updates the pairs of target t under the running
+// configuration and removes those it no longer has: a target's change
+// touches its pairs alone. m.mu must be held.
+func (m *Manager) syncPairs(t *target) {
+	old := t.pairs
+	t.pairs = nil
+	interval := m.cfg.ProbeInterval(&t.cfg)
+	for _, mod := range t.cfg.Modules {
+		mc := m.cfg.Modules[mod]
 		spec := m.specs[mod]
 		for _, model := range pairModels(t) {
-			key := pairKey{tc.Name, mod, model}
-			keep[key] = true
+			key := pairKey{t.cfg.Name, mod, model}
 			p, ok := m.pairs[key]
 			if !ok {
-				p = &pair{key: key, hist: history{limit: m.historyLimit}}
+				p = &pair{key: key, hist: history{limit: m.historyLimit}, series: newSeries(m.hist, true)}
 				m.pairs[key] = p
 			}
 			if ok && p.spec != spec {
@@ -76,31 +74,33 @@ func (m *Manager) applyTargetPairs(cfg *config.Config, tc *config.Target, t *tar
 			}
 			restart := !ok || p.interval != interval
 			p.tgt, p.spec, p.interval = t, spec, interval
+			p.series.allChecks = spec.ChecksAnswers()
+			p.timeout, p.stall = m.cfg.ProbeTimeout(&t.cfg, &mc), m.cfg.StallTimeout(&mc)
 			t.pairs = append(t.pairs, p)
-			p.timeout, p.stall = cfg.ProbeTimeout(tc, &mc), cfg.StallTimeout(&mc)
 			if restart {
 				m.stopPair(p)
 				m.startPair(p)
 			}
 		}
 	}
-	return keep
+	for _, p := range old {
+		if !slices.Contains(t.pairs, p) {
+			m.removePair(p)
+		}
+	}
 }
 
-// removePair stops p and deletes its series. m.mu must be held.
+// removePair stops p; its series go with it. m.mu must be held.
 func (m *Manager) removePair(p *pair) {
 	m.stopPair(p)
 	p.stopped = true
-	if p.gen == m.metrics && p.labels != nil {
-		m.metrics.deletePair(p.labels)
-	}
 	delete(m.pairs, p.key)
 }
 
-// syncModels takes the ids a check listed: on a target with models set it
+// listed takes the ids a check listed, on a target with models set: it
 // adds the pairs of new matching ids and removes those of ids no longer
-// listed. It reports whether any matched. m.mu must be held.
-func (m *Manager) syncModels(t *target, ids []string) bool {
+// listed. It reports whether any matched. The lock must be held.
+func (t *target) listed(ids []string) bool {
 	match := t.cfg.ModelsMatcher()
 	var list []string
 	for _, id := range ids {
@@ -109,22 +109,9 @@ func (m *Manager) syncModels(t *target, ids []string) bool {
 		}
 	}
 	slices.Sort(list)
-	if slices.Equal(list, t.models) || m.cfg == nil {
-		return len(list) > 0
-	}
-	t.models = list
-	m.warnBudgetShare(t)
-	keep := m.applyTargetPairs(m.cfg, &t.cfg, t)
-	for key, p := range m.pairs {
-		if key.target == t.cfg.Name && !keep[key] {
-			m.removePair(p)
-		}
-	}
-	m.sortPairs()
-	for _, p := range m.pairs {
-		if p.tgt == t {
-			m.relabelPair(p)
-		}
+	if !slices.Equal(list, t.models) {
+		t.models = list
+		t.host.modelsChanged(t)
 	}
 	return len(list) > 0
 }

@@ -25,25 +25,16 @@ func (m *Manager) ProbeNow(ctx context.Context, targetName, module string) (*pro
 // must be "".
 func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model string) (*probe.Result, *prometheus.Registry, error) {
 	m.mu.Lock()
-	if m.cfg == nil {
-		m.mu.Unlock()
-		return nil, nil, errors.New("no configuration applied")
-	}
-	t, ok := m.targets[targetName]
-	if !ok {
+	t := m.targets[targetName]
+	if t == nil && m.cfg != nil {
 		m.mu.Unlock()
 		return nil, nil, fmt.Errorf("unknown target %q", targetName)
 	}
-	mod, ok := m.cfg.Modules[module]
-	spec := m.specs[module]
-	if !ok || spec == nil {
-		m.mu.Unlock()
-		return nil, nil, fmt.Errorf("unknown module %q", module)
+	p, err := m.oneOff(t, module)
+	if err == nil {
+		p.key.model, err = probeNowModel(t, model)
 	}
-	p := &pair{key: pairKey{targetName, module, ""}, tgt: t, spec: spec,
-		timeout: m.cfg.ProbeTimeout(&t.cfg, &mod), stall: m.cfg.StallTimeout(&mod)}
-	var err error
-	if p.key.model, err = probeNowModel(t, model); err != nil {
+	if err != nil {
 		m.mu.Unlock()
 		return nil, nil, err
 	}
@@ -51,41 +42,38 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 		p.promptEstimate, p.seq = known.promptEstimate, known.seq
 		known.seq++ // the pair's next probe asks the next question
 	}
-	cost := p.worstCost()
 	// On-demand probes draw on a pool of their own (budget.go): however
 	// many calls /probe gets, the scheduled probes keep their budget.
-	if budget := onDemandBudget(t, cost); !t.onDemand.Allows(m.now(), budget, budget, "", cost) {
-		m.mu.Unlock()
-		return nil, nil, ErrOnDemandBudgetExceeded
-	}
-	t.onDemand.Reserve("", cost)
-	s := m.snapshot(p)
-	hist := m.metrics.hist
-	m.mu.Unlock()
-
-	res := m.probe(ctx, s, func() {})
-
-	m.mu.Lock()
-	m.settle(&t.onDemand, "", cost, s, res)
-	end := float64(m.now().UnixNano()) / 1e9
-	m.mu.Unlock()
-
-	return res, oneShotRegistry(hist, res, end), nil
+	return m.launchOneOff(ctx, p, &t.onDemand, onDemandBudget(t, p.worstCost()), ErrOnDemandBudgetExceeded)
 }
 
-// oneShotRegistry returns the metrics of one probe run outside the schedule
-// (ProbeNow, ProbeURLNow) in a fresh registry, without target, module and
-// model labels: the scraper of /probe sets them.
-func oneShotRegistry(hist histOpts, res *probe.Result, end float64) *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	mt := newMetricsLabels(nil, nil, nil, hist)
-	for _, c := range mt.probeCollectors() {
-		reg.MustRegister(c)
+// launchOneOff runs p, a probe outside the schedule, when its worst-case
+// cost fits budget in pool (else it returns refused), and returns its result
+// and its series in a fresh registry. m.mu must be held; launchOneOff
+// releases it.
+func (m *Manager) launchOneOff(ctx context.Context, p *pair, pool *TokenPool, budget int, refused error) (*probe.Result, *prometheus.Registry, error) {
+	defer m.mu.Unlock()
+	cost := p.worstCost()
+	if !pool.Allows(m.now(), budget, budget, "", cost) {
+		return nil, nil, refused
 	}
-	mt.attempts.WithLabelValues().Inc()
-	for _, r := range probe.Reasons() {
-		mt.failures.WithLabelValues(string(r))
+	pool.Reserve("", cost)
+	_, res := m.launch(ctx, p, pool, "", cost, func() {})
+	return res, oneShotRegistry(m.hist, res, unixSeconds(m.now())), nil
+}
+
+// oneOff is a pair for one probe of module on t outside the schedule
+// (ProbeModelNow, ProbeURLNow). t may be nil only when no configuration was
+// applied. m.mu must be held.
+func (m *Manager) oneOff(t *target, module string) (*pair, error) {
+	if m.cfg == nil {
+		return nil, errors.New("no configuration applied")
 	}
-	mt.observe(nil, res, end)
-	return reg
+	mod, ok := m.cfg.Modules[module]
+	spec := m.specs[module]
+	if !ok || spec == nil {
+		return nil, fmt.Errorf("unknown module %q", module)
+	}
+	return &pair{key: pairKey{t.cfg.Name, module, ""}, tgt: t, spec: spec,
+		timeout: m.cfg.ProbeTimeout(&t.cfg, &mod), stall: m.cfg.StallTimeout(&mod)}, nil
 }

@@ -2,7 +2,6 @@ package prober
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,59 +33,17 @@ const urlProbeTarget = "url_probe"
 // URL probes never take from a target's budget, and they do not count against
 // max_concurrent_probes: a scheduled probe never skips because of them.
 func (m *Manager) ProbeURLNow(ctx context.Context, u URLProbe) (*probe.Result, *prometheus.Registry, error) {
-	m.mu.Lock()
-	if m.cfg == nil {
-		m.mu.Unlock()
-		return nil, nil, errors.New("no configuration applied")
-	}
-	mod, ok := m.cfg.Modules[u.Module]
-	spec := m.specs[u.Module]
-	if !ok || spec == nil {
-		m.mu.Unlock()
-		return nil, nil, errors.New("unknown module " + u.Module)
-	}
 	tc := config.DefaultTarget
 	tc.Name, tc.URL, tc.Model = urlProbeTarget, u.URL, u.Model
-	p := &pair{key: pairKey{urlProbeTarget, u.Module, ""}, tgt: &target{cfg: tc, client: u.Client, model: u.Model},
-		spec: spec, timeout: m.cfg.ProbeTimeout(&tc, &mod), stall: m.cfg.StallTimeout(&mod)}
-	cost := p.worstCost()
-	// One pool for every URL probe (budget.go's TokenPool), apart from every
-	// target's scheduled and on-demand pools.
-	if !m.urlProbes.Allows(m.now(), u.TokenBudgetPerHour, u.TokenBudgetPerHour, "", cost) {
-		m.mu.Unlock()
-		return nil, nil, ErrBudgetExceeded
-	}
-	m.urlProbes.Reserve("", cost)
-	s := m.snapshot(p)
-	hist := m.metrics.hist
-	m.mu.Unlock()
-
-	var res *probe.Result
-	if s.model == "" {
-		// Resolved here, not by probe's resolveModel: no configured target's
-		// series must learn this model.
-		mctx, cancel := context.WithTimeout(ctx, s.timeout)
-		ids, r := probe.ListModels(mctx, s.client, s.url, s.red)
-		cancel()
-		switch {
-		case r != nil:
-			r.Phase, r.Request = probe.PhaseModels, http.MethodGet+" /v1/models"
-			r.Scrub(s.red)
-			res = r
-		case len(ids) == 0:
-			res = &probe.Result{Reason: probe.ReasonModelNotFound, Err: "/v1/models lists no model", Phase: probe.PhaseModels}
-		default:
-			s.model = ids[0]
-		}
-	}
-	if res == nil {
-		res = m.probe(ctx, s, func() {})
-	}
-
 	m.mu.Lock()
-	m.settle(&m.urlProbes, "", cost, s, res)
-	end := float64(m.now().UnixNano()) / 1e9
-	m.mu.Unlock()
-
-	return res, oneShotRegistry(hist, res, end), nil
+	p, err := m.oneOff(&target{cfg: tc, client: u.Client, model: u.Model}, u.Module)
+	if err != nil {
+		m.mu.Unlock()
+		return nil, nil, err
+	}
+	// One pool for every URL probe (budget.go's TokenPool), apart from every
+	// target's scheduled and on-demand pools. The model, when the URL probe
+	// names none, is resolved on p's own target: no configured target's
+	// series learn it.
+	return m.launchOneOff(ctx, p, &m.urlProbes, u.TokenBudgetPerHour, ErrBudgetExceeded)
 }

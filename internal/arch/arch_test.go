@@ -117,3 +117,66 @@ func TestManagersHaveNoSetters(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyDiscoveryBuildsDiscoverers: discoverers (a service discovery
+// section's NewDiscoverer, Prometheus' discovery.NewManager) are built in
+// internal/discovery only, so that one place owns their lifecycle: a
+// reload keeps the discoverers whose configuration did not change.
+func TestOnlyDiscoveryBuildsDiscoverers(t *testing.T) {
+	dir := root(t)
+	builders := []string{"NewDiscoverer", "NewManager"}
+	calls := 0
+	err := filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && (e.Name() == "testdata" || strings.HasPrefix(e.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		// The names the file gives Prometheus' discovery package.
+		sd := map[string]bool{}
+		for _, imp := range f.Imports {
+			if strings.Trim(imp.Path.Value, `"`) == "github.com/prometheus/prometheus/discovery" {
+				name := "discovery"
+				if imp.Name != nil {
+					name = imp.Name.Name
+				}
+				sd[name] = true
+			}
+		}
+		rel, _ := filepath.Rel(dir, path)
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || !slices.Contains(builders, sel.Sel.Name) {
+				return true
+			}
+			x, isIdent := sel.X.(*ast.Ident)
+			if sel.Sel.Name == "NewManager" && (!isIdent || !sd[x.Name]) {
+				return true // another package's NewManager
+			}
+			calls++
+			if filepath.Dir(rel) != "internal/discovery" {
+				t.Errorf("%s builds discoverers (%s): only internal/discovery does", rel, sel.Sel.Name)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls == 0 {
+		t.Error("found no discoverer built anywhere: the test reads the wrong files")
+	}
+}

@@ -18,13 +18,7 @@ import (
 // the accepted plan as JSON; 400 over the limits, 429 over the budget, 403
 // when bursts are off, each with what the limit is.
 func (d *Daemon) burstHandler(w http.ResponseWriter, r *http.Request) {
-	cfg := d.Running()
-	q, err := webhookParams(r)
-	if err != nil {
-		textResponse(w, http.StatusBadRequest, "%s", err)
-		return
-	}
-	t, module, err := resolvePair(cfg, q)
+	q, t, module, err := webhookPair(d.Running(), r)
 	if err != nil {
 		textResponse(w, http.StatusBadRequest, "%s", err)
 		return

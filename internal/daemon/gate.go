@@ -62,6 +62,17 @@ func webhookParams(r *http.Request) (url.Values, error) {
 	return q, nil
 }
 
+// webhookPair reads the parameters of a /gate or /burst request
+// (webhookParams) and the target and module they name (resolvePair).
+func webhookPair(cfg *config.Config, r *http.Request) (url.Values, *config.Target, string, error) {
+	q, err := webhookParams(r)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	t, module, err := resolvePair(cfg, q)
+	return q, t, module, err
+}
+
 // resolvePair finds the target and module a /gate or /burst request names:
 // module may be left out when the target has one.
 func resolvePair(cfg *config.Config, q url.Values) (*config.Target, string, error) {
@@ -125,12 +136,7 @@ func (d *Daemon) gateHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg := d.Running()
-	q, err := webhookParams(r)
-	if err != nil {
-		textResponse(w, http.StatusBadRequest, "%s", err)
-		return
-	}
-	t, module, err := resolvePair(cfg, q)
+	q, t, module, err := webhookPair(cfg, r)
 	if err != nil {
 		textResponse(w, http.StatusBadRequest, "%s", err)
 		return

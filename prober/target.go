@@ -1,0 +1,207 @@
+package prober
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/schedule"
+	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
+)
+
+// target is one configured target, in the manner of a Prometheus scrape
+// pool: SetTargets creates it, syncs it with each configuration, starts and
+// stops it. It owns its client, its /health and /v1/models loop and its
+// resolved model, and reaches its pairs only through its host. It survives
+// SetTargets while the target's name stays.
+type target struct {
+	host targetHost
+
+	cfg      config.Target
+	client   *http.Client
+	secrets  []string // redact.ClientSecrets of cfg, read when client was built
+	interval time.Duration
+	timeout  time.Duration // for /health and /v1/models
+
+	model              string   // configured, or the first id of /v1/models
+	models             []string // with cfg.Models: the matching ids of /v1/models (models.go)
+	checked            bool
+	healthUp, modelsUp bool
+
+	pairs []*pair // its pairs, in configuration order
+
+	// scheduled is the token budget of the scheduled probes, keyed by pair
+	// model key; onDemand that of /probe (budget.go).
+	scheduled, onDemand TokenPool
+
+	cancel context.CancelFunc // of the check loop; nil when not running
+	starts int                // times its check loop started (tests)
+}
+
+// targetHost is what a target reaches of its Manager: the lock they share,
+// the goroutines it runs, what it logs and scrubs with, and its pairs.
+type targetHost interface {
+	sync.Locker
+	// spawn runs f in a goroutine the Manager waits for; ok is false when
+	// the Manager is not running.
+	spawn(f func(ctx context.Context)) (cancel context.CancelFunc, ok bool)
+	logger() log.Logger
+	redactor() *redact.Redactor
+	phase(target string, interval time.Duration) time.Duration
+	// modelsChanged rebuilds t's pairs after its listed models changed;
+	// the lock must be held.
+	modelsChanged(t *target)
+}
+
+// sync takes t's configuration tc under cfg, and client when its
+// http_client_config changed (nil: keep the client). It reports whether
+// its check loop must restart. The lock must be held.
+func (t *target) sync(cfg *config.Config, tc *config.Target, client *http.Client, secrets []string) (restart bool) {
+	interval := cfg.ProbeInterval(tc)
+	restart = t.cfg.URL != tc.URL || t.interval != interval || t.cfg.Probe != tc.Probe || client != nil
+	if t.cfg.Model != tc.Model || t.cfg.URL != tc.URL || t.cfg.Models != tc.Models {
+		t.model, t.models = "", nil // re-resolve
+	}
+	if client != nil {
+		t.client = client
+	}
+	t.cfg, t.interval, t.timeout, t.secrets = *tc, interval, cfg.ProbeTimeout(tc, &config.Module{}), secrets
+	if tc.Model != "" {
+		t.model = tc.Model
+	}
+	if !tc.Probe {
+		// Now scrape-only: its health series go (Collect renders them
+		// only for checked targets).
+		t.checked, t.healthUp, t.modelsUp = false, false, false
+	}
+	return restart
+}
+
+// start starts t's check loop when its Manager runs. A scrape-only target
+// (probe: false, modules: none) has none: the prober sends it no request at
+// all, so a metrics-only endpoint without /health or /v1/models raises no
+// VLLMEndpointDown; the collector's scrapes (vllm_server_up) tell whether
+// it is up. The lock must be held.
+func (t *target) start() {
+	if t.cancel != nil || !t.cfg.Probe {
+		return
+	}
+	interval, offset := t.interval, t.host.phase(t.cfg.Name, t.interval)
+	if offset <= 0 {
+		offset = interval
+	}
+	if cancel, ok := t.host.spawn(func(ctx context.Context) {
+		// After the first check the loop moves to a stable phase of its
+		// own in the interval (the second check comes at most an interval
+		// after the first), so that the checks of many targets started
+		// together do not all fire at once: in phase, 1,000 targets opened
+		// up to 1,000 connections every interval.
+		schedule.Run(ctx, interval, offset, true, t.check)
+	}); ok {
+		t.cancel = cancel
+		t.starts++
+	}
+}
+
+// stop stops t's check loop. The lock must be held.
+func (t *target) stop() {
+	if t.cancel != nil {
+		t.cancel()
+		t.cancel = nil
+	}
+}
+
+// resolved records the model t's /v1/models listed first, the one its
+// pairs probe when it configures none. The lock must be held.
+func (t *target) resolved(model string) {
+	if t.cfg.Model == "" {
+		t.model = model
+	}
+}
+
+// check runs one /health and /v1/models check of t and records it.
+func (t *target) check(ctx context.Context) {
+	t.host.Lock()
+	client, base, timeout, name, red := t.client, t.cfg.URL, t.timeout, t.cfg.Name, t.host.redactor()
+	t.host.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	healthUp := vllmapi.Health(ctx, client, base) == nil
+	ids, fail := probe.ListModels(ctx, client, base, red)
+	warnHeldModels(t.host.logger(), name, ids)
+	if fail != nil {
+		fail.Scrub(red)
+	}
+	if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
+		return // shutting down or reconfigured
+	}
+
+	t.host.Lock()
+	defer t.host.Unlock()
+	if t.cancel == nil || !t.cfg.Probe {
+		return // removed, or made scrape-only meanwhile
+	}
+	modelsUp := false
+	if fail == nil {
+		if t.cfg.Models != "" {
+			modelsUp = t.listed(ids)
+		} else if t.cfg.Model != "" {
+			modelsUp = slices.Contains(ids, t.cfg.Model)
+		} else if len(ids) > 0 {
+			modelsUp = true
+			t.resolved(ids[0])
+		}
+	} else {
+		level.Debug(t.host.logger()).Log("msg", "Listing models failed", "target", name, "reason", fail.Reason, "err", fail.Err)
+	}
+	t.checked, t.healthUp, t.modelsUp = true, healthUp, modelsUp
+}
+
+// warnHeldModels warns when a model id target lists held a secret: ListModels
+// made it redact.Placeholder, and the warning names the target and the
+// field, never the value.
+func warnHeldModels(logger log.Logger, target string, ids []string) {
+	if slices.Contains(ids, redact.Placeholder) {
+		level.Warn(logger).Log("msg", "A model id the target lists holds a configured secret: it is shown as "+redact.Placeholder,
+			"target", target, "field", "/v1/models id")
+	}
+}
+
+// host is the Manager as its targets see it.
+type host struct{ m *Manager }
+
+func (h host) Lock()   { h.m.mu.Lock() }
+func (h host) Unlock() { h.m.mu.Unlock() }
+
+func (h host) spawn(f func(ctx context.Context)) (context.CancelFunc, bool) {
+	if h.m.runCtx == nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithCancel(h.m.runCtx)
+	h.m.wg.Add(1)
+	go func() {
+		defer h.m.wg.Done()
+		f(ctx)
+	}()
+	return cancel, true
+}
+
+func (h host) logger() log.Logger         { return h.m.logger }
+func (h host) redactor() *redact.Redactor { return h.m.red }
+func (h host) phase(target string, interval time.Duration) time.Duration {
+	return h.m.offset(pairKey{target: target}, interval)
+}
+func (h host) modelsChanged(t *target) {
+	h.m.warnBudgetShare(t)
+	h.m.syncPairs(t)
+	h.m.sortPairs()
+}
