@@ -42,7 +42,7 @@ targets:
 		waitFor(t, "3 budget skips of "+model, func() bool {
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			return counter(t, mt.skipped.WithLabelValues(append(lv, SkipBudget)...)) >= 3
+			return mt.lazySkipped.value(append(lv, SkipBudget)...) >= 3
 		})
 	}
 	m.mu.Lock()
@@ -172,7 +172,7 @@ targets:
 	lv := []string{"t", "short", "m"}
 	waitFor(t, "5 scheduled probes", func() bool { return count(t, m, mt.attempts, lv...) >= 5 })
 	m.mu.Lock()
-	skipped := counter(t, mt.skipped.WithLabelValues(append(lv, SkipBudget)...))
+	skipped := mt.lazySkipped.value(append(lv, SkipBudget)...)
 	m.mu.Unlock()
 	if skipped != 0 {
 		t.Errorf("%v scheduled probes skipped for the budget after 100 on-demand probes, want 0", skipped)

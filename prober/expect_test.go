@@ -155,7 +155,7 @@ targets:
 	if w := count(t, m, mt.answers.checks, append(lv, "wrong")...); w < 1 {
 		t.Errorf("answer checks wrong = %v, want >= 1", w)
 	}
-	if f := count(t, m, mt.failures, append(lv, string(probe.ReasonWrongAnswer))...); f < 1 {
+	if f := mt.lazyFailures.value(append(lv, string(probe.ReasonWrongAnswer))...); f < 1 {
 		t.Errorf("failures{reason=wrong_answer} = %v", f)
 	}
 }
@@ -264,7 +264,7 @@ targets:
 		for res.Reason != probe.ReasonInvalidStructured || !strings.Contains(res.Err, tc.why) {
 			res, counts[tc.module] = lastOf(t, m, "sim", tc.module, "", counts[tc.module])
 		}
-		if f := count(t, m, mt.failures, "sim", tc.module, "sim-model", string(probe.ReasonInvalidStructured)); f < 1 {
+		if f := mt.lazyFailures.value("sim", tc.module, "sim-model", string(probe.ReasonInvalidStructured)); f < 1 {
 			t.Errorf("%s/%s: failures{reason=invalid_structured_output} = %v", tc.fault, tc.module, f)
 		}
 	}
@@ -348,7 +348,7 @@ targets:
 	if !strings.Contains(res.Err, "sql-lora") {
 		t.Errorf("adapter 404: err %q", res.Err)
 	}
-	if f := count(t, m, mt.failures, "all", "short", "sql-lora", string(probe.ReasonModelNotFound)); f < 1 {
+	if f := mt.lazyFailures.value("all", "short", "sql-lora", string(probe.ReasonModelNotFound)); f < 1 {
 		t.Errorf("failures{model=sql-lora,reason=model_not_found} = %v", f)
 	}
 	_, baseEnd := lastOf(t, m, "all", "short", "sim-model", 0)
@@ -416,7 +416,7 @@ targets:
 	if bad.Success || bad.Reason != probe.ReasonInvalidEmbedding || !strings.Contains(bad.Err, "dimension 384, want 768") {
 		t.Errorf("embed_768: success %v reason %q err %q", bad.Success, bad.Reason, bad.Err)
 	}
-	if f := count(t, m, mt.failures, "sim", "embed_768", "sim-model", string(probe.ReasonInvalidEmbedding)); f < 1 {
+	if f := mt.lazyFailures.value("sim", "embed_768", "sim-model", string(probe.ReasonInvalidEmbedding)); f < 1 {
 		t.Errorf("failures{reason=invalid_embedding} = %v", f)
 	}
 	simFault(t, ts.URL, simulator.FaultZeroEmbedding)

@@ -3,6 +3,7 @@ package prober
 import (
 	"slices"
 
+	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,16 +28,29 @@ const (
 	metricModelsUp      = "vllm_probe_models_up"
 )
 
-// histOpts says how the latency histograms are bucketed.
+// histOpts says how the latency histograms are bucketed and which optional
+// families are exposed.
 type histOpts struct {
 	buckets      []float64 // TTFT and E2E
 	tokenBuckets []float64 // ITL and TPOT
 	nativeFactor float64   // > 1 adds native histograms
+	nativeOnly   bool      // no classic buckets
+	disabled     []string  // families not exposed (config.OptionalFamilies)
+}
+
+// histOptsOf is the histOpts of a configuration's global section.
+func histOptsOf(g *config.Global) histOpts {
+	return histOpts{buckets: slices.Clone(g.Buckets), tokenBuckets: slices.Clone(g.TokenLatencyBuckets),
+		nativeFactor: g.NativeFactor(), nativeOnly: !g.ClassicBuckets(), disabled: slices.Clone(g.Metrics.Disable)}
 }
 
 func (o histOpts) equal(p histOpts) bool {
-	return o.nativeFactor == p.nativeFactor && slices.Equal(o.buckets, p.buckets) && slices.Equal(o.tokenBuckets, p.tokenBuckets)
+	return o.nativeFactor == p.nativeFactor && o.nativeOnly == p.nativeOnly && slices.Equal(o.buckets, p.buckets) &&
+		slices.Equal(o.tokenBuckets, p.tokenBuckets) && slices.Equal(o.disabled, p.disabled)
 }
+
+// on reports whether family is exposed.
+func (o histOpts) on(family string) bool { return !slices.Contains(o.disabled, family) }
 
 func (o histOpts) histogram(name, help string) prometheus.HistogramOpts {
 	return o.histogramWith(o.buckets, name, help)
@@ -49,6 +63,9 @@ func (o histOpts) tokenHistogram(name, help string) prometheus.HistogramOpts {
 
 func (o histOpts) histogramWith(buckets []float64, name, help string) prometheus.HistogramOpts {
 	h := prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}
+	if o.nativeOnly && o.nativeFactor > 1 {
+		h.Buckets = nil // with a native factor, no classic buckets at all
+	}
 	if o.nativeFactor > 1 {
 		h.NativeHistogramBucketFactor = o.nativeFactor
 		h.NativeHistogramMaxBucketNumber = 160
@@ -69,15 +86,21 @@ type metrics struct {
 	ttft, itl, tpot, e2e              *prometheus.HistogramVec
 	tokens, attempts                  *prometheus.CounterVec
 	failures, skipped                 *prometheus.CounterVec
-	healthUp, modelsUp                *prometheus.GaugeVec
-	answers                           answerMetrics
+	// lazyFailures and lazySkipped hold the series of failures and skipped
+	// of the scheduled pairs, created when a reason first occurs; nil in the
+	// one-shot registries of /probe, which create every reason at 0.
+	lazyFailures, lazySkipped *lazyCounters
+	healthUp, modelsUp        *prometheus.GaugeVec
+	answers                   answerMetrics
 }
 
 func newMetrics(static []string, hist histOpts) *metrics {
-	return newMetricsLabels(
+	mt := newMetricsLabels(
 		append([]string{"target", "module", "model"}, static...),
 		append([]string{"target", "model"}, static...),
 		static, hist)
+	mt.lazyFailures, mt.lazySkipped = newLazyCounters(mt.failures), newLazyCounters(mt.skipped)
+	return mt
 }
 
 // newMetricsLabels builds the vectors with the given pair and target label names.
@@ -123,18 +146,30 @@ func newMetricsLabels(pair, tgt, static []string, hist histOpts) *metrics {
 
 // probeCollectors are the metrics of one probe served by /probe.
 func (mt *metrics) probeCollectors() []prometheus.Collector {
-	return []prometheus.Collector{
+	return mt.enabled([]prometheus.Collector{
 		mt.success, mt.lastTimestamp, mt.duration, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
 		mt.tokens, mt.attempts, mt.failures, mt.answers.correct, mt.answers.checks, mt.answers.dimension,
-	}
+	})
 }
 
 func (mt *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{
+	return mt.enabled([]prometheus.Collector{
 		mt.success, mt.lastTimestamp, mt.lastSuccess, mt.duration, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
-		mt.tokens, mt.attempts, mt.failures, mt.skipped, mt.healthUp, mt.modelsUp,
+		mt.tokens, mt.attempts, mt.lazyFailures, mt.lazySkipped, mt.healthUp, mt.modelsUp,
 		mt.answers.correct, mt.answers.checks, mt.answers.dimension,
+	})
+}
+
+// enabled drops the collectors of the families global.metrics turns off.
+func (mt *metrics) enabled(cs []prometheus.Collector) []prometheus.Collector {
+	off := map[prometheus.Collector]bool{}
+	for _, f := range []struct {
+		name string
+		c    prometheus.Collector
+	}{{metricITL, mt.itl}, {metricTPOT, mt.tpot}, {metricOutputTPS, mt.outputTPS}, {metricDuration, mt.duration}, {metricTokens, mt.tokens}} {
+		off[f.c] = !mt.hist.on(f.name)
 	}
+	return slices.DeleteFunc(cs, func(c prometheus.Collector) bool { return off[c] })
 }
 
 // generations is the one collector a Manager registers. It collects whichever
@@ -161,17 +196,13 @@ func (g generations) Collect(ch chan<- prometheus.Metric) {
 }
 
 // initPair creates the pair's counters at 0 so that rate() and absent() work
-// from the first scrape.
+// from the first scrape. Failure and skip reasons appear when they first
+// occur (lazyCounters); the SLI rules read no failures as 0 ("or 0 *
+// attempts").
 func (mt *metrics) initPair(lv []string) {
 	mt.attempts.WithLabelValues(lv...)
 	for _, k := range []string{"prompt", "output"} {
 		mt.tokens.WithLabelValues(append(slices.Clone(lv), k)...)
-	}
-	for _, r := range probe.Reasons() {
-		mt.failures.WithLabelValues(append(slices.Clone(lv), string(r))...)
-	}
-	for _, r := range SkipReasons() {
-		mt.skipped.WithLabelValues(append(slices.Clone(lv), r)...)
 	}
 }
 
@@ -187,21 +218,28 @@ func (mt *metrics) deletePair(lv []string) {
 	for _, k := range []string{"prompt", "output"} {
 		mt.tokens.DeleteLabelValues(append(slices.Clone(lv), k)...)
 	}
-	for _, r := range probe.Reasons() {
-		mt.failures.DeleteLabelValues(append(slices.Clone(lv), string(r))...)
-	}
-	for _, r := range SkipReasons() {
-		mt.skipped.DeleteLabelValues(append(slices.Clone(lv), r)...)
-	}
+	mt.lazyFailures.deleteMatching(lv)
+	mt.lazySkipped.deleteMatching(lv)
 	mt.answers.delete(lv)
 }
 
 func (mt *metrics) skip(lv []string, reason string) {
-	mt.skipped.WithLabelValues(append(slices.Clone(lv), reason)...).Inc()
+	mt.lazySkipped.add(append(slices.Clone(lv), reason), 1)
 }
 
-// observe records a finished probe.
-func (mt *metrics) observe(lv []string, r *probe.Result, end float64) {
+// fail counts a failed probe by reason.
+func (mt *metrics) fail(lv []string, reason probe.Reason) {
+	lvr := append(slices.Clone(lv), string(reason))
+	if mt.lazyFailures == nil {
+		mt.failures.WithLabelValues(lvr...).Inc()
+		return
+	}
+	mt.lazyFailures.add(lvr, 1)
+}
+
+// observe records a finished probe. recordID, when not "", is the exemplar
+// of its TTFT, E2E and TPOT observations: the id /probe/record opens.
+func (mt *metrics) observe(lv []string, r *probe.Result, end float64, recordID string) {
 	mt.lastTimestamp.WithLabelValues(lv...).Set(end)
 	mt.duration.WithLabelValues(lv...).Set(r.Duration.Seconds())
 	mt.tokens.WithLabelValues(append(slices.Clone(lv), "prompt")...).Add(float64(r.PromptTokens))
@@ -209,22 +247,41 @@ func (mt *metrics) observe(lv []string, r *probe.Result, end float64) {
 	mt.answers.observe(lv, r)
 	if !r.Success {
 		mt.success.WithLabelValues(lv...).Set(0)
-		mt.failures.WithLabelValues(append(slices.Clone(lv), string(r.Reason))...).Inc()
+		mt.fail(lv, r.Reason)
 		return
 	}
 	mt.success.WithLabelValues(lv...).Set(1)
 	mt.lastSuccess.WithLabelValues(lv...).Set(end)
-	mt.e2e.WithLabelValues(lv...).Observe(r.E2E.Seconds())
+	var ex prometheus.Labels
+	if recordID != "" {
+		ex = prometheus.Labels{ExemplarLabel: recordID}
+	}
+	observe(mt.e2e.WithLabelValues(lv...), r.E2E.Seconds(), ex)
 	if r.Dimension > 0 {
 		return // an embeddings probe: no tokens to time
 	}
-	mt.ttft.WithLabelValues(lv...).Observe(r.TTFT.Seconds())
-	itl := mt.itl.WithLabelValues(lv...)
-	for _, d := range r.ITLs {
-		itl.Observe(d.Seconds())
+	observe(mt.ttft.WithLabelValues(lv...), r.TTFT.Seconds(), ex)
+	if mt.hist.on(metricITL) {
+		itl := mt.itl.WithLabelValues(lv...)
+		for _, d := range r.ITLs {
+			itl.Observe(d.Seconds())
+		}
 	}
-	if r.OutputTokens > 1 {
-		mt.tpot.WithLabelValues(lv...).Observe(r.TPOT.Seconds())
+	if r.OutputTokens > 1 && mt.hist.on(metricTPOT) {
+		observe(mt.tpot.WithLabelValues(lv...), r.TPOT.Seconds(), ex)
 	}
 	mt.outputTPS.WithLabelValues(lv...).Set(r.OutputTokensPerSecond())
+}
+
+// ExemplarLabel is the exemplar label of a probe's TTFT, E2E and TPOT
+// observations: its record id, which /probe/record?id= opens.
+const ExemplarLabel = "record_id"
+
+// observe observes v on o with the exemplar ex when it has one.
+func observe(o prometheus.Observer, v float64, ex prometheus.Labels) {
+	if eo, ok := o.(prometheus.ExemplarObserver); ok && ex != nil {
+		eo.ObserveWithExemplar(v, ex)
+		return
+	}
+	o.Observe(v)
 }

@@ -86,6 +86,6 @@ func oneShotRegistry(hist histOpts, res *probe.Result, end float64) *prometheus.
 	for _, r := range probe.Reasons() {
 		mt.failures.WithLabelValues(string(r))
 	}
-	mt.observe(nil, res, end)
+	mt.observe(nil, res, end, "")
 	return reg
 }
