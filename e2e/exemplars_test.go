@@ -198,7 +198,10 @@ scrape_configs:
 	case code != http.StatusOK:
 		t.Fatalf("GET %s = %d:\n%s", recordURL, code, body)
 	}
-	for _, want := range []string{`Stored record ` + n + ` of target "sim" module "completion"`, "Result: success"} {
+	// The page is the exemplar's probe: its number, and the TTFT the
+	// exemplar carries (the page prints milliseconds to the microsecond).
+	for _, want := range []string{`Stored record ` + n + ` of target "sim" module "completion"`, "Result: success",
+		fmt.Sprintf("TTFT: %.3fms", e.value*1e3)} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the record page of exemplar %s lacks %q:\n%s", e.recordID, want, body)
 		}

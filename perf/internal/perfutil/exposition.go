@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 
@@ -108,7 +109,13 @@ func PairSeries(text []byte, target, module string) (pair, perTarget map[string]
 func seriesOf(t dto.MetricType, m *dto.Metric) int {
 	switch t {
 	case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
-		return len(m.GetHistogram().GetBucket()) + 3 // +Inf, _sum, _count
+		n := 3 // +Inf, _sum, _count
+		for _, b := range m.GetHistogram().GetBucket() {
+			if !math.IsInf(b.GetUpperBound(), 1) {
+				n++
+			}
+		}
+		return n
 	case dto.MetricType_SUMMARY:
 		return len(m.GetSummary().GetQuantile()) + 2
 	}
