@@ -36,13 +36,11 @@ targets:
 		t.Fatal(err)
 	}
 	running(t, m)
-	mt := m.currentMetrics()
+	mt := m.testMetrics()
 	for _, model := range []string{"m", "other"} {
 		lv := []string{"t", "short", model}
 		waitFor(t, "3 budget skips of "+model, func() bool {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			return mt.lazySkipped.value(append(lv, SkipBudget)...) >= 3
+			return counter(t, mt.skipped.WithLabelValues(append(lv, SkipBudget)...)) >= 3
 		})
 	}
 	m.mu.Lock()
@@ -168,12 +166,10 @@ targets:
 		t.Errorf("%d of 100 on-demand probes refused, want some run (a tenth of the budget) and the rest refused", refused)
 	}
 	running(t, m)
-	mt := m.currentMetrics()
+	mt := m.testMetrics()
 	lv := []string{"t", "short", "m"}
 	waitFor(t, "5 scheduled probes", func() bool { return count(t, m, mt.attempts, lv...) >= 5 })
-	m.mu.Lock()
-	skipped := mt.lazySkipped.value(append(lv, SkipBudget)...)
-	m.mu.Unlock()
+	skipped := counter(t, mt.skipped.WithLabelValues(append(lv, SkipBudget)...))
 	if skipped != 0 {
 		t.Errorf("%v scheduled probes skipped for the budget after 100 on-demand probes, want 0", skipped)
 	}

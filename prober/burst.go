@@ -254,9 +254,7 @@ func (m *Manager) burstProbe(ctx context.Context, target, module string, started
 
 	res := m.probe(ctx, s, func() {
 		m.mu.Lock()
-		if !p.stopped {
-			m.metrics.attempts.WithLabelValues(p.labels...).Inc()
-		}
+		p.series.attempts++
 		m.mu.Unlock()
 		started()
 	})

@@ -48,7 +48,7 @@ func (m *Manager) check(ctx context.Context, t *target) {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.targets[name] != t || m.metrics == nil || !t.cfg.Probe {
+	if m.targets[name] != t || !t.cfg.Probe {
 		return // removed, or made scrape-only meanwhile
 	}
 	modelsUp := false
@@ -59,15 +59,12 @@ func (m *Manager) check(ctx context.Context, t *target) {
 			modelsUp = slices.Contains(ids, t.cfg.Model)
 		} else if len(ids) > 0 {
 			modelsUp = true
-			m.setModel(t, ids[0])
+			t.resolved(ids[0])
 		}
 	} else {
 		level.Debug(m.logger).Log("msg", "Listing models failed", "target", name, "reason", fail.Reason, "err", fail.Err)
 	}
 	t.checked, t.healthUp, t.modelsUp = true, healthUp, modelsUp
-	m.relabelTarget(t)
-	m.metrics.healthUp.WithLabelValues(t.labels...).Set(b2f(healthUp))
-	m.metrics.modelsUp.WithLabelValues(t.labels...).Set(b2f(modelsUp))
 }
 
 // warnHeldModels warns when a model id target lists held a secret: ListModels

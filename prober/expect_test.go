@@ -81,19 +81,13 @@ func lastOf(t *testing.T, m *Manager, target, module, model string, after float6
 	return last, end
 }
 
-func gauge(t *testing.T, m *Manager, v interface {
-	WithLabelValues(...string) prometheus.Gauge
-}, lv ...string) float64 {
+func gauge(t *testing.T, _ *Manager, v family, lv ...string) float64 {
 	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	return counter(t, v.WithLabelValues(lv...))
 }
 
-func count(t *testing.T, m *Manager, v *prometheus.CounterVec, lv ...string) float64 {
+func count(t *testing.T, _ *Manager, v family, lv ...string) float64 {
 	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	return counter(t, v.WithLabelValues(lv...))
 }
 
@@ -132,7 +126,7 @@ targets:
 	if !res.Success || res.Answer != probe.AnswerCorrect || res.Text != "4" || res.Check != `equals "4"` {
 		t.Fatalf("steady probe: success %v answer %v text %q check %q (%s %s)", res.Success, res.Answer, res.Text, res.Check, res.Reason, res.Err)
 	}
-	mt := m.currentMetrics()
+	mt := m.testMetrics()
 	lv := []string{"sim", "math", "sim-model"}
 	if v := gauge(t, m, mt.answers.correct, lv...); v != 1 {
 		t.Errorf("vllm_probe_answer_correct = %v, want 1", v)
@@ -155,7 +149,7 @@ targets:
 	if w := count(t, m, mt.answers.checks, append(lv, "wrong")...); w < 1 {
 		t.Errorf("answer checks wrong = %v, want >= 1", w)
 	}
-	if f := mt.lazyFailures.value(append(lv, string(probe.ReasonWrongAnswer))...); f < 1 {
+	if f := count(t, m, mt.failures, append(lv, string(probe.ReasonWrongAnswer))...); f < 1 {
 		t.Errorf("failures{reason=wrong_answer} = %v", f)
 	}
 }
@@ -250,7 +244,7 @@ targets:
 	if res, _ := lastOf(t, m, "sim", "tool", "", 0); !strings.HasPrefix(res.Text, `get_weather({"city":`) || res.Answer != probe.AnswerCorrect {
 		t.Errorf("tool call text %q answer %v", res.Text, res.Answer)
 	}
-	mt := m.currentMetrics()
+	mt := m.testMetrics()
 	for _, tc := range []struct{ fault, module, why string }{
 		{simulator.FaultBrokenJSON, "json", "output: not valid JSON"},
 		{simulator.FaultBrokenJSON, "json_completions", "output: not valid JSON"},
@@ -264,7 +258,7 @@ targets:
 		for res.Reason != probe.ReasonInvalidStructured || !strings.Contains(res.Err, tc.why) {
 			res, counts[tc.module] = lastOf(t, m, "sim", tc.module, "", counts[tc.module])
 		}
-		if f := mt.lazyFailures.value("sim", tc.module, "sim-model", string(probe.ReasonInvalidStructured)); f < 1 {
+		if f := count(t, m, mt.failures, "sim", tc.module, "sim-model", string(probe.ReasonInvalidStructured)); f < 1 {
 			t.Errorf("%s/%s: failures{reason=invalid_structured_output} = %v", tc.fault, tc.module, f)
 		}
 	}
@@ -321,7 +315,7 @@ targets:
 			t.Errorf("%s: %s %s", model, res.Reason, res.Err)
 		}
 	}
-	mt := m.currentMetrics()
+	mt := m.testMetrics()
 	if s := gauge(t, m, mt.success, "all", "short", "sql-lora"); s != 1 {
 		t.Errorf("success{model=sql-lora} = %v", s)
 	}
@@ -348,7 +342,7 @@ targets:
 	if !strings.Contains(res.Err, "sql-lora") {
 		t.Errorf("adapter 404: err %q", res.Err)
 	}
-	if f := mt.lazyFailures.value("all", "short", "sql-lora", string(probe.ReasonModelNotFound)); f < 1 {
+	if f := count(t, m, mt.failures, "all", "short", "sql-lora", string(probe.ReasonModelNotFound)); f < 1 {
 		t.Errorf("failures{model=sql-lora,reason=model_not_found} = %v", f)
 	}
 	_, baseEnd := lastOf(t, m, "all", "short", "sim-model", 0)
@@ -363,9 +357,7 @@ targets:
 		_, ok := m.pairs[pairKey{"all", "short", "sql-lora"}]
 		return !ok
 	})
-	m.mu.Lock()
-	n := countSeries(t, mt.failures, "sql-lora")
-	m.mu.Unlock()
+	n := countSeries(t, collector{m}, "sql-lora")
 	if n != 0 {
 		t.Errorf("%d failure series of the removed adapter remain", n)
 	}
@@ -408,7 +400,7 @@ targets:
 	if !res.Success || res.Dimension != 384 || res.E2E <= 0 || res.PromptTokens == 0 {
 		t.Fatalf("embed: success %v dimension %d e2e %v prompt tokens %d (%s %s)", res.Success, res.Dimension, res.E2E, res.PromptTokens, res.Reason, res.Err)
 	}
-	mt := m.currentMetrics()
+	mt := m.testMetrics()
 	if d := gauge(t, m, mt.answers.dimension, "sim", "embed", "sim-model"); d != 384 {
 		t.Errorf("vllm_probe_embedding_dimension = %v", d)
 	}
@@ -416,7 +408,7 @@ targets:
 	if bad.Success || bad.Reason != probe.ReasonInvalidEmbedding || !strings.Contains(bad.Err, "dimension 384, want 768") {
 		t.Errorf("embed_768: success %v reason %q err %q", bad.Success, bad.Reason, bad.Err)
 	}
-	if f := mt.lazyFailures.value("sim", "embed_768", "sim-model", string(probe.ReasonInvalidEmbedding)); f < 1 {
+	if f := count(t, m, mt.failures, "sim", "embed_768", "sim-model", string(probe.ReasonInvalidEmbedding)); f < 1 {
 		t.Errorf("failures{reason=invalid_embedding} = %v", f)
 	}
 	simFault(t, ts.URL, simulator.FaultZeroEmbedding)

@@ -43,7 +43,10 @@ type Manager struct {
 
 	mu           sync.Mutex
 	cfg          *config.Config
-	metrics      *metrics
+	configured   bool     // ApplyConfig succeeded once
+	hist         histOpts // the latency histograms' buckets
+	static       []string // the static label names of cfg's targets
+	descs        *descs   // the series' families under static (metrics.go)
 	targets      map[string]*target
 	pairs        map[pairKey]*pair
 	order        []*pair // the pairs sorted by target and module (AllStats)
@@ -91,8 +94,6 @@ type target struct {
 	models             []string // with cfg.Models: the matching ids of /v1/models (models.go)
 	checked            bool
 	healthUp, modelsUp bool
-	gen                *metrics // generation labels was initialised in
-	labels             []string // target, model, static values of the health series
 
 	pairs []*pair // its pairs, in configuration order
 
@@ -121,8 +122,7 @@ type pair struct {
 	seq            uint64      // probes started: picks a module's next question
 	state          pairState   // statistics that outlive the history (stats.go)
 	records        recordState // record ids and the last hour's counts (pairstate.go)
-	gen            *metrics
-	labels         []string
+	series         *series     // what its vllm_probe_* series say (metrics.go)
 
 	cancel context.CancelFunc // of the schedule loop; nil when not running
 }
@@ -205,19 +205,17 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 		return err
 	}
 	if !m.registered && m.reg != nil {
-		if err := m.reg.Register(generations{current: m.currentMetrics}); err != nil {
+		if err := m.reg.Register(collector{m}); err != nil {
 			return fmt.Errorf("registering probe metrics: %w", err)
 		}
 	}
-	m.registered = true
+	m.registered, m.configured = true, true
 	hist := histOptsOf(&cfg.Global)
-	if m.metrics == nil || !m.metrics.hist.equal(hist) {
-		static := cfg.StaticLabelNames()
-		if m.metrics != nil {
-			static = m.metrics.static // the targets' until SetTargets
+	if !m.hist.equal(hist) {
+		m.hist = hist
+		for _, p := range m.pairs {
+			p.series.rebucket(hist)
 		}
-		m.metrics = newMetrics(static, hist) // the old generation's series go with it
-		m.relabelAll()
 	}
 	m.specs, m.compilations = specs, m.compilations+compiled
 	m.maxInFlight = cfg.Global.MaxConcurrentProbes
@@ -234,7 +232,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 	// Build everything that can fail first. A target's credentials are read
 	// (credential files included) when its client is built, not at every
 	// discovery refresh that re-applies it unchanged.
-	if m.metrics == nil {
+	if !m.configured {
 		return errors.New("no configuration applied (ApplyConfig)")
 	}
 	for i := range cfg.Targets {
@@ -269,8 +267,8 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 	m.red.Set("prober", secrets)
 	// The static label names are those of the targets' labels: discovered
 	// targets may bring new ones.
-	if static := cfg.StaticLabelNames(); !slices.Equal(m.metrics.static, static) {
-		m.metrics = newMetrics(static, m.metrics.hist) // the old generation's series go with it
+	if static := cfg.StaticLabelNames(); m.descs == nil || !slices.Equal(m.static, static) {
+		m.static, m.descs = static, newDescs(static)
 	}
 	m.cfg = cfg
 
@@ -300,13 +298,9 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 		if tc.Model != "" {
 			t.model = tc.Model
 		}
-		if !tc.Probe && t.checked {
-			// Now scrape-only: its health series go (relabelTarget
-			// recreates them only for checked targets).
-			if t.gen == m.metrics && t.labels != nil {
-				m.metrics.healthUp.DeleteLabelValues(t.labels...)
-				m.metrics.modelsUp.DeleteLabelValues(t.labels...)
-			}
+		if !tc.Probe {
+			// Now scrape-only: its health series go (Collect renders
+			// them only for checked targets).
 			t.checked, t.healthUp, t.modelsUp = false, false, false
 		}
 		if restart {
@@ -317,10 +311,6 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 	for name, t := range m.targets {
 		if !keepT[name] {
 			m.stopTarget(t)
-			if t.gen == m.metrics && t.labels != nil {
-				m.metrics.healthUp.DeleteLabelValues(t.labels...)
-				m.metrics.modelsUp.DeleteLabelValues(t.labels...)
-			}
 			m.clients.Release(t.client)
 			delete(m.targets, name)
 		}
@@ -338,82 +328,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 		}
 	}
 	m.sortPairs()
-	m.relabelAll()
 	return nil
-}
-
-// relabelAll (re)creates the series of every target and pair whose label
-// values or metric generation changed. m.mu must be held.
-func (m *Manager) relabelAll() {
-	for _, t := range m.targets {
-		m.relabelTarget(t)
-	}
-	for _, p := range m.pairs {
-		m.relabelPair(p)
-	}
-}
-
-func (m *Manager) currentMetrics() *metrics {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.metrics
-}
-
-// relabelTarget (re)creates the health series of t when its label values or the
-// metric generation changed. m.mu must be held.
-func (m *Manager) relabelTarget(t *target) {
-	lv := append([]string{t.cfg.Name, t.model}, t.cfg.StaticLabelValues(m.metrics.static)...)
-	if t.gen == m.metrics && slices.Equal(lv, t.labels) {
-		return
-	}
-	if t.gen == m.metrics && t.labels != nil {
-		m.metrics.healthUp.DeleteLabelValues(t.labels...)
-		m.metrics.modelsUp.DeleteLabelValues(t.labels...)
-	}
-	t.gen, t.labels = m.metrics, lv
-	if t.checked {
-		m.metrics.healthUp.WithLabelValues(lv...).Set(b2f(t.healthUp))
-		m.metrics.modelsUp.WithLabelValues(lv...).Set(b2f(t.modelsUp))
-	}
-}
-
-// relabelPair (re)creates the series of p when its label values or the metric
-// generation changed. m.mu must be held.
-func (m *Manager) relabelPair(p *pair) {
-	lv := append([]string{p.key.target, p.key.module, pairModel(p)}, p.tgt.cfg.StaticLabelValues(m.metrics.static)...)
-	if p.gen == m.metrics && slices.Equal(lv, p.labels) {
-		return
-	}
-	if p.gen == m.metrics && p.labels != nil {
-		m.metrics.deletePair(p.labels)
-	}
-	p.gen, p.labels = m.metrics, lv
-	m.metrics.initPair(lv)
-	if p.spec.ChecksAnswers() {
-		m.metrics.answers.init(lv)
-	}
-	// The "last probe" gauges describe state, not history: carry them over.
-	if last, ok := p.hist.last(); ok {
-		if last.Answer != probe.AnswerNotChecked {
-			m.metrics.answers.correct.WithLabelValues(lv...).Set(b2f(last.Answer == probe.AnswerCorrect))
-		}
-		m.metrics.success.WithLabelValues(lv...).Set(b2f(last.Success))
-		m.metrics.lastTimestamp.WithLabelValues(lv...).Set(p.lastEnd)
-		m.metrics.duration.WithLabelValues(lv...).Set(last.Duration.Seconds())
-		if !p.state.lastSuccess.IsZero() {
-			m.metrics.lastSuccess.WithLabelValues(lv...).Set(unixSeconds(p.state.lastSuccess))
-		}
-		if last.Success {
-			m.metrics.outputTPS.WithLabelValues(lv...).Set(last.OutputTokensPerSecond())
-		}
-	}
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Run probes until ctx is done and returns once every goroutine it started
@@ -515,16 +430,16 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		return
 	}
 	if p.inFlight {
-		m.metrics.skip(p.labels, SkipInFlight)
+		p.series.skip(SkipInFlight)
 		return
 	}
 	cost := p.worstCost()
 	if !p.tgt.scheduled.Allows(m.now(), p.tgt.cfg.TokenBudgetPerHour, budgetShare(p.tgt), p.key.model, cost) {
-		m.metrics.skip(p.labels, SkipBudget)
+		p.series.skip(SkipBudget)
 		return
 	}
 	if m.inFlight >= m.maxInFlight {
-		m.metrics.skip(p.labels, SkipConcurrency)
+		p.series.skip(SkipConcurrency)
 		return
 	}
 	p.inFlight = true
@@ -536,9 +451,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		defer m.wg.Done()
 		res := m.probe(ctx, s, func() {
 			m.mu.Lock()
-			if !p.stopped {
-				m.metrics.attempts.WithLabelValues(p.labels...).Inc()
-			}
+			p.series.attempts++
 			m.mu.Unlock()
 		})
 		m.mu.Lock()
@@ -563,7 +476,7 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 	p.hist.add(id, res)
 	p.state.record(res, end, p.hist.limit)
 	p.lastEnd = unixSeconds(end)
-	m.metrics.observe(p.labels, res, p.lastEnd, m.recordID(p, id))
+	p.series.observe(res, p.lastEnd, m.recordID(p, id))
 	if !res.Success {
 		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
 			"reason", res.Reason, "err", res.Err)
@@ -643,24 +556,15 @@ func (m *Manager) resolveModel(ctx context.Context, s *probeSpec, begin time.Tim
 	}
 	s.model = ids[0]
 	m.mu.Lock()
-	m.setModel(s.tgt, ids[0])
+	s.tgt.resolved(ids[0])
 	m.mu.Unlock()
 	return nil
 }
 
-// setModel records t's resolved model and relabels its series. m.mu must be held.
-func (m *Manager) setModel(t *target, model string) {
-	if t.cfg.Model != "" || t.model == model {
-		return
-	}
-	t.model = model
-	if m.metrics == nil {
-		return
-	}
-	m.relabelTarget(t)
-	for _, p := range m.pairs {
-		if p.tgt == t {
-			m.relabelPair(p)
-		}
+// resolved records the model t's /v1/models listed first, the one its
+// pairs probe when it configures none. m.mu must be held.
+func (t *target) resolved(model string) {
+	if t.cfg.Model == "" {
+		t.model = model
 	}
 }

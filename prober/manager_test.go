@@ -291,9 +291,9 @@ targets:
 	}
 	stop := running(t, m)
 	lv := []string{"slow", "short", "m"}
-	mt := m.metrics
+	mt := m.testMetrics()
 	waitFor(t, "5 in_flight skips", func() bool {
-		return mt.lazySkipped.value(append(lv, SkipInFlight)...) >= 5
+		return counter(t, mt.skipped.WithLabelValues(append(lv, SkipInFlight)...)) >= 5
 	})
 	if got := counter(t, mt.attempts.WithLabelValues(lv...)); got != 1 {
 		t.Errorf("attempts = %v, want 1 while the first probe hangs", got)
@@ -303,7 +303,7 @@ targets:
 	}
 	stop()
 	// The hung probe was cancelled by shutdown: not a verdict on the target.
-	if got := mt.lazyFailures.value(append(lv, string(probe.ReasonTimeout))...); got != 0 {
+	if got := counter(t, mt.failures.WithLabelValues(append(lv, string(probe.ReasonTimeout))...)); got != 0 {
 		t.Errorf("shutdown counted as a timeout failure")
 	}
 	ts.CloseClientConnections()
@@ -330,9 +330,9 @@ targets:
 	}
 	running(t, m)
 	lv := []string{"slow", "short", "m"}
-	mt := m.metrics
+	mt := m.testMetrics()
 	waitFor(t, "two timeouts", func() bool {
-		return mt.lazyFailures.value(append(lv, string(probe.ReasonTimeout))...) >= 2
+		return counter(t, mt.failures.WithLabelValues(append(lv, string(probe.ReasonTimeout))...)) >= 2
 	})
 	if got := counter(t, mt.success.WithLabelValues(lv...)); got != 0 {
 		t.Errorf("success = %v", got)
@@ -361,9 +361,9 @@ targets:
 	}
 	running(t, m)
 	lv := []string{"t", "short", "m"}
-	mt := m.metrics
+	mt := m.testMetrics()
 	waitFor(t, "3 budget skips", func() bool {
-		return mt.lazySkipped.value(append(lv, SkipBudget)...) >= 3
+		return counter(t, mt.skipped.WithLabelValues(append(lv, SkipBudget)...)) >= 3
 	})
 	if got := counter(t, mt.attempts.WithLabelValues(lv...)); got != 1 {
 		t.Errorf("attempts = %v, want 1", got)
@@ -409,11 +409,11 @@ targets:
 		t.Fatal(err)
 	}
 	running(t, m)
-	mt := m.metrics
+	mt := m.testMetrics()
 	waitFor(t, "the hung target's probe", func() bool { return hung.requests.Load() >= 1 })
 	before := counter(t, mt.attempts.WithLabelValues("fast", "a", "m"))
 	waitFor(t, "3 concurrency skips", func() bool {
-		return mt.lazySkipped.value("fast", "a", "m", SkipConcurrency) >= 3
+		return counter(t, mt.skipped.WithLabelValues("fast", "a", "m", SkipConcurrency)) >= 3
 	})
 	if got := counter(t, mt.attempts.WithLabelValues("fast", "a", "m")); got != before {
 		t.Errorf("fast attempts %v -> %v while the hung probe held the only slot", before, got)
@@ -518,7 +518,7 @@ targets:
 		t.Fatal(err)
 	}
 	running(t, m)
-	mt := m.metrics
+	mt := m.testMetrics()
 	waitFor(t, "checks", func() bool {
 		st := m.Status()
 		return st[0].Checked && st[1].Checked

@@ -3,30 +3,41 @@ package prober
 import (
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Metric names of the exported-metric contract.
 const (
-	metricSuccess       = "vllm_probe_success"
-	metricLastTimestamp = "vllm_probe_last_timestamp_seconds"
-	metricLastSuccess   = "vllm_probe_last_success_timestamp_seconds"
-	metricDuration      = "vllm_probe_duration_seconds"
-	metricTTFT          = "vllm_probe_time_to_first_token_seconds"
-	metricITL           = "vllm_probe_inter_token_latency_seconds"
-	metricTPOT          = "vllm_probe_time_per_output_token_seconds"
-	metricE2E           = "vllm_probe_e2e_latency_seconds"
-	metricOutputTPS     = "vllm_probe_output_tokens_per_second"
-	metricTokens        = "vllm_probe_tokens_total"
-	metricAttempts      = "vllm_probe_attempts_total"
-	metricFailures      = "vllm_probe_failures_total"
-	metricSkipped       = "vllm_probe_skipped_total"
-	metricHealthUp      = "vllm_probe_health_up"
-	metricModelsUp      = "vllm_probe_models_up"
+	metricSuccess            = "vllm_probe_success"
+	metricLastTimestamp      = "vllm_probe_last_timestamp_seconds"
+	metricLastSuccess        = "vllm_probe_last_success_timestamp_seconds"
+	metricDuration           = "vllm_probe_duration_seconds"
+	metricTTFT               = "vllm_probe_time_to_first_token_seconds"
+	metricITL                = "vllm_probe_inter_token_latency_seconds"
+	metricTPOT               = "vllm_probe_time_per_output_token_seconds"
+	metricE2E                = "vllm_probe_e2e_latency_seconds"
+	metricOutputTPS          = "vllm_probe_output_tokens_per_second"
+	metricTokens             = "vllm_probe_tokens_total"
+	metricAttempts           = "vllm_probe_attempts_total"
+	metricFailures           = "vllm_probe_failures_total"
+	metricSkipped            = "vllm_probe_skipped_total"
+	metricHealthUp           = "vllm_probe_health_up"
+	metricModelsUp           = "vllm_probe_models_up"
+	metricAnswerCorrect      = "vllm_probe_answer_correct"
+	metricAnswerChecks       = "vllm_probe_answer_checks_total"
+	metricEmbeddingDimension = "vllm_probe_embedding_dimension"
 )
+
+// The prober's series are rendered at Collect from per-pair state, as the
+// collector's and compare's are: a pair keeps its counters, last-probe gauges
+// and latency histograms (series), and Collect reads its label values
+// (target, module, model and the configuration's static labels) from the pair
+// as they are then. Nothing is relabelled when a model is resolved or a
+// static label appears: the series are simply rendered with the new values.
 
 // histOpts says how the latency histograms are bucketed and which optional
 // families are exposed.
@@ -34,8 +45,8 @@ type histOpts struct {
 	buckets      []float64 // TTFT and E2E
 	tokenBuckets []float64 // ITL and TPOT
 	nativeFactor float64   // > 1 adds native histograms
-	nativeOnly   bool      // no classic buckets
-	disabled     []string  // families not exposed (config.OptionalFamilies)
+	nativeOnly   bool      // no classic buckets (global.histograms: native)
+	disabled     []string  // families not exposed (global.metrics.disable)
 }
 
 // histOptsOf is the histOpts of a configuration's global section.
@@ -52,17 +63,25 @@ func (o histOpts) equal(p histOpts) bool {
 // on reports whether family is exposed.
 func (o histOpts) on(family string) bool { return !slices.Contains(o.disabled, family) }
 
-func (o histOpts) histogram(name, help string) prometheus.HistogramOpts {
-	return o.histogramWith(o.buckets, name, help)
-}
+// The latency histograms of a pair, indexes of series.latency.
+const (
+	histTTFT = iota
+	histITL
+	histTPOT
+	histE2E
+	numHists
+)
 
-// tokenHistogram is for per-token latencies: ITL and TPOT.
-func (o histOpts) tokenHistogram(name, help string) prometheus.HistogramOpts {
-	return o.histogramWith(o.tokenBuckets, name, help)
-}
-
-func (o histOpts) histogramWith(buckets []float64, name, help string) prometheus.HistogramOpts {
-	h := prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}
+// newHistogram is the one place a latency histogram is built: classic buckets
+// of the configuration, plus native buckets when
+// native_histogram_bucket_factor asks for them. It carries no label: Collect
+// gives it its pair's (labelled).
+func (o histOpts) newHistogram(i int) prometheus.Histogram {
+	buckets := o.buckets
+	if i == histITL || i == histTPOT {
+		buckets = o.tokenBuckets
+	}
+	h := prometheus.HistogramOpts{Name: histNames[i], Help: histHelps[i], Buckets: buckets}
 	if o.nativeOnly && o.nativeFactor > 1 {
 		h.Buckets = nil // with a native factor, no classic buckets at all
 	}
@@ -71,206 +90,387 @@ func (o histOpts) histogramWith(buckets []float64, name, help string) prometheus
 		h.NativeHistogramMaxBucketNumber = 160
 		h.NativeHistogramMinResetDuration = 0
 	}
-	return h
+	return prometheus.NewHistogram(h)
 }
 
-// metrics is one generation of the long-lived probe metric vectors. Their label
-// names are target, module, model and the configuration's static label names; a
-// new generation replaces the old one when those names or the buckets change.
-type metrics struct {
-	static []string
-	hist   histOpts
+var (
+	histNames = [numHists]string{metricTTFT, metricITL, metricTPOT, metricE2E}
+	histHelps = [numHists]string{
+		"Time from sending the request to the first event carrying generated text, of successful probes.",
+		"Gaps between consecutive content events of successful probes.",
+		"(End-to-end latency - time to first token) / (output tokens - 1) of successful probes with more than one output token.",
+		"Time from sending the request to the last content event, of successful probes.",
+	}
+)
 
-	success, lastTimestamp, outputTPS *prometheus.GaugeVec
-	lastSuccess, duration             *prometheus.GaugeVec
-	ttft, itl, tpot, e2e              *prometheus.HistogramVec
-	tokens, attempts                  *prometheus.CounterVec
-	failures, skipped                 *prometheus.CounterVec
-	// lazyFailures and lazySkipped hold the series of failures and skipped
-	// of the scheduled pairs, created when a reason first occurs; nil in the
-	// one-shot registries of /probe, which create every reason at 0.
-	lazyFailures, lazySkipped *lazyCounters
-	healthUp, modelsUp        *prometheus.GaugeVec
-	answers                   answerMetrics
+// descs are the probe series' families for one set of pair label names
+// (target, module, model and the static label names; none for /probe's
+// one-shot series) and target label names (target, model, static).
+type descs struct {
+	success, lastTimestamp, lastSuccess, duration, outputTPS *prometheus.Desc
+	latency                                                  [numHists]*prometheus.Desc
+	tokens, attempts, failures, skipped                      *prometheus.Desc
+	healthUp, modelsUp                                       *prometheus.Desc
+	correct, checks, dimension                               *prometheus.Desc
 }
 
-func newMetrics(static []string, hist histOpts) *metrics {
-	mt := newMetricsLabels(
-		append([]string{"target", "module", "model"}, static...),
-		append([]string{"target", "model"}, static...),
-		static, hist)
-	mt.lazyFailures, mt.lazySkipped = newLazyCounters(mt.failures), newLazyCounters(mt.skipped)
-	return mt
+// newDescs returns the families of the long-lived series with the given static label names.
+func newDescs(static []string) *descs {
+	return newDescsLabels(append([]string{"target", "module", "model"}, static...), append([]string{"target", "model"}, static...))
 }
 
-// newMetricsLabels builds the vectors with the given pair and target label names.
-// ProbeNow uses it with none: the scraper of /probe sets target and module itself.
-func newMetricsLabels(pair, tgt, static []string, hist histOpts) *metrics {
+func newDescsLabels(pair, tgt []string) *descs {
 	with := func(extra string) []string { return append(slices.Clone(pair), extra) }
-	return &metrics{
-		static: slices.Clone(static),
-		hist:   hist,
-		success: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricSuccess,
-			Help: "1 if the last probe of the target and module succeeded, else 0."}, pair),
-		lastTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricLastTimestamp,
-			Help: "Unix time the last probe of the target and module finished."}, pair),
-		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricLastSuccess,
-			Help: "Unix time the last successful probe of the target and module finished; absent before the first success."}, pair),
-		duration: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricDuration,
-			Help: "Duration of the last probe of the target and module, failures included, from the start of model resolution or of the request to its end or failure."}, pair),
-		outputTPS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricOutputTPS,
-			Help: "Output tokens per second (output tokens / end-to-end latency) of the last successful probe."}, pair),
-		ttft: prometheus.NewHistogramVec(hist.histogram(metricTTFT,
-			"Time from sending the request to the first event carrying generated text, of successful probes."), pair),
-		itl: prometheus.NewHistogramVec(hist.tokenHistogram(metricITL,
-			"Gaps between consecutive content events of successful probes."), pair),
-		tpot: prometheus.NewHistogramVec(hist.tokenHistogram(metricTPOT,
-			"(End-to-end latency - time to first token) / (output tokens - 1) of successful probes with more than one output token."), pair),
-		e2e: prometheus.NewHistogramVec(hist.histogram(metricE2E,
-			"Time from sending the request to the last content event, of successful probes."), pair),
-		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricTokens,
-			Help: "Tokens spent by probes, as reported by the server's usage (output tokens counted from events when it sent none)."}, with("kind")),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricAttempts,
-			Help: "Probes started."}, pair),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricFailures,
-			Help: "Failed probes by reason."}, with("reason")),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricSkipped,
-			Help: "Scheduled probes not started, by reason (budget, in_flight, concurrency)."}, with("reason")),
-		healthUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricHealthUp,
-			Help: "1 if the target's /health answered 200 at the last check, else 0."}, tgt),
-		modelsUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricModelsUp,
-			Help: "1 if the target's /v1/models answered and listed the probed model at the last check, else 0."}, tgt),
-		answers: newAnswerMetrics(pair),
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	ds := &descs{
+		success:       d(metricSuccess, "1 if the last probe of the target and module succeeded, else 0.", pair),
+		lastTimestamp: d(metricLastTimestamp, "Unix time the last probe of the target and module finished.", pair),
+		lastSuccess:   d(metricLastSuccess, "Unix time the last successful probe of the target and module finished; absent before the first success.", pair),
+		duration: d(metricDuration, "Duration of the last probe of the target and module, failures included, from the start of model resolution or of the request to its end or failure.",
+			pair),
+		outputTPS: d(metricOutputTPS, "Output tokens per second (output tokens / end-to-end latency) of the last successful probe.", pair),
+		tokens:    d(metricTokens, "Tokens spent by probes, as reported by the server's usage (output tokens counted from events when it sent none).", with("kind")),
+		attempts:  d(metricAttempts, "Probes started.", pair),
+		failures:  d(metricFailures, "Failed probes by reason.", with("reason")),
+		skipped:   d(metricSkipped, "Scheduled probes not started, by reason (budget, in_flight, concurrency).", with("reason")),
+		healthUp:  d(metricHealthUp, "1 if the target's /health answered 200 at the last check, else 0.", tgt),
+		modelsUp:  d(metricModelsUp, "1 if the target's /v1/models answered and listed the probed model at the last check, else 0.", tgt),
+		correct:   d(metricAnswerCorrect, "1 if the answer of the last checked probe of the target and module passed its expect, else 0.", pair),
+		checks:    d(metricAnswerChecks, "Answer checks of probes by result (correct, wrong).", with("result")),
+		dimension: d(metricEmbeddingDimension, "Length of the vector of the last embeddings probe that returned one.", pair),
+	}
+	for i := range numHists {
+		ds.latency[i] = d(histNames[i], histHelps[i], pair)
+	}
+	return ds
+}
+
+var (
+	tokenKinds   = [2]string{"prompt", "output"}
+	checkResults = [2]string{"correct", "wrong"}
+)
+
+// series is what the series of one pair (or of one probe /probe ran) say:
+// counters, the last probe's gauges and the latency histograms. Their label
+// values are not here: Collect takes them from the pair.
+type series struct {
+	// scheduled: a pair's series, with skipped counters and the last
+	// success's time; else /probe's one-shot series.
+	scheduled bool
+	// allChecks: render both answer-check counters from 0 (a module that
+	// checks answers); else only those counted.
+	allChecks bool
+
+	attempts float64
+	tokens   [2]float64 // by tokenKinds
+	failures []float64  // by probe.Reasons()
+	skipped  [3]float64 // by SkipReasons()
+	checks   [2]float64 // by checkResults
+	// failShown and skipShown say how a scheduled pair's failure and skip
+	// reasons render (reasonState): a reason's series appears once it
+	// occurs, not at 0 in advance.
+	failShown []reasonState
+	skipShown [3]reasonState
+
+	observed                                   bool // success, lastEnd and duration are set
+	success, lastEnd, duration                 float64
+	lastSuccess, outputTPS, correct, dim       float64
+	hasLastSuccess, hasTPS, hasCorrect, hasDim bool
+
+	hist    histOpts
+	latency [numHists]prometheus.Histogram // nil until first observed
+}
+
+func newSeries(hist histOpts, scheduled bool) *series {
+	return &series{scheduled: scheduled, hist: hist, failures: make([]float64, len(probe.Reasons())),
+		failShown: make([]reasonState, len(probe.Reasons()))}
+}
+
+// reasonState is how a failure or skip reason of a scheduled pair renders.
+// A counter that appeared at its first count would lose that count to
+// Prometheus: increase() and rate() see no step from a series' first sample.
+// So a reason that first occurs renders 0 at the next collection, and its
+// count from the collection after (one scrape later than a series created at
+// 0 in advance would show it; the count is not lost).
+type reasonState uint8
+
+const (
+	reasonAbsent  reasonState = iota // never occurred: no series
+	reasonPending                    // occurred; the next collection renders 0
+	reasonShown                      // a collection rendered 0: render the count
+)
+
+// occurred notes an occurrence of a reason in state *st.
+func occurred(st *reasonState) {
+	if *st == reasonAbsent {
+		*st = reasonPending
 	}
 }
 
-// probeCollectors are the metrics of one probe served by /probe.
-func (mt *metrics) probeCollectors() []prometheus.Collector {
-	return mt.enabled([]prometheus.Collector{
-		mt.success, mt.lastTimestamp, mt.duration, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
-		mt.tokens, mt.attempts, mt.failures, mt.answers.correct, mt.answers.checks, mt.answers.dimension,
-	})
-}
-
-func (mt *metrics) collectors() []prometheus.Collector {
-	return mt.enabled([]prometheus.Collector{
-		mt.success, mt.lastTimestamp, mt.lastSuccess, mt.duration, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
-		mt.tokens, mt.attempts, mt.lazyFailures, mt.lazySkipped, mt.healthUp, mt.modelsUp,
-		mt.answers.correct, mt.answers.checks, mt.answers.dimension,
-	})
-}
-
-// enabled drops the collectors of the families global.metrics turns off.
-func (mt *metrics) enabled(cs []prometheus.Collector) []prometheus.Collector {
-	off := map[prometheus.Collector]bool{}
-	for _, f := range []struct {
-		name string
-		c    prometheus.Collector
-	}{{metricITL, mt.itl}, {metricTPOT, mt.tpot}, {metricOutputTPS, mt.outputTPS}, {metricDuration, mt.duration}, {metricTokens, mt.tokens}} {
-		off[f.c] = !mt.hist.on(f.name)
+// exposed notes that a collection rendered s: the pending reasons' zeros are
+// out, their counts render from the next collection. m.mu must be held.
+func (s *series) exposed() {
+	for i, st := range s.failShown {
+		if st == reasonPending {
+			s.failShown[i] = reasonShown
+		}
 	}
-	return slices.DeleteFunc(cs, func(c prometheus.Collector) bool { return off[c] })
-}
-
-// generations is the one collector a Manager registers. It collects whichever
-// generation of vectors is current. It is unchecked (Describe sends nothing)
-// because a registry pins the label names of a metric name for the life of the
-// program, even across Unregister, while ours change with the static labels of
-// the configuration.
-type generations struct {
-	current func() *metrics
-}
-
-// Describe implements prometheus.Collector. It sends nothing: see generations.
-func (g generations) Describe(chan<- *prometheus.Desc) {}
-
-// Collect implements prometheus.Collector.
-func (g generations) Collect(ch chan<- prometheus.Metric) {
-	mt := g.current()
-	if mt == nil {
-		return
-	}
-	for _, c := range mt.collectors() {
-		c.Collect(ch)
+	for i, st := range s.skipShown {
+		if st == reasonPending {
+			s.skipShown[i] = reasonShown
+		}
 	}
 }
 
-// initPair creates the pair's counters at 0 so that rate() and absent() work
-// from the first scrape. Failure and skip reasons appear when they first
-// occur (lazyCounters); the SLI rules read no failures as 0 ("or 0 *
-// attempts").
-func (mt *metrics) initPair(lv []string) {
-	mt.attempts.WithLabelValues(lv...)
-	for _, k := range []string{"prompt", "output"} {
-		mt.tokens.WithLabelValues(append(slices.Clone(lv), k)...)
+// reasonValue is the value a reason in state st with count v renders, and
+// whether it renders at all.
+func reasonValue(st reasonState, v float64) (float64, bool) {
+	switch st {
+	case reasonPending:
+		return 0, true
+	case reasonShown:
+		return v, true
+	}
+	return 0, false
+}
+
+// rebucket drops the latency histograms when the buckets changed: their
+// series start again with the new ones.
+func (s *series) rebucket(hist histOpts) {
+	if !s.hist.equal(hist) {
+		s.hist, s.latency = hist, [numHists]prometheus.Histogram{}
 	}
 }
 
-// deletePair removes every series of a pair.
-func (mt *metrics) deletePair(lv []string) {
-	for _, v := range []*prometheus.GaugeVec{mt.success, mt.lastTimestamp, mt.lastSuccess, mt.duration, mt.outputTPS} {
-		v.DeleteLabelValues(lv...)
-	}
-	for _, v := range []*prometheus.HistogramVec{mt.ttft, mt.itl, mt.tpot, mt.e2e} {
-		v.DeleteLabelValues(lv...)
-	}
-	mt.attempts.DeleteLabelValues(lv...)
-	for _, k := range []string{"prompt", "output"} {
-		mt.tokens.DeleteLabelValues(append(slices.Clone(lv), k)...)
-	}
-	mt.lazyFailures.deleteMatching(lv)
-	mt.lazySkipped.deleteMatching(lv)
-	mt.answers.delete(lv)
+func (s *series) skip(reason string) {
+	i := slices.Index(SkipReasons(), reason)
+	s.skipped[i]++
+	occurred(&s.skipShown[i])
 }
 
-func (mt *metrics) skip(lv []string, reason string) {
-	mt.lazySkipped.add(append(slices.Clone(lv), reason), 1)
-}
-
-// fail counts a failed probe by reason.
-func (mt *metrics) fail(lv []string, reason probe.Reason) {
-	lvr := append(slices.Clone(lv), string(reason))
-	if mt.lazyFailures == nil {
-		mt.failures.WithLabelValues(lvr...).Inc()
-		return
+// histogram returns latency histogram i, created at its first observation.
+func (s *series) histogram(i int) prometheus.Histogram {
+	if s.latency[i] == nil {
+		s.latency[i] = s.hist.newHistogram(i)
 	}
-	mt.lazyFailures.add(lvr, 1)
+	return s.latency[i]
 }
 
-// observe records a finished probe. recordID, when not "", is the exemplar
-// of its TTFT, E2E and TPOT observations: the id /probe/record opens.
-func (mt *metrics) observe(lv []string, r *probe.Result, end float64, recordID string) {
-	mt.lastTimestamp.WithLabelValues(lv...).Set(end)
-	mt.duration.WithLabelValues(lv...).Set(r.Duration.Seconds())
-	mt.tokens.WithLabelValues(append(slices.Clone(lv), "prompt")...).Add(float64(r.PromptTokens))
-	mt.tokens.WithLabelValues(append(slices.Clone(lv), "output")...).Add(float64(r.OutputTokens))
-	mt.answers.observe(lv, r)
+// observe records a finished probe that ended at end (Unix seconds).
+// recordID, when not "", is the exemplar of its TTFT, E2E and TPOT
+// observations: the id /probe/record opens.
+func (s *series) observe(r *probe.Result, end float64, recordID string) {
+	s.observed, s.lastEnd, s.duration = true, end, r.Duration.Seconds()
+	s.tokens[0] += float64(r.PromptTokens)
+	s.tokens[1] += float64(r.OutputTokens)
+	if r.Dimension > 0 {
+		s.dim, s.hasDim = float64(r.Dimension), true
+	}
+	if r.Answer != probe.AnswerNotChecked {
+		s.correct, s.hasCorrect = b2f(r.Answer == probe.AnswerCorrect), true
+		if r.Answer == probe.AnswerCorrect {
+			s.checks[0]++
+		} else {
+			s.checks[1]++
+		}
+	}
 	if !r.Success {
-		mt.success.WithLabelValues(lv...).Set(0)
-		mt.fail(lv, r.Reason)
+		s.success = 0
+		if i := slices.Index(probe.Reasons(), r.Reason); i >= 0 {
+			s.failures[i]++
+			occurred(&s.failShown[i])
+		}
 		return
 	}
-	mt.success.WithLabelValues(lv...).Set(1)
-	mt.lastSuccess.WithLabelValues(lv...).Set(end)
+	s.success, s.lastSuccess, s.hasLastSuccess = 1, end, true
 	var ex prometheus.Labels
 	if recordID != "" {
 		ex = prometheus.Labels{ExemplarLabel: recordID}
 	}
-	observe(mt.e2e.WithLabelValues(lv...), r.E2E.Seconds(), ex)
+	observe(s.histogram(histE2E), r.E2E.Seconds(), ex)
 	if r.Dimension > 0 {
 		return // an embeddings probe: no tokens to time
 	}
-	observe(mt.ttft.WithLabelValues(lv...), r.TTFT.Seconds(), ex)
-	if mt.hist.on(metricITL) {
-		itl := mt.itl.WithLabelValues(lv...)
+	observe(s.histogram(histTTFT), r.TTFT.Seconds(), ex)
+	if s.hist.on(metricITL) {
+		itl := s.histogram(histITL)
 		for _, d := range r.ITLs {
 			itl.Observe(d.Seconds())
 		}
 	}
-	if r.OutputTokens > 1 && mt.hist.on(metricTPOT) {
-		observe(mt.tpot.WithLabelValues(lv...), r.TPOT.Seconds(), ex)
+	if r.OutputTokens > 1 && s.hist.on(metricTPOT) {
+		observe(s.histogram(histTPOT), r.TPOT.Seconds(), ex)
 	}
-	mt.outputTPS.WithLabelValues(lv...).Set(r.OutputTokensPerSecond())
+	s.outputTPS, s.hasTPS = r.OutputTokensPerSecond(), true
+}
+
+// snapshot copies s for rendering outside the Manager's lock (the
+// histograms are safe to read concurrently).
+func (s *series) snapshot() series {
+	c := *s
+	c.failures = slices.Clone(s.failures)
+	c.failShown = slices.Clone(s.failShown)
+	return c
+}
+
+// collect renders s with the label values lv of d's pair families.
+func (s *series) collect(ch chan<- prometheus.Metric, d *descs, lv []string) {
+	gauge := func(desc *prometheus.Desc, v float64, extra ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append(slices.Clone(lv), extra...)...)
+	}
+	counter := func(desc *prometheus.Desc, v float64, extra ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, append(slices.Clone(lv), extra...)...)
+	}
+	counter(d.attempts, s.attempts)
+	if s.hist.on(metricTokens) {
+		for i, k := range tokenKinds {
+			counter(d.tokens, s.tokens[i], k)
+		}
+	}
+	for i, r := range probe.Reasons() {
+		if !s.scheduled { // /probe's one-shot series: every reason, as blackbox_exporter's
+			counter(d.failures, s.failures[i], string(r))
+		} else if v, ok := reasonValue(s.failShown[i], s.failures[i]); ok {
+			counter(d.failures, v, string(r))
+		}
+	}
+	if s.scheduled {
+		for i, r := range SkipReasons() {
+			if v, ok := reasonValue(s.skipShown[i], s.skipped[i]); ok {
+				counter(d.skipped, v, r)
+			}
+		}
+	}
+	for i, r := range checkResults {
+		if s.allChecks || s.checks[i] > 0 {
+			counter(d.checks, s.checks[i], r)
+		}
+	}
+	if s.observed {
+		gauge(d.success, s.success)
+		gauge(d.lastTimestamp, s.lastEnd)
+		if s.hist.on(metricDuration) {
+			gauge(d.duration, s.duration)
+		}
+	}
+	if s.hasLastSuccess && s.scheduled {
+		gauge(d.lastSuccess, s.lastSuccess)
+	}
+	if s.hasTPS && s.hist.on(metricOutputTPS) {
+		gauge(d.outputTPS, s.outputTPS)
+	}
+	if s.hasCorrect {
+		gauge(d.correct, s.correct)
+	}
+	if s.hasDim {
+		gauge(d.dimension, s.dim)
+	}
+	for i, h := range s.latency {
+		if h != nil && s.hist.on(histNames[i]) {
+			ch <- labelled{desc: d.latency[i], metric: h, labels: prometheus.MakeLabelPairs(d.latency[i], lv)}
+		}
+	}
+}
+
+// labelled is a pair's histogram with its pair's labels: what the histogram
+// writes (classic and native buckets, exemplars) with the label pairs of
+// desc.
+type labelled struct {
+	desc   *prometheus.Desc
+	metric prometheus.Metric
+	labels []*dto.LabelPair
+}
+
+func (l labelled) Desc() *prometheus.Desc { return l.desc }
+
+func (l labelled) Write(out *dto.Metric) error {
+	if err := l.metric.Write(out); err != nil {
+		return err
+	}
+	out.Label = l.labels
+	return nil
+}
+
+// collector is the one collector a Manager registers. It is unchecked
+// (Describe sends nothing) because a registry pins the label names of a
+// metric name for the life of the program, even across Unregister, while
+// ours change with the static labels of the configuration.
+type collector struct{ m *Manager }
+
+// Describe implements prometheus.Collector. It sends nothing: see collector.
+func (collector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector: it copies every pair's and
+// target's series under the lock and renders them outside it.
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	type row struct {
+		lv []string
+		s  series
+	}
+	type health struct {
+		lv         []string
+		health, up bool
+	}
+	m := c.m
+	m.mu.Lock()
+	d := m.descs
+	if d == nil {
+		m.mu.Unlock()
+		return
+	}
+	rows := make([]row, 0, len(m.order))
+	for _, p := range m.order {
+		rows = append(rows, row{lv: m.pairLabels(p), s: p.series.snapshot()})
+		p.series.exposed()
+	}
+	var healths []health
+	for _, t := range m.targets {
+		if t.checked {
+			healths = append(healths, health{lv: append([]string{t.cfg.Name, t.model}, t.cfg.StaticLabelValues(m.static)...), health: t.healthUp, up: t.modelsUp})
+		}
+	}
+	m.mu.Unlock()
+	for i := range rows {
+		rows[i].s.collect(ch, d, rows[i].lv)
+	}
+	for _, h := range healths {
+		ch <- prometheus.MustNewConstMetric(d.healthUp, prometheus.GaugeValue, b2f(h.health), h.lv...)
+		ch <- prometheus.MustNewConstMetric(d.modelsUp, prometheus.GaugeValue, b2f(h.up), h.lv...)
+	}
+}
+
+// pairLabels are the label values of p's series now. m.mu must be held.
+func (m *Manager) pairLabels(p *pair) []string {
+	return append([]string{p.key.target, p.key.module, pairModel(p)}, p.tgt.cfg.StaticLabelValues(m.static)...)
+}
+
+// oneShot renders the series of one probe run outside the schedule
+// (ProbeNow, ProbeURLNow), without target, module and model labels: the
+// scraper of /probe sets them.
+type oneShot struct{ s *series }
+
+func (oneShot) Describe(chan<- *prometheus.Desc) {}
+
+func (o oneShot) Collect(ch chan<- prometheus.Metric) { o.s.collect(ch, newDescsLabels(nil, nil), nil) }
+
+// oneShotRegistry returns the metrics of one probe run outside the schedule
+// in a fresh registry.
+func oneShotRegistry(hist histOpts, res *probe.Result, end float64) *prometheus.Registry {
+	s := newSeries(hist, false)
+	s.attempts = 1
+	s.observe(res, end, "")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(oneShot{s})
+	return reg
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ExemplarLabel is the exemplar label of a probe's TTFT, E2E and TPOT

@@ -68,7 +68,7 @@ func (m *Manager) applyTargetPairs(cfg *config.Config, tc *config.Target, t *tar
 			keep[key] = true
 			p, ok := m.pairs[key]
 			if !ok {
-				p = &pair{key: key, hist: history{limit: m.historyLimit}}
+				p = &pair{key: key, hist: history{limit: m.historyLimit}, series: newSeries(m.hist, true)}
 				m.pairs[key] = p
 			}
 			if ok && p.spec != spec {
@@ -76,6 +76,7 @@ func (m *Manager) applyTargetPairs(cfg *config.Config, tc *config.Target, t *tar
 			}
 			restart := !ok || p.interval != interval
 			p.tgt, p.spec, p.interval = t, spec, interval
+			p.series.allChecks = spec.ChecksAnswers()
 			t.pairs = append(t.pairs, p)
 			p.timeout, p.stall = cfg.ProbeTimeout(tc, &mc), cfg.StallTimeout(&mc)
 			if restart {
@@ -91,9 +92,6 @@ func (m *Manager) applyTargetPairs(cfg *config.Config, tc *config.Target, t *tar
 func (m *Manager) removePair(p *pair) {
 	m.stopPair(p)
 	p.stopped = true
-	if p.gen == m.metrics && p.labels != nil {
-		m.metrics.deletePair(p.labels)
-	}
 	delete(m.pairs, p.key)
 }
 
@@ -121,10 +119,5 @@ func (m *Manager) syncModels(t *target, ids []string) bool {
 		}
 	}
 	m.sortPairs()
-	for _, p := range m.pairs {
-		if p.tgt == t {
-			m.relabelPair(p)
-		}
-	}
 	return len(list) > 0
 }

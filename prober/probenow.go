@@ -60,7 +60,7 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 	}
 	t.onDemand.Reserve("", cost)
 	s := m.snapshot(p)
-	hist := m.metrics.hist
+	hist := m.hist
 	m.mu.Unlock()
 
 	res := m.probe(ctx, s, func() {})
@@ -71,21 +71,4 @@ func (m *Manager) ProbeModelNow(ctx context.Context, targetName, module, model s
 	m.mu.Unlock()
 
 	return res, oneShotRegistry(hist, res, end), nil
-}
-
-// oneShotRegistry returns the metrics of one probe run outside the schedule
-// (ProbeNow, ProbeURLNow) in a fresh registry, without target, module and
-// model labels: the scraper of /probe sets them.
-func oneShotRegistry(hist histOpts, res *probe.Result, end float64) *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	mt := newMetricsLabels(nil, nil, nil, hist)
-	for _, c := range mt.probeCollectors() {
-		reg.MustRegister(c)
-	}
-	mt.attempts.WithLabelValues().Inc()
-	for _, r := range probe.Reasons() {
-		mt.failures.WithLabelValues(string(r))
-	}
-	mt.observe(nil, res, end, "")
-	return reg
 }

@@ -75,7 +75,7 @@ targets:
 		t.Errorf("record 7: %v %+v", ok, r)
 	}
 	want := float64(successAt.UnixNano()) / 1e9
-	if got := testutil.ToFloat64(m.metrics.lastSuccess.WithLabelValues("fake", "short", "m1")); got != want {
+	if got := testutil.ToFloat64(m.testMetrics().lastSuccess.WithLabelValues("fake", "short", "m1")); got != want {
 		t.Errorf("%s = %v, want %v", metricLastSuccess, got, want)
 	}
 	f.mode.Store("ok")

@@ -60,10 +60,8 @@ targets:
 	}
 	mu.Unlock()
 	for _, name := range []string{"metrics-only", "metrics-only-2"} {
-		for _, v := range []interface {
-			DeleteLabelValues(...string) bool
-		}{m.metrics.healthUp, m.metrics.modelsUp} {
-			if v.DeleteLabelValues(name, "") {
+		for _, v := range []family{m.testMetrics().healthUp, m.testMetrics().modelsUp} {
+			if v.has(name, "") {
 				t.Errorf("%s has a health series", name)
 			}
 		}
@@ -88,7 +86,7 @@ targets:
 	if err := m.Apply(cfg2); err != nil {
 		t.Fatal(err)
 	}
-	if m.metrics.healthUp.DeleteLabelValues("probed", "served") {
+	if m.testMetrics().healthUp.has("probed", "served") {
 		t.Error("a target made scrape-only kept its vllm_probe_health_up")
 	}
 	if ts, _ := m.TargetStatus("probed"); !ts.ScrapeOnly || ts.Checked {

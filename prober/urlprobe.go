@@ -58,7 +58,7 @@ func (m *Manager) ProbeURLNow(ctx context.Context, u URLProbe) (*probe.Result, *
 	}
 	m.urlProbes.Reserve("", cost)
 	s := m.snapshot(p)
-	hist := m.metrics.hist
+	hist := m.hist
 	m.mu.Unlock()
 
 	var res *probe.Result
