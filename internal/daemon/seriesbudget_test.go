@@ -79,6 +79,17 @@ targets:
 				t.Errorf("%s: the pair (sim, short) exposes %d series, over its budget of %d:\n%s",
 					mode, n, seriesBudget[mode], breakdown(pair))
 			}
+			if mode == config.HistogramsNative {
+				// No classic bucket in the text exposition either: a
+				// histogram there is _sum, _count and the +Inf bucket.
+				_, body := f.get("/metrics")
+				for _, l := range strings.Split(body, "\n") {
+					if strings.HasPrefix(l, "vllm_probe_") && strings.Contains(l, "_bucket{") && !strings.Contains(l, `le="+Inf"`) {
+						t.Errorf("native: the text exposition has a classic bucket: %s", l)
+						break
+					}
+				}
+			}
 			if n < 10 {
 				t.Errorf("%s: only %d series counted; the count is broken:\n%s", mode, n, breakdown(pair))
 			}
