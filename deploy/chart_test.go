@@ -215,7 +215,8 @@ func TestChartDefaults(t *testing.T) {
 				}
 			}
 			want := map[string]int{
-				"ConfigMap":      1 + len(dashboardFiles(t)),
+				// config.yml, the dashboards and the Grafana datasource.
+				"ConfigMap":      2 + len(dashboardFiles(t)),
 				"Service":        1,
 				"StatefulSet":    1,
 				"ServiceMonitor": 1,

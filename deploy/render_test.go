@@ -391,6 +391,25 @@ func sprigSubset(root *template.Template) template.FuncMap {
 			return a
 		},
 		"fail": func(msg string) (string, error) { return "", errors.New(msg) },
+		"int": func(v any) (int, error) {
+			switch n := v.(type) {
+			case int:
+				return n, nil
+			case int64:
+				return int(n), nil
+			case float64:
+				return int(n), nil
+			}
+			return 0, fmt.Errorf("int: %T %v is not a number", v, v)
+		},
+		"until": func(n int) []int {
+			out := make([]int, n)
+			for i := range out {
+				out[i] = i
+			}
+			return out
+		},
+		"toString": func(v any) string { return fmt.Sprint(v) },
 	}
 }
 

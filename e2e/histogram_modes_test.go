@@ -28,6 +28,9 @@ type promServer struct {
 	proc  *process
 	url   string
 	c     *mixin.Client
+	// nativeOnly: it scrapes the vllm_prober run with histograms: native,
+	// whose probes run at other moments than the first prober's.
+	nativeOnly bool
 }
 
 // prometheusVersion runs bin --version and returns its version ("3.15.0") and major version.
@@ -55,7 +58,9 @@ func prometheus3Dir() string { return os.Getenv("E2E_PROMETHEUS3_DIR") }
 // classic, native (scrape_native_histograms: true) and NHCB
 // (convert_classic_histograms_to_nhcb: true). One vllm_sim, probed by one
 // vllm_prober that exposes its latency histograms with classic and native
-// buckets (native_histogram_bucket_factor: 1.1), is scraped by all five; they
+// buckets (native_histogram_bucket_factor: 1.1), is scraped by all five, and a
+// second vllm_prober of the same simulator with global.histograms: native (no
+// classic buckets at all) by one more native-mode server per version; they
 // load the very same rule files, so their rule groups evaluate at the same
 // offsets. It checks that:
 //   - each mode took effect (no _bucket series in native and NHCB modes, a
@@ -118,6 +123,21 @@ targets:
 	if err := waitReady(ctx, prober, "http://"+proberAddr+"/-/ready", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	// A second vllm_prober of the same simulator exposes native histograms
+	// only (global.histograms: native), for the native-mode servers.
+	nativeCfg := filepath.Join(dir, "vllm_prober_native.yml")
+	cfgText, err := os.ReadFile(proberCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(nativeCfg, []byte(strings.Replace(string(cfgText), "native_histogram_bucket_factor: 1.1", "histograms: native", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nativeAddr := freeAddr(t)
+	nativeProber := startProcess(t, "vllm_prober native", proberBin, "--config.file="+nativeCfg, "--web.listen-address="+nativeAddr)
+	if err := waitReady(ctx, nativeProber, "http://"+nativeAddr+"/-/ready", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 
 	// One set of rule files for every server: the same paths give the same
 	// rule-group evaluation offsets.
@@ -132,16 +152,23 @@ targets:
 	var servers []*promServer
 	for _, bin := range []string{p2, filepath.Join(p3, "prometheus")} {
 		version, major := prometheusVersion(t, bin)
-		for _, mode := range mixin.HistogramModes {
+		for _, sm := range []struct {
+			mode       mixin.HistogramMode
+			nativeOnly bool
+		}{{mixin.HistogramClassic, false}, {mixin.HistogramNative, false}, {mixin.HistogramNHCB, false}, {mixin.HistogramNative, true}} {
+			mode := sm.mode
 			if mode == mixin.HistogramNHCB && major < 3 {
 				continue
 			}
-			name := version + " " + string(mode)
+			name, scraped := version+" "+string(mode), proberAddr
+			if sm.nativeOnly {
+				name, scraped = version+" native-only-prober", nativeAddr
+			}
 			sdir := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
 			if err := os.MkdirAll(sdir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := mixin.PrometheusConfigMode(spec, []string{proberAddr}, interval, ruleFiles, mode, major)
+			cfg, err := mixin.PrometheusConfigMode(spec, []string{scraped}, interval, ruleFiles, mode, major)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +179,7 @@ targets:
 			addr := freeAddr(t)
 			args := append([]string{"--config.file=" + cfgFile, "--storage.tsdb.path=" + filepath.Join(sdir, "data"),
 				"--web.listen-address=" + addr}, mixin.PrometheusFlags(mode, major)...)
-			s := &promServer{name: name, major: major, mode: mode, url: "http://" + addr}
+			s := &promServer{name: name, major: major, mode: mode, url: "http://" + addr, nativeOnly: sm.nativeOnly}
 			s.proc = startProcess(t, "prometheus "+name, bin, args...)
 			s.c = &mixin.Client{BaseURL: s.url, HTTP: httpClient}
 			servers = append(servers, s)
@@ -280,7 +307,11 @@ targets:
 			var ts []time.Time
 			var desc []string
 			for _, s := range servers {
-				ts = append(ts, activeAt[s.name])
+				// The native-only prober probes at other moments: it must
+				// fire too, but its timing is not the histogram mode's.
+				if !s.nativeOnly {
+					ts = append(ts, activeAt[s.name])
+				}
 				desc = append(desc, fmt.Sprintf("%s %s", s.name, activeAt[s.name].Format("15:04:05.000")))
 			}
 			spread := slices.MaxFunc(ts, time.Time.Compare).Sub(slices.MinFunc(ts, time.Time.Compare))
@@ -293,7 +324,7 @@ targets:
 			for _, major := range []int{2, 3} {
 				var vs []time.Time
 				for _, s := range servers {
-					if s.major == major {
+					if s.major == major && !s.nativeOnly {
 						vs = append(vs, activeAt[s.name])
 					}
 				}
@@ -337,15 +368,17 @@ targets:
 		wg.Wait()
 		if len(goneAt) == len(servers) {
 			var ts []time.Time
-			for _, at := range goneAt {
-				ts = append(ts, at)
+			for _, s := range servers {
+				if !s.nativeOnly {
+					ts = append(ts, goneAt[s.name])
+				}
 			}
 			spread := slices.MaxFunc(ts, time.Time.Compare).Sub(slices.MinFunc(ts, time.Time.Compare))
 			t.Logf("VLLMTTFTBudgetBurn{long_window=1h} resolved on every server within %s (observed by polling every 100ms)", spread)
 			for _, major := range []int{2, 3} {
 				var vs []time.Time
 				for _, s := range servers {
-					if s.major == major {
+					if s.major == major && !s.nativeOnly {
 						vs = append(vs, goneAt[s.name])
 					}
 				}

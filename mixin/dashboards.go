@@ -48,6 +48,9 @@ type target struct {
 	Expr    string
 	Legend  string
 	Instant bool
+	// Exemplar asks Grafana for the exemplars of the query's histogram: each
+	// probe's record_id, which links to its record (README, "Exemplars").
+	Exemplar bool
 	// Hint marks a "signal not exported by this server" series: drawn grey and
 	// dashed, so that a missing signal does not read as an empty panel or zero.
 	Hint bool
@@ -140,6 +143,9 @@ func (p panel) json(id, x, y int) map[string]any {
 			"expr":         t.Expr,
 			"legendFormat": t.Legend,
 			"refId":        string(rune('A' + i)),
+		}
+		if t.Exemplar {
+			tj["exemplar"] = true
 		}
 		if t.Instant {
 			tj["instant"] = true
@@ -322,7 +328,7 @@ func fleetDashboard() dashboard {
 					Description: "Client-side time to first token of the probes (vllm_probe_time_to_first_token_seconds): mean, and 99th percentile from the probe histogram.",
 					Targets: []target{
 						{Expr: mean("vllm_probe_time_to_first_token_seconds", "target"), Legend: "{{target}} mean"},
-						{Expr: quantile("0.99", "vllm_probe_time_to_first_token_seconds", "target"), Legend: "{{target}} p99"},
+						{Expr: quantile("0.99", "vllm_probe_time_to_first_token_seconds", "target"), Exemplar: true, Legend: "{{target}} p99"},
 					}},
 				{Type: "timeseries", Title: "TPOT mean", W: 4, H: 6, Unit: "s",
 					Description: "Mean time per output token of the probes: (E2E − TTFT) / (output tokens − 1).",
@@ -393,7 +399,7 @@ func endpointDashboard() dashboard {
 					Description: "Mean time to first token seen by the probes next to the server's own mean TTFT (vllm_server_time_to_first_token_seconds{stat=\"mean\"}), the probes' p99 and the baseline's expected TTFT. Means are compared, not quantiles: vLLM's coarse histogram buckets make server quantiles unreliable at low latencies.",
 					Targets: []target{
 						{Expr: mean("vllm_probe_time_to_first_token_seconds", "target"), Legend: "probe mean"},
-						{Expr: quantile("0.99", "vllm_probe_time_to_first_token_seconds", "target"), Legend: "probe p99"},
+						{Expr: quantile("0.99", "vllm_probe_time_to_first_token_seconds", "target"), Exemplar: true, Legend: "probe p99"},
 						{Expr: serverMean("vllm_server_time_to_first_token_seconds"), Legend: "server mean"},
 						{Expr: `avg by (target, baseline) (vllm_probe_expected_time_to_first_token_seconds{` + probeSel + `})`, Legend: "baseline {{baseline}}"},
 						notExported("ttft"),
@@ -416,7 +422,7 @@ func endpointDashboard() dashboard {
 					Description: "Time per output token of the probes (mean, p99) with the baseline's expected TPOT.",
 					Targets: []target{
 						{Expr: mean("vllm_probe_time_per_output_token_seconds", "target"), Legend: "probe mean"},
-						{Expr: quantile("0.99", "vllm_probe_time_per_output_token_seconds", "target"), Legend: "probe p99"},
+						{Expr: quantile("0.99", "vllm_probe_time_per_output_token_seconds", "target"), Exemplar: true, Legend: "probe p99"},
 						{Expr: `avg by (target, baseline) (vllm_probe_expected_time_per_output_token_seconds{` + probeSel + `})`, Legend: "baseline {{baseline}}"},
 					}},
 				{Type: "timeseries", Title: "End-to-end latency: means", W: 8, H: 8, Unit: "s",
@@ -424,7 +430,7 @@ func endpointDashboard() dashboard {
 					Targets: []target{
 						{Expr: mean("vllm_probe_e2e_latency_seconds", "target"), Legend: "probe mean"},
 						{Expr: serverMean("vllm_server_e2e_latency_seconds"), Legend: "server mean"},
-						{Expr: quantile("0.99", "vllm_probe_e2e_latency_seconds", "target"), Legend: "probe p99"},
+						{Expr: quantile("0.99", "vllm_probe_e2e_latency_seconds", "target"), Exemplar: true, Legend: "probe p99"},
 						notExported("e2e"),
 					}},
 				{Type: "timeseries", Title: "Regression ratios", W: 12, H: 7, Unit: "short",

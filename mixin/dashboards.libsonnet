@@ -1253,6 +1253,7 @@
             "type": "prometheus",
             "uid": "${datasource}"
           },
+          "exemplar": true,
           "expr": "histogram_quantile(0.99, sum by (target, le) (rate(vllm_probe_time_to_first_token_seconds_bucket{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval]))) or histogram_quantile(0.99, sum by (target) (rate(vllm_probe_time_to_first_token_seconds{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval])))",
           "legendFormat": "probe p99",
           "refId": "B"
@@ -1547,6 +1548,7 @@
             "type": "prometheus",
             "uid": "${datasource}"
           },
+          "exemplar": true,
           "expr": "histogram_quantile(0.99, sum by (target, le) (rate(vllm_probe_time_per_output_token_seconds_bucket{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval]))) or histogram_quantile(0.99, sum by (target) (rate(vllm_probe_time_per_output_token_seconds{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval])))",
           "legendFormat": "probe p99",
           "refId": "B"
@@ -1663,6 +1665,7 @@
             "type": "prometheus",
             "uid": "${datasource}"
           },
+          "exemplar": true,
           "expr": "histogram_quantile(0.99, sum by (target, le) (rate(vllm_probe_e2e_latency_seconds_bucket{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval]))) or histogram_quantile(0.99, sum by (target) (rate(vllm_probe_e2e_latency_seconds{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval])))",
           "legendFormat": "probe p99",
           "refId": "C"
@@ -2916,6 +2919,7 @@
             "type": "prometheus",
             "uid": "${datasource}"
           },
+          "exemplar": true,
           "expr": "histogram_quantile(0.99, sum by (target, le) (rate(vllm_probe_time_to_first_token_seconds_bucket{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval]))) or histogram_quantile(0.99, sum by (target) (rate(vllm_probe_time_to_first_token_seconds{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval])))",
           "legendFormat": "{{target}} p99",
           "refId": "B"

@@ -30,8 +30,10 @@ func histogramQuantile(q float64, h *dto.Histogram) float64 {
 
 // TestTokenLatencyBuckets: with the default per-token buckets, the p50 of
 // inter-token gaps around 10.5 ms (a 10.55 ms mean once read as a 17 ms
-// p50 with the TTFT buckets) and around 5, 20 and 30 ms is within 5 % of the
-// true median; the TTFT/E2E buckets would be off by more than 40 % at 10.5 ms.
+// p50 with the old TTFT buckets) and around 5 to 50 ms is within 20 % of the
+// true median, the figure docs/metrics.md states for the eight default bounds
+// (the series budget's price; native histograms read within about 5 %); the
+// TTFT/E2E buckets would be off by more than 40 % at 7.5 ms.
 func TestTokenLatencyBuckets(t *testing.T) {
 	p50 := func(buckets []float64, center float64) float64 {
 		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h", Help: "h", Buckets: buckets})
@@ -45,13 +47,13 @@ func TestTokenLatencyBuckets(t *testing.T) {
 		}
 		return histogramQuantile(0.5, m.GetHistogram())
 	}
-	for _, center := range []float64{0.005, 0.0075, 0.0105, 0.015, 0.02, 0.03} {
+	for _, center := range []float64{0.0055, 0.0075, 0.0105, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05} {
 		got := p50(config.DefaultTokenLatencyBuckets, center)
-		if math.Abs(got-center)/center > 0.05 {
+		if math.Abs(got-center)/center > 0.20 {
 			t.Errorf("p50 of gaps around %.1f ms reads %.2f ms", center*1e3, got*1e3)
 		}
 	}
-	if got := p50(config.DefaultBuckets, 0.0105); math.Abs(got-0.0105)/0.0105 < 0.4 {
-		t.Errorf("the TTFT buckets read gaps around 10.5 ms as %.2f ms: the case for their own buckets is gone", got*1e3)
+	if got := p50(config.DefaultBuckets, 0.0075); math.Abs(got-0.0075)/0.0075 < 0.4 {
+		t.Errorf("the TTFT buckets read gaps around 7.5 ms as %.2f ms: the case for their own buckets is gone", got*1e3)
 	}
 }

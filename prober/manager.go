@@ -50,6 +50,7 @@ type Manager struct {
 	pairs        map[pairKey]*pair
 	order        []*pair // the pairs sorted by target and module (AllStats)
 	historyLimit int
+	recordPrefix string          // Options.RecordPrefix
 	inFlight     int             // probes in flight across all pairs
 	maxInFlight  int             // cfg.Global.MaxConcurrentProbes
 	runCtx       context.Context // non-nil while Run runs
@@ -123,6 +124,10 @@ type Options struct {
 	// to], as running + waiting + 1 (Result.Load); collector.Manager's
 	// LoadDuring fits. Without one Result.Load is NaN.
 	Load func(target string, from, to time.Time) (load float64, ok bool)
+	// RecordPrefix starts every record id of this replica (recordid.go):
+	// "" for one replica, e.g. "s3" for shard 3 of a sharded fleet. It
+	// must not contain "-".
+	RecordPrefix string
 }
 
 // NewManager returns a Manager of opts.
@@ -144,6 +149,7 @@ func NewManager(opts Options) *Manager {
 		targets:      map[string]*target{},
 		pairs:        map[pairKey]*pair{},
 		historyLimit: limit,
+		recordPrefix: opts.RecordPrefix,
 		now:          time.Now,
 		specs:        map[string]*probe.Spec{},
 		run: func(ctx context.Context, s *probe.Spec, c *http.Client, call probe.Call) probe.Result {
@@ -183,8 +189,7 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 		}
 	}
 	m.registered, m.configured = true, true
-	hist := histOpts{buckets: slices.Clone(cfg.Global.Buckets), tokenBuckets: slices.Clone(cfg.Global.TokenLatencyBuckets),
-		nativeFactor: cfg.Global.NativeHistogramBucketFactor}
+	hist := histOptsOf(&cfg.Global)
 	if !m.hist.equal(hist) {
 		m.hist = hist
 		for _, p := range m.pairs {
@@ -453,10 +458,11 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 		p.promptEstimate = res.PromptTokens + probe.PromptSlack
 	}
 	end := m.now()
-	p.hist.add(p.records.note(res, end), res)
+	id := p.records.note(res, end)
+	p.hist.add(id, res)
 	p.state.record(res, end, p.hist.limit)
 	p.lastEnd = unixSeconds(end)
-	p.series.observe(res, p.lastEnd)
+	p.series.observe(res, p.lastEnd, m.recordID(p, id))
 	if !res.Success {
 		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
 			"reason", res.Reason, "err", res.Err)

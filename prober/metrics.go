@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
@@ -38,16 +39,29 @@ const (
 // as they are then. Nothing is relabelled when a model is resolved or a
 // static label appears: the series are simply rendered with the new values.
 
-// histOpts says how the latency histograms are bucketed.
+// histOpts says how the latency histograms are bucketed and which optional
+// families are exposed.
 type histOpts struct {
 	buckets      []float64 // TTFT and E2E
 	tokenBuckets []float64 // ITL and TPOT
 	nativeFactor float64   // > 1 adds native histograms
+	nativeOnly   bool      // no classic buckets (global.histograms: native)
+	disabled     []string  // families not exposed (global.metrics.disable)
+}
+
+// histOptsOf is the histOpts of a configuration's global section.
+func histOptsOf(g *config.Global) histOpts {
+	return histOpts{buckets: slices.Clone(g.Buckets), tokenBuckets: slices.Clone(g.TokenLatencyBuckets),
+		nativeFactor: g.NativeFactor(), nativeOnly: !g.ClassicBuckets(), disabled: slices.Clone(g.Metrics.Disable)}
 }
 
 func (o histOpts) equal(p histOpts) bool {
-	return o.nativeFactor == p.nativeFactor && slices.Equal(o.buckets, p.buckets) && slices.Equal(o.tokenBuckets, p.tokenBuckets)
+	return o.nativeFactor == p.nativeFactor && o.nativeOnly == p.nativeOnly && slices.Equal(o.buckets, p.buckets) &&
+		slices.Equal(o.tokenBuckets, p.tokenBuckets) && slices.Equal(o.disabled, p.disabled)
 }
+
+// on reports whether family is exposed.
+func (o histOpts) on(family string) bool { return !slices.Contains(o.disabled, family) }
 
 // The latency histograms of a pair, indexes of series.latency.
 const (
@@ -68,6 +82,9 @@ func (o histOpts) newHistogram(i int) prometheus.Histogram {
 		buckets = o.tokenBuckets
 	}
 	h := prometheus.HistogramOpts{Name: histNames[i], Help: histHelps[i], Buckets: buckets}
+	if o.nativeOnly && o.nativeFactor > 1 {
+		h.Buckets = nil // with a native factor, no classic buckets at all
+	}
 	if o.nativeFactor > 1 {
 		h.NativeHistogramBucketFactor = o.nativeFactor
 		h.NativeHistogramMaxBucketNumber = 160
@@ -151,6 +168,11 @@ type series struct {
 	failures []float64  // by probe.Reasons()
 	skipped  [3]float64 // by SkipReasons()
 	checks   [2]float64 // by checkResults
+	// failShown and skipShown say how a scheduled pair's failure and skip
+	// reasons render (reasonState): a reason's series appears once it
+	// occurs, not at 0 in advance.
+	failShown []reasonState
+	skipShown [3]reasonState
 
 	observed                                   bool // success, lastEnd and duration are set
 	success, lastEnd, duration                 float64
@@ -162,7 +184,56 @@ type series struct {
 }
 
 func newSeries(hist histOpts, scheduled bool) *series {
-	return &series{scheduled: scheduled, hist: hist, failures: make([]float64, len(probe.Reasons()))}
+	return &series{scheduled: scheduled, hist: hist, failures: make([]float64, len(probe.Reasons())),
+		failShown: make([]reasonState, len(probe.Reasons()))}
+}
+
+// reasonState is how a failure or skip reason of a scheduled pair renders.
+// A counter that appeared at its first count would lose that count to
+// Prometheus: increase() and rate() see no step from a series' first sample.
+// So a reason that first occurs renders 0 at the next collection, and its
+// count from the collection after (one scrape later than a series created at
+// 0 in advance would show it; the count is not lost).
+type reasonState uint8
+
+const (
+	reasonAbsent  reasonState = iota // never occurred: no series
+	reasonPending                    // occurred; the next collection renders 0
+	reasonShown                      // a collection rendered 0: render the count
+)
+
+// occurred notes an occurrence of a reason in state *st.
+func occurred(st *reasonState) {
+	if *st == reasonAbsent {
+		*st = reasonPending
+	}
+}
+
+// exposed notes that a collection rendered s: the pending reasons' zeros are
+// out, their counts render from the next collection. m.mu must be held.
+func (s *series) exposed() {
+	for i, st := range s.failShown {
+		if st == reasonPending {
+			s.failShown[i] = reasonShown
+		}
+	}
+	for i, st := range s.skipShown {
+		if st == reasonPending {
+			s.skipShown[i] = reasonShown
+		}
+	}
+}
+
+// reasonValue is the value a reason in state st with count v renders, and
+// whether it renders at all.
+func reasonValue(st reasonState, v float64) (float64, bool) {
+	switch st {
+	case reasonPending:
+		return 0, true
+	case reasonShown:
+		return v, true
+	}
+	return 0, false
 }
 
 // rebucket drops the latency histograms when the buckets changed: their
@@ -173,7 +244,11 @@ func (s *series) rebucket(hist histOpts) {
 	}
 }
 
-func (s *series) skip(reason string) { s.skipped[slices.Index(SkipReasons(), reason)]++ }
+func (s *series) skip(reason string) {
+	i := slices.Index(SkipReasons(), reason)
+	s.skipped[i]++
+	occurred(&s.skipShown[i])
+}
 
 // histogram returns latency histogram i, created at its first observation.
 func (s *series) histogram(i int) prometheus.Histogram {
@@ -184,7 +259,9 @@ func (s *series) histogram(i int) prometheus.Histogram {
 }
 
 // observe records a finished probe that ended at end (Unix seconds).
-func (s *series) observe(r *probe.Result, end float64) {
+// recordID, when not "", is the exemplar of its TTFT, E2E and TPOT
+// observations: the id /probe/record opens.
+func (s *series) observe(r *probe.Result, end float64, recordID string) {
 	s.observed, s.lastEnd, s.duration = true, end, r.Duration.Seconds()
 	s.tokens[0] += float64(r.PromptTokens)
 	s.tokens[1] += float64(r.OutputTokens)
@@ -203,21 +280,28 @@ func (s *series) observe(r *probe.Result, end float64) {
 		s.success = 0
 		if i := slices.Index(probe.Reasons(), r.Reason); i >= 0 {
 			s.failures[i]++
+			occurred(&s.failShown[i])
 		}
 		return
 	}
 	s.success, s.lastSuccess, s.hasLastSuccess = 1, end, true
-	s.histogram(histE2E).Observe(r.E2E.Seconds())
+	var ex prometheus.Labels
+	if recordID != "" {
+		ex = prometheus.Labels{ExemplarLabel: recordID}
+	}
+	observe(s.histogram(histE2E), r.E2E.Seconds(), ex)
 	if r.Dimension > 0 {
 		return // an embeddings probe: no tokens to time
 	}
-	s.histogram(histTTFT).Observe(r.TTFT.Seconds())
-	itl := s.histogram(histITL)
-	for _, d := range r.ITLs {
-		itl.Observe(d.Seconds())
+	observe(s.histogram(histTTFT), r.TTFT.Seconds(), ex)
+	if s.hist.on(metricITL) {
+		itl := s.histogram(histITL)
+		for _, d := range r.ITLs {
+			itl.Observe(d.Seconds())
+		}
 	}
-	if r.OutputTokens > 1 {
-		s.histogram(histTPOT).Observe(r.TPOT.Seconds())
+	if r.OutputTokens > 1 && s.hist.on(metricTPOT) {
+		observe(s.histogram(histTPOT), r.TPOT.Seconds(), ex)
 	}
 	s.outputTPS, s.hasTPS = r.OutputTokensPerSecond(), true
 }
@@ -227,6 +311,7 @@ func (s *series) observe(r *probe.Result, end float64) {
 func (s *series) snapshot() series {
 	c := *s
 	c.failures = slices.Clone(s.failures)
+	c.failShown = slices.Clone(s.failShown)
 	return c
 }
 
@@ -239,15 +324,23 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, lv []string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, append(slices.Clone(lv), extra...)...)
 	}
 	counter(d.attempts, s.attempts)
-	for i, k := range tokenKinds {
-		counter(d.tokens, s.tokens[i], k)
+	if s.hist.on(metricTokens) {
+		for i, k := range tokenKinds {
+			counter(d.tokens, s.tokens[i], k)
+		}
 	}
 	for i, r := range probe.Reasons() {
-		counter(d.failures, s.failures[i], string(r))
+		if !s.scheduled { // /probe's one-shot series: every reason, as blackbox_exporter's
+			counter(d.failures, s.failures[i], string(r))
+		} else if v, ok := reasonValue(s.failShown[i], s.failures[i]); ok {
+			counter(d.failures, v, string(r))
+		}
 	}
 	if s.scheduled {
 		for i, r := range SkipReasons() {
-			counter(d.skipped, s.skipped[i], r)
+			if v, ok := reasonValue(s.skipShown[i], s.skipped[i]); ok {
+				counter(d.skipped, v, r)
+			}
 		}
 	}
 	for i, r := range checkResults {
@@ -258,12 +351,14 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, lv []string) {
 	if s.observed {
 		gauge(d.success, s.success)
 		gauge(d.lastTimestamp, s.lastEnd)
-		gauge(d.duration, s.duration)
+		if s.hist.on(metricDuration) {
+			gauge(d.duration, s.duration)
+		}
 	}
 	if s.hasLastSuccess && s.scheduled {
 		gauge(d.lastSuccess, s.lastSuccess)
 	}
-	if s.hasTPS {
+	if s.hasTPS && s.hist.on(metricOutputTPS) {
 		gauge(d.outputTPS, s.outputTPS)
 	}
 	if s.hasCorrect {
@@ -273,7 +368,7 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, lv []string) {
 		gauge(d.dimension, s.dim)
 	}
 	for i, h := range s.latency {
-		if h != nil {
+		if h != nil && s.hist.on(histNames[i]) {
 			ch <- labelled{desc: d.latency[i], metric: h, labels: prometheus.MakeLabelPairs(d.latency[i], lv)}
 		}
 	}
@@ -328,6 +423,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	rows := make([]row, 0, len(m.order))
 	for _, p := range m.order {
 		rows = append(rows, row{lv: m.pairLabels(p), s: p.series.snapshot()})
+		p.series.exposed()
 	}
 	var healths []health
 	for _, t := range m.targets {
@@ -364,7 +460,7 @@ func (o oneShot) Collect(ch chan<- prometheus.Metric) { o.s.collect(ch, newDescs
 func oneShotRegistry(hist histOpts, res *probe.Result, end float64) *prometheus.Registry {
 	s := newSeries(hist, false)
 	s.attempts = 1
-	s.observe(res, end)
+	s.observe(res, end, "")
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(oneShot{s})
 	return reg
@@ -375,4 +471,17 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// ExemplarLabel is the exemplar label of a probe's TTFT, E2E and TPOT
+// observations: its record id, which /probe/record?id= opens.
+const ExemplarLabel = "record_id"
+
+// observe observes v on o with the exemplar ex when it has one.
+func observe(o prometheus.Observer, v float64, ex prometheus.Labels) {
+	if eo, ok := o.(prometheus.ExemplarObserver); ok && ex != nil {
+		eo.ObserveWithExemplar(v, ex)
+		return
+	}
+	o.Observe(v)
 }

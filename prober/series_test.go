@@ -55,6 +55,11 @@ func (f family) has(lv ...string) bool {
 func (f family) lookup(lv []string) (float64, bool) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(collector{f.m})
+	// Twice: a failure or skip reason that just occurred renders 0 at the
+	// first collection and its count at the next (reasonState).
+	if _, err := reg.Gather(); err != nil {
+		panic(err)
+	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		panic(err)

@@ -37,22 +37,21 @@ const (
 	ProberResponses = "responses"
 )
 
-// DefaultBuckets resolve probe latencies from 5 ms to 60 s. Latency SLO thresholds
-// in mixin/slo.yml must be members of this list.
-var DefaultBuckets = []float64{
-	0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
-	1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60,
-}
+// DefaultBuckets resolve probe TTFT and E2E latencies from 25 ms to 30 s,
+// where a short streamed probe's first token and last token fall, in ten
+// bounds: a (target, module) pair's series budget (docs/metrics.md) has no
+// room for more. Latency SLO thresholds in mixin/slo.yml must be members of
+// this list.
+var DefaultBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30}
 
 // DefaultTokenLatencyBuckets bucket the per-token latencies (ITL, TPOT), which
-// sit between a few and a few tens of milliseconds: 1 ms steps up to 15 ms and
-// steps of at most 10 % up to 50 ms, so that interpolated quantiles stay
-// within a few percent (with DefaultBuckets a 10.5 ms ITL read as 17 ms).
-var DefaultTokenLatencyBuckets = []float64{
-	0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.011, 0.012, 0.013, 0.014,
-	0.015, 0.0175, 0.02, 0.0225, 0.025, 0.0275, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06, 0.075, 0.1,
-	0.15, 0.2, 0.3, 0.5, 1, 2.5,
-}
+// sit between a few and a few tens of milliseconds, in eight bounds from 5 to
+// 100 ms, at most 1.5 apart up to 30 ms: an interpolated quantile of a narrow
+// distribution of gaps reads within about 20 % (with DefaultBuckets a 10.5 ms
+// ITL read as 17 ms). Native histograms (global.histograms) read within
+// about 5 %; so do the classic buckets of the previous default, listed in
+// docs/metrics.md, for the series they cost.
+var DefaultTokenLatencyBuckets = []float64{0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1}
 
 // Defaults. They are package variables in the blackbox_exporter manner so that
 // tests and documentation can refer to them; nothing mutates them.
@@ -67,6 +66,7 @@ var (
 		MaxConcurrentProbes: 16,
 		Buckets:             DefaultBuckets,
 		TokenLatencyBuckets: DefaultTokenLatencyBuckets,
+		Histograms:          HistogramsClassic,
 		Burst:               DefaultBurst,
 		Gate:                DefaultGate,
 	}
@@ -118,11 +118,67 @@ type Global struct {
 	Buckets []float64 `yaml:"buckets"`
 	// TokenLatencyBuckets are those of the probe ITL and TPOT histograms.
 	TokenLatencyBuckets []float64 `yaml:"token_latency_buckets"`
-	// NativeHistogramBucketFactor > 1 adds native (sparse) histograms next to the classic ones.
+	// NativeHistogramBucketFactor > 1 is the growth factor of the native
+	// (sparse) buckets; set with Histograms classic it means both.
 	NativeHistogramBucketFactor float64 `yaml:"native_histogram_bucket_factor,omitempty"`
+	// Histograms is how the probe latency histograms are exposed:
+	// HistogramsClassic, HistogramsNative or HistogramsBoth.
+	Histograms string `yaml:"histograms,omitempty"`
+	// Metrics turns off metric families nobody charts.
+	Metrics Metrics `yaml:"metrics,omitempty"`
 	// Burst limits POST /burst, Gate sets GET /gate's defaults (burst.go).
 	Burst Burst `yaml:"burst"`
 	Gate  Gate  `yaml:"gate"`
+}
+
+// Histogram modes of Global.Histograms.
+const (
+	// HistogramsClassic exposes classic buckets (_bucket, _sum, _count) only.
+	HistogramsClassic = "classic"
+	// HistogramsNative exposes native (sparse) buckets only: in the text
+	// formats a histogram is then its _sum, _count and one +Inf bucket.
+	HistogramsNative = "native"
+	// HistogramsBoth exposes both; a Prometheus keeps what its scrape
+	// configuration asks for.
+	HistogramsBoth = "both"
+)
+
+// DefaultNativeHistogramBucketFactor is the growth factor of native buckets
+// when Histograms asks for them and NativeHistogramBucketFactor is unset:
+// 1.1 gives schema 3 (bucket bounds 2^(1/8), 9 % apart), a quantile within
+// about 4.5 %.
+const DefaultNativeHistogramBucketFactor = 1.1
+
+// NativeFactor is the native bucket factor the histograms use: 0 when they
+// have no native buckets.
+func (g *Global) NativeFactor() float64 {
+	switch {
+	case g.NativeHistogramBucketFactor > 1:
+		return g.NativeHistogramBucketFactor
+	case g.Histograms == HistogramsNative || g.Histograms == HistogramsBoth:
+		return DefaultNativeHistogramBucketFactor
+	}
+	return 0
+}
+
+// ClassicBuckets reports whether the histograms have classic buckets.
+func (g *Global) ClassicBuckets() bool { return g.Histograms != HistogramsNative }
+
+// Metrics says which optional metric families the prober exposes.
+type Metrics struct {
+	// Disable lists families (full names, of OptionalFamilies) not exposed.
+	Disable []string `yaml:"disable,omitempty"`
+}
+
+// OptionalFamilies are the families global.metrics.disable may turn off:
+// none is read by an alert or an SLI rule of the mixin; the panels that chart
+// them show "No data".
+var OptionalFamilies = []string{
+	"vllm_probe_inter_token_latency_seconds",
+	"vllm_probe_time_per_output_token_seconds",
+	"vllm_probe_output_tokens_per_second",
+	"vllm_probe_duration_seconds",
+	"vllm_probe_tokens_total",
 }
 
 // Message is one chat message of a chat module.
@@ -483,6 +539,21 @@ func (c *Config) validate(dir string) error {
 	}
 	if f := g.NativeHistogramBucketFactor; f != 0 && f <= 1 {
 		return fmt.Errorf("global: native_histogram_bucket_factor must be greater than 1, got %g", f)
+	}
+	switch g.Histograms {
+	case "":
+		g.Histograms = HistogramsClassic
+	case HistogramsClassic, HistogramsNative, HistogramsBoth:
+	default:
+		return fmt.Errorf("global: histograms must be %s, %s or %s, got %q", HistogramsClassic, HistogramsNative, HistogramsBoth, g.Histograms)
+	}
+	if g.Histograms == HistogramsClassic && g.NativeHistogramBucketFactor > 1 {
+		g.Histograms = HistogramsBoth // what native_histogram_bucket_factor alone always meant
+	}
+	for _, f := range g.Metrics.Disable {
+		if !slices.Contains(OptionalFamilies, f) {
+			return fmt.Errorf("global: metrics: disable: %q is not a family that can be turned off; these can: %s", f, strings.Join(OptionalFamilies, ", "))
+		}
 	}
 
 	if len(c.Modules) == 0 {

@@ -207,7 +207,7 @@ func TestLoadFileDefaults(t *testing.T) {
 		t.Errorf("StaticLabelNames = %v, want none", got)
 	}
 	// Defaults are package variables: loading must not have changed them.
-	if DefaultGlobal.Buckets[0] != 0.005 || len(DefaultGlobal.Buckets) != 23 || DefaultTarget.Modules != nil {
+	if DefaultGlobal.Buckets[0] != 0.025 || len(DefaultGlobal.Buckets) != 10 || DefaultTarget.Modules != nil {
 		t.Errorf("loading mutated the defaults: %+v %+v", DefaultGlobal, DefaultTarget)
 	}
 }
@@ -429,5 +429,48 @@ func TestLoadFileDiscovery(t *testing.T) {
 	}
 	if got := cfg.Discovery.FileSDConfigs[0].Files[0]; got != "/etc/vllm_prober/t.json" {
 		t.Errorf("file_sd file = %q, want /etc/vllm_prober/t.json", got)
+	}
+}
+
+// TestHistogramsAndMetrics: global.histograms defaults to classic, takes
+// native and both (with the default native factor), turns classic into both
+// when native_histogram_bucket_factor is set, and refuses anything else;
+// global.metrics.disable takes only families that can be turned off.
+func TestHistogramsAndMetrics(t *testing.T) {
+	const rest = "\nmodules:\n  m: {prober: completions, prompt: hi}\ntargets:\n  - {name: a, url: http://127.0.0.1:1}\n"
+	for _, tc := range []struct {
+		global, want string
+		factor       float64
+		classic      bool
+	}{
+		{"", HistogramsClassic, 0, true},
+		{"histograms: native", HistogramsNative, DefaultNativeHistogramBucketFactor, false},
+		{"histograms: both", HistogramsBoth, DefaultNativeHistogramBucketFactor, true},
+		{"native_histogram_bucket_factor: 1.2", HistogramsBoth, 1.2, true},
+		{"histograms: native\n  native_histogram_bucket_factor: 1.05", HistogramsNative, 1.05, false},
+	} {
+		cfg, err := Load([]byte("global:\n  "+tc.global+rest), "")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.global, err)
+		}
+		g := &cfg.Global
+		if g.Histograms != tc.want || g.NativeFactor() != tc.factor || g.ClassicBuckets() != tc.classic {
+			t.Errorf("%q: histograms %q factor %v classic %v, want %q %v %v", tc.global, g.Histograms, g.NativeFactor(), g.ClassicBuckets(), tc.want, tc.factor, tc.classic)
+		}
+	}
+	for _, tc := range []struct{ global, want string }{
+		{"histograms: sparse", `global: histograms must be classic, native or both, got "sparse"`},
+		{"metrics: {disable: [vllm_probe_success]}", `global: metrics: disable: "vllm_probe_success" is not a family that can be turned off`},
+	} {
+		if _, err := Load([]byte("global:\n  "+tc.global+rest), ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.global, err, tc.want)
+		}
+	}
+	cfg, err := Load([]byte("global:\n  metrics: {disable: [vllm_probe_inter_token_latency_seconds]}"+rest), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Global.Metrics.Disable; len(got) != 1 {
+		t.Errorf("metrics.disable = %v", got)
 	}
 }

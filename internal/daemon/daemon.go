@@ -212,7 +212,8 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients})
 	d.scrapes = d.coll
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
-		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Load: d.coll.LoadDuring})
+		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Load: d.coll.LoadDuring,
+		RecordPrefix: recordPrefix(opts.ShardIndex, opts.ShardCount)})
 	d.bursts = prober.NewBurster(reg, d.probes)
 	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
 		Probes: compare.FromProber(d.probes), Server: d.coll, Window: opts.ProbeWindow})
@@ -404,3 +405,13 @@ func (h noTimeHandler) WithGroup(name string) slog.Handler {
 
 // scrub removes the running configuration's secrets from s.
 func (d *Daemon) scrub(s string) string { return d.scrubber.Load().scrub(s) }
+
+// recordPrefix starts the record ids of a replica: none for one replica,
+// "s<index>" for a shard of a sharded fleet, so that a record id names the
+// replica that keeps it (prober.Manager.RecordByID).
+func recordPrefix(index, count int) string {
+	if count <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("s%d", index)
+}

@@ -40,6 +40,9 @@ func (d *Daemon) newHandler() http.Handler {
 			ErrorLog:      promLogger{d},
 			// Several Prometheis may scrape at once; more would be a misconfiguration.
 			MaxRequestsInFlight: 10,
+			// OpenMetrics carries the exemplars (record_id) of the probe
+			// histograms' classic buckets; protobuf is always offered.
+			EnableOpenMetrics: true,
 		})))
 	mux.Handle("/probe", sameSiteOnly("/probe sends requests to targets", http.HandlerFunc(d.probeHandler)))
 	mux.HandleFunc("/probe/record", d.recordHandler)
@@ -183,6 +186,10 @@ func targetNames(cfg *config.Config) []string {
 func (d *Daemon) recordHandler(w http.ResponseWriter, r *http.Request) {
 	cfg := d.Running()
 	q := r.URL.Query()
+	if id := q.Get("id"); strings.Contains(id, "-") {
+		d.recordByIDHandler(w, cfg, id)
+		return
+	}
 	t, ok := cfg.Target(q.Get("target"))
 	if !ok {
 		textResponse(w, http.StatusNotFound, "unknown target %q; targets: %s", q.Get("target"), strings.Join(targetNames(cfg), ", "))
@@ -198,6 +205,36 @@ func (d *Daemon) recordHandler(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		textResponse(w, http.StatusNotFound, "record %d of target %q module %q is not kept: the history keeps the last %d probes and as many failures (--history.limit)",
 			id, t.Name, module, d.opts.HistoryLimit)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write([]byte(d.debugReport(cfg, t, module, &res.Result, res.ID, nil)))
+}
+
+// recordByIDHandler is /probe/record?id=<record id>, the link of a probe
+// histogram's exemplar: the record of whichever pair of this replica made it.
+func (d *Daemon) recordByIDHandler(w http.ResponseWriter, cfg *config.Config, rid string) {
+	res, target, module, err := d.probes.RecordByID(rid)
+	switch {
+	case errors.Is(err, prober.ErrRecordGone) && target != "":
+		textResponse(w, http.StatusNotFound, "Record %s of target %q module %q has aged out: the history keeps the last %d probes and as many failures of each target and module (--history.limit). Its observation still counts in the histograms.",
+			rid, target, module, d.opts.HistoryLimit)
+		return
+	case errors.Is(err, prober.ErrRecordGone):
+		textResponse(w, http.StatusNotFound, "Record %s is not kept: its target and module are no longer probed by this replica, or it has aged out of the history (--history.limit %d).",
+			rid, d.opts.HistoryLimit)
+		return
+	case errors.Is(err, prober.ErrRecordElsewhere):
+		textResponse(w, http.StatusNotFound, "Record %s is not on this replica (%s): a record lives on the replica that made it; open it on the replica its prefix names.", rid, err)
+		return
+	case err != nil:
+		textResponse(w, http.StatusBadRequest, "%s", err)
+		return
+	}
+	t, ok := cfg.Target(target)
+	if !ok {
+		textResponse(w, http.StatusNotFound, "Record %s belongs to target %q, which is no longer configured.", rid, target)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -28,6 +28,7 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -249,6 +250,35 @@ targets:
 	slow := slices.MaxFunc(replicas, func(a, b *replica) int { return cmp.Compare(median(a), median(b)) })
 	fmt.Printf("/metrics render: median %.1f ms, max %.1f ms over %d scrapes, %d bytes (target < 100 ms)\n",
 		median(slow), slices.Max(slow.renders), len(slow.renders), slow.size)
+	big := slices.MaxFunc(replicas, byTargets)
+	fmt.Printf("per target (%d targets): CPU %.2f ms/min, RSS peak %.1f KiB\n", big.targets,
+		big.cpuPerMin*1000/float64(big.targets), float64(big.peakRSS)/1024/float64(big.targets))
+	return exposition(big.d.URL+"/metrics", names[0].Name, "short")
+}
+
+// exposition prints the size of the /metrics body as Prometheus asks for it
+// in each format, and the series of one (target, module) pair.
+func exposition(url, target, module string) error {
+	bodies, text, err := perfutil.Bodies(url)
+	if err != nil {
+		return err
+	}
+	for _, f := range []string{"text", "openmetrics", "protobuf"} {
+		b := bodies[f]
+		fmt.Printf("body %-11s %10d bytes gzip, %10d plain (%s)\n", f, b.Gzip, b.Plain, b.Format)
+	}
+	pair, perTarget, err := perfutil.PairSeries(text, target, module)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("series of the pair (%s, %s) in text: %d; of the target without a module: %d\n",
+		target, module, perfutil.Sum(pair), perfutil.Sum(perTarget))
+	for _, m := range []map[string]int{pair, perTarget} {
+		keys := slices.Sorted(maps.Keys(m))
+		for _, k := range keys {
+			fmt.Printf("  %4d %s\n", m[k], k)
+		}
+	}
 	return nil
 }
 
