@@ -491,7 +491,7 @@
             },
             annotations: {
               "summary": "vLLM endpoint is unreachable from one vantage only.",
-              "description": "{{ $labels.target }} (model {{ $labels.model }}) has not answered /health with 200 from vantage {{ $labels.vantage }} for 5m while another vantage reaches it: the path from {{ $labels.vantage }} (its network, DNS, proxy or the prober replica {{ $labels.instance }}) is at fault, not the endpoint.",
+              "description": "{{ $labels.target }} (model {{ $labels.model }}) has not answered /health with 200 from vantage {{ $labels.vantage }} for 5m while another vantage reaches it: the path from {{ $labels.vantage }} (its network, DNS, proxy or the prober replica {{ $labels.instance }}) is at fault, not the endpoint (health_up = {{ printf \"%.2f\" $value }}).",
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmendpointunreachablefromvantage",
             },
           },

@@ -301,7 +301,7 @@ func (s *Spec) AlertGroups() []Group {
 				fmt.Sprintf("vllm_probe_health_up{%s,%s!=\"\"} == 1", job, VantageLabel),
 			),
 			"vLLM endpoint is unreachable from one vantage only.",
-			who+` has not answered /health with 200 from vantage {{ $labels.vantage }} for `+a.EndpointUnreachableFromVantage.For.String()+` while another vantage reaches it: the path from {{ $labels.vantage }} (its network, DNS, proxy or the prober replica {{ $labels.instance }}) is at fault, not the endpoint.`),
+			who+` has not answered /health with 200 from vantage {{ $labels.vantage }} for `+a.EndpointUnreachableFromVantage.For.String()+` while another vantage reaches it: the path from {{ $labels.vantage }} (its network, DNS, proxy or the prober replica {{ $labels.instance }}) is at fault, not the endpoint (health_up = `+value+`).`),
 		s.alert("VLLMProbesFailing", a.ProbesFailing,
 			lines(
 				"(",
