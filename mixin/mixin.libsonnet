@@ -478,7 +478,7 @@
             },
             annotations: {
               "summary": "vLLM endpoint does not answer /health.",
-              "description": "{{ $labels.target }} (model {{ $labels.model }}) has not answered /health with 200 for 2m, from any vantage (health_up = {{ printf \"%.2f\" $value }}).",
+              "description": "{{ $labels.target }} (model {{ $labels.model }}) has not answered /health with 200 for 2m (health_up = {{ printf \"%.2f\" $value }}).",
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmendpointdown",
             },
           },

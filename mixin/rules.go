@@ -293,7 +293,7 @@ func (s *Spec) AlertGroups() []Group {
 				fmt.Sprintf("max without (%s, %s) (vllm_probe_health_up{%s,%s!=\"\"}) == 0", replicaLabels, VantageLabel, job, VantageLabel),
 			),
 			"vLLM endpoint does not answer /health.",
-			who+` has not answered /health with 200 for `+a.EndpointDown.For.String()+`, from any vantage (health_up = `+value+`).`),
+			who+` has not answered /health with 200 for `+a.EndpointDown.For.String()+` (health_up = `+value+`).`),
 		s.alert("VLLMEndpointUnreachableFromVantage", a.EndpointUnreachableFromVantage,
 			lines(
 				fmt.Sprintf("vllm_probe_health_up{%s,%s!=\"\"} == 0", job, VantageLabel),
