@@ -34,8 +34,11 @@ type BurstPlan struct {
 // recorded exactly like scheduled ones (history, statistics, every
 // vllm_probe_* series), so an analysis sees them; they draw on the burst
 // budget (global.burst) only, never on the target's token_budget_per_hour,
-// and do not occupy the pair's in-flight slot or the global concurrency
-// limit: a burst never makes a scheduled probe skip.
+// and do not count against the global concurrency limit. A burst probe takes
+// the pair's in-flight slot only while no scheduled probe holds it or waits
+// for it, and a scheduled probe that falls due during a burst probe runs
+// right after it, before the burst's next: a burst never makes a scheduled
+// probe skip (it may delay it by one burst probe).
 type Burster struct {
 	m *Manager
 
@@ -220,10 +223,11 @@ func (b *Burster) run(ctx context.Context, plan BurstPlan, cost int) {
 // records it as a scheduled one. It returns the tokens it spent, and false
 // when the pair is gone. It books nothing on the target's budget and does not
 // count against the concurrency limit. It takes the pair's in-flight slot,
-// waiting while a scheduled probe holds it, so that a pair's probes never
-// overlap (its statistics rely on it); a scheduled tick that meets a burst
-// probe in flight skips as for any probe in flight, and the burst probe
-// records in its place.
+// waiting while a scheduled probe holds it or waits for it, so that a pair's
+// probes never overlap (its statistics rely on it). The scheduled probe takes
+// precedence: a tick that meets a burst probe in flight does not skip, it
+// waits for this probe to end and takes the slot before the burst's next
+// probe.
 func (m *Manager) burstProbe(ctx context.Context, target, module string, started func()) (spent int, ok bool) {
 	var (
 		p *pair
@@ -237,7 +241,7 @@ func (m *Manager) burstProbe(ctx context.Context, target, module string, started
 			return 0, false
 		}
 		if !p.inFlight {
-			p.inFlight = true
+			p.inFlight, p.burstHolds = true, true
 			s = m.snapshot(p)
 			m.mu.Unlock()
 			break
@@ -264,7 +268,13 @@ func (m *Manager) burstProbe(ctx context.Context, target, module string, started
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p.inFlight = false
+	p.burstHolds = false
+	if p.scheduledNext != nil {
+		close(p.scheduledNext) // the slot goes to the scheduled probe that waits for it
+		p.scheduledNext = nil
+	} else {
+		p.inFlight = false
+	}
 	if ctx.Err() != nil || p.stopped {
 		return spent, false
 	}

@@ -112,6 +112,8 @@ type pair struct {
 	stall    time.Duration
 
 	inFlight       bool
+	burstHolds     bool          // a burst probe holds the in-flight slot
+	scheduledNext  chan struct{} // closed when a burst probe hands the slot to the scheduled probe waiting for it
 	stopped        bool
 	promptEstimate int     // observed usage.prompt_tokens + slack, else a heuristic
 	lastEnd        float64 // Unix time the last recorded probe finished
@@ -509,7 +511,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	if p.stopped || ctx.Err() != nil {
 		return
 	}
-	if p.inFlight {
+	if p.inFlight && (!p.burstHolds || p.scheduledNext != nil) {
 		m.metrics.skip(p.labels, SkipInFlight)
 		return
 	}
@@ -522,13 +524,38 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		m.metrics.skip(p.labels, SkipConcurrency)
 		return
 	}
+	// A burst probe in the pair's slot hands it to this probe when it ends
+	// (burstProbe): the scheduled probe takes precedence, a burst never
+	// makes it skip.
+	var slot chan struct{}
+	if p.inFlight {
+		slot = make(chan struct{})
+		p.scheduledNext = slot
+	}
 	p.inFlight = true
 	m.inFlight++
 	p.tgt.scheduled.Reserve(p.key.model, cost)
-	s := m.snapshot(p)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
+		m.mu.Lock()
+		if slot != nil {
+			m.mu.Unlock()
+			select {
+			case <-slot:
+			case <-ctx.Done():
+			}
+			m.mu.Lock()
+			if p.scheduledNext == slot { // never handed over: shutdown or reload
+				p.scheduledNext = nil
+				m.inFlight--
+				p.tgt.scheduled.Reserve(p.key.model, -cost)
+				m.mu.Unlock()
+				return
+			}
+		}
+		s := m.snapshot(p)
+		m.mu.Unlock()
 		res := m.probe(ctx, s, func() {
 			m.mu.Lock()
 			if !p.stopped {

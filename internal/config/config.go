@@ -6,13 +6,16 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,6 +24,7 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	yaml "go.yaml.in/yaml/v2"
+	yaml3 "go.yaml.in/yaml/v3"
 
 	"github.com/vllm-prober/vllm_prober/internal/decodeerr"
 )
@@ -354,10 +358,56 @@ func load(data []byte, dir string) (*Config, error) {
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		return nil, decodeerr.YAML(err, "")
 	}
+	if err := checkDocuments(data); err != nil {
+		return nil, err
+	}
 	if err := cfg.validate(dir); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// checkDocuments refuses what yaml.v2 lets through after decoding the first
+// document of data: a second document (after a --- separator), valid or not,
+// which it ignores, and a boolean written the YAML 1.1 way (probe: off),
+// which it reads as YAML 1.2 and the documentation do not.
+func checkDocuments(data []byte) error {
+	dec := yaml3.NewDecoder(bytes.NewReader(data))
+	var first, second yaml3.Node
+	if err := dec.Decode(&first); err != nil {
+		return nil // empty: the defaults; otherwise yaml.v2 has said it
+	}
+	if err := decodeerr.YAML11Bools(&first, reflect.TypeFor[Config]()); err != nil {
+		return err
+	}
+	const one = "a second YAML document: the configuration file must be one document"
+	switch err := dec.Decode(&second); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return fmt.Errorf("line %d: %s (and it does not parse: %w)", separatorLine(data, &first), one, err)
+	}
+	return fmt.Errorf("line %d: %s", second.Line, one)
+}
+
+// separatorLine is the line of the first document separator (---, or ...)
+// after the start of the document first, where a second document begins.
+func separatorLine(data []byte, first *yaml3.Node) int {
+	start := first.Line
+	if len(first.Content) > 0 {
+		start = first.Content[0].Line
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		if i+1 <= start {
+			continue
+		}
+		for _, m := range []string{"---", "..."} {
+			if rest, ok := strings.CutPrefix(line, m); ok && (rest == "" || strings.ContainsRune(" \t\r", rune(rest[0]))) {
+				return i + 1
+			}
+		}
+	}
+	return start
 }
 
 // LoadFile reads, parses and validates the configuration file at path.

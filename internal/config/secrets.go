@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -171,4 +172,38 @@ func scrubLoadError(err error, data []byte, dir string) error {
 		return err
 	}
 	return errors.New(msg)
+}
+
+// CheckCredentialFiles reads every credential file of c's HTTP clients as
+// the client reads it on each request (prometheus/common's file secret), and
+// returns the first failure, in the words a probe would then fail with,
+// naming the client. It is --config.check's: a configuration whose
+// credential files are absent loads (a mounted secret may appear later; each
+// probe reports it), but a check says it now.
+func (c *Config) CheckCredentialFiles(ctx context.Context) error {
+	type named struct {
+		name string
+		cfg  *commoncfg.HTTPClientConfig
+	}
+	var clients []named
+	for i := range c.Targets {
+		clients = append(clients, named{fmt.Sprintf("target %q", c.Targets[i].Name), &c.Targets[i].HTTPClientConfig})
+	}
+	if td := c.Discovery.TargetDefaults; td != nil {
+		clients = append(clients, named{"target_defaults", &td.HTTPClientConfig})
+	}
+	for i := range c.Discovery.HTTPSDConfigs {
+		clients = append(clients, named{fmt.Sprintf("http_sd_configs[%d]", i), &c.Discovery.HTTPSDConfigs[i].HTTPClientConfig})
+	}
+	if c.URLProbes != nil {
+		clients = append(clients, named{"url_probes", &c.URLProbes.HTTPClientConfig})
+	}
+	for _, cl := range clients {
+		for _, path := range redact.ClientFiles(cl.cfg) {
+			if _, err := commoncfg.NewFileSecret(path).Fetch(ctx); err != nil {
+				return fmt.Errorf("%s: http_client_config: %w", cl.name, err)
+			}
+		}
+	}
+	return nil
 }

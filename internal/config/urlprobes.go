@@ -52,6 +52,27 @@ func (u *URLProbes) Allowed(target string) bool {
 	return false
 }
 
+// AllowedHop reports whether a URL probe may follow a redirect to hop: the
+// same anchored match as Allowed, of hop without its query, or of one of
+// its parent paths (the probe sends to <target>/v1/..., so a hop under an
+// allowed URL is allowed, and only such a hop). A hop that carries
+// credentials is refused, as such a target is.
+func (u *URLProbes) AllowedHop(hop *url.URL) bool {
+	if hop.User != nil {
+		return false
+	}
+	base, path := hop.Scheme+"://"+hop.Host, hop.EscapedPath()
+	if u.Allowed(base) {
+		return true
+	}
+	for i := 1; i < len(path); i++ {
+		if path[i] == '/' && (u.Allowed(base+path[:i]) || u.Allowed(base+path[:i+1])) {
+			return true
+		}
+	}
+	return path != "" && u.Allowed(base+path)
+}
+
 // ModuleAllowed reports whether URL probes may use module.
 func (u *URLProbes) ModuleAllowed(module string) bool {
 	return len(u.Modules) == 0 || slices.Contains(u.Modules, module)

@@ -131,6 +131,56 @@ func TestBurst(t *testing.T) {
 	}
 }
 
+// TestBurstNeverSkipsScheduled: back-to-back burst probes (within 0s) fill
+// the pair's in-flight slot for several probe intervals; every scheduled
+// probe that falls due meanwhile still runs (after the burst probe in
+// flight, before the burst's next), and none skips: vllm_probe_skipped_total
+// stays 0.
+func TestBurstNeverSkipsScheduled(t *testing.T) {
+	sim := startCountingSim(t, func(c *simulator.Config) { c.TTFT, c.ITL = 60*time.Millisecond, 2*time.Millisecond })
+	f := &fixture{t: t}
+	f.path = filepath.Join(t.TempDir(), "vllm_prober.yml")
+	writeConfig(t, f.path, fmt.Sprintf(burstConfig, 100000, sim.URL))
+	f.start(Options{ConfigFile: f.path, HistoryLimit: 200})
+	waitFor(t, 10*time.Second, "scheduled probes", func() bool {
+		return sumSeries(t, f, "vllm_probe_attempts_total", `target="sim"`) >= 2
+	})
+	const n = 40
+	before := sumSeries(t, f, "vllm_probe_attempts_total", `target="sim"`)
+	start := time.Now()
+	if code, body := f.post(fmt.Sprintf("/burst?target=sim&probes=%d&within=0s", n), "", nil); code != http.StatusAccepted {
+		t.Fatalf("POST /burst = %d %s", code, body)
+	}
+	waitFor(t, 60*time.Second, "the burst to finish", func() bool {
+		return sumSeries(t, f, "vllm_probe_burst_probes_total", `target="sim"`) == n &&
+			sumSeries(t, f, "vllm_probe_burst_pending_probes", `target="sim"`) == 0
+	})
+	took := time.Since(start)
+	scheduled := sumSeries(t, f, "vllm_probe_attempts_total", `target="sim"`) - before - n
+	t.Logf("burst of %d back to back took %s; %v scheduled probes ran meanwhile", n, took, scheduled)
+	if took < time.Second {
+		t.Fatalf("the burst took %s: it did not fill the slot over two probe intervals of 500ms", took)
+	}
+	if scheduled < 1 {
+		t.Errorf("no scheduled probe ran during a burst of %s", took)
+	}
+	if v := sumSeries(t, f, "vllm_probe_skipped_total", `target="sim"`); v != 0 {
+		_, m := f.get("/metrics")
+		t.Errorf("scheduled probes skipped %v times during the burst:\n%s", v, grepLines(m, "vllm_probe_skipped_total"))
+	}
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // TestBurstRefused: bursts over the limits, over the budget, with bursts
 // off, by GET or from another site are refused, each saying why.
 func TestBurstRefused(t *testing.T) {

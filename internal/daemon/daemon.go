@@ -264,11 +264,18 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 // CheckConfig is --config.check: the daemon's own load (New) of
 // opts.ConfigFile — the file, its baseline files, the files its
 // file_sd_configs match, every target's HTTP client — on a private registry,
-// without running anything. It fails exactly when New would, with New's error.
+// without running anything. It fails when New would, with New's error, and
+// when a credential file of an HTTP client cannot be read, in the words a
+// probe would fail with (config.CheckCredentialFiles), as promtool does.
 func CheckConfig(opts Options, logger log.Logger) error {
 	opts.Registry = prometheus.NewRegistry()
-	_, err := New(opts, logger)
-	return err
+	d, err := New(opts, logger)
+	if err != nil {
+		return err
+	}
+	// The daemon loads a file whose credential files are absent (each probe
+	// reports them); a check says so now.
+	return d.Config().CheckCredentialFiles(context.Background())
 }
 
 func checkTelemetryPath(p string) error {

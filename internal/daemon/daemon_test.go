@@ -831,9 +831,18 @@ targets:
 	if took < time.Second || took > 20*time.Second {
 		t.Errorf("/probe took %s, want about 1s", took)
 	}
-	code, body, _ = probe("soon")
-	if want := "X-Prometheus-Scrape-Timeout-Seconds \"soon\" is not a positive number\n"; code != http.StatusBadRequest || body != want {
-		t.Errorf("/probe with a bad scrape timeout = %d %q, want 400 %q", code, body, want)
+	for _, c := range []struct{ header, want string }{
+		{"soon", "X-Prometheus-Scrape-Timeout-Seconds \"soon\" is not a positive number\n"},
+		{"-1", "X-Prometheus-Scrape-Timeout-Seconds \"-1\" is not a positive number\n"},
+		{"NaN", "X-Prometheus-Scrape-Timeout-Seconds \"NaN\" is not a positive number\n"},
+		{"-Inf", "X-Prometheus-Scrape-Timeout-Seconds \"-Inf\" is not a positive number\n"},
+		{"Inf", "X-Prometheus-Scrape-Timeout-Seconds \"Inf\" is out of range: at most 9223372036 seconds\n"},
+		{"1e308", "X-Prometheus-Scrape-Timeout-Seconds \"1e308\" is out of range: at most 9223372036 seconds\n"},
+		{"1e400", "X-Prometheus-Scrape-Timeout-Seconds \"1e400\" is out of range: at most 9223372036 seconds\n"},
+	} {
+		if code, body, _ = probe(c.header); code != http.StatusBadRequest || body != c.want {
+			t.Errorf("/probe with scrape timeout header %q = %d %q, want 400 %q", c.header, code, body, c.want)
+		}
 	}
 }
 
@@ -859,5 +868,45 @@ targets:
 		if !strings.Contains(line, "caller=daemon.go:") {
 			t.Errorf("caller is not the daemon's logging line: %s", line)
 		}
+	}
+}
+
+// TestConfigCheckMissingCredentialsFile: a credentials_file that does not
+// exist fails the check (CheckConfig, --config.check) with the sentence the
+// daemon's probes fail with; the daemon itself loads the file (a mounted
+// secret may appear later) and reports it at probe time.
+func TestConfigCheckMissingCredentialsFile(t *testing.T) {
+	sim := startSim(t, simKey)
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no-such-key")
+	path := filepath.Join(dir, "vllm_prober.yml")
+	writeConfig(t, path, fmt.Sprintf(`
+modules:
+  m: {prober: completions, prompt: hi, max_tokens: 2}
+targets:
+  - name: sim
+    url: %s
+    model: meta-llama/Llama-3.1-8B-Instruct
+    http_client_config: {authorization: {credentials_file: no-such-key}}
+`, sim.URL))
+	sentence := "unable to read file " + missing + ": open " + missing + ": no such file or directory"
+	err := CheckConfig(Options{ConfigFile: path}, nil)
+	if want := `target "sim": http_client_config: ` + sentence; err == nil || err.Error() != want {
+		t.Fatalf("CheckConfig = %v, want %q", err, want)
+	}
+	d, err := New(Options{ConfigFile: path}, nil)
+	if err != nil {
+		t.Fatalf("the daemon refused the file: %v", err)
+	}
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/probe?target=sim&debug=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), sentence) {
+		t.Errorf("the probe's report lacks %q:\n%s", sentence, body)
 	}
 }

@@ -41,7 +41,7 @@ func (d *Daemon) newHandler() http.Handler {
 			// Several Prometheis may scrape at once; more would be a misconfiguration.
 			MaxRequestsInFlight: 10,
 		})))
-	mux.HandleFunc("/probe", d.probeHandler)
+	mux.Handle("/probe", sameSiteOnly("/probe sends requests to targets", http.HandlerFunc(d.probeHandler)))
 	mux.HandleFunc("/probe/record", d.recordHandler)
 	mux.HandleFunc("/target", d.targetHandler)
 	mux.HandleFunc("/config", d.configHandler)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"sort"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
@@ -25,7 +27,9 @@ func isProbeURL(target string) bool { return strings.Contains(target, "://") }
 // (or a VictoriaMetrics VMProbe) asks, following blackbox_exporter's
 // parameters and its X-Prometheus-Scrape-Timeout-Seconds header. Only URLs
 // that url_probes.allowed_urls matches are probed (403 otherwise, and nothing
-// is sent), with url_probes' own client and token budget.
+// is sent), with url_probes' own client and token budget; a redirect is
+// followed only to a location the list allows too (reason "redirect"
+// otherwise, and nothing is sent there).
 func (d *Daemon) urlProbeHandler(w http.ResponseWriter, r *http.Request, cfg *config.Config, target string) {
 	up := cfg.URLProbes
 	if up == nil {
@@ -71,11 +75,14 @@ func (d *Daemon) urlProbeHandler(w http.ResponseWriter, r *http.Request, cfg *co
 		return
 	}
 	defer d.clients.Release(client)
+	// Every hop of a redirect must be allowed too: the probe ends at the
+	// first one outside the list, and nothing is sent there.
+	probeClient := httpclient.RestrictRedirects(client, up.AllowedHop, "url_probes.allowed_urls does not match its location")
 
 	debug, _ := strconv.ParseBool(q.Get("debug"))
 	level.Debug(d.logger).Log("msg", "URL probe requested", "url", target, "module", module, "debug", debug)
 	res, reg, err := d.probes.ProbeURLNow(ctx, prober.URLProbe{
-		URL: target, Module: module, Model: q.Get("model"), Client: client, TokenBudgetPerHour: up.TokenBudgetPerHour,
+		URL: target, Module: module, Model: q.Get("model"), Client: probeClient, TokenBudgetPerHour: up.TokenBudgetPerHour,
 	})
 	switch {
 	case errors.Is(err, prober.ErrBudgetExceeded):
@@ -100,6 +107,10 @@ func (d *Daemon) urlProbeHandler(w http.ResponseWriter, r *http.Request, cfg *co
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 }
 
+// maxScrapeTimeout is the longest scrape timeout /probe takes: the longest
+// time.Duration, in whole seconds.
+const maxScrapeTimeout = time.Duration(math.MaxInt64) / time.Second * time.Second
+
 // scrapeTimeoutContext bounds a /probe request by Prometheus' scrape timeout
 // (X-Prometheus-Scrape-Timeout-Seconds) less scrapeTimeoutOffset, as
 // blackbox_exporter does, so that the probe answers before the scrape gives up.
@@ -109,8 +120,11 @@ func scrapeTimeoutContext(r *http.Request) (context.Context, context.CancelFunc,
 		return r.Context(), func() {}, nil
 	}
 	secs, err := strconv.ParseFloat(v, 64)
-	if err != nil || secs <= 0 {
+	switch {
+	case (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(secs) || secs <= 0:
 		return nil, nil, errors.New("X-Prometheus-Scrape-Timeout-Seconds " + strconv.Quote(v) + " is not a positive number")
+	case secs > maxScrapeTimeout.Seconds(): // Inf and 1e308 too
+		return nil, nil, errors.New("X-Prometheus-Scrape-Timeout-Seconds " + strconv.Quote(v) + " is out of range: at most " + strconv.FormatFloat(maxScrapeTimeout.Seconds(), 'f', -1, 64) + " seconds")
 	}
 	timeout := time.Duration(secs*float64(time.Second)) - scrapeTimeoutOffset
 	if timeout <= 0 {

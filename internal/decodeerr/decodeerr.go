@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v2"
+	yaml3 "go.yaml.in/yaml/v3"
 )
 
 // notFoundInType matches the tail of a YAML "unknown key" error, which names
@@ -161,10 +162,7 @@ func YAML11Strings(err error, doc any) error {
 		path := keyPath(m[1])
 		switch v := v.(type) {
 		case bool:
-			words := "y, yes, on and true"
-			if !v {
-				words = "n, no, off and false"
-			}
+			words := yaml11Words(v)
 			hints = append(hints, fmt.Sprintf("%s is the boolean %t, not a string: YAML 1.1 reads an unquoted %s (in any case) as %t; quote the value (e.g. %q) where a string is meant",
 				path, v, words, v, strings.SplitN(words, ",", 2)[0]))
 		case int, int64, uint64, float64:
@@ -231,4 +229,114 @@ func keyPath(ptr string) string {
 		b.WriteString(seg)
 	}
 	return b.String()
+}
+
+// yaml11Bools are the booleans of YAML 1.1 (which yaml.v2 reads) that YAML
+// 1.2 reads as strings: an unquoted "off" decodes as false.
+var yaml11Bools = map[string]bool{
+	"y": true, "Y": true, "yes": true, "Yes": true, "YES": true, "on": true, "On": true, "ON": true,
+	"n": false, "N": false, "no": false, "No": false, "NO": false, "off": false, "Off": false, "OFF": false,
+}
+
+// yaml11Words are the unquoted words YAML 1.1 reads as v.
+func yaml11Words(v bool) string {
+	if v {
+		return "y, yes, on and true"
+	}
+	return "n, no, off and false"
+}
+
+// YAML11Bools returns an error for the first boolean of doc, a YAML
+// document decoded into a value of type t, written as a YAML 1.1 boolean
+// other than true or false (probe: off): yaml.v2 takes it, YAML 1.2 and the
+// documentation do not. The error names the line and the key path, and
+// gives the YAML 1.1 hint. Keys t does not know are left to the decoder.
+func YAML11Bools(doc *yaml3.Node, t reflect.Type) error {
+	return yaml11Walk(doc, t, "")
+}
+
+func yaml11Walk(n *yaml3.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch n.Kind {
+	case yaml3.DocumentNode:
+		for _, c := range n.Content {
+			if err := yaml11Walk(c, t, path); err != nil {
+				return err
+			}
+		}
+	case yaml3.ScalarNode:
+		v, ok := yaml11Bools[n.Value]
+		if ok && t.Kind() == reflect.Bool && n.Style&(yaml3.SingleQuotedStyle|yaml3.DoubleQuotedStyle) == 0 {
+			return fmt.Errorf("line %d: %s: %s is read as the boolean %t: YAML 1.1 reads an unquoted %s (in any case) as %t; write %t",
+				n.Line, path, n.Value, v, yaml11Words(v), v, v)
+		}
+	case yaml3.MappingNode:
+		var fields map[string]reflect.Type
+		if t.Kind() == reflect.Struct {
+			fields = map[string]reflect.Type{}
+			yamlFields(t, fields)
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			var ft reflect.Type
+			switch t.Kind() {
+			case reflect.Struct:
+				ft = fields[key]
+			case reflect.Map:
+				ft = t.Elem()
+			}
+			if ft == nil {
+				continue
+			}
+			p := key
+			if path != "" {
+				p = path + "." + key
+			}
+			if err := yaml11Walk(n.Content[i+1], ft, p); err != nil {
+				return err
+			}
+		}
+	case yaml3.SequenceNode:
+		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+			return nil
+		}
+		for i, c := range n.Content {
+			if err := yaml11Walk(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// yamlFields adds the YAML keys of struct t and their types to out, as
+// yaml.v2 names them (the yaml tag, or the lowercased field name; inline
+// structs' keys as their own).
+func yamlFields(t reflect.Type, out map[string]reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				yamlFields(ft, out)
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
 }

@@ -1,7 +1,6 @@
 package httpclient
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,9 +17,20 @@ import (
 // maxRedirects is net/http's own bound, kept by CheckRedirect.
 const maxRedirects = 10
 
+// RedirectError is why a client did not follow a redirect: every refusal of
+// the redirect policies below is one (client.Do wraps it in a *url.Error
+// naming the refused location), so that a caller tells a redirect it did not
+// follow from a connection failure. Nothing is sent to a refused location.
+type RedirectError struct{ msg string }
+
+func (e *RedirectError) Error() string { return e.msg }
+
 // ErrCrossHostRedirect is why a client that sends credentials stopped at a
 // redirect to another host.
-var ErrCrossHostRedirect = errors.New("refusing to follow a redirect to another host, scheme or port: the configured credentials would be sent there")
+var ErrCrossHostRedirect error = &RedirectError{"refusing to follow a redirect to another host, scheme or port: the configured credentials would be sent there"}
+
+// errTooManyRedirects is net/http's own limit, as a RedirectError.
+var errTooManyRedirects error = &RedirectError{"stopped after 10 redirects"}
 
 // CheckRedirect is the redirect policy of every client that sends
 // credentials: it follows a redirect only to the origin of the first request
@@ -32,12 +42,37 @@ var ErrCrossHostRedirect = errors.New("refusing to follow a redirect to another 
 // every credential, wherever a round tripper below adds it.
 func CheckRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= maxRedirects {
-		return errors.New("stopped after 10 redirects")
+		return errTooManyRedirects
 	}
 	if len(via) > 0 && !sameOrigin(via[0].URL, req.URL) {
 		return ErrCrossHostRedirect
 	}
 	return nil
+}
+
+// RestrictRedirects returns a copy of client (its Transport shared) that
+// follows a redirect only to a location allowed accepts, and there only as
+// client itself would (its own policy: credentials stay on their origin,
+// follow_redirects false follows none). A refused location is never sent
+// a request: the error is a *RedirectError saying why (why: what does not
+// allow it). The holder releases client, not the copy.
+func RestrictRedirects(client *http.Client, allowed func(*url.URL) bool, why string) *http.Client {
+	c := *client
+	next := client.CheckRedirect
+	refused := &RedirectError{"refusing to follow a redirect: " + why}
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !allowed(req.URL) {
+			return refused
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= maxRedirects {
+			return errTooManyRedirects
+		}
+		return nil
+	}
+	return &c
 }
 
 // sameOrigin reports whether to may receive what was configured for from:

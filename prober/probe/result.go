@@ -23,6 +23,7 @@ const (
 	ReasonModelNotFound Reason = "model_not_found" // HTTP 404 NotFoundError / "does not exist"
 	ReasonHTTP4xx       Reason = "http_4xx"        // any other 4xx (and other unexpected statuses)
 	ReasonHTTP5xx       Reason = "http_5xx"        // any 5xx
+	ReasonRedirect      Reason = "redirect"        // a redirect not followed (follow_redirects, credentials' origin, url_probes.allowed_urls)
 	ReasonStreamError   Reason = "stream_error"    // vLLM's mid-stream error event or finish_reason "error"
 	ReasonTruncated     Reason = "truncated"       // the stream ended without data: [DONE]
 	ReasonMalformed     Reason = "malformed"       // bad JSON, an oversize line or event, wrong content type
@@ -34,7 +35,7 @@ func Reasons() []Reason {
 	return []Reason{
 		ReasonConnection, ReasonDNS, ReasonTLS, ReasonTimeout, ReasonStalled,
 		ReasonUnauthorized, ReasonRateLimited, ReasonContextLength, ReasonModelNotFound,
-		ReasonHTTP4xx, ReasonHTTP5xx, ReasonStreamError, ReasonTruncated, ReasonMalformed,
+		ReasonHTTP4xx, ReasonHTTP5xx, ReasonRedirect, ReasonStreamError, ReasonTruncated, ReasonMalformed,
 		ReasonEmptyOutput, ReasonWrongAnswer, ReasonInvalidStructured, ReasonInvalidEmbedding,
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
@@ -253,7 +254,12 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 	s.phase = PhaseResponse
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		if err != nil || len(b) == maxErrorBody {
+			// Cut short (the probe's deadline, a reset, the bound): the body
+			// may end inside an echoed secret, which no exact match finds.
+			b = []byte(s.red.ScrubTail(string(b)))
+		}
 		s.res.ErrorBody = excerpt(s.red, b, maxErrorExcerpt)
 		reason, msg := classifyHTTPError(resp.StatusCode, b)
 		s.fail(reason, "%s", msg)
@@ -463,8 +469,12 @@ func classifyTransportError(ctx context.Context, err error) (Reason, string) {
 		recErr   tls.RecordHeaderError
 		alertErr tls.AlertError
 		netErr   net.Error
+		redirErr *httpclient.RedirectError
 	)
 	switch {
+	case errors.As(err, &redirErr):
+		// The redirect policy refused the location: nothing was sent there.
+		return ReasonRedirect, "redirect not followed: " + inner.Error()
 	case errors.As(err, &dnsErr):
 		return ReasonDNS, fmt.Sprintf("DNS lookup of %q failed: %s", dnsErr.Name, dnsErr.Err)
 	case errors.As(err, &verErr), errors.As(err, &unkAuth), errors.As(err, &hostErr),
@@ -501,8 +511,22 @@ func classifyHTTPError(status int, body []byte) (Reason, string) {
 		return ReasonModelNotFound, text
 	case status >= 500:
 		return ReasonHTTP5xx, text
+	case isRedirect(status):
+		// A redirect the client did not follow (follow_redirects: false).
+		return ReasonRedirect, text + " (a redirect, not followed: follow_redirects is false)"
 	}
 	return ReasonHTTP4xx, text
+}
+
+// isRedirect reports whether net/http's client follows status when a
+// configuration lets it.
+func isRedirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
 }
 
 // parseErrorBody reads vLLM's error bodies in both shapes: nested

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,8 @@ import (
 	"unsafe"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
 // pacedServer is a precise fake of vLLM's streaming endpoints: after ttft it
@@ -559,5 +562,81 @@ func TestEventSize(t *testing.T) {
 	}
 	if EventContent.String() != "content" || EventsTruncated.String() != "events_truncated" || EventKind(200).String() != "EventKind(200)" {
 		t.Errorf("names: %v %v %v", EventContent, EventsTruncated, EventKind(200))
+	}
+}
+
+// TestStreamRedirectNotFollowed: a redirect the client does not follow fails
+// with reason redirect, whichever policy refused it: follow_redirects: false
+// (the 3xx itself comes back: not http_4xx), credentials that would leave
+// their origin, or a location outside an allow-list; the location receives
+// nothing.
+func TestStreamRedirectNotFollowed(t *testing.T) {
+	var reached atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		sseHandler(tok1+done)(w, r)
+	}))
+	defer other.Close()
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+	for _, c := range []struct {
+		name   string
+		client *http.Client
+		want   string
+	}{
+		{"follow_redirects false", &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+			"HTTP 307 (a redirect, not followed: follow_redirects is false)"},
+		{"credentials to another origin", &http.Client{CheckRedirect: httpclient.CheckRedirect},
+			"redirect not followed: Post " + other.URL + "/v1/completions: refusing to follow a redirect to another host, scheme or port: the configured credentials would be sent there"},
+		{"outside an allow-list", httpclient.RestrictRedirects(&http.Client{}, func(*url.URL) bool { return false }, "the list does not match its location"),
+			"redirect not followed: Post " + other.URL + "/v1/completions: refusing to follow a redirect: the list does not match its location"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := Stream(context.Background(), c.client, StreamRequest{BaseURL: redirector.URL, Kind: config.ProberCompletions, Body: map[string]any{"model": "m", "prompt": "hi"}})
+			if res.Success || res.Reason != ReasonRedirect || res.Err != c.want {
+				t.Errorf("success %v reason %q err %q, want reason redirect, err %q", res.Success, res.Reason, res.Err, c.want)
+			}
+		})
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the redirect's location received %d requests", n)
+	}
+}
+
+// TestStreamErrorBodyCutInASecret: an error body cut short by the probe's
+// deadline, in the middle of an echoed secret (a hostile target under load),
+// keeps no part of it: neither the error body excerpt nor the error message
+// shows the secret's start.
+func TestStreamErrorBodyCutInASecret(t *testing.T) {
+	const secret = `Zq7cutWm7x"\<&>/+=? %`
+	release := make(chan struct{})
+	defer close(release)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		whole, _ := json.Marshal(secret)
+		// The JSON-escaped secret, cut after 14 of its bytes; the rest never comes.
+		fmt.Fprintf(w, `{"error":{"message":"key %s`, whole[1:15])
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res := Stream(ctx, srv.Client(), StreamRequest{BaseURL: srv.URL, Kind: config.ProberCompletions,
+		Body: map[string]any{"model": "m", "prompt": "hi"}, Redact: redact.New(secret)})
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d, reason %s: the fixture did not answer 401", res.StatusCode, res.Reason)
+	}
+	for name, text := range map[string]string{"ErrorBody": res.ErrorBody, "Err": res.Err} {
+		if strings.Contains(text, secret[:8]) {
+			t.Errorf("%s shows the start of the secret: %q", name, text)
+		}
 	}
 }
