@@ -572,3 +572,30 @@ func TestHelmLint(t *testing.T) {
 		t.Fatalf("helm lint --strict: %v\n%s", err, out)
 	}
 }
+
+// TestChartVantage: the vantage value becomes --vantage; without it (the
+// default) no --vantage flag is passed.
+func TestChartVantage(t *testing.T) {
+	for _, r := range renderers(t) {
+		t.Run(r.name, func(t *testing.T) {
+			for _, c := range []struct {
+				overrides map[string]any
+				want      bool
+			}{{map[string]any{"vantage": "eu-west"}, true}, {map[string]any{}, false}} {
+				objs, err := r.render(t, c.overrides)
+				if err != nil {
+					t.Fatal(err)
+				}
+				args := strs(container(t, one(t, objs, "StatefulSet"))["args"])
+				if got := contains(args, "--vantage=eu-west"); got != c.want {
+					t.Errorf("values %v: args %v, want --vantage=eu-west: %v", c.overrides, args, c.want)
+				}
+				for _, a := range args {
+					if !c.want && strings.HasPrefix(a, "--vantage") {
+						t.Errorf("default values pass %s", a)
+					}
+				}
+			}
+		})
+	}
+}

@@ -443,6 +443,28 @@ func endpointDashboard() dashboard {
 						notExported("queue_time"),
 					}},
 			}},
+			{Title: "Seasonal baselines and vantages", Panels: []panel{
+				{Type: "timeseries", Title: "Latency p90: live vs seasonal expectation vs benchmark", W: 12, H: 8, Unit: "s",
+					Description: "The probes' p90 TTFT, TPOT and E2E over 1h (target_module:vllm_probe_latency_seconds:quantile_rate1h), the seasonal expectation (the median of the same hour 1, 2 and 3 weeks ago; absent until three weeks of history exist) and the benchmark's expected TTFT and TPOT at the live load. docs/metrics.md, \"Seasonal baselines\".",
+					Targets: []target{
+						{Expr: `max by (metric) (target_module:vllm_probe_latency_seconds:quantile_rate1h{` + probeSel + `})`, Legend: "live {{metric}}"},
+						{Expr: `max by (metric) (target_module:vllm_probe_latency_seconds:quantile_rate1h_seasonal{` + probeSel + `})`, Legend: "seasonal {{metric}}"},
+						{Expr: `avg by (baseline) (vllm_probe_expected_time_to_first_token_seconds{` + probeSel + `})`, Legend: "benchmark ttft ({{baseline}})"},
+						{Expr: `avg by (baseline) (vllm_probe_expected_time_per_output_token_seconds{` + probeSel + `})`, Legend: "benchmark tpot ({{baseline}})"},
+					}},
+				{Type: "timeseries", Title: "Seasonal z-scores", W: 12, H: 8, Unit: "short",
+					Description: "(value − seasonal expectation) ÷ the last week's standard deviation, for the p90 latencies and the probe success ratio over 1h. VLLMLatencyUnusualForThisHour fires when a latency's is above 3 for 30m and its regression ratio is above 1. A success ratio below its usual level reads negative.",
+					Targets: []target{
+						{Expr: `max by (metric) (target_module:vllm_probe_latency_seconds:quantile_rate1h_seasonal_zscore{` + probeSel + `})`, Legend: "{{metric}}"},
+						{Expr: `min by (module) (target_module:vllm_probe_success:ratio_rate1h_seasonal_zscore{` + probeSel + `})`, Legend: "success {{module}}"},
+					}},
+				{Type: "timeseries", Title: "Health by vantage", W: 12, H: 7, Unit: "bool_on_off", Min: f64(0), Max: f64(1),
+					Description: "/health as each vantage sees it (vllm_probe_health_up by vantage; docs/vantages.md). Every vantage down: VLLMEndpointDown; some down: VLLMEndpointUnreachableFromVantage, a path fault. One line without a vantage name with a single prober vantage.",
+					Targets:     []target{{Expr: `min by (vantage) (vllm_probe_health_up{` + serverSel + `})`, Legend: "{{vantage}}"}}},
+				{Type: "timeseries", Title: "TTFT: path share by vantage", W: 12, H: 7, Unit: "percentunit", Min: f64(0), Max: f64(1),
+					Description: "Share of each vantage's mean probe TTFT that the fastest vantage does not pay: 1 − fastest mean ÷ this vantage's mean. The fastest vantage reads 0; a vantage at 0.4 spends 40 % of its TTFT on its path (network, proxies), not in the endpoint. 0 for every line with a single vantage.",
+					Targets:     []target{{Expr: `1 - scalar(min(` + mean("vllm_probe_time_to_first_token_seconds", "vantage") + `)) / (` + mean("vllm_probe_time_to_first_token_seconds", "vantage") + `)`, Legend: "{{vantage}}"}}},
+			}},
 			{Title: "Throughput and saturation", Panels: []panel{
 				{Type: "timeseries", Title: "Tokens/s vs expected", W: 12, H: 8, Unit: "short",
 					Description: "Server generation and prompt throughput in tokens per second, against the baseline's expected generation throughput at this load.",

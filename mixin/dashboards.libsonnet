@@ -1835,6 +1835,235 @@
       },
       "id": 14,
       "panels": [],
+      "title": "Seasonal baselines and vantages",
+      "type": "row"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "The probes' p90 TTFT, TPOT and E2E over 1h (target_module:vllm_probe_latency_seconds:quantile_rate1h), the seasonal expectation (the median of the same hour 1, 2 and 3 weeks ago; absent until three weeks of history exist) and the benchmark's expected TTFT and TPOT at the live load. docs/metrics.md, \"Seasonal baselines\".",
+      "fieldConfig": {
+        "defaults": {
+          "unit": "s"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 8,
+        "w": 12,
+        "x": 0,
+        "y": 33
+      },
+      "id": 15,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (metric) (target_module:vllm_probe_latency_seconds:quantile_rate1h{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "live {{metric}}",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (metric) (target_module:vllm_probe_latency_seconds:quantile_rate1h_seasonal{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "seasonal {{metric}}",
+          "refId": "B"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "avg by (baseline) (vllm_probe_expected_time_to_first_token_seconds{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "benchmark ttft ({{baseline}})",
+          "refId": "C"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "avg by (baseline) (vllm_probe_expected_time_per_output_token_seconds{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "benchmark tpot ({{baseline}})",
+          "refId": "D"
+        }
+      ],
+      "title": "Latency p90: live vs seasonal expectation vs benchmark",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "(value − seasonal expectation) ÷ the last week's standard deviation, for the p90 latencies and the probe success ratio over 1h. VLLMLatencyUnusualForThisHour fires when a latency's is above 3 for 30m and its regression ratio is above 1. A success ratio below its usual level reads negative.",
+      "fieldConfig": {
+        "defaults": {
+          "unit": "short"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 8,
+        "w": 12,
+        "x": 12,
+        "y": 33
+      },
+      "id": 16,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (metric) (target_module:vllm_probe_latency_seconds:quantile_rate1h_seasonal_zscore{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "{{metric}}",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "min by (module) (target_module:vllm_probe_success:ratio_rate1h_seasonal_zscore{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "success {{module}}",
+          "refId": "B"
+        }
+      ],
+      "title": "Seasonal z-scores",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "/health as each vantage sees it (vllm_probe_health_up by vantage; docs/vantages.md). Every vantage down: VLLMEndpointDown; some down: VLLMEndpointUnreachableFromVantage, a path fault. One line without a vantage name with a single prober vantage.",
+      "fieldConfig": {
+        "defaults": {
+          "max": 1,
+          "min": 0,
+          "unit": "bool_on_off"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 12,
+        "x": 0,
+        "y": 41
+      },
+      "id": 17,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "min by (vantage) (vllm_probe_health_up{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "{{vantage}}",
+          "refId": "A"
+        }
+      ],
+      "title": "Health by vantage",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "Share of each vantage's mean probe TTFT that the fastest vantage does not pay: 1 − fastest mean ÷ this vantage's mean. The fastest vantage reads 0; a vantage at 0.4 spends 40 % of its TTFT on its path (network, proxies), not in the endpoint. 0 for every line with a single vantage.",
+      "fieldConfig": {
+        "defaults": {
+          "max": 1,
+          "min": 0,
+          "unit": "percentunit"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 12,
+        "x": 12,
+        "y": 41
+      },
+      "id": 18,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "1 - scalar(min(sum by (vantage) (rate(vllm_probe_time_to_first_token_seconds_sum{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval])) / (sum by (vantage) (rate(vllm_probe_time_to_first_token_seconds_count{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval])) > 0) or histogram_sum(sum by (vantage) (rate(vllm_probe_time_to_first_token_seconds{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval]))) / (histogram_count(sum by (vantage) (rate(vllm_probe_time_to_first_token_seconds{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval]))) > 0))) / (sum by (vantage) (rate(vllm_probe_time_to_first_token_seconds_sum{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval])) / (sum by (vantage) (rate(vllm_probe_time_to_first_token_seconds_count{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval])) > 0) or histogram_sum(sum by (vantage) (rate(vllm_probe_time_to_first_token_seconds{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval]))) / (histogram_count(sum by (vantage) (rate(vllm_probe_time_to_first_token_seconds{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[$__rate_interval]))) > 0))",
+          "legendFormat": "{{vantage}}",
+          "refId": "A"
+        }
+      ],
+      "title": "TTFT: path share by vantage",
+      "type": "timeseries"
+    },
+    {
+      "collapsed": false,
+      "gridPos": {
+        "h": 1,
+        "w": 24,
+        "x": 0,
+        "y": 48
+      },
+      "id": 19,
+      "panels": [],
       "title": "Throughput and saturation",
       "type": "row"
     },
@@ -1854,9 +2083,9 @@
         "h": 8,
         "w": 12,
         "x": 0,
-        "y": 33
+        "y": 49
       },
-      "id": 15,
+      "id": 20,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2005,9 +2234,9 @@
         "h": 8,
         "w": 12,
         "x": 12,
-        "y": 33
+        "y": 49
       },
-      "id": 16,
+      "id": 21,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2114,9 +2343,9 @@
         "h": 7,
         "w": 8,
         "x": 0,
-        "y": 41
+        "y": 57
       },
-      "id": 17,
+      "id": 22,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2212,9 +2441,9 @@
         "h": 7,
         "w": 8,
         "x": 8,
-        "y": 41
+        "y": 57
       },
-      "id": 18,
+      "id": 23,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2267,9 +2496,9 @@
         "h": 7,
         "w": 8,
         "x": 16,
-        "y": 41
+        "y": 57
       },
-      "id": 19,
+      "id": 24,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2301,9 +2530,9 @@
         "h": 1,
         "w": 24,
         "x": 0,
-        "y": 48
+        "y": 64
       },
-      "id": 20,
+      "id": 25,
       "panels": [],
       "title": "Probe health and cost",
       "type": "row"
@@ -2324,9 +2553,9 @@
         "h": 7,
         "w": 6,
         "x": 0,
-        "y": 49
+        "y": 65
       },
-      "id": 21,
+      "id": 26,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2386,9 +2615,9 @@
         "h": 7,
         "w": 6,
         "x": 6,
-        "y": 49
+        "y": 65
       },
-      "id": 22,
+      "id": 27,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2430,9 +2659,9 @@
         "h": 7,
         "w": 6,
         "x": 12,
-        "y": 49
+        "y": 65
       },
-      "id": 23,
+      "id": 28,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2492,9 +2721,9 @@
         "h": 7,
         "w": 6,
         "x": 18,
-        "y": 49
+        "y": 65
       },
-      "id": 24,
+      "id": 29,
       "options": {
         "colorMode": "background",
         "graphMode": "area",
@@ -2537,9 +2766,9 @@
         "h": 7,
         "w": 12,
         "x": 0,
-        "y": 56
+        "y": 72
       },
-      "id": 25,
+      "id": 30,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2581,9 +2810,9 @@
         "h": 7,
         "w": 12,
         "x": 12,
-        "y": 56
+        "y": 72
       },
-      "id": 26,
+      "id": 31,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2634,9 +2863,9 @@
         "h": 5,
         "w": 24,
         "x": 0,
-        "y": 63
+        "y": 79
       },
-      "id": 27,
+      "id": 32,
       "options": {
         "showHeader": true
       },

@@ -105,8 +105,9 @@ func TestInhibitExampleIsDocumented(t *testing.T) {
 
 // TestInhibitExampleOnAlertmanager runs the example configuration on a real
 // Alertmanager: amtool check-config accepts it; with VLLMEndpointDown firing for
-// target a, a's VLLMAvailabilityBudgetBurn alerts (two modules) are inhibited
-// while b's is not, and VLLMEndpointDown itself still notifies.
+// target a, a's VLLMAvailabilityBudgetBurn alerts (two modules) and its
+// VLLMEndpointUnreachableFromVantage ticket are inhibited while b's are not, and
+// VLLMEndpointDown itself still notifies: one page per outage.
 func TestInhibitExampleOnAlertmanager(t *testing.T) {
 	amtool, server := amBinaries(t)
 	cfg, err := filepath.Abs(root(inhibitExample))
@@ -155,12 +156,18 @@ func TestInhibitExampleOnAlertmanager(t *testing.T) {
 	add("alertname=VLLMAvailabilityBudgetBurn", "job=vllm_prober", "target=a", "module=chat", "model=llama-8b", "severity=critical", "slo=availability", "long_window=1h", "short_window=5m")
 	add("alertname=VLLMAvailabilityBudgetBurn", "job=vllm_prober", "target=a", "module=long", "model=llama-8b", "severity=critical", "slo=availability", "long_window=1h", "short_window=5m")
 	add("alertname=VLLMAvailabilityBudgetBurn", "job=vllm_prober", "target=b", "module=chat", "model=llama-8b", "severity=critical", "slo=availability", "long_window=1h", "short_window=5m")
+	// With vantages: a's ticket from the vantage that lost it first is muted
+	// by the page, b's (a path fault, b is up) is not.
+	add("alertname=VLLMEndpointUnreachableFromVantage", "job=vllm_prober", "instance=10.0.0.2:10040", "vantage=eu", "target=a", "model=llama-8b", "severity=warning")
+	add("alertname=VLLMEndpointUnreachableFromVantage", "job=vllm_prober", "instance=10.0.0.2:10040", "vantage=eu", "target=b", "model=llama-8b", "severity=warning")
 
 	want := map[string]bool{ // alertname/target/module -> inhibited
-		"VLLMEndpointDown/a/":               false,
-		"VLLMAvailabilityBudgetBurn/a/chat": true,
-		"VLLMAvailabilityBudgetBurn/a/long": true,
-		"VLLMAvailabilityBudgetBurn/b/chat": false,
+		"VLLMEndpointDown/a/":                   false,
+		"VLLMAvailabilityBudgetBurn/a/chat":     true,
+		"VLLMAvailabilityBudgetBurn/a/long":     true,
+		"VLLMAvailabilityBudgetBurn/b/chat":     false,
+		"VLLMEndpointUnreachableFromVantage/a/": true,
+		"VLLMEndpointUnreachableFromVantage/b/": false,
 	}
 	var got map[string]bool
 	deadline := time.Now().Add(20 * time.Second)

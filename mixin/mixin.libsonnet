@@ -33,6 +33,8 @@
     latencyRegressionThreshold: 1.2,
     // alerts.wrong_answers.threshold of mixin/slo.yml.
     wrongAnswersThreshold: 0.2,
+    // alerts.latency_unusual_for_this_hour.threshold of mixin/slo.yml.
+    latencyUnusualForThisHourThreshold: 3,
     // slos.availability.objective (percent) of mixin/slo.yml.
     availabilityTarget: 99.5,
     availabilityTargetRatio: self.availabilityTarget / 100,
@@ -56,143 +58,143 @@
         rules: [
           {
             record: "target_module:vllm_probe_attempts:increase5m",
-            expr: "sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[5m]))" % $._config,
+            expr: "max without (vantage) (sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[5m])))" % $._config,
           },
           {
             record: "target_module:vllm_probe_failures:increase5m",
-            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[5m]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[5m]))" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[5m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[5m]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate5m",
-            expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase5m\n    / (target_module:vllm_probe_attempts:increase5m \u003e 0),\n  0, 1\n)\nor\nmin without (instance, pod) (vllm_probe_success{%(proberSelector)s})" % $._config,
+            expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase5m\n    / (target_module:vllm_probe_attempts:increase5m \u003e 0),\n  0, 1\n)\nor\nmax without (vantage) (min without (instance, pod) (vllm_probe_success{%(proberSelector)s}))" % $._config,
           },
           {
             record: "target_module:vllm_probe_ttft_over_slo:increase5m",
-            expr: "clamp_min(\n  (\n    sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[5m]))\n    or\n    histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n  )\n  -\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[5m]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n  ),\n  0\n)" % $._config,
+            expr: "clamp_min(\n  (\n    sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[5m]))\n    or\n    histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n  )\n  -\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[5m]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n  ),\n  0\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_ttft_within_slo:ratio_rate5m",
-            expr: "clamp(\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[5m]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[5m]))\n      or\n      histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
+            expr: "clamp(\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[5m]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[5m]))\n      or\n      histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[5m])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_e2e_over_slo:increase5m",
-            expr: "clamp_min(\n  (\n    sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[5m]))\n    or\n    histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n  )\n  -\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[5m]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n  ),\n  0\n)" % $._config,
+            expr: "clamp_min(\n  (\n    sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[5m]))\n    or\n    histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n  )\n  -\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[5m]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n  ),\n  0\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_e2e_within_slo:ratio_rate5m",
-            expr: "clamp(\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[5m]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[5m]))\n      or\n      histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
+            expr: "clamp(\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[5m]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[5m]))\n      or\n      histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[5m])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_attempts:increase30m",
-            expr: "sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[30m]))" % $._config,
+            expr: "max without (vantage) (sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[30m])))" % $._config,
           },
           {
             record: "target_module:vllm_probe_failures:increase30m",
-            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[30m]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[30m]))" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[30m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[30m]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate30m",
-            expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase30m\n    / (target_module:vllm_probe_attempts:increase30m \u003e 0),\n  0, 1\n)\nor\nmin without (instance, pod) (vllm_probe_success{%(proberSelector)s})" % $._config,
+            expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase30m\n    / (target_module:vllm_probe_attempts:increase30m \u003e 0),\n  0, 1\n)\nor\nmax without (vantage) (min without (instance, pod) (vllm_probe_success{%(proberSelector)s}))" % $._config,
           },
           {
             record: "target_module:vllm_probe_ttft_over_slo:increase30m",
-            expr: "clamp_min(\n  (\n    sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[30m]))\n    or\n    histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n  )\n  -\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[30m]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n  ),\n  0\n)" % $._config,
+            expr: "clamp_min(\n  (\n    sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[30m]))\n    or\n    histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n  )\n  -\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[30m]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n  ),\n  0\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_ttft_within_slo:ratio_rate30m",
-            expr: "clamp(\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[30m]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[30m]))\n      or\n      histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
+            expr: "clamp(\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[30m]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[30m]))\n      or\n      histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[30m])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_e2e_over_slo:increase30m",
-            expr: "clamp_min(\n  (\n    sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[30m]))\n    or\n    histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n  )\n  -\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[30m]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n  ),\n  0\n)" % $._config,
+            expr: "clamp_min(\n  (\n    sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[30m]))\n    or\n    histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n  )\n  -\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[30m]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n  ),\n  0\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_e2e_within_slo:ratio_rate30m",
-            expr: "clamp(\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[30m]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[30m]))\n      or\n      histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
+            expr: "clamp(\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[30m]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[30m]))\n      or\n      histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[30m])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_attempts:increase1h",
-            expr: "sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[1h]))" % $._config,
+            expr: "max without (vantage) (sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[1h])))" % $._config,
           },
           {
             record: "target_module:vllm_probe_failures:increase1h",
-            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[1h]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[1h]))" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[1h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[1h]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate1h",
-            expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase1h\n    / (target_module:vllm_probe_attempts:increase1h \u003e 0),\n  0, 1\n)\nor\nmin without (instance, pod) (vllm_probe_success{%(proberSelector)s})" % $._config,
+            expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase1h\n    / (target_module:vllm_probe_attempts:increase1h \u003e 0),\n  0, 1\n)\nor\nmax without (vantage) (min without (instance, pod) (vllm_probe_success{%(proberSelector)s}))" % $._config,
           },
           {
             record: "target_module:vllm_probe_ttft_over_slo:increase1h",
-            expr: "clamp_min(\n  (\n    sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[1h]))\n    or\n    histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n  )\n  -\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[1h]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n  ),\n  0\n)" % $._config,
+            expr: "clamp_min(\n  (\n    sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[1h]))\n    or\n    histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n  )\n  -\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[1h]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n  ),\n  0\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_ttft_within_slo:ratio_rate1h",
-            expr: "clamp(\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[1h]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[1h]))\n      or\n      histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
+            expr: "clamp(\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[1h]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[1h]))\n      or\n      histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_e2e_over_slo:increase1h",
-            expr: "clamp_min(\n  (\n    sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[1h]))\n    or\n    histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n  )\n  -\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[1h]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n  ),\n  0\n)" % $._config,
+            expr: "clamp_min(\n  (\n    sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[1h]))\n    or\n    histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n  )\n  -\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[1h]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n  ),\n  0\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_e2e_within_slo:ratio_rate1h",
-            expr: "clamp(\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[1h]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[1h]))\n      or\n      histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
+            expr: "clamp(\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[1h]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[1h]))\n      or\n      histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_attempts:increase6h",
-            expr: "sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[6h]))" % $._config,
+            expr: "max without (vantage) (sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[6h])))" % $._config,
           },
           {
             record: "target_module:vllm_probe_failures:increase6h",
-            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[6h]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[6h]))" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[6h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[6h]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate6h",
-            expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase6h\n    / (target_module:vllm_probe_attempts:increase6h \u003e 0),\n  0, 1\n)\nor\nmin without (instance, pod) (vllm_probe_success{%(proberSelector)s})" % $._config,
+            expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase6h\n    / (target_module:vllm_probe_attempts:increase6h \u003e 0),\n  0, 1\n)\nor\nmax without (vantage) (min without (instance, pod) (vllm_probe_success{%(proberSelector)s}))" % $._config,
           },
           {
             record: "target_module:vllm_probe_ttft_over_slo:increase6h",
-            expr: "clamp_min(\n  (\n    sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[6h]))\n    or\n    histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n  )\n  -\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[6h]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n  ),\n  0\n)" % $._config,
+            expr: "clamp_min(\n  (\n    sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[6h]))\n    or\n    histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n  )\n  -\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[6h]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n  ),\n  0\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_ttft_within_slo:ratio_rate6h",
-            expr: "clamp(\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[6h]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[6h]))\n      or\n      histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
+            expr: "clamp(\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[6h]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[6h]))\n      or\n      histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[6h])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_e2e_over_slo:increase6h",
-            expr: "clamp_min(\n  (\n    sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[6h]))\n    or\n    histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n  )\n  -\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[6h]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n  ),\n  0\n)" % $._config,
+            expr: "clamp_min(\n  (\n    sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[6h]))\n    or\n    histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n  )\n  -\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[6h]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n  ),\n  0\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_e2e_within_slo:ratio_rate6h",
-            expr: "clamp(\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[6h]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[6h]))\n      or\n      histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
+            expr: "clamp(\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[6h]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[6h]))\n      or\n      histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[6h])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_attempts:increase3d",
-            expr: "sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[3d]))" % $._config,
+            expr: "max without (vantage) (sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[3d])))" % $._config,
           },
           {
             record: "target_module:vllm_probe_failures:increase3d",
-            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[3d]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[3d]))" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[3d]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[3d]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate3d",
-            expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase3d\n    / (target_module:vllm_probe_attempts:increase3d \u003e 0),\n  0, 1\n)\nor\nmin without (instance, pod) (vllm_probe_success{%(proberSelector)s})" % $._config,
+            expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase3d\n    / (target_module:vllm_probe_attempts:increase3d \u003e 0),\n  0, 1\n)\nor\nmax without (vantage) (min without (instance, pod) (vllm_probe_success{%(proberSelector)s}))" % $._config,
           },
           {
             record: "target_module:vllm_probe_ttft_over_slo:increase3d",
-            expr: "clamp_min(\n  (\n    sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[3d]))\n    or\n    histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n  )\n  -\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[3d]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n  ),\n  0\n)" % $._config,
+            expr: "clamp_min(\n  (\n    sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[3d]))\n    or\n    histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n  )\n  -\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[3d]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n  ),\n  0\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_ttft_within_slo:ratio_rate3d",
-            expr: "clamp(\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[3d]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[3d]))\n      or\n      histogram_count(sum without (instance, pod) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
+            expr: "clamp(\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s,le=~\"2(\\\\.0)?\"}[3d]))\n    or\n    histogram_fraction(-Inf, 2, sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s}[3d]))\n      or\n      histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[3d])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_e2e_over_slo:increase3d",
-            expr: "clamp_min(\n  (\n    sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[3d]))\n    or\n    histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n  )\n  -\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[3d]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n  ),\n  0\n)" % $._config,
+            expr: "clamp_min(\n  (\n    sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[3d]))\n    or\n    histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n  )\n  -\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[3d]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n  ),\n  0\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_e2e_within_slo:ratio_rate3d",
-            expr: "clamp(\n  (\n    sum without (instance, pod, le) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[3d]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n      * histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[3d]))\n      or\n      histogram_count(sum without (instance, pod) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
+            expr: "clamp(\n  (\n    sum without (instance, pod, le, vantage) (increase(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s,le=~\"10(\\\\.0)?\"}[3d]))\n    or\n    histogram_fraction(-Inf, 10, sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n      * histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n  )\n  /\n  (\n    (\n      sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s}[3d]))\n      or\n      histogram_count(sum without (instance, pod, vantage) (increase(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[3d])))\n    ) \u003e 0\n  ),\n  0, 1\n)" % $._config,
           },
         ],
       },
@@ -343,6 +345,109 @@
           },
         ],
       },
+      {
+        name: "vllm_prober.seasonal.rules",
+        rules: [
+          {
+            record: "target_module:vllm_probe_latency_seconds:quantile_rate1h",
+            expr: "histogram_quantile(0.9, sum without (instance, pod) (rate(vllm_probe_time_to_first_token_seconds_bucket{%(proberSelector)s}[1h])))\nor\nhistogram_quantile(0.9, sum without (instance, pod) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s}[1h])))" % $._config,
+            labels: {
+              "metric": "ttft",
+              "quantile": "0.9",
+            },
+          },
+          {
+            record: "target_module:vllm_probe_latency_seconds:quantile_rate1h",
+            expr: "histogram_quantile(0.9, sum without (instance, pod) (rate(vllm_probe_time_per_output_token_seconds_bucket{%(proberSelector)s}[1h])))\nor\nhistogram_quantile(0.9, sum without (instance, pod) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s}[1h])))" % $._config,
+            labels: {
+              "metric": "tpot",
+              "quantile": "0.9",
+            },
+          },
+          {
+            record: "target_module:vllm_probe_latency_seconds:quantile_rate1h",
+            expr: "histogram_quantile(0.9, sum without (instance, pod) (rate(vllm_probe_e2e_latency_seconds_bucket{%(proberSelector)s}[1h])))\nor\nhistogram_quantile(0.9, sum without (instance, pod) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s}[1h])))" % $._config,
+            labels: {
+              "metric": "e2e",
+              "quantile": "0.9",
+            },
+          },
+          {
+            record: "target_module:vllm_probe_latency_seconds:quantile_rate1h_seasons_ago",
+            expr: "target_module:vllm_probe_latency_seconds:quantile_rate1h offset 1w",
+            labels: {
+              "seasons_ago": "1",
+            },
+          },
+          {
+            record: "target_module:vllm_probe_latency_seconds:quantile_rate1h_seasons_ago",
+            expr: "target_module:vllm_probe_latency_seconds:quantile_rate1h offset 2w",
+            labels: {
+              "seasons_ago": "2",
+            },
+          },
+          {
+            record: "target_module:vllm_probe_latency_seconds:quantile_rate1h_seasons_ago",
+            expr: "target_module:vllm_probe_latency_seconds:quantile_rate1h offset 3w",
+            labels: {
+              "seasons_ago": "3",
+            },
+          },
+          {
+            record: "target_module:vllm_probe_latency_seconds:quantile_rate1h_seasonal",
+            expr: "quantile without (seasons_ago) (0.5, target_module:vllm_probe_latency_seconds:quantile_rate1h_seasons_ago)\nand\ncount without (seasons_ago) (target_module:vllm_probe_latency_seconds:quantile_rate1h_seasons_ago) == 3",
+          },
+          {
+            record: "target_module:vllm_probe_latency_seconds:quantile_rate1h_season_avg",
+            expr: "avg_over_time(target_module:vllm_probe_latency_seconds:quantile_rate1h[1w])",
+          },
+          {
+            record: "target_module:vllm_probe_latency_seconds:quantile_rate1h_season_stddev",
+            expr: "stddev_over_time(target_module:vllm_probe_latency_seconds:quantile_rate1h[1w])",
+          },
+          {
+            record: "target_module:vllm_probe_latency_seconds:quantile_rate1h_seasonal_zscore",
+            expr: "(target_module:vllm_probe_latency_seconds:quantile_rate1h - target_module:vllm_probe_latency_seconds:quantile_rate1h_seasonal)\n/ (\n  (target_module:vllm_probe_latency_seconds:quantile_rate1h_season_stddev \u003e 0.05 * target_module:vllm_probe_latency_seconds:quantile_rate1h_season_avg)\n  or\n  (0.05 * target_module:vllm_probe_latency_seconds:quantile_rate1h_season_avg \u003e 0)\n)",
+          },
+          {
+            record: "target_module:vllm_probe_success:ratio_rate1h_seasons_ago",
+            expr: "target_module:vllm_probe_success:ratio_rate1h offset 1w",
+            labels: {
+              "seasons_ago": "1",
+            },
+          },
+          {
+            record: "target_module:vllm_probe_success:ratio_rate1h_seasons_ago",
+            expr: "target_module:vllm_probe_success:ratio_rate1h offset 2w",
+            labels: {
+              "seasons_ago": "2",
+            },
+          },
+          {
+            record: "target_module:vllm_probe_success:ratio_rate1h_seasons_ago",
+            expr: "target_module:vllm_probe_success:ratio_rate1h offset 3w",
+            labels: {
+              "seasons_ago": "3",
+            },
+          },
+          {
+            record: "target_module:vllm_probe_success:ratio_rate1h_seasonal",
+            expr: "quantile without (seasons_ago) (0.5, target_module:vllm_probe_success:ratio_rate1h_seasons_ago)\nand\ncount without (seasons_ago) (target_module:vllm_probe_success:ratio_rate1h_seasons_ago) == 3",
+          },
+          {
+            record: "target_module:vllm_probe_success:ratio_rate1h_season_avg",
+            expr: "avg_over_time(target_module:vllm_probe_success:ratio_rate1h[1w])",
+          },
+          {
+            record: "target_module:vllm_probe_success:ratio_rate1h_season_stddev",
+            expr: "stddev_over_time(target_module:vllm_probe_success:ratio_rate1h[1w])",
+          },
+          {
+            record: "target_module:vllm_probe_success:ratio_rate1h_seasonal_zscore",
+            expr: "(target_module:vllm_probe_success:ratio_rate1h - target_module:vllm_probe_success:ratio_rate1h_seasonal)\n/ (\n  (target_module:vllm_probe_success:ratio_rate1h_season_stddev \u003e 0.05 * target_module:vllm_probe_success:ratio_rate1h_season_avg)\n  or\n  (0.05 * target_module:vllm_probe_success:ratio_rate1h_season_avg \u003e 0)\n)",
+          },
+        ],
+      },
     ],
   },
 
@@ -366,7 +471,7 @@
           },
           {
             alert: "VLLMEndpointDown",
-            expr: "vllm_probe_health_up{%(proberSelector)s} == 0" % $._config,
+            expr: "vllm_probe_health_up{%(proberSelector)s,vantage=\"\"} == 0\nor\nmax without (instance, pod, vantage) (vllm_probe_health_up{%(proberSelector)s,vantage!=\"\"}) == 0" % $._config,
             'for': "2m",
             labels: {
               "severity": "critical",
@@ -375,6 +480,19 @@
               "summary": "vLLM endpoint does not answer /health.",
               "description": "{{ $labels.target }} (model {{ $labels.model }}) has not answered /health with 200 for 2m (health_up = {{ printf \"%.2f\" $value }}).",
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmendpointdown",
+            },
+          },
+          {
+            alert: "VLLMEndpointUnreachableFromVantage",
+            expr: "vllm_probe_health_up{%(proberSelector)s,vantage!=\"\"} == 0\nand on (job, target)\nvllm_probe_health_up{%(proberSelector)s,vantage!=\"\"} == 1" % $._config,
+            'for': "5m",
+            labels: {
+              "severity": "warning",
+            },
+            annotations: {
+              "summary": "vLLM endpoint is unreachable from one vantage only.",
+              "description": "{{ $labels.target }} (model {{ $labels.model }}) has not answered /health with 200 from vantage {{ $labels.vantage }} for 5m while another vantage reaches it: the path from {{ $labels.vantage }} (its network, DNS, proxy or the prober replica {{ $labels.instance }}) is at fault, not the endpoint (health_up = {{ printf \"%.2f\" $value }}).",
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmendpointunreachablefromvantage",
             },
           },
           {
@@ -680,6 +798,24 @@
               "summary": "vLLM end-to-end latency error budget is burning too fast.",
               "description": "{{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) is burning its e2e error budget {{ printf \"%%.2f\" $value }} times faster than sustainable over 3d (and over 6h); objective: %(e2eTarget)g%% of successful probes complete within 10s." % $._config,
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllme2ebudgetburn",
+            },
+          },
+        ],
+      },
+      {
+        name: "vllm_prober.seasonal.alerts",
+        rules: [
+          {
+            alert: "VLLMLatencyUnusualForThisHour",
+            expr: "target_module:vllm_probe_latency_seconds:quantile_rate1h_seasonal_zscore \u003e %(latencyUnusualForThisHourThreshold)g\nand on (job, target, module, metric)\nvllm_probe_regression_ratio{%(proberSelector)s,metric=~\"ttft|tpot|e2e\"} \u003e 1" % $._config,
+            'for': "30m",
+            labels: {
+              "severity": "warning",
+            },
+            annotations: {
+              "summary": "vLLM latency is unusual for this hour of the week.",
+              "description": "The p90 {{ $labels.metric }} of {{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) over the last 1h is {{ printf \"%.2f\" $value }} standard deviations above its seasonal expectation (the median of the same hour 1 to 3 weeks ago) and worse than its benchmark: this hour is slow for this hour, not merely busy.",
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmlatencyunusualforthishour",
             },
           },
         ],

@@ -94,6 +94,21 @@ func acrossReplicas(extra, expr string) string {
 	return fmt.Sprintf("sum without (%s) (%s)", l, expr)
 }
 
+// VantageLabel names the place a prober replica probes from (--vantage). A
+// deployment without it (one vantage) has no such label, and every rule reads
+// as if the aggregations over it were not there.
+const VantageLabel = "vantage"
+
+// acrossVantages aggregates the per-vantage series of expr with op (min, max,
+// sum) into one per target: the SLIs count what the endpoint did, not what
+// each path to it saw. Over series without a vantage label it is the identity.
+func acrossVantages(op, expr string) string {
+	if strings.Contains(expr, "\n") {
+		return fmt.Sprintf("%s without (%s) (\n%s\n)", op, VantageLabel, indent(expr, "  "))
+	}
+	return fmt.Sprintf("%s without (%s) (%s)", op, VantageLabel, expr)
+}
+
 // RecordingGroups returns the recording rules: per SLI window, probe attempt and
 // failure counts, the probe success ratio, and for TTFT and E2E the count of probes
 // over the threshold and the ratio of probes within it. Every rule aggregates the
@@ -109,16 +124,19 @@ func (s *Spec) RecordingGroups() []Group {
 		attempts := acrossReplicas("", fmt.Sprintf("increase(vllm_probe_attempts_total{%s}[%s])", job, r))
 		rules = append(rules,
 			Rule{
+				// The vantage that probed most stands for the target.
 				Record: "target_module:vllm_probe_attempts:increase" + w,
-				Expr:   attempts,
+				Expr:   acrossVantages("max", attempts),
 			},
 			Rule{
+				// A probe failed only when every vantage failed: the vantage
+				// that failed least stands for the target.
 				Record: "target_module:vllm_probe_failures:increase" + w,
-				Expr: lines(
+				Expr: acrossVantages("min", lines(
 					acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s}[%s])", job, r)),
 					"or",
 					"0 * "+attempts,
-				),
+				)),
 			},
 			Rule{
 				// When no probe ran in the window (probe interval longer than the
@@ -134,7 +152,7 @@ func (s *Spec) RecordingGroups() []Group {
 					"  0, 1",
 					")",
 					"or",
-					fmt.Sprintf("min without (%s) (vllm_probe_success{%s})", replicaLabels, job),
+					acrossVantages("max", fmt.Sprintf("min without (%s) (vllm_probe_success{%s})", replicaLabels, job)),
 				),
 			},
 		)
@@ -177,13 +195,14 @@ func (s *Spec) RecordingGroups() []Group {
 // "Histogram modes").
 
 // histCount is the number of observations of a probe histogram in window r,
-// summed over the prober replicas, in parentheses.
+// summed over the prober replicas and the vantages (a latency SLI counts the
+// probes of every vantage), in parentheses.
 func histCount(metric, job, r string) string {
 	return lines(
 		"(",
-		"  "+acrossReplicas("", fmt.Sprintf("increase(%s_count{%s}[%s])", metric, job, r)),
+		"  "+acrossReplicas(VantageLabel, fmt.Sprintf("increase(%s_count{%s}[%s])", metric, job, r)),
 		"  or",
-		"  histogram_count("+acrossReplicas("", fmt.Sprintf("increase(%s{%s}[%s])", metric, job, r))+")",
+		"  histogram_count("+acrossReplicas(VantageLabel, fmt.Sprintf("increase(%s{%s}[%s])", metric, job, r))+")",
 		")",
 	)
 }
@@ -192,10 +211,10 @@ func histCount(metric, job, r string) string {
 // of the classic histogram and of NHCB; a native histogram interpolates within
 // its bucket), in window r, summed over the prober replicas, in parentheses.
 func histGood(metric, job string, threshold float64, r string) string {
-	native := acrossReplicas("", fmt.Sprintf("increase(%s{%s}[%s])", metric, job, r))
+	native := acrossReplicas(VantageLabel, fmt.Sprintf("increase(%s{%s}[%s])", metric, job, r))
 	return lines(
 		"(",
-		"  "+acrossReplicas("le", fmt.Sprintf("increase(%s_bucket{%s,%s}[%s])", metric, job, leMatcher(threshold), r)),
+		"  "+acrossReplicas("le, "+VantageLabel, fmt.Sprintf("increase(%s_bucket{%s,%s}[%s])", metric, job, leMatcher(threshold), r)),
 		"  or",
 		fmt.Sprintf("  histogram_fraction(-Inf, %s, %s)", formatFloat(threshold), native),
 		"    * histogram_count("+native+")",
@@ -265,9 +284,24 @@ func (s *Spec) AlertGroups() []Group {
 			"vLLM answers /health but does not generate tokens.",
 			whoM+` has answered /health with 200 for the last `+a.EngineHung.Window.String()+`, yet `+value+` of its probes in that time stalled or timed out. The engine is probably hung.`),
 		s.alert("VLLMEndpointDown", a.EndpointDown,
-			fmt.Sprintf("vllm_probe_health_up{%s} == 0", job),
+			lines(
+				// One vantage (no vantage label): each replica's view, as
+				// ever. Several: one alert per target, when every vantage
+				// sees /health fail.
+				fmt.Sprintf("vllm_probe_health_up{%s,%s=\"\"} == 0", job, VantageLabel),
+				"or",
+				fmt.Sprintf("max without (%s, %s) (vllm_probe_health_up{%s,%s!=\"\"}) == 0", replicaLabels, VantageLabel, job, VantageLabel),
+			),
 			"vLLM endpoint does not answer /health.",
 			who+` has not answered /health with 200 for `+a.EndpointDown.For.String()+` (health_up = `+value+`).`),
+		s.alert("VLLMEndpointUnreachableFromVantage", a.EndpointUnreachableFromVantage,
+			lines(
+				fmt.Sprintf("vllm_probe_health_up{%s,%s!=\"\"} == 0", job, VantageLabel),
+				"and on (job, target)",
+				fmt.Sprintf("vllm_probe_health_up{%s,%s!=\"\"} == 1", job, VantageLabel),
+			),
+			"vLLM endpoint is unreachable from one vantage only.",
+			who+` has not answered /health with 200 from vantage {{ $labels.vantage }} for `+a.EndpointUnreachableFromVantage.For.String()+` while another vantage reaches it: the path from {{ $labels.vantage }} (its network, DNS, proxy or the prober replica {{ $labels.instance }}) is at fault, not the endpoint (health_up = `+value+`).`),
 		s.alert("VLLMProbesFailing", a.ProbesFailing,
 			lines(
 				"(",
@@ -369,7 +403,7 @@ func (s *Spec) AlertGroups() []Group {
 			slo = append(slo, r)
 		}
 	}
-	return []Group{
+	groups := []Group{
 		{Name: "vllm_prober.alerts", Rules: ops, Comment: lines(
 			"The short raw-series alerts (VLLMEngineHung, VLLMProbesFailing,",
 			"VLLMMetricsScrapeFailing, VLLMEndpointDown) and the gauge alerts stay per prober",
@@ -382,6 +416,14 @@ func (s *Spec) AlertGroups() []Group {
 			"away: they carry no instance or pod label and survive a prober restart.",
 		)},
 	}
+	if z := s.seasonalAlerts(); len(z) > 0 {
+		groups = append(groups, Group{Name: "vllm_prober.seasonal.alerts", Rules: z, Comment: lines(
+			"On the seasonal recording rules: a latency unusual for this hour of the week",
+			"(z-score against the median of the same hour in past weeks) that is also worse",
+			"than its benchmark.",
+		)})
+	}
+	return groups
 }
 
 func lines(l ...string) string { return strings.Join(l, "\n") }
@@ -431,7 +473,7 @@ type generatedFile struct {
 // builder here: a method on Spec (for a new section of slo.yml) in a new file.
 func ruleFiles() []generatedFile {
 	return []generatedFile{
-		{RulesFile, []func(*Spec) []Group{(*Spec).RecordingGroups, (*Spec).RolloutGroups}},
+		{RulesFile, []func(*Spec) []Group{(*Spec).RecordingGroups, (*Spec).RolloutGroups, (*Spec).SeasonalGroups}},
 		{AlertsFile, []func(*Spec) []Group{(*Spec).AlertGroups}},
 	}
 }

@@ -54,6 +54,9 @@ type Spec struct {
 	// Rollout is the canary-versus-stable comparison (rollout.go); without
 	// it no rollout rules are written.
 	Rollout Rollout `yaml:"rollout,omitempty"`
+	// Seasonal is the seasonal baseline (seasonal.go); without it no seasonal
+	// rules and no VLLMLatencyUnusualForThisHour are written.
+	Seasonal Seasonal `yaml:"seasonal,omitempty"`
 
 	// scale maps nominal SLI windows to the windows evaluated; set by Scaled.
 	scale map[model.Duration]model.Duration
@@ -87,20 +90,25 @@ type Objective struct {
 
 // Alerts holds one AlertSpec per non-SLO alert.
 type Alerts struct {
-	EngineHung           AlertSpec `yaml:"engine_hung"`
-	EndpointDown         AlertSpec `yaml:"endpoint_down"`
-	ProbesFailing        AlertSpec `yaml:"probes_failing"`
-	MetricsScrapeFailing AlertSpec `yaml:"metrics_scrape_failing"`
-	ProberAbsent         AlertSpec `yaml:"prober_absent"`
-	KVCacheSaturated     AlertSpec `yaml:"kv_cache_saturated"`
-	RequestsQueueing     AlertSpec `yaml:"requests_queueing"`
-	PreemptionsHigh      AlertSpec `yaml:"preemptions_high"`
-	HeadroomLow          AlertSpec `yaml:"headroom_low"`
-	ThroughputRegression AlertSpec `yaml:"throughput_regression"`
-	LatencyRegression    AlertSpec `yaml:"latency_regression"`
-	ProbeBudgetExhausted AlertSpec `yaml:"probe_budget_exhausted"`
-	ConfigReloadFailed   AlertSpec `yaml:"config_reload_failed"`
-	WrongAnswers         AlertSpec `yaml:"wrong_answers"`
+	EngineHung   AlertSpec `yaml:"engine_hung"`
+	EndpointDown AlertSpec `yaml:"endpoint_down"`
+	// EndpointUnreachableFromVantage: some vantages fail /health, others reach it.
+	EndpointUnreachableFromVantage AlertSpec `yaml:"endpoint_unreachable_from_vantage"`
+	ProbesFailing                  AlertSpec `yaml:"probes_failing"`
+	MetricsScrapeFailing           AlertSpec `yaml:"metrics_scrape_failing"`
+	ProberAbsent                   AlertSpec `yaml:"prober_absent"`
+	KVCacheSaturated               AlertSpec `yaml:"kv_cache_saturated"`
+	RequestsQueueing               AlertSpec `yaml:"requests_queueing"`
+	PreemptionsHigh                AlertSpec `yaml:"preemptions_high"`
+	HeadroomLow                    AlertSpec `yaml:"headroom_low"`
+	ThroughputRegression           AlertSpec `yaml:"throughput_regression"`
+	LatencyRegression              AlertSpec `yaml:"latency_regression"`
+	ProbeBudgetExhausted           AlertSpec `yaml:"probe_budget_exhausted"`
+	ConfigReloadFailed             AlertSpec `yaml:"config_reload_failed"`
+	WrongAnswers                   AlertSpec `yaml:"wrong_answers"`
+	// LatencyUnusualForThisHour is the seasonal alert (seasonal.go); its
+	// threshold is a z-score. Required only with a seasonal section.
+	LatencyUnusualForThisHour AlertSpec `yaml:"latency_unusual_for_this_hour,omitempty"`
 }
 
 // AlertSpec is the tunable part of one alert. Which of Threshold and Window an
@@ -231,6 +239,11 @@ func (s *Spec) Validate() error {
 			add("alerts.%s.window is not used by this alert", a.key)
 		}
 	}
+	if s.seasonalEnabled() {
+		if err := s.Seasonal.validate(s.Windows); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if r := s.Rollout; len(r.Windows) > 0 || r.GroupLabel != "" || r.TrackLabel != "" || r.Canary != "" || r.Stable != "" || r.MinProbes != 0 {
 		if err := s.Rollout.validate(); err != nil {
 			errs = append(errs, err)
@@ -248,9 +261,10 @@ type namedAlertSpec struct {
 
 func (s *Spec) alertSpecs() []namedAlertSpec {
 	a := &s.Alerts
-	return []namedAlertSpec{
+	specs := []namedAlertSpec{
 		{"engine_hung", &a.EngineHung, true, true},
 		{"endpoint_down", &a.EndpointDown, false, false},
+		{"endpoint_unreachable_from_vantage", &a.EndpointUnreachableFromVantage, false, false},
 		{"probes_failing", &a.ProbesFailing, true, true},
 		{"metrics_scrape_failing", &a.MetricsScrapeFailing, true, true},
 		{"prober_absent", &a.ProberAbsent, false, false},
@@ -264,6 +278,10 @@ func (s *Spec) alertSpecs() []namedAlertSpec {
 		{"config_reload_failed", &a.ConfigReloadFailed, false, false},
 		{"wrong_answers", &a.WrongAnswers, true, true},
 	}
+	if s.seasonalEnabled() {
+		specs = append(specs, namedAlertSpec{"latency_unusual_for_this_hour", &a.LatencyUnusualForThisHour, true, false})
+	}
+	return specs
 }
 
 // Scaled returns a copy of s with every `for` duration and every evaluation window
@@ -296,6 +314,9 @@ func (s *Spec) Scaled(factor float64) (*Spec, error) {
 	}
 	for _, w := range s.Rollout.Windows {
 		c.scale[w] = scale(w)
+	}
+	if s.seasonalEnabled() {
+		c.scale[s.Seasonal.Season] = scale(s.Seasonal.Season)
 	}
 	for i := range c.BurnRates {
 		c.BurnRates[i].For = scale(c.BurnRates[i].For)

@@ -69,6 +69,8 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Default(fmt.Sprint(daemon.DefaultHistoryLimit)).Int()
 	toolkitFlags := kingpinflag.AddFlags(runCmd, daemon.DefaultListenAddress)
 	shardFlags := addShardFlags(runCmd)
+	vantage := runCmd.Flag("vantage", "Where this replica probes from (a region, cluster or site): added as a vantage=\"NAME\" label to every series it exports. Several replicas with different vantages probing the same targets tell a dead endpoint (every vantage fails) from a bad path (some fail); see docs/vantages.md. Default: none, one vantage.").
+		PlaceHolder("NAME").String()
 
 	type subcommand struct {
 		clause *kingpin.CmdClause
@@ -142,6 +144,11 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	if err := daemon.ValidateVantage(*vantage); err != nil {
+		fmt.Fprintf(stderr, "vllm_prober: error: --vantage: %s, try --help\n", err)
+		return 2
+	}
+
 	level.Info(logger).Log("msg", "Starting vllm_prober", "version", version.Info())
 	level.Info(logger).Log("msg", "Build context", "build_context", version.BuildContext())
 	// Kubernetes discovery's client (client-go) logs through klog: into our
@@ -159,6 +166,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ShardCount:    shardCount,
 		ShardIndex:    shardIndex,
 		DisableReload: !*enableReload,
+		Vantage:       *vantage,
 	}, base) // New adds its redaction, then the caller
 	if err != nil {
 		level.Error(logger).Log("msg", "Error loading config", "err", err)

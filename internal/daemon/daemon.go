@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,25 @@ type Options struct {
 	// DisableReload turns POST /-/reload off (--no-web.enable-reload); SIGHUP
 	// still reloads.
 	DisableReload bool
+	// Vantage names where this replica probes from (--vantage): every series
+	// of the daemon's registry gets a VantageLabel label with this value. Empty
+	// (one vantage, the default): no such label.
+	Vantage string
+}
+
+// VantageLabel is the label --vantage adds to every series of the daemon.
+const VantageLabel = "vantage"
+
+// validVantage is what a vantage name may be: short, and safe in a label
+// value, a file name and a PromQL string without quoting.
+var validVantage = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// ValidateVantage checks a --vantage value.
+func ValidateVantage(v string) error {
+	if v != "" && !validVantage.MatchString(v) {
+		return fmt.Errorf("vantage %q must be 1 to 63 letters, digits, '_', '.' or '-', starting with a letter or digit", v)
+	}
+	return nil
 }
 
 // Daemon is one running vllm_prober.
@@ -86,11 +106,14 @@ type Daemon struct {
 	opts   Options
 	logger log.Logger
 	reg    *prometheus.Registry
-	sc     *config.SafeConfig
-	probes *prober.Manager
-	bursts *prober.Burster // POST /burst (burst.go)
-	coll   *collector.Manager
-	cmp    *compare.Collector
+	// registerer is reg, with the vantage label when Options.Vantage is set:
+	// every metric of the daemon registers through it.
+	registerer prometheus.Registerer
+	sc         *config.SafeConfig
+	probes     *prober.Manager
+	bursts     *prober.Burster // POST /burst (burst.go)
+	coll       *collector.Manager
+	cmp        *compare.Collector
 	// scrapes is where the pages read each target's last scrape: coll.
 	scrapes interface {
 		LastScrape(target string) (collector.ScrapeState, bool)
@@ -163,15 +186,25 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	if err := shard.Validate(opts.ShardCount, opts.ShardIndex); err != nil {
 		return nil, err
 	}
-	reg := opts.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
+	if err := ValidateVantage(opts.Vantage); err != nil {
+		return nil, err
+	}
+	registry := opts.Registry
+	if registry == nil {
+		registry = prometheus.NewRegistry()
+	}
+	// The vantage label is added once, where every metric of the daemon is
+	// registered, rather than by each component (as Prometheus' external
+	// labels would add it on the server side).
+	var reg prometheus.Registerer = registry
+	if opts.Vantage != "" {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{VantageLabel: opts.Vantage}, registry)
 	}
 	red := redact.New()
 	// Every level, every component; the caller is bound below the redaction,
 	// at the depth of the line that logs.
 	logger = log.With(redact.Logger(logger, red), "caller", log.DefaultCaller)
-	d := &Daemon{opts: opts, logger: logger, reg: reg, red: red, clients: httpclient.New(red)}
+	d := &Daemon{opts: opts, logger: logger, reg: registry, registerer: reg, red: red, clients: httpclient.New(red)}
 	d.scrubber.Store(&scrubber{red: red})
 
 	if err := reg.Register(versioncollector.NewCollector("vllm_prober")); err != nil {

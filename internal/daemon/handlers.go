@@ -34,7 +34,7 @@ const scrapeTimeoutOffset = 500 * time.Millisecond
 func (d *Daemon) newHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", d.landingPage)
-	mux.Handle(d.opts.TelemetryPath, promhttp.InstrumentMetricHandler(d.reg,
+	mux.Handle(d.opts.TelemetryPath, promhttp.InstrumentMetricHandler(d.registerer,
 		promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{
 			ErrorHandling: promhttp.ContinueOnError,
 			ErrorLog:      promLogger{d},
