@@ -2302,6 +2302,75 @@
       },
       "id": 20,
       "panels": [],
+      "title": "Gateway",
+      "type": "row"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "Share of probes a gateway refused by load shedding (failure reason shed), per module, over 5m and 1h (target_module:vllm_probe_shed:ratio_rate5m / 1h). Not a failure of the availability SLO by default (slos.availability.shed_is_failure); VLLMGatewayShedding fires above the slo.yml threshold.",
+      "fieldConfig": {
+        "defaults": {
+          "max": 1,
+          "min": 0,
+          "noValue": "no shedding",
+          "unit": "percentunit"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 24,
+        "x": 0,
+        "y": 49
+      },
+      "id": 21,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (module) (target_module:vllm_probe_shed:ratio_rate5m{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "5m {{module}}",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (module) (target_module:vllm_probe_shed:ratio_rate1h{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "1h {{module}}",
+          "refId": "B"
+        }
+      ],
+      "title": "Load shed",
+      "type": "timeseries"
+    },
+    {
+      "collapsed": false,
+      "gridPos": {
+        "h": 1,
+        "w": 24,
+        "x": 0,
+        "y": 56
+      },
+      "id": 22,
+      "panels": [],
       "title": "Probe health and cost",
       "type": "row"
     },
@@ -2321,9 +2390,9 @@
         "h": 7,
         "w": 6,
         "x": 0,
-        "y": 49
+        "y": 57
       },
-      "id": 21,
+      "id": 23,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2383,9 +2452,9 @@
         "h": 7,
         "w": 6,
         "x": 6,
-        "y": 49
+        "y": 57
       },
-      "id": 22,
+      "id": 24,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2427,9 +2496,9 @@
         "h": 7,
         "w": 6,
         "x": 12,
-        "y": 49
+        "y": 57
       },
-      "id": 23,
+      "id": 25,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2489,9 +2558,9 @@
         "h": 7,
         "w": 6,
         "x": 18,
-        "y": 49
+        "y": 57
       },
-      "id": 24,
+      "id": 26,
       "options": {
         "colorMode": "background",
         "graphMode": "area",
@@ -2534,9 +2603,9 @@
         "h": 7,
         "w": 12,
         "x": 0,
-        "y": 56
+        "y": 64
       },
-      "id": 25,
+      "id": 27,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2578,9 +2647,9 @@
         "h": 7,
         "w": 12,
         "x": 12,
-        "y": 56
+        "y": 64
       },
-      "id": 26,
+      "id": 28,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2631,9 +2700,9 @@
         "h": 5,
         "w": 24,
         "x": 0,
-        "y": 63
+        "y": 71
       },
-      "id": 27,
+      "id": 29,
       "options": {
         "showHeader": true
       },
