@@ -184,7 +184,9 @@ var gatewayProfiles = []*gatewayProfile{
 // up), and the frontends' 4xx beyond the backends' were refused before any
 // backend (`http-request return status 429` on a full queue, `deny`).
 func haproxyCounts(fs families, v *GatewayView) {
-	sum := func(family string, match map[string]string) (float64, bool) { return gwSum(fs, gwSource{family, match}) }
+	sum := func(family string, match map[string]string) (float64, bool) {
+		return gwSum(fs, gwSource{family, match})
+	}
 	admitted, ok := sum("haproxy_server_http_responses_total", nil)
 	if !ok {
 		return
