@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
@@ -155,5 +156,47 @@ func TestRouterIsNotAnEngine(t *testing.T) {
 	v, err := ScrapeGateway(ctx, srv.Client(), srv.URL+"/metrics")
 	if err != nil || v.Gateway != "production-stack" {
 		t.Fatalf("ScrapeGateway: %+v, %v", v, err)
+	}
+}
+
+// TestGatewayExport scrapes the real EPP flow-control capture over HTTP and compares the
+// vllm_gateway_* series with their golden file.
+func TestGatewayExport(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "gateways", "epp-metrics-flow.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(&GatewayCollector{Target: "gw", URL: srv.URL + "/metrics", Client: srv.Client(), Timeout: 10 * time.Second})
+	var b strings.Builder
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden := filepath.Join("testdata", "gateways", "export-epp-flow.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("%s differs (-update rewrites it):\n%s", golden, b.String())
+	}
+	if !strings.Contains(b.String(), `vllm_gateway_requests_total{target="gw"} 20`) {
+		t.Errorf("the true denominator (7 admitted + 13 rejected) is not exported:\n%s", b.String())
 	}
 }
