@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -17,51 +14,6 @@ import (
 	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/testtool"
 )
-
-// freePort returns a port on 127.0.0.1 nobody listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startHAProxy runs Debian's haproxy with cfg until the test ends, and waits
-// until it accepts connections on port.
-func startHAProxy(t *testing.T, cfg string, port int) {
-	t.Helper()
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		testtool.Skip(t, "haproxy", "apt-get install haproxy")
-	}
-	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-f", path, "-db")
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("starting haproxy: %v", err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("haproxy does not listen on %d: %v", port, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // TestHAProxyShedAndQueueTimeout puts a real HAProxy (Debian's, with
 // `option http-no-delay` so that SSE streams through) in front of one slow
@@ -92,8 +44,8 @@ func TestHAProxyShedAndQueueTimeout(t *testing.T) {
 	}))
 	defer backend.Close()
 	defer close(release)
-	port := freePort(t)
-	cfg := fmt.Sprintf(`global
+	port := testtool.HAProxy(t, func(port int) string {
+		return fmt.Sprintf(`global
   maxconn 200
 defaults
   mode http
@@ -110,7 +62,7 @@ backend vllm
   http-response set-header x-served-by %%s
   server b1 %s maxconn 1
 `, port, backend.Listener.Addr())
-	startHAProxy(t, cfg, port)
+	})
 
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	probe := func() Result {
