@@ -30,6 +30,21 @@ func readGatewayFamilies(t *testing.T, name string) families {
 	return fs
 }
 
+// serveGatewayFile serves testdata/gateways/name as a text exposition.
+func serveGatewayFile(t *testing.T, name string) *httptest.Server {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", "gateways", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // llmdTwins adds llm-d-router's llm_d_epp_* names to an EPP payload, with the
 // same values, as llm-d-router emits them next to the older names.
 func llmdTwins(fs families) families {
@@ -138,15 +153,7 @@ func TestGatewayProfiles(t *testing.T) {
 // labelled by backend (server); scraped as a target's engine /metrics they
 // must be refused, never read as the engine's running and waiting requests.
 func TestRouterIsNotAnEngine(t *testing.T) {
-	body, err := os.ReadFile(filepath.Join("testdata", "gateways", "production-stack-router.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = w.Write(body)
-	}))
-	defer srv.Close()
+	srv := serveGatewayFile(t, "production-stack-router.txt")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	snap, err := Scrape(ctx, srv.Client(), srv.URL+"/metrics")
@@ -162,15 +169,7 @@ func TestRouterIsNotAnEngine(t *testing.T) {
 // TestGatewayExport scrapes the real EPP flow-control capture over HTTP and compares the
 // vllm_gateway_* series with their golden file.
 func TestGatewayExport(t *testing.T) {
-	body, err := os.ReadFile(filepath.Join("testdata", "gateways", "epp-metrics-flow.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = w.Write(body)
-	}))
-	defer srv.Close()
+	srv := serveGatewayFile(t, "epp-metrics-flow.txt")
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(&GatewayCollector{Target: "gw", URL: srv.URL + "/metrics", Client: srv.Client(), Timeout: 10 * time.Second})
 	var b strings.Builder
