@@ -128,3 +128,45 @@ backend vllm
 		t.Errorf("overhead median %.1f ms not within the slow member's excess %.1f ms", j.OverheadMedian*1e3, excess*1e3)
 	}
 }
+
+// TestJoinGatewayAttribution: a gateway probe with no member header was
+// answered by the gateway itself (a queue timeout, a shed request) and
+// counts apart from the members' shares; a header value maps to the
+// member's target name through memberOf (the EPP names an endpoint, not a
+// target).
+func TestJoinGatewayAttribution(t *testing.T) {
+	hdr := func(v string) http.Header {
+		h := http.Header{}
+		if v != "" {
+			h.Set(probe.HeaderEPPDestination, v)
+		}
+		return h
+	}
+	ok := func(ttft time.Duration, dest string) probe.Result {
+		return probe.Result{Success: true, StatusCode: 200, TTFT: ttft, ResponseHeader: hdr(dest)}
+	}
+	gw := []probe.Result{
+		ok(30*time.Millisecond, "127.0.0.2:8000"),
+		ok(30*time.Millisecond, "127.0.0.3:8000"),
+		ok(30*time.Millisecond, "127.0.0.2:8000"),
+		{Reason: probe.ReasonShed, StatusCode: 429, ResponseHeader: hdr("")},
+		{Reason: probe.ReasonConnection}, // no answer: counts nowhere
+	}
+	members := map[string][]probe.Result{
+		"pod-a": {ok(20*time.Millisecond, ""), ok(20*time.Millisecond, "")},
+		"pod-b": {ok(20*time.Millisecond, ""), ok(40*time.Millisecond, "")},
+	}
+	j, found := JoinGateway(gw, probe.HeaderEPPDestination, map[string]string{"127.0.0.2:8000": "pod-a", "127.0.0.3:8000": "pod-b"}, members)
+	if !found {
+		t.Fatal("no join")
+	}
+	if j.Share["pod-a"] != 0.5 || j.Share["pod-b"] != 0.25 || j.GatewayAnswered != 0.25 {
+		t.Errorf("shares %v, gateway answered %v; want pod-a 0.5, pod-b 0.25, gateway 0.25", j.Share, j.GatewayAnswered)
+	}
+	if j.Slowest != "pod-b" {
+		t.Errorf("slowest %q, want pod-b", j.Slowest)
+	}
+	if math.Abs(j.OverheadMedian-0.010) > 1e-9 {
+		t.Errorf("overhead median %v, want 10ms (30ms through the gateway, 20ms direct)", j.OverheadMedian)
+	}
+}
