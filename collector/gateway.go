@@ -112,17 +112,6 @@ var eppErrorCodes = map[string]string{
 	"Unknown":            RejectOther,
 }
 
-// eppOutcomes maps flow control's outcome label to a rejection reason.
-var eppOutcomes = map[string]string{
-	"RejectedCapacity":        RejectCapacity,
-	"EvictedTTL":              RejectQueueTimeout,
-	"RejectedNoEndpoints":     RejectNoEndpoints,
-	"EvictedNoEndpoints":      RejectNoEndpoints,
-	"RejectedOther":           RejectOther,
-	"EvictedOther":            RejectOther,
-	"EvictedContextCancelled": RejectOther,
-}
-
 // eppProfile: sigs.k8s.io/gateway-api-inference-extension v1.5.0 cmd/epp
 // (pkg/epp/metrics), and llm-d-router, which emits llm_d_epp_* with these
 // names as twins: the llm_d_epp_ source comes first in every rule.
