@@ -232,8 +232,22 @@ chromium:
 		fi; \
 	fi
 
+# haproxy is a real gateway in front of streaming backends (prober/probe's
+# HAProxy test: shedding and queue timeouts): installed as root like chromium;
+# otherwise that test is skipped, and listed at the end.
+.PHONY: haproxy
+haproxy:
+	@if ! command -v haproxy >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo ">> installing haproxy for the gateway tests (Debian package haproxy)"; \
+			DEBIAN_FRONTEND=noninteractive scripts/apt-install.sh haproxy; \
+		else \
+			echo "!! haproxy is missing and cannot be installed (not root): the gateway tests will be skipped (apt-get install haproxy)" >&2; \
+		fi; \
+	fi
+
 .PHONY: tools-test
-tools-test: promtool helm cc chromium
+tools-test: promtool helm cc chromium haproxy
 
 # Copy the rule files and dashboards into the chart, where .Files.Get can see
 # them. deploy/chart_test.go fails when the copies are stale.

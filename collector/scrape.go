@@ -41,6 +41,9 @@ func Scrape(ctx context.Context, client *http.Client, url string) (*Snapshot, er
 	if err != nil {
 		return nil, err
 	}
+	if routerPayload(fs) {
+		return nil, errRouterPayload
+	}
 	return normalise(fs, at), nil
 }
 

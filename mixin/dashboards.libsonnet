@@ -2534,6 +2534,75 @@
       },
       "id": 25,
       "panels": [],
+      "title": "Gateway",
+      "type": "row"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "Share of probes a gateway refused by load shedding (failure reason shed), per module, over 5m and 1h (target_module:vllm_probe_shed:ratio_rate5m / 1h). Not a failure of the availability SLO by default (slos.availability.shed_is_failure); VLLMGatewayShedding fires above the slo.yml threshold.",
+      "fieldConfig": {
+        "defaults": {
+          "max": 1,
+          "min": 0,
+          "noValue": "no shedding",
+          "unit": "percentunit"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 24,
+        "x": 0,
+        "y": 65
+      },
+      "id": 26,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (module) (target_module:vllm_probe_shed:ratio_rate5m{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "5m {{module}}",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (module) (target_module:vllm_probe_shed:ratio_rate1h{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "1h {{module}}",
+          "refId": "B"
+        }
+      ],
+      "title": "Load shed",
+      "type": "timeseries"
+    },
+    {
+      "collapsed": false,
+      "gridPos": {
+        "h": 1,
+        "w": 24,
+        "x": 0,
+        "y": 72
+      },
+      "id": 27,
+      "panels": [],
       "title": "Probe health and cost",
       "type": "row"
     },
@@ -2553,9 +2622,9 @@
         "h": 7,
         "w": 6,
         "x": 0,
-        "y": 65
+        "y": 73
       },
-      "id": 26,
+      "id": 28,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2615,9 +2684,9 @@
         "h": 7,
         "w": 6,
         "x": 6,
-        "y": 65
+        "y": 73
       },
-      "id": 27,
+      "id": 29,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2659,9 +2728,9 @@
         "h": 7,
         "w": 6,
         "x": 12,
-        "y": 65
+        "y": 73
       },
-      "id": 28,
+      "id": 30,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2721,9 +2790,9 @@
         "h": 7,
         "w": 6,
         "x": 18,
-        "y": 65
+        "y": 73
       },
-      "id": 29,
+      "id": 31,
       "options": {
         "colorMode": "background",
         "graphMode": "area",
@@ -2766,9 +2835,9 @@
         "h": 7,
         "w": 12,
         "x": 0,
-        "y": 72
+        "y": 80
       },
-      "id": 30,
+      "id": 32,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2810,9 +2879,9 @@
         "h": 7,
         "w": 12,
         "x": 12,
-        "y": 72
+        "y": 80
       },
-      "id": 31,
+      "id": 33,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2863,9 +2932,9 @@
         "h": 5,
         "w": 24,
         "x": 0,
-        "y": 79
+        "y": 87
       },
-      "id": 32,
+      "id": 34,
       "options": {
         "showHeader": true
       },

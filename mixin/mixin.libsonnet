@@ -33,6 +33,8 @@
     latencyRegressionThreshold: 1.2,
     // alerts.wrong_answers.threshold of mixin/slo.yml.
     wrongAnswersThreshold: 0.2,
+    // alerts.gateway_shedding.threshold of mixin/slo.yml.
+    gatewaySheddingThreshold: 0.1,
     // alerts.latency_unusual_for_this_hour.threshold of mixin/slo.yml.
     latencyUnusualForThisHourThreshold: 3,
     // slos.availability.objective (percent) of mixin/slo.yml.
@@ -62,11 +64,19 @@
           },
           {
             record: "target_module:vllm_probe_failures:increase5m",
-            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[5m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[5m]))\n)" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[5m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[5m]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate5m",
             expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase5m\n    / (target_module:vllm_probe_attempts:increase5m \u003e 0),\n  0, 1\n)\nor\nmax without (vantage) (min without (instance, pod) (vllm_probe_success{%(proberSelector)s}))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_shed:increase5m",
+            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[5m]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[5m]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_shed:ratio_rate5m",
+            expr: "clamp(\n  target_module:vllm_probe_shed:increase5m\n    / (target_module:vllm_probe_attempts:increase5m \u003e 0),\n  0, 1\n)",
           },
           {
             record: "target_module:vllm_probe_ttft_over_slo:increase5m",
@@ -90,11 +100,19 @@
           },
           {
             record: "target_module:vllm_probe_failures:increase30m",
-            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[30m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[30m]))\n)" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[30m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[30m]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate30m",
             expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase30m\n    / (target_module:vllm_probe_attempts:increase30m \u003e 0),\n  0, 1\n)\nor\nmax without (vantage) (min without (instance, pod) (vllm_probe_success{%(proberSelector)s}))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_shed:increase30m",
+            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[30m]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[30m]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_shed:ratio_rate30m",
+            expr: "clamp(\n  target_module:vllm_probe_shed:increase30m\n    / (target_module:vllm_probe_attempts:increase30m \u003e 0),\n  0, 1\n)",
           },
           {
             record: "target_module:vllm_probe_ttft_over_slo:increase30m",
@@ -118,11 +136,19 @@
           },
           {
             record: "target_module:vllm_probe_failures:increase1h",
-            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[1h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[1h]))\n)" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[1h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[1h]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate1h",
             expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase1h\n    / (target_module:vllm_probe_attempts:increase1h \u003e 0),\n  0, 1\n)\nor\nmax without (vantage) (min without (instance, pod) (vllm_probe_success{%(proberSelector)s}))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_shed:increase1h",
+            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[1h]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[1h]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_shed:ratio_rate1h",
+            expr: "clamp(\n  target_module:vllm_probe_shed:increase1h\n    / (target_module:vllm_probe_attempts:increase1h \u003e 0),\n  0, 1\n)",
           },
           {
             record: "target_module:vllm_probe_ttft_over_slo:increase1h",
@@ -146,11 +172,19 @@
           },
           {
             record: "target_module:vllm_probe_failures:increase6h",
-            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[6h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[6h]))\n)" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[6h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[6h]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate6h",
             expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase6h\n    / (target_module:vllm_probe_attempts:increase6h \u003e 0),\n  0, 1\n)\nor\nmax without (vantage) (min without (instance, pod) (vllm_probe_success{%(proberSelector)s}))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_shed:increase6h",
+            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[6h]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[6h]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_shed:ratio_rate6h",
+            expr: "clamp(\n  target_module:vllm_probe_shed:increase6h\n    / (target_module:vllm_probe_attempts:increase6h \u003e 0),\n  0, 1\n)",
           },
           {
             record: "target_module:vllm_probe_ttft_over_slo:increase6h",
@@ -174,11 +208,19 @@
           },
           {
             record: "target_module:vllm_probe_failures:increase3d",
-            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s}[3d]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[3d]))\n)" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[3d]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[3d]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate3d",
             expr: "clamp(\n  1 - target_module:vllm_probe_failures:increase3d\n    / (target_module:vllm_probe_attempts:increase3d \u003e 0),\n  0, 1\n)\nor\nmax without (vantage) (min without (instance, pod) (vllm_probe_success{%(proberSelector)s}))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_shed:increase3d",
+            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[3d]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[3d]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_shed:ratio_rate3d",
+            expr: "clamp(\n  target_module:vllm_probe_shed:increase3d\n    / (target_module:vllm_probe_attempts:increase3d \u003e 0),\n  0, 1\n)",
           },
           {
             record: "target_module:vllm_probe_ttft_over_slo:increase3d",
@@ -497,7 +539,7 @@
           },
           {
             alert: "VLLMProbesFailing",
-            expr: "(\n  increase(vllm_probe_failures_total{%(proberSelector)s}[10m])\n    / ignoring (reason) group_left ()\n  (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m]) \u003e 0)\n) \u003e %(probesFailingThreshold)g\nunless on (job, instance, target)\nvllm_probe_health_up{%(proberSelector)s} == 0" % $._config,
+            expr: "(\n  increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[10m])\n    / ignoring (reason) group_left ()\n  (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m]) \u003e 0)\n) \u003e %(probesFailingThreshold)g\nunless on (job, instance, target)\nvllm_probe_health_up{%(proberSelector)s} == 0" % $._config,
             'for': "10m",
             labels: {
               "severity": "warning",
@@ -649,6 +691,19 @@
               "summary": "vLLM answers are wrong.",
               "description": "{{ printf \"%%.2f\" $value }} of the answer checks of {{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) were wrong over the last 15m (threshold %(wrongAnswersThreshold)g): the endpoint is fast but its output is wrong (bad deploy, quantization, tokenizer or chat template)." % $._config,
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmwronganswers",
+            },
+          },
+          {
+            alert: "VLLMGatewayShedding",
+            expr: "(\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[10m]))\n    / (sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m])) \u003e 0)\n) \u003e %(gatewaySheddingThreshold)g\nand\nsum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[10m])) \u003e= 3" % $._config,
+            'for': "5m",
+            labels: {
+              "severity": "warning",
+            },
+            annotations: {
+              "summary": "A gateway is shedding load.",
+              "description": "{{ printf \"%%.2f\" $value }} of the probes of {{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) were refused by load shedding over the last 10m (threshold %(gatewaySheddingThreshold)g): the pool behind the gateway is saturated; add capacity or lower the sheddable load." % $._config,
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgatewayshedding",
             },
           },
         ],

@@ -133,7 +133,7 @@ func (s *Spec) RecordingGroups() []Group {
 				// that failed least stands for the target.
 				Record: "target_module:vllm_probe_failures:increase" + w,
 				Expr: acrossVantages("min", lines(
-					acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s}[%s])", job, r)),
+					acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s}[%s])", s.failureSel(), r)),
 					"or",
 					"0 * "+attempts,
 				)),
@@ -153,6 +153,26 @@ func (s *Spec) RecordingGroups() []Group {
 					")",
 					"or",
 					acrossVantages("max", fmt.Sprintf("min without (%s) (vllm_probe_success{%s})", replicaLabels, job)),
+				),
+			},
+			Rule{
+				// Probes a gateway refused by load shedding (reason "shed"),
+				// counted apart whatever the availability SLO does with them.
+				Record: "target_module:vllm_probe_shed:increase" + w,
+				Expr: lines(
+					acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s,reason=\"shed\"}[%s])", job, r)),
+					"or",
+					"0 * "+attempts,
+				),
+			},
+			Rule{
+				Record: "target_module:vllm_probe_shed:ratio_rate" + w,
+				Expr: lines(
+					"clamp(",
+					"  target_module:vllm_probe_shed:increase"+w,
+					"    / (target_module:vllm_probe_attempts:increase"+w+" > 0),",
+					"  0, 1",
+					")",
 				),
 			},
 		)
@@ -177,11 +197,17 @@ func (s *Spec) RecordingGroups() []Group {
 			)
 		}
 	}
+	shed := "A probe a gateway refused by load shedding (reason \"shed\") counts as a failure."
+	if !s.SLOs.Availability.ShedIsFailure {
+		shed = "A probe a gateway refused by load shedding (reason \"shed\") is not a failure of the\n" +
+			"availability SLI (slos.availability.shed_is_failure: false); vllm_probe_shed:* count them."
+	}
 	return []Group{{Name: "vllm_prober.slo.rules", Rules: rules, Comment: lines(
 		"Every rule sums the prober replica away (without ("+replicaLabels+")): a prober",
 		"restart, reschedule or reshard changes instance and pod, never target or",
 		"module, so each SLI stays one series per (target, module) and its windows",
 		"(up to 3d) keep the history from before the move (alerts/tests/restart_test.yml).",
+		shed,
 	)}}
 }
 
@@ -228,6 +254,15 @@ func indent(s, p string) string {
 }
 
 func (s *Spec) jobSel() string { return fmt.Sprintf("job=%q", s.ProberJob) }
+
+// failureSel selects the probe failures that count against the availability
+// SLO: all of them, or all but load shedding (slos.availability.shed_is_failure).
+func (s *Spec) failureSel() string {
+	if s.SLOs.Availability.ShedIsFailure {
+		return s.jobSel()
+	}
+	return s.jobSel() + `,reason!="shed"`
+}
 
 func (s *Spec) runbook(alert string) string {
 	return s.RunbookURL + "#" + strings.ToLower(alert)
@@ -305,7 +340,8 @@ func (s *Spec) AlertGroups() []Group {
 		s.alert("VLLMProbesFailing", a.ProbesFailing,
 			lines(
 				"(",
-				fmt.Sprintf("  increase(vllm_probe_failures_total{%s}[%s])", job, a.ProbesFailing.Window),
+				// Shedding has its own alert (VLLMGatewayShedding).
+				fmt.Sprintf("  increase(vllm_probe_failures_total{%s,reason!=\"shed\"}[%s])", job, a.ProbesFailing.Window),
 				"    / ignoring (reason) group_left ()",
 				fmt.Sprintf("  (increase(vllm_probe_attempts_total{%s}[%s]) > 0)", job, a.ProbesFailing.Window),
 				") > "+th(a.ProbesFailing),
@@ -378,6 +414,19 @@ func (s *Spec) AlertGroups() []Group {
 				),
 				"vLLM answers are wrong.",
 				value+` of the answer checks of `+whoM+` were wrong over the last `+a.WrongAnswers.Window.String()+` (threshold `+th(a.WrongAnswers)+`): the endpoint is fast but its output is wrong (bad deploy, quantization, tokenizer or chat template).`)),
+		optionalSeries("vllm_probe_failures_total",
+			"Only probes through a gateway that sheds load ever fail with reason=\"shed\".",
+			s.alert("VLLMGatewayShedding", a.GatewayShedding,
+				lines(
+					"(",
+					"  "+acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s,reason=\"shed\"}[%s])", job, a.GatewayShedding.Window)),
+					"    / ("+acrossReplicas("", fmt.Sprintf("increase(vllm_probe_attempts_total{%s}[%s])", job, a.GatewayShedding.Window))+" > 0)",
+					") > "+th(a.GatewayShedding),
+					"and",
+					acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s,reason=\"shed\"}[%s])", job, a.GatewayShedding.Window))+" >= "+strconv.Itoa(s.MinBadProbes),
+				),
+				"A gateway is shedding load.",
+				value+` of the probes of `+whoM+` were refused by load shedding over the last `+a.GatewayShedding.Window.String()+` (threshold `+th(a.GatewayShedding)+`): the pool behind the gateway is saturated; add capacity or lower the sheddable load.`)),
 	}
 
 	var slo []Rule

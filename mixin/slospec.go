@@ -159,7 +159,7 @@ func (s *Spec) pyrraSLOs(native bool) []pyrraSLO {
 				Total    pyrraMetric `yaml:"total"`
 				Grouping []string    `yaml:"grouping"`
 			}{
-				Errors:   pyrraMetric{fmt.Sprintf("vllm_probe_failures_total{%s}", job)},
+				Errors:   pyrraMetric{fmt.Sprintf("vllm_probe_failures_total{%s}", s.failureSel())},
 				Total:    pyrraMetric{fmt.Sprintf("vllm_probe_attempts_total{%s}", job)},
 				Grouping: grouping,
 			}
@@ -239,7 +239,7 @@ func (s *Spec) slothSpec() slothSpec {
 		}
 		if x.name == SLOAvailability {
 			total := acrossReplicas("", fmt.Sprintf("rate(vllm_probe_attempts_total{%s}[%s])", job, slothWindow))
-			o.SLI.Events.ErrorQuery = acrossReplicas("reason", fmt.Sprintf("rate(vllm_probe_failures_total{%s}[%s])", job, slothWindow)) +
+			o.SLI.Events.ErrorQuery = acrossReplicas("reason", fmt.Sprintf("rate(vllm_probe_failures_total{%s}[%s])", s.failureSel(), slothWindow)) +
 				" or 0 * " + total
 			o.SLI.Events.TotalQuery = total
 		} else {
@@ -341,7 +341,7 @@ func (s *Spec) openSLODocs() []any {
 		rm := &o.Spec.Indicator.Spec.RatioMetric
 		rm.Counter = true
 		if x.name == SLOAvailability {
-			rm.Bad = promQuery(fmt.Sprintf("sum without (instance, pod, reason) (vllm_probe_failures_total{%s})", job))
+			rm.Bad = promQuery(fmt.Sprintf("sum without (instance, pod, reason) (vllm_probe_failures_total{%s})", s.failureSel()))
 			rm.Total = promQuery(fmt.Sprintf("sum without (instance, pod) (vllm_probe_attempts_total{%s})", job))
 		} else {
 			m := latencyMetric(x.name)

@@ -86,6 +86,11 @@ type SLOs struct {
 type Objective struct {
 	Objective        float64 `yaml:"objective"`
 	ThresholdSeconds float64 `yaml:"threshold_seconds,omitempty"`
+	// ShedIsFailure (availability only): whether a probe a gateway refused by
+	// load shedding (reason "shed") counts against the objective. When false
+	// (the default) a shed probe is not a failure of the SLI; the
+	// gateway_shedding alert watches the share of shed probes instead.
+	ShedIsFailure bool `yaml:"shed_is_failure,omitempty"`
 }
 
 // Alerts holds one AlertSpec per non-SLO alert.
@@ -106,6 +111,7 @@ type Alerts struct {
 	ProbeBudgetExhausted           AlertSpec `yaml:"probe_budget_exhausted"`
 	ConfigReloadFailed             AlertSpec `yaml:"config_reload_failed"`
 	WrongAnswers                   AlertSpec `yaml:"wrong_answers"`
+	GatewayShedding                AlertSpec `yaml:"gateway_shedding"`
 	// LatencyUnusualForThisHour is the seasonal alert (seasonal.go); its
 	// threshold is a z-score. Required only with a seasonal section.
 	LatencyUnusualForThisHour AlertSpec `yaml:"latency_unusual_for_this_hour,omitempty"`
@@ -218,6 +224,9 @@ func (s *Spec) Validate() error {
 		if !o.latency && o.obj.ThresholdSeconds != 0 {
 			add("slos.%s.threshold_seconds is not used by an availability SLO", o.name)
 		}
+		if o.latency && o.obj.ShedIsFailure {
+			add("slos.%s.shed_is_failure is used by the availability SLO only", o.name)
+		}
 	}
 	for _, a := range s.alertSpecs() {
 		if !slices.Contains(validSeverities, a.spec.Severity) {
@@ -277,6 +286,7 @@ func (s *Spec) alertSpecs() []namedAlertSpec {
 		{"probe_budget_exhausted", &a.ProbeBudgetExhausted, false, true},
 		{"config_reload_failed", &a.ConfigReloadFailed, false, false},
 		{"wrong_answers", &a.WrongAnswers, true, true},
+		{"gateway_shedding", &a.GatewayShedding, true, true},
 	}
 	if s.seasonalEnabled() {
 		specs = append(specs, namedAlertSpec{"latency_unusual_for_this_hour", &a.LatencyUnusualForThisHour, true, false})

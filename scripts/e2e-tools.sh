@@ -9,6 +9,8 @@
 #   sloth           the Sloth SLO generator CLI (github.com/slok/sloth; plain go install)
 #   pint            Cloudflare's Prometheus rule linter (github.com/cloudflare/pint; its
 #                   module list is refused by the proxy, so go install fails: built from the zip)
+#   epp             the Gateway API Inference Extension Endpoint Picker and its CRDs
+#                   (sigs.k8s.io/gateway-api-inference-extension cmd/epp; exact version only)
 #   all             every one of them
 #
 # None of them can be had with `go install` (their go.mod files carry replace
@@ -32,6 +34,8 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 ARGO_ROLLOUTS_VERSION=${ARGO_ROLLOUTS_VERSION:-v1.10.2}
 SLOTH_VERSION=${SLOTH_VERSION:-v0.16.0}
 PINT_VERSION=${PINT_VERSION:-v0.87.0}
+# v1.6.0 dropped cmd/epp (it moved to llm-d-router, which the proxy refuses).
+EPP_VERSION=${EPP_VERSION:-v1.5.0}
 # Argo Rollouts v1.10.2 needs Go >= 1.26.10; the proxy serves this toolchain. It is
 # used for that build only, never for the project's own go.mod.
 ARGO_ROLLOUTS_TOOLCHAIN=${ARGO_ROLLOUTS_TOOLCHAIN:-go1.27.3}
@@ -65,7 +69,8 @@ dir_of() {
 	kubernetes) echo "$TOOLS/kubernetes-$KUBERNETES_VERSION" ;;
 	etcd) echo "$TOOLS/etcd-$ETCD_VERSION" ;;
 	argo-rollouts) echo "$TOOLS/argo-rollouts-$ARGO_ROLLOUTS_VERSION" ;;
-	*) echo "e2e-tools: unknown tool $1 (prometheus3, kubernetes, etcd, argo-rollouts, sloth, pint, all)" >&2; return 2 ;;
+	epp) echo "$TOOLS/epp-$EPP_VERSION" ;;
+	*) echo "e2e-tools: unknown tool $1 (prometheus3, kubernetes, etcd, argo-rollouts, sloth, pint, epp, all)" >&2; return 2 ;;
 	esac
 }
 
@@ -165,6 +170,28 @@ build_argo_rollouts() {
 	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
 }
 
+# The EPP builds as a dependency of a throwaway module: `go install MODULE/cmd/epp@V`
+# fails because the proxy refuses the module's version list (deprecation lookup),
+# and `go get` of the module path alone leaves go.sum incomplete, so the package path
+# is named. 2-6 minutes cold, 1 GB peak memory. The four CRDs come from the same zip.
+build_epp() {
+	local out=$1 work=$1.build
+	local mod=sigs.k8s.io/gateway-api-inference-extension
+	rm -rf "$work" && mkdir -p "$work/mod" "$work/bin"
+	log "building the inference-extension EPP $EPP_VERSION, 2-6 minutes cold"
+	(
+		cd "$work/mod"
+		"$GO" mod init e2e-tools/epp >/dev/null 2>&1
+		"$GO" get "$mod/cmd/epp@$EPP_VERSION" >get.log 2>&1 || { cat get.log >&2; exit 1; }
+		CGO_ENABLED=0 "$GO" build -ldflags='-s -w' -o "$work/bin/epp" "$mod/cmd/epp"
+	)
+	local dir
+	dir=$(moddir "$mod@$EPP_VERSION")
+	[ -n "$dir" ] || { echo "e2e-tools: could not download $mod@$EPP_VERSION" >&2; return 1; }
+	mkdir -p "$work/bin/crds" && cp "$dir"/config/crd/bases/*.yaml "$work/bin/crds/" && chmod -R u+w "$work/bin/crds"
+	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
+}
+
 ensure() {
 	local name=$1 out
 	out=$(dir_of "$name")
@@ -176,6 +203,7 @@ ensure() {
 	kubernetes) first=kubectl ;;
 	etcd) first=etcd ;;
 	argo-rollouts) first=rollouts-controller ;;
+	epp) first=epp ;;
 	esac
 	if [ ! -x "$out/$first" ]; then
 		mkdir -p "$TOOLS"
@@ -194,10 +222,10 @@ if [ "${1:-}" = --dir ]; then
 	only_dir=1
 	shift
 fi
-[ "$#" -gt 0 ] || { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ "$#" -gt 0 ] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 tools=()
 for t in "$@"; do
-	if [ "$t" = all ]; then tools+=(prometheus3 kubernetes etcd argo-rollouts sloth pint); else dir_of "$t" >/dev/null; tools+=("$t"); fi
+	if [ "$t" = all ]; then tools+=(prometheus3 kubernetes etcd argo-rollouts sloth pint epp); else dir_of "$t" >/dev/null; tools+=("$t"); fi
 done
 for t in "${tools[@]}"; do
 	ensure "$t"

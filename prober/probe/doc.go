@@ -23,6 +23,10 @@
 // timeout (the probe deadline, including a hang before the response headers),
 // stalled (no byte for the stall timeout while the stream is open; comment
 // pings count as bytes), unauthorized (401/403), rate_limited (429),
+// shed (a gateway's load shedding in one of the shapes of shed.go: the
+// inference-extension Endpoint Picker's ResourceExhausted/ServiceUnavailable,
+// llm-d's x-llm-d-request-dropped-reason, a 429 with Retry-After and no
+// per-key quota, production-stack's 503 "temporarily unavailable"),
 // context_length (400 whose message contains "maximum context length"),
 // model_not_found (404 NotFoundError or "does not exist"; also /v1/models
 // listing no model when the target names none), http_4xx (other non-2xx below

@@ -18,7 +18,8 @@ const (
 	ReasonTimeout       Reason = "timeout"         // the probe deadline passed (incl. a hang before headers)
 	ReasonStalled       Reason = "stalled"         // no new byte for the stall timeout while the stream was open
 	ReasonUnauthorized  Reason = "unauthorized"    // HTTP 401 or 403
-	ReasonRateLimited   Reason = "rate_limited"    // HTTP 429
+	ReasonRateLimited   Reason = "rate_limited"    // HTTP 429 (a quota; not shedding)
+	ReasonShed          Reason = "shed"            // a gateway's load shedding (shed.go): refused by design, not failed
 	ReasonContextLength Reason = "context_length"  // HTTP 400 "maximum context length"
 	ReasonModelNotFound Reason = "model_not_found" // HTTP 404 NotFoundError / "does not exist"
 	ReasonHTTP4xx       Reason = "http_4xx"        // any other 4xx (and other unexpected statuses)
@@ -34,7 +35,7 @@ const (
 func Reasons() []Reason {
 	return []Reason{
 		ReasonConnection, ReasonDNS, ReasonTLS, ReasonTimeout, ReasonStalled,
-		ReasonUnauthorized, ReasonRateLimited, ReasonContextLength, ReasonModelNotFound,
+		ReasonUnauthorized, ReasonRateLimited, ReasonShed, ReasonContextLength, ReasonModelNotFound,
 		ReasonHTTP4xx, ReasonHTTP5xx, ReasonRedirect, ReasonStreamError, ReasonTruncated, ReasonMalformed,
 		ReasonEmptyOutput, ReasonWrongAnswer, ReasonInvalidStructured, ReasonInvalidEmbedding,
 	}

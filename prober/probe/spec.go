@@ -177,7 +177,7 @@ func ListModels(ctx context.Context, client *http.Client, base string, red *reda
 		switch {
 		case errors.As(err, &status):
 			res.StatusCode = status.Code
-			reason, msg := classifyHTTPError(status.Code, status.Body)
+			reason, msg := classifyHTTPError(status.Code, nil, status.Body)
 			res.Reason, res.Err = reason, sanitize(red, "/v1/models: "+msg)
 			res.ErrorBody = excerpt(red, status.Body, maxErrorExcerpt)
 		case errors.As(err, &decode):

@@ -261,7 +261,7 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 			b = []byte(s.red.ScrubTail(string(b)))
 		}
 		s.res.ErrorBody = excerpt(s.red, b, maxErrorExcerpt)
-		reason, msg := classifyHTTPError(resp.StatusCode, b)
+		reason, msg := classifyHTTPError(resp.StatusCode, resp.Header, b)
 		s.fail(reason, "%s", msg)
 		return
 	}
@@ -489,8 +489,9 @@ func classifyTransportError(ctx context.Context, err error) (Reason, string) {
 	return ReasonConnection, "connection failed: " + inner.Error()
 }
 
-// classifyHTTPError maps a non-2xx response to a reason and a message.
-func classifyHTTPError(status int, body []byte) (Reason, string) {
+// classifyHTTPError maps a non-2xx response to a reason and a message. h may
+// be nil (no headers to read).
+func classifyHTTPError(status int, h http.Header, body []byte) (Reason, string) {
 	typ, msg := parseErrorBody(body)
 	text := fmt.Sprintf("HTTP %d", status)
 	if typ != "" {
@@ -498,6 +499,9 @@ func classifyHTTPError(status int, body []byte) (Reason, string) {
 	}
 	if msg != "" {
 		text += ": " + msg
+	}
+	if why, ok := classifyShed(status, h, body, msg); ok {
+		return ReasonShed, why + ": " + text
 	}
 	lower := strings.ToLower(msg)
 	switch {

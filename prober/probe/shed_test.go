@@ -1,0 +1,111 @@
+package probe
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllm-prober/vllm_prober/internal/config"
+)
+
+var updateShed = flag.Bool("update", false, "rewrite testdata/shed/golden.txt")
+
+// serveRaw answers every request with the raw HTTP response in file.
+func serveRaw(t *testing.T, file string) *httptest.Server {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), nil)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		for k, vs := range resp.Header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestShedShapes probes one real or documented refusal per fixture (README.md
+// in testdata/shed names each one's source) and compares the reason and error
+// text with golden.txt. The reasons are also asserted here, so that a change
+// of classification cannot pass by rewriting the golden file alone.
+func TestShedShapes(t *testing.T) {
+	want := map[string]Reason{
+		"epp-sheddable-429":                   ReasonShed,
+		"epp-queue-full-429":                  ReasonShed,
+		"epp-queue-ttl-503":                   ReasonShed,
+		"epp-no-endpoints-503":                ReasonHTTP5xx,
+		"llmd-dropped-local-reply-429":        ReasonShed,
+		"llmd-dropped-no-endpoints-503":       ReasonHTTP5xx,
+		"haproxy-queue-429":                   ReasonShed,
+		"haproxy-queue-timeout-503":           ReasonHTTP5xx,
+		"production-stack-scaled-to-zero-503": ReasonShed,
+		"quota-429":                           ReasonRateLimited,
+		"engine-503":                          ReasonHTTP5xx,
+	}
+	files, err := filepath.Glob("testdata/shed/*.http")
+	if err != nil || len(files) != len(want) {
+		t.Fatalf("fixtures: %d files (%v), want %d", len(files), err, len(want))
+	}
+	var got strings.Builder
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".http")
+		for _, kind := range []string{config.ProberCompletions, config.ProberEmbeddings} {
+			srv := serveRaw(t, file)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res := Stream(ctx, srv.Client(), StreamRequest{
+				BaseURL: srv.URL, Kind: kind,
+				Body: map[string]any{"model": "m", "prompt": "p", "input": "p", "max_tokens": 2},
+			})
+			cancel()
+			w, ok := want[name]
+			if !ok {
+				t.Errorf("%s: no expectation for this fixture", name)
+			}
+			if res.Reason != w {
+				t.Errorf("%s (%s): reason %q, want %q (%s)", name, kind, res.Reason, w, res.Err)
+			}
+			if res.Reason == ReasonMalformed {
+				t.Errorf("%s (%s): a gateway's error answer read as malformed", name, kind)
+			}
+			if kind == config.ProberCompletions {
+				fmt.Fprintf(&got, "%s: %s | %s\n", name, res.Reason, res.Err)
+			}
+		}
+	}
+	golden := filepath.Join("testdata", "shed", "golden.txt")
+	if *updateShed {
+		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != got.String() {
+		t.Errorf("golden.txt differs (-update rewrites it):\ngot:\n%s\nwant:\n%s", got.String(), b)
+	}
+}
