@@ -109,7 +109,7 @@ func snapshotOf(t testing.TB, body []byte, format expfmt.Format, filter bool) (s
 	for _, mf := range fs {
 		samples += len(mf.GetMetric())
 	}
-	return dumpSnapshot(normalise(fs, time.Unix(0, 0))), samples, nil
+	return dumpSnapshot(normalise(fs, time.Unix(0, 0), "", nil)), samples, nil
 }
 
 // The filter must not change what the collector reports: every fixture, in
@@ -192,7 +192,7 @@ func TestFamilyFilterSkippedFamilyValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := normalise(fs, time.Unix(0, 0)).Models["m"]; got == nil || got.Running != 2 {
+	if got := normalise(fs, time.Unix(0, 0), "", nil).Models["m"]; got == nil || got.Running != 2 {
 		t.Fatalf("model m = %+v", got)
 	}
 	if _, err := decodeFamilies(strings.NewReader(body), expfmt.FmtText, false); err == nil {
@@ -213,7 +213,7 @@ func TestFamilyFilterLongLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := normalise(fs, time.Unix(0, 0)).Models["m"]
+	m := normalise(fs, time.Unix(0, 0), "", nil).Models["m"]
 	if m == nil || m.Running != 2 || m.Waiting != 3 {
 		t.Fatalf("model m = %+v", m)
 	}
@@ -297,7 +297,7 @@ func BenchmarkDecode(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					normalise(fs, time.Unix(0, 0))
+					normalise(fs, time.Unix(0, 0), "", nil)
 				}
 			})
 		}
@@ -353,7 +353,7 @@ func TestFinalNewline(t *testing.T) {
 					if err != nil {
 						t.Fatalf("refused: %v", err)
 					}
-					if m := normalise(fs, time.Unix(0, 0)).Models["m"]; m == nil || m.Running != 3 || m.Waiting != 1 {
+					if m := normalise(fs, time.Unix(0, 0), "", nil).Models["m"]; m == nil || m.Running != 3 || m.Waiting != 1 {
 						t.Fatalf("model m = %+v", m)
 					}
 				}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +86,7 @@ type scraper struct {
 	name       string
 	metricsURL string
 	baseURL    string
+	engine     string // the target's engine key: the profile forced, "" to detect
 	clientCfg  commoncfg.HTTPClientConfig
 	client     *http.Client
 	interval   time.Duration
@@ -114,6 +116,9 @@ type scraper struct {
 	infoOK    bool
 	infoAt    time.Time
 	needInfo  bool
+	// unknownWarned is set once the warning about a payload no profile
+	// reads is logged, until a profile reads one again.
+	unknownWarned bool
 }
 
 // Apply is ApplyConfig followed by SetTargets(cfg).
@@ -157,7 +162,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 	// The static label names are those of the targets' labels.
 	names, window := cfg.StaticLabelNames(), m.window
 	unchanged := func(s *scraper, t *config.Target) bool {
-		return s.metricsURL == joinURL(t.URL, t.MetricsPath) && s.interval == cfg.ScrapeInterval(t) &&
+		return s.metricsURL == joinURL(t.URL, t.MetricsPath) && s.engine == t.Engine && s.interval == cfg.ScrapeInterval(t) &&
 			s.timeout == cfg.ScrapeTimeout(t) && reflect.DeepEqual(s.clientCfg, t.HTTPClientConfig)
 	}
 	// Build clients first so that a bad config changes nothing.
@@ -198,6 +203,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 				name:       name,
 				metricsURL: joinURL(w.t.URL, w.t.MetricsPath),
 				baseURL:    w.t.URL,
+				engine:     w.t.Engine,
 				clientCfg:  w.t.HTTPClientConfig,
 				client:     w.client,
 				interval:   cfg.ScrapeInterval(w.t),
@@ -291,7 +297,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	start := time.Now()
-	snap, err := Scrape(sctx, s.client, s.metricsURL)
+	snap, err := ScrapeEngine(sctx, s.client, s.metricsURL, s.engine)
 	dur := time.Since(start)
 	scrubSnapshot(s.red, s.logger, snap)
 	if snap != nil && s.now != nil {
@@ -337,15 +343,56 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 		s.needInfo = infoErr != nil
 	}
 	s.up = true
+	s.noteEngineLocked(snap)
+	nameUnlabeledModel(snap, s.info)
 	s.ring = append(s.ring, snap)
 	s.trimLocked()
 	s.deriveLocked()
 }
 
+// noteEngineLocked warns once when the target's payload matches no engine
+// profile, naming a few of its families (scrubbed like label values).
+func (s *scraper) noteEngineLocked(snap *Snapshot) {
+	if snap.Engine != EngineUnknown {
+		s.unknownWarned = false
+		return
+	}
+	if s.unknownWarned {
+		return
+	}
+	s.unknownWarned = true
+	seen := make([]string, 0, len(snap.FamiliesSeen))
+	for _, f := range snap.FamiliesSeen {
+		clean, _ := s.red.Label(f)
+		seen = append(seen, clean)
+	}
+	level.Warn(s.logger).Log("msg", "the target's /metrics matches no engine profile: no engine signal is read from it; set the target's engine key if it is one of the engines",
+		"families_seen", strings.Join(seen, ","), "engines", strings.Join(Engines(), ","))
+}
+
+// nameUnlabeledModel gives the model of an engine whose series name none
+// (llama.cpp) the id /v1/models lists when it lists exactly one, else
+// "default".
+func nameUnlabeledModel(snap *Snapshot, info ServerInfo) {
+	m := snap.Models[unlabeledModel]
+	if m == nil {
+		return
+	}
+	name := "default"
+	if len(info.Base) == 1 {
+		for id := range info.Base {
+			name = id
+		}
+	}
+	delete(snap.Models, unlabeledModel)
+	m.Name = name
+	snap.Models[name] = m
+}
+
 // restarted reports whether cur looks like a new server process compared to
-// prev: a counter went backwards or the metric schema changed.
+// prev: a counter went backwards, or the engine or metric schema changed.
 func restarted(prev, cur *Snapshot) bool {
-	if prev.Schema != cur.Schema {
+	if prev.Schema != cur.Schema || prev.Engine != cur.Engine {
 		return true
 	}
 	for name, c := range cur.Models {
