@@ -240,10 +240,7 @@ var dynamoProfile = &Profile{
 		{Field: FieldRunning, Sources: []Source{{Family: "dynamo_frontend_inflight_requests"}}},
 		{Field: FieldWaiting, Sources: []Source{{Family: "dynamo_frontend_queued_requests"}}},
 		{Field: FieldPromptTokens, Sources: []Source{{Family: "dynamo_frontend_input_sequence_tokens", HistogramSum: true}}},
-		{Field: FieldGenerationTokens, Sources: []Source{
-			{Family: "dynamo_frontend_output_tokens_total"},
-			{Family: "dynamo_frontend_output_sequence_tokens", HistogramSum: true},
-		}},
+		{Field: FieldGenerationTokens, Sources: []Source{{Family: "dynamo_frontend_output_tokens_total"}}},
 	},
 	Histograms: []HistRule{
 		{Field: HistTTFT, Sources: []HistSource{{Family: "dynamo_frontend_time_to_first_token_seconds"}}},

@@ -95,7 +95,8 @@ type familyFilter struct {
 	err     error
 	// seen names the first maxFamiliesSeen distinct families of the body's
 	// samples, for the warning about a payload no profile reads.
-	seen []string
+	seen  []string
+	typed bool // a # TYPE line was seen: families are named by those
 }
 
 func newFamilyFilter(r io.Reader) *familyFilter {
@@ -148,26 +149,23 @@ func (f *familyFilter) Read(p []byte) (int, error) {
 	return 0, f.err
 }
 
-// noteSeen records the family of the sample line s when it is a new one.
+// noteSeen records the family a "# TYPE" line of s declares, or, in a body
+// without metadata, the name of the sample line s, when it is a new one.
 func (f *familyFilter) noteSeen(s []byte) {
+	if rest, ok := bytes.CutPrefix(s, []byte("# TYPE ")); ok {
+		f.typed = true
+		s = rest
+	} else if f.typed || len(s) == 0 || s[0] == '#' {
+		return
+	}
 	n := 0
 	for n < len(s) && isNameByte(s[n], n == 0) {
 		n++
 	}
-	if n == 0 {
-		return // a comment, a blank or a quoted name
+	if n == 0 || slices.Contains(f.seen, string(s[:n])) {
+		return // a blank, a quoted name, or one already seen
 	}
-	name := s[:n]
-	for _, suffix := range [...]string{"_bucket", "_sum", "_count", "_created"} {
-		if b, ok := bytes.CutSuffix(name, []byte(suffix)); ok {
-			name = b
-			break
-		}
-	}
-	if slices.Contains(f.seen, string(name)) {
-		return
-	}
-	f.seen = append(f.seen, string(name))
+	f.seen = append(f.seen, string(s[:n]))
 }
 
 // bodyLine maps a line number of the filtered stream to the body's.

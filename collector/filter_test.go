@@ -118,6 +118,9 @@ func snapshotOf(t testing.TB, body []byte, format expfmt.Format, filter bool) (s
 func TestFamilyFilterSameSnapshot(t *testing.T) {
 	for _, e := range expositions(t) {
 		t.Run(e.name, func(t *testing.T) {
+			if strings.HasPrefix(e.name, "triton-") && e.format == expfmt.FmtOpenMetrics_1_0_0 {
+				t.Skip("Triton's counters have no _total suffix, which OpenMetrics requires; Triton serves text 0.0.4 only")
+			}
 			whole, all, err := snapshotOf(t, e.body, e.format, false)
 			if err != nil {
 				t.Fatalf("unfiltered: %v", err)
@@ -129,10 +132,12 @@ func TestFamilyFilterSameSnapshot(t *testing.T) {
 			if filtered != whole {
 				t.Errorf("filtered snapshot differs:\n%s\nunfiltered:\n%s", filtered, whole)
 			}
-			if !strings.Contains(whole, "model ") {
+			if !strings.Contains(whole, "model ") && !strings.HasPrefix(e.name, "unknown-") {
 				t.Errorf("fixture normalises to no model:\n%s", whole)
 			}
-			if kept >= all {
+			// Hand-written engine fixtures hold only families their
+			// profile reads; real payloads hold many more.
+			if kept > all || kept == all && !strings.Contains(e.name, "-hand") {
 				t.Errorf("filter decoded %d samples of %d, want fewer", kept, all)
 			}
 			t.Logf("decoded %d of %d samples", kept, all)
