@@ -19,6 +19,14 @@ type ScrapeState struct {
 	// scrape URL in it is reduced to scheme, host and path (no user
 	// information, no query), and no request header is ever part of it.
 	Err string
+	// Engine is the profile the payload was read with, EngineUnknown when
+	// none matched ("" when the scrape failed); FamiliesSeen then names a
+	// few of the payload's families (scrubbed).
+	Engine       string
+	FamiliesSeen []string
+	// SleepLevel is vLLM's sleep mode: 0 awake, 1 or 2 the level it sleeps
+	// at (the deepest over models); -1 when the engine does not say.
+	SleepLevel int
 }
 
 // LastScrape returns the state of target's last scrape; ok is false for a

@@ -69,6 +69,8 @@ type Manager struct {
 	offset func(pairKey, time.Duration) time.Duration
 	// load tells a probe the load it met over its lifetime (Options.Load).
 	load func(target string, from, to time.Time) (load float64, ok bool)
+	// sleeping is Options.Sleeping.
+	sleeping func(target string) bool
 	// urlProbes is the token pool of URL probes (urlprobe.go), apart from
 	// every target's.
 	urlProbes TokenPool
@@ -144,6 +146,10 @@ type Options struct {
 	// to], as running + waiting + 1 (Result.Load); collector.Manager's
 	// LoadDuring fits. Without one Result.Load is NaN.
 	Load func(target string, from, to time.Time) (load float64, ok bool)
+	// Sleeping tells whether a target's engine reports sleep (vLLM's sleep
+	// mode); a probe that fails then fails with reason sleeping.
+	// collector.Manager's Sleeping fits. Nil: never.
+	Sleeping func(target string) bool
 }
 
 // NewManager returns a Manager of opts.
@@ -170,10 +176,11 @@ func NewManager(opts Options) *Manager {
 		run: func(ctx context.Context, s *probe.Spec, c *http.Client, call probe.Call) probe.Result {
 			return s.Run(ctx, c, call)
 		},
-		offset:  scheduleOffset,
-		red:     opts.Redactor,
-		clients: opts.Clients,
-		load:    opts.Load,
+		offset:   scheduleOffset,
+		red:      opts.Redactor,
+		clients:  opts.Clients,
+		load:     opts.Load,
+		sleeping: opts.Sleeping,
 	}
 }
 
@@ -611,6 +618,9 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *probe
 		res.E2E = res.Duration
 	}
 	res.Scrub(s.red)
+	if !res.Success && m.sleeping != nil && m.sleeping(s.target) {
+		res.Reason = probe.ReasonSleeping
+	}
 	res.Load = math.NaN()
 	if m.load != nil {
 		if l, ok := m.load(s.target, begin, end); ok {

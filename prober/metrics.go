@@ -19,6 +19,7 @@ const (
 	metricTPOT          = "vllm_probe_time_per_output_token_seconds"
 	metricE2E           = "vllm_probe_e2e_latency_seconds"
 	metricOutputTPS     = "vllm_probe_output_tokens_per_second"
+	metricOutputEst     = "vllm_probe_output_tokens_estimated"
 	metricTokens        = "vllm_probe_tokens_total"
 	metricAttempts      = "vllm_probe_attempts_total"
 	metricFailures      = "vllm_probe_failures_total"
@@ -65,6 +66,7 @@ type metrics struct {
 	hist   histOpts
 
 	success, lastTimestamp, outputTPS *prometheus.GaugeVec
+	outputEstimated                   *prometheus.GaugeVec
 	lastSuccess, duration             *prometheus.GaugeVec
 	ttft, itl, tpot, e2e              *prometheus.HistogramVec
 	tokens, attempts                  *prometheus.CounterVec
@@ -97,6 +99,8 @@ func newMetricsLabels(pair, tgt, static []string, hist histOpts) *metrics {
 			Help: "Duration of the last probe of the target and module, failures included, from the start of model resolution or of the request to its end or failure."}, pair),
 		outputTPS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricOutputTPS,
 			Help: "Output tokens per second (output tokens / end-to-end latency) of the last successful probe."}, pair),
+		outputEstimated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricOutputEst,
+			Help: "1 if the last successful probe's output tokens were counted from content events because the server reported none (no usage chunk, no llama.cpp timings): an estimate; 0 if the server reported them."}, pair),
 		ttft: prometheus.NewHistogramVec(hist.histogram(metricTTFT,
 			"Time from sending the request to the first event carrying generated text, of successful probes."), pair),
 		itl: prometheus.NewHistogramVec(hist.tokenHistogram(metricITL,
@@ -124,14 +128,14 @@ func newMetricsLabels(pair, tgt, static []string, hist histOpts) *metrics {
 // probeCollectors are the metrics of one probe served by /probe.
 func (mt *metrics) probeCollectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		mt.success, mt.lastTimestamp, mt.duration, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
+		mt.success, mt.lastTimestamp, mt.duration, mt.outputTPS, mt.outputEstimated, mt.ttft, mt.itl, mt.tpot, mt.e2e,
 		mt.tokens, mt.attempts, mt.failures, mt.answers.correct, mt.answers.checks, mt.answers.dimension,
 	}
 }
 
 func (mt *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		mt.success, mt.lastTimestamp, mt.lastSuccess, mt.duration, mt.outputTPS, mt.ttft, mt.itl, mt.tpot, mt.e2e,
+		mt.success, mt.lastTimestamp, mt.lastSuccess, mt.duration, mt.outputTPS, mt.outputEstimated, mt.ttft, mt.itl, mt.tpot, mt.e2e,
 		mt.tokens, mt.attempts, mt.failures, mt.skipped, mt.healthUp, mt.modelsUp,
 		mt.answers.correct, mt.answers.checks, mt.answers.dimension,
 	}
@@ -177,7 +181,7 @@ func (mt *metrics) initPair(lv []string) {
 
 // deletePair removes every series of a pair.
 func (mt *metrics) deletePair(lv []string) {
-	for _, v := range []*prometheus.GaugeVec{mt.success, mt.lastTimestamp, mt.lastSuccess, mt.duration, mt.outputTPS} {
+	for _, v := range []*prometheus.GaugeVec{mt.success, mt.lastTimestamp, mt.lastSuccess, mt.duration, mt.outputTPS, mt.outputEstimated} {
 		v.DeleteLabelValues(lv...)
 	}
 	for _, v := range []*prometheus.HistogramVec{mt.ttft, mt.itl, mt.tpot, mt.e2e} {
@@ -227,4 +231,5 @@ func (mt *metrics) observe(lv []string, r *probe.Result, end float64) {
 		mt.tpot.WithLabelValues(lv...).Observe(r.TPOT.Seconds())
 	}
 	mt.outputTPS.WithLabelValues(lv...).Set(r.OutputTokensPerSecond())
+	mt.outputEstimated.WithLabelValues(lv...).Set(b2f(r.OutputTokensEstimated()))
 }

@@ -212,7 +212,8 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients})
 	d.scrapes = d.coll
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
-		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Load: d.coll.LoadDuring})
+		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Load: d.coll.LoadDuring,
+		Sleeping: d.coll.Sleeping})
 	d.bursts = prober.NewBurster(reg, d.probes)
 	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
 		Probes: compare.FromProber(d.probes), Server: d.coll, Window: opts.ProbeWindow})
