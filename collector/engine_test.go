@@ -361,3 +361,89 @@ func TestEachProfileEntryIsRead(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecDecodeSeries: vllm_server_spec_decode_acceptance_ratio and
+// ..._accepted_tokens_per_draft over a window equal the increases of the
+// simulator's own counters (read straight from its /metrics); TensorRT-LLM
+// counts no drafts, so only the ratio is there.
+func TestSpecDecodeSeries(t *testing.T) {
+	for _, tc := range []struct {
+		engine, drafts, draftTokens, accepted string
+	}{
+		{"vllm", "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total"},
+		{"llamacpp", "llamacpp:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_draft_tokens_total", "llamacpp:spec_decode_num_accepted_tokens_total"},
+		{"trtllm", "", "trtllm_spec_decode_num_draft_tokens_total", "trtllm_spec_decode_num_accepted_tokens_total"},
+	} {
+		t.Run(tc.engine, func(t *testing.T) {
+			cfg := simulator.DefaultConfig()
+			cfg.Engine, cfg.TTFT, cfg.ITL = tc.engine, time.Millisecond, time.Millisecond
+			cfg.SpecDecodeTokens, cfg.SpecAcceptRate = 4, 0.6
+			sim, err := simulator.New(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(sim.Handler())
+			defer func() { srv.Close(); _ = sim.Close() }()
+			reg := prometheus.NewPedanticRegistry()
+			m := NewManager(testOptions(reg, nil))
+			if err := m.Apply(configFor(t, srv.URL, "1h", 4)); err != nil {
+				t.Fatal(err)
+			}
+			s := m.target("a")
+			clock := time.Unix(1000, 0)
+			s.now = func() time.Time { clock = clock.Add(10 * time.Second); return clock }
+			s.scrapeOnce(context.Background())
+			for i := range 4 {
+				body := fmt.Sprintf(`{"model":%q,"prompt":"spec %d","max_tokens":%d,"ignore_eos":true}`, cfg.Model, i, 10+7*i)
+				resp, err := srv.Client().Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			s.scrapeOnce(context.Background())
+			s.client.CloseIdleConnections()
+			fs, err := decodeFamilies(bytes.NewReader(simMetrics(t, srv)), decodeFormat(http.Header{"Content-Type": {"text/plain; version=0.0.4"}}), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := func(name string) float64 {
+				v := 0.0
+				for _, mt := range fs[name].GetMetric() {
+					x, _ := scalar(mt)
+					v += x
+				}
+				return v
+			}
+			acc := total(tc.accepted)
+			if acc == 0 {
+				t.Fatal("the simulator accepted no draft token")
+			}
+			labels := map[string]string{"target": "a"}
+			if got, ok := gathered(t, reg, "vllm_server_spec_decode_acceptance_ratio", labels); !ok || math.Abs(got-acc/total(tc.draftTokens)) > 1e-12 {
+				t.Errorf("acceptance ratio %g (present %v), simulator's counters %g / %g", got, ok, acc, total(tc.draftTokens))
+			}
+			got, ok := gathered(t, reg, "vllm_server_spec_decode_accepted_tokens_per_draft", labels)
+			switch {
+			case tc.drafts == "" && ok:
+				t.Errorf("accepted tokens per draft %g from an engine that counts no drafts", got)
+			case tc.drafts != "" && (!ok || math.Abs(got-acc/total(tc.drafts)) > 1e-12):
+				t.Errorf("accepted per draft %g (present %v), simulator's counters %g / %g", got, ok, acc, total(tc.drafts))
+			}
+		})
+	}
+}
+
+func simMetrics(t *testing.T, srv *httptest.Server) []byte {
+	t.Helper()
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}

@@ -72,7 +72,12 @@ func safeError(err error) string {
 func (s *scraper) noteScrapeLocked(at time.Time, dur time.Duration, err error) {
 	prev, first := s.last, !s.attempted
 	s.attempted = true
-	s.last = ScrapeState{At: at, Duration: dur, Up: err == nil, Err: s.red.String(safeError(err))}
+	s.last = ScrapeState{At: at, Duration: dur, Up: err == nil, Err: s.red.String(safeError(err)), SleepLevel: -1}
+	if err == nil {
+		// What the payload said is set once it is read (scrapeOnce); until
+		// then the previous scrape's holds.
+		s.last.Engine, s.last.FamiliesSeen, s.last.SleepLevel = prev.Engine, prev.FamiliesSeen, prev.SleepLevel
+	}
 	switch {
 	case err != nil && !first && prev.Up:
 		level.Warn(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", s.last.Err)
