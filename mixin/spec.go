@@ -101,6 +101,7 @@ type Alerts struct {
 	ProbeBudgetExhausted AlertSpec `yaml:"probe_budget_exhausted"`
 	ConfigReloadFailed   AlertSpec `yaml:"config_reload_failed"`
 	WrongAnswers         AlertSpec `yaml:"wrong_answers"`
+	EngineSleeping       AlertSpec `yaml:"engine_sleeping"`
 }
 
 // AlertSpec is the tunable part of one alert. Which of Threshold and Window an
@@ -263,6 +264,7 @@ func (s *Spec) alertSpecs() []namedAlertSpec {
 		{"probe_budget_exhausted", &a.ProbeBudgetExhausted, false, true},
 		{"config_reload_failed", &a.ConfigReloadFailed, false, false},
 		{"wrong_answers", &a.WrongAnswers, true, true},
+		{"engine_sleeping", &a.EngineSleeping, true, false},
 	}
 }
 
