@@ -802,6 +802,37 @@
         "type": "query"
       },
       {
+        "allValue": ".*",
+        "current": {
+          "selected": true,
+          "text": [
+            "All"
+          ],
+          "value": [
+            "$__all"
+          ]
+        },
+        "datasource": {
+          "type": "prometheus",
+          "uid": "${datasource}"
+        },
+        "definition": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+        "hide": 0,
+        "includeAll": true,
+        "label": "Engine",
+        "multi": true,
+        "name": "engine",
+        "options": [],
+        "query": {
+          "query": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+          "refId": "PrometheusVariableQueryEditor-VariableQuery"
+        },
+        "refresh": 2,
+        "regex": "",
+        "sort": 1,
+        "type": "query"
+      },
+      {
         "allValue": ".+",
         "current": {
           "selected": true,
@@ -816,7 +847,7 @@
           "type": "prometheus",
           "uid": "${datasource}"
         },
-        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
         "hide": 0,
         "includeAll": true,
         "label": "Target",
@@ -824,7 +855,7 @@
         "name": "target",
         "options": [],
         "query": {
-          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
           "refId": "PrometheusVariableQueryEditor-VariableQuery"
         },
         "refresh": 2,
@@ -2251,6 +2282,214 @@
         "type": "prometheus",
         "uid": "${datasource}"
       },
+      "description": "Draft acceptance rate (vllm_server_spec_decode_acceptance_ratio, left) and mean draft tokens accepted per draft (vllm_server_spec_decode_accepted_tokens_per_draft, right axis) over the collector's window. A falling acceptance rate is a throughput regression; vllm_server_spec_decode_regression_ratio compares it with a baseline whose runs had speculative decoding.",
+      "fieldConfig": {
+        "defaults": {
+          "min": 0,
+          "unit": "percentunit"
+        },
+        "overrides": [
+          {
+            "matcher": {
+              "id": "byFrameRefID",
+              "options": "C"
+            },
+            "properties": [
+              {
+                "id": "color",
+                "value": {
+                  "fixedColor": "text",
+                  "mode": "fixed"
+                }
+              },
+              {
+                "id": "custom.lineStyle",
+                "value": {
+                  "dash": [
+                    10,
+                    10
+                  ],
+                  "fill": "dash"
+                }
+              },
+              {
+                "id": "unit",
+                "value": "none"
+              },
+              {
+                "id": "mappings",
+                "value": [
+                  {
+                    "options": {
+                      "0": {
+                        "color": "text",
+                        "index": 0,
+                        "text": "not exported by this server"
+                      }
+                    },
+                    "type": "value"
+                  }
+                ]
+              }
+            ]
+          }
+        ]
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 8,
+        "x": 16,
+        "y": 41
+      },
+      "id": 19,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "avg by (target) (vllm_server_spec_decode_acceptance_ratio{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "{{target}} acceptance rate",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "avg by (target) (vllm_server_spec_decode_accepted_tokens_per_draft{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "{{target}} accepted per draft",
+          "refId": "B"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target, signal) (vllm_server_signal_available{job=~\"$job\", target=~\"$target\", signal=\"spec_decode\"}) == 0",
+          "legendFormat": "{{target}} {{signal}}: not exported by this server",
+          "refId": "C"
+        }
+      ],
+      "title": "Speculative decoding",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "vLLM's sleep level (vllm_server_sleep_level): 0 awake, 1 weights offloaded, 2 weights and KV cache discarded. A sleeping engine fails probes with reason sleeping, VLLMEndpointDown does not page it, VLLMEngineSleeping fires when it sleeps too long.",
+      "fieldConfig": {
+        "defaults": {
+          "max": 2,
+          "min": 0,
+          "unit": "none"
+        },
+        "overrides": [
+          {
+            "matcher": {
+              "id": "byFrameRefID",
+              "options": "B"
+            },
+            "properties": [
+              {
+                "id": "color",
+                "value": {
+                  "fixedColor": "text",
+                  "mode": "fixed"
+                }
+              },
+              {
+                "id": "custom.lineStyle",
+                "value": {
+                  "dash": [
+                    10,
+                    10
+                  ],
+                  "fill": "dash"
+                }
+              },
+              {
+                "id": "unit",
+                "value": "none"
+              },
+              {
+                "id": "mappings",
+                "value": [
+                  {
+                    "options": {
+                      "0": {
+                        "color": "text",
+                        "index": 0,
+                        "text": "not exported by this server"
+                      }
+                    },
+                    "type": "value"
+                  }
+                ]
+              }
+            ]
+          }
+        ]
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 8,
+        "x": 0,
+        "y": 48
+      },
+      "id": 20,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target) (vllm_server_sleep_level{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "{{target}}",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target, signal) (vllm_server_signal_available{job=~\"$job\", target=~\"$target\", signal=\"sleep_state\"}) == 0",
+          "legendFormat": "{{target}} {{signal}}: not exported by this server",
+          "refId": "B"
+        }
+      ],
+      "title": "Sleep mode",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
       "description": "Capacity still free per resource (KV cache, batch slots, throughput) and overall (vllm_server_headroom_ratio).",
       "fieldConfig": {
         "defaults": {
@@ -2263,10 +2502,10 @@
       "gridPos": {
         "h": 7,
         "w": 8,
-        "x": 16,
-        "y": 41
+        "x": 8,
+        "y": 48
       },
-      "id": 19,
+      "id": 21,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2298,9 +2537,9 @@
         "h": 1,
         "w": 24,
         "x": 0,
-        "y": 48
+        "y": 55
       },
-      "id": 20,
+      "id": 22,
       "panels": [],
       "title": "Probe health and cost",
       "type": "row"
@@ -2321,9 +2560,9 @@
         "h": 7,
         "w": 6,
         "x": 0,
-        "y": 49
+        "y": 56
       },
-      "id": 21,
+      "id": 23,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2383,9 +2622,9 @@
         "h": 7,
         "w": 6,
         "x": 6,
-        "y": 49
+        "y": 56
       },
-      "id": 22,
+      "id": 24,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2427,9 +2666,9 @@
         "h": 7,
         "w": 6,
         "x": 12,
-        "y": 49
+        "y": 56
       },
-      "id": 23,
+      "id": 25,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2489,9 +2728,9 @@
         "h": 7,
         "w": 6,
         "x": 18,
-        "y": 49
+        "y": 56
       },
-      "id": 24,
+      "id": 26,
       "options": {
         "colorMode": "background",
         "graphMode": "area",
@@ -2534,9 +2773,9 @@
         "h": 7,
         "w": 12,
         "x": 0,
-        "y": 56
+        "y": 63
       },
-      "id": 25,
+      "id": 27,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2578,9 +2817,9 @@
         "h": 7,
         "w": 12,
         "x": 12,
-        "y": 56
+        "y": 63
       },
-      "id": 26,
+      "id": 28,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2631,9 +2870,9 @@
         "h": 5,
         "w": 24,
         "x": 0,
-        "y": 63
+        "y": 70
       },
-      "id": 27,
+      "id": 29,
       "options": {
         "showHeader": true
       },
@@ -2706,12 +2945,43 @@
         "type": "query"
       },
       {
+        "allValue": ".*",
+        "current": {
+          "selected": true,
+          "text": [
+            "All"
+          ],
+          "value": [
+            "$__all"
+          ]
+        },
+        "datasource": {
+          "type": "prometheus",
+          "uid": "${datasource}"
+        },
+        "definition": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+        "hide": 0,
+        "includeAll": true,
+        "label": "Engine",
+        "multi": true,
+        "name": "engine",
+        "options": [],
+        "query": {
+          "query": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+          "refId": "PrometheusVariableQueryEditor-VariableQuery"
+        },
+        "refresh": 2,
+        "regex": "",
+        "sort": 1,
+        "type": "query"
+      },
+      {
         "current": {},
         "datasource": {
           "type": "prometheus",
           "uid": "${datasource}"
         },
-        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
         "hide": 0,
         "includeAll": false,
         "label": "Target",
@@ -2719,7 +2989,7 @@
         "name": "target",
         "options": [],
         "query": {
-          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
           "refId": "PrometheusVariableQueryEditor-VariableQuery"
         },
         "refresh": 2,
@@ -3291,6 +3561,37 @@
         "type": "query"
       },
       {
+        "allValue": ".*",
+        "current": {
+          "selected": true,
+          "text": [
+            "All"
+          ],
+          "value": [
+            "$__all"
+          ]
+        },
+        "datasource": {
+          "type": "prometheus",
+          "uid": "${datasource}"
+        },
+        "definition": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+        "hide": 0,
+        "includeAll": true,
+        "label": "Engine",
+        "multi": true,
+        "name": "engine",
+        "options": [],
+        "query": {
+          "query": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+          "refId": "PrometheusVariableQueryEditor-VariableQuery"
+        },
+        "refresh": 2,
+        "regex": "",
+        "sort": 1,
+        "type": "query"
+      },
+      {
         "allValue": ".+",
         "current": {
           "selected": true,
@@ -3305,7 +3606,7 @@
           "type": "prometheus",
           "uid": "${datasource}"
         },
-        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
         "hide": 0,
         "includeAll": true,
         "label": "Target",
@@ -3313,7 +3614,7 @@
         "name": "target",
         "options": [],
         "query": {
-          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
           "refId": "PrometheusVariableQueryEditor-VariableQuery"
         },
         "refresh": 2,
