@@ -238,16 +238,7 @@ func simPayload(t *testing.T, engine string) []byte {
 			t.Fatalf("completion: %s", resp.Status)
 		}
 	}
-	resp, err := srv.Client().Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	if _, err := b.ReadFrom(resp.Body); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
+	return simMetrics(t, srv)
 }
 
 // availableSignals is the set of signals s exports.

@@ -149,25 +149,7 @@ func (x *expo) counter(name, help string, groups []*group, f func(*engineMetrics
 }
 
 func (x *expo) histogram(name, help string, groups []*group, f func(*engineMetrics) *histogram) {
-	x.header(name, help, "histogram")
-	for _, g := range groups {
-		bounds := f(g.engines[0].m).bounds
-		cum := make([]uint64, len(bounds)+1)
-		var sum float64
-		for _, e := range g.engines {
-			c, s := f(e.m).snapshot()
-			for i := range c {
-				cum[i] += c[i]
-			}
-			sum += s
-		}
-		for i, le := range bounds {
-			x.sample(name+"_bucket", with(g.labels, lbl{"le", pyGoString(le)}), float64(cum[i]))
-		}
-		x.sample(name+"_bucket", with(g.labels, lbl{"le", "+Inf"}), float64(cum[len(bounds)]))
-		x.sample(name+"_count", g.labels, float64(cum[len(bounds)]))
-		x.sample(name+"_sum", g.labels, sum)
-	}
+	x.scaledHistogram(name, help, groups, f, 1)
 	x.created(name, help, groups, nil)
 }
 
