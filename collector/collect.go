@@ -17,6 +17,8 @@ type descs struct {
 	preemptions, success            *prometheus.Desc
 	ttft, itl, e2e, queue           *prometheus.Desc
 	signal, servedModel             *prometheus.Desc
+	recognized, sleepLevel          *prometheus.Desc
+	specAcceptance, specPerDraft    *prometheus.Desc
 }
 
 func newDescs(static []string) *descs {
@@ -29,20 +31,25 @@ func newDescs(static []string) *descs {
 	return &descs{
 		up:       d("vllm_server_up", "1 if the last scrape of the target's vLLM /metrics succeeded, 0 otherwise.", withTarget),
 		duration: d("vllm_server_scrape_duration_seconds", "Duration of the last scrape of the target's vLLM /metrics.", withTarget),
-		info: d("vllm_server_info", "vLLM server facts from /version, /v1/models and vllm:cache_config_info; always 1.",
-			with("version", "max_model_len", "block_size", "kv_cache_size_tokens", "metrics_schema", "ttft_includes_queue")),
-		promptRate:  d("vllm_server_prompt_tokens_per_second", "Prompt (prefill) tokens processed per second over the rate window.", base),
-		genRate:     d("vllm_server_generation_tokens_per_second", "Generated tokens per second over the rate window.", base),
-		requests:    d("vllm_server_requests", "Requests in the server by state (running, waiting; swapped on legacy servers), summed over engines.", with("state")),
-		kvUsage:     d("vllm_server_kv_cache_usage_ratio", "GPU KV cache usage (0-1), the maximum over engines.", base),
-		cpuKVUsage:  d("vllm_server_cpu_kv_cache_usage_ratio", "CPU KV cache (swap space) usage (0-1) of legacy V0 servers, the maximum over engines.", base),
-		kvCapacity:  d("vllm_server_kv_cache_capacity_tokens", "KV cache capacity in tokens (kv_cache_size_tokens, else num_gpu_blocks × block_size), summed over engines.", base),
-		preemptions: d("vllm_server_preemptions_per_second", "Preemptions per second over the rate window.", base),
-		success:     d("vllm_server_request_success_per_second", "Finished requests per second over the rate window by finished_reason.", with("finished_reason")),
-		ttft:        d("vllm_server_time_to_first_token_seconds", "Server-side time to first token over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
-		itl:         d("vllm_server_inter_token_latency_seconds", "Server-side inter-token latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
-		e2e:         d("vllm_server_e2e_latency_seconds", "Server-side end-to-end request latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
-		queue:       d("vllm_server_queue_time_seconds", "Server-side queue time over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
+		info: d("vllm_server_info", "Server facts from /version, /v1/models and the engine's /metrics (engine profile, vLLM's metrics schema and cache config); always 1.",
+			with("engine", "version", "max_model_len", "block_size", "kv_cache_size_tokens", "metrics_schema", "ttft_includes_queue")),
+		recognized: d("vllm_server_engine_recognized", "1 if the target's /metrics matched an engine profile (engine label: the profile), 0 if it answered but matched none (engine=\"unknown\"): then no engine signal is read.",
+			append(append([]string(nil), withTarget...), "engine")),
+		sleepLevel:     d("vllm_server_sleep_level", "vLLM sleep mode from vllm:engine_sleep_state: 0 awake, 1 weights offloaded (level 1), 2 weights and KV cache discarded (level 2); the deepest over engines. Absent when the engine does not report it.", base),
+		specAcceptance: d("vllm_server_spec_decode_acceptance_ratio", "Speculative decoding draft acceptance rate over the rate window: accepted draft tokens / draft tokens.", base),
+		specPerDraft:   d("vllm_server_spec_decode_accepted_tokens_per_draft", "Mean draft tokens accepted per speculative draft over the rate window.", base),
+		promptRate:     d("vllm_server_prompt_tokens_per_second", "Prompt (prefill) tokens processed per second over the rate window.", base),
+		genRate:        d("vllm_server_generation_tokens_per_second", "Generated tokens per second over the rate window.", base),
+		requests:       d("vllm_server_requests", "Requests in the server by state (running, waiting; swapped on legacy servers), summed over engines.", with("state")),
+		kvUsage:        d("vllm_server_kv_cache_usage_ratio", "GPU KV cache usage (0-1), the maximum over engines.", base),
+		cpuKVUsage:     d("vllm_server_cpu_kv_cache_usage_ratio", "CPU KV cache (swap space) usage (0-1) of legacy V0 servers, the maximum over engines.", base),
+		kvCapacity:     d("vllm_server_kv_cache_capacity_tokens", "KV cache capacity in tokens (kv_cache_size_tokens, else num_gpu_blocks × block_size), summed over engines.", base),
+		preemptions:    d("vllm_server_preemptions_per_second", "Preemptions per second over the rate window.", base),
+		success:        d("vllm_server_request_success_per_second", "Finished requests per second over the rate window by finished_reason.", with("finished_reason")),
+		ttft:           d("vllm_server_time_to_first_token_seconds", "Server-side time to first token over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
+		itl:            d("vllm_server_inter_token_latency_seconds", "Server-side inter-token latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
+		e2e:            d("vllm_server_e2e_latency_seconds", "Server-side end-to-end request latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
+		queue:          d("vllm_server_queue_time_seconds", "Server-side queue time over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
 		signal: d("vllm_server_signal_available", "1 if the target's vLLM /metrics exports the signal's family (for any model), 0 if it does not: its panels and alerts then have no data, which is not zero.",
 			append(append([]string(nil), withTarget...), "signal")),
 		servedModel: d("vllm_server_served_model_info", "Models the target serves (/v1/models) and the model_name their traffic is counted under in vLLM's /metrics: a LoRA adapter's base model, else the model itself; always 1.",
@@ -81,6 +88,8 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 	if !ok {
 		return // no stale derived series while the server does not answer
 	}
+	ch <- prometheus.MustNewConstMetric(d.recognized, prometheus.GaugeValue, b2f(v.latest.Engine != EngineUnknown),
+		append(slices.Clone(tl), v.latest.Engine)...)
 	for i, ok := range signalAvailability(v.latest) {
 		ch <- prometheus.MustNewConstMetric(d.signal, prometheus.GaugeValue, b2f(ok), append(slices.Clone(tl), signals[i].name)...)
 	}
@@ -108,8 +117,9 @@ func collectModel(ch chan<- prometheus.Metric, d *descs, v *View, mv *ModelView,
 		maxLen = strconv.Itoa(n)
 	}
 	ch <- prometheus.MustNewConstMetric(d.info, prometheus.GaugeValue, 1,
-		with(v.info.Version, maxLen, formatCount(mod.BlockSize), formatCount(mod.KVCapacityTokens), v.latest.Schema,
+		with(v.latest.Engine, v.info.Version, maxLen, formatCount(mod.BlockSize), formatCount(mod.KVCapacityTokens), v.latest.Schema,
 			strconv.FormatBool(mv.TTFTIncludesQueue))...)
+	gauge(d.sleepLevel, mod.SleepLevel, labels)
 	gauge(d.requests, mod.Running, with("running"))
 	gauge(d.requests, mod.Waiting, with("waiting"))
 	gauge(d.requests, mod.Swapped, with("swapped"))
@@ -123,6 +133,8 @@ func collectModel(ch chan<- prometheus.Metric, d *descs, v *View, mv *ModelView,
 	gauge(d.promptRate, dv.PromptTokensPerSecond, labels)
 	gauge(d.genRate, dv.GenerationTokensPerSecond, labels)
 	gauge(d.preemptions, dv.PreemptionsPerSecond, labels)
+	gauge(d.specAcceptance, dv.SpecAcceptanceRate, labels)
+	gauge(d.specPerDraft, dv.SpecAcceptedPerDraft, labels)
 	for _, r := range slices.Sorted(maps.Keys(dv.RequestSuccessPerSecond)) {
 		gauge(d.success, dv.RequestSuccessPerSecond[r], with(r))
 	}

@@ -2,24 +2,20 @@ package collector
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/common/expfmt"
 )
 
-// readFamilies are the metric families normalise reads, under every naming
-// era. Text and OpenMetrics bodies are filtered down to them before they are
-// decoded: a vLLM server exposes ~350 samples, two thirds of them in families
-// the collector never looks at (prefill, decode, inference-time, iteration and
-// request-parameter histograms, _created samples, process and Python
-// metrics), and decoding those into client_model structures was most of the
-// collector's CPU time (docs/performance.md, P2). A name normalise reads must
-// be listed here: TestFamilyFilterSameSnapshot compares filtered and whole
-// decodes of every fixture and fails otherwise.
-var readFamilies = map[string]bool{
+// vllmFamilies are the families vLLM's rules (normaliseVLLM) read, under
+// every naming era; engines that re-export them under another prefix are
+// read through the same list (Profile.VLLMPrefixes).
+var vllmFamilies = map[string]bool{
 	mRunning: true, mWaiting: true, mWaitingByReason: true, mSwapped: true,
 	mKVUsage: true, mGPUCacheUsage: true, mCPUCacheUsage: true,
 	mPromptTokens: true, mGenTokens: true, mPreemptions: true,
@@ -27,7 +23,27 @@ var readFamilies = map[string]bool{
 	mRequestSuccess: true, mTTFT: true, mITL: true, mTPOTOld: true, mE2E: true,
 	mQueue: true, mReqGenTokens: true, mCacheConfig: true,
 	mGPUPrefixHitRate: true, mCPUPrefixHitRate: true, mPrefill: true,
+	mSleepState: true, mSpecDrafts: true, mSpecDraftTokens: true, mSpecAccepted: true,
 }
+
+// readFamilies are the metric families normalise reads: those of every
+// engine profile (Profile.Families). Text and OpenMetrics bodies are filtered down to them before they are
+// decoded: a vLLM server exposes ~350 samples, two thirds of them in families
+// the collector never looks at (prefill, decode, inference-time, iteration and
+// request-parameter histograms, _created samples, process and Python
+// metrics), and decoding those into client_model structures was most of the
+// collector's CPU time (docs/performance.md, P2). A name normalise reads must
+// be listed here: TestFamilyFilterSameSnapshot compares filtered and whole
+// decodes of every fixture and fails otherwise.
+var readFamilies = func() map[string]bool {
+	m := map[string]bool{}
+	for _, p := range profiles {
+		for _, f := range p.Families() {
+			m[f] = true
+		}
+	}
+	return m
+}()
 
 // wantedNames holds every name a wanted line can carry: the families of
 // readFamilies, their histogram and summary sample names, and the names
@@ -77,6 +93,10 @@ type familyFilter struct {
 	line    int    // lines read so far
 	lines   []int  // lines[i] is the body line of the i+1-th passed line
 	err     error
+	// seen names the first maxFamiliesSeen distinct families of the body's
+	// samples, for the warning about a payload no profile reads.
+	seen  []string
+	typed bool // a # TYPE line was seen: families are named by those
 }
 
 func newFamilyFilter(r io.Reader) *familyFilter {
@@ -104,6 +124,9 @@ func (f *familyFilter) Read(p []byte) (int, error) {
 		}
 		if !f.cont {
 			f.line++
+			if len(f.seen) < maxFamiliesSeen {
+				f.noteSeen(s)
+			}
 			keep, lerr := classify(s)
 			if lerr != nil {
 				f.err = fmt.Errorf("line %d: %w", f.line, lerr)
@@ -124,6 +147,25 @@ func (f *familyFilter) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return 0, f.err
+}
+
+// noteSeen records the family a "# TYPE" line of s declares, or, in a body
+// without metadata, the name of the sample line s, when it is a new one.
+func (f *familyFilter) noteSeen(s []byte) {
+	if rest, ok := bytes.CutPrefix(s, []byte("# TYPE ")); ok {
+		f.typed = true
+		s = rest
+	} else if f.typed || len(s) == 0 || s[0] == '#' {
+		return
+	}
+	n := 0
+	for n < len(s) && isNameByte(s[n], n == 0) {
+		n++
+	}
+	if n == 0 || slices.Contains(f.seen, string(s[:n])) {
+		return // a blank, a quoted name, or one already seen
+	}
+	f.seen = append(f.seen, string(s[:n]))
 }
 
 // bodyLine maps a line number of the filtered stream to the body's.

@@ -109,7 +109,7 @@ func snapshotOf(t testing.TB, body []byte, format expfmt.Format, filter bool) (s
 	for _, mf := range fs {
 		samples += len(mf.GetMetric())
 	}
-	return dumpSnapshot(normalise(fs, time.Unix(0, 0))), samples, nil
+	return dumpSnapshot(normalise(fs, time.Unix(0, 0), "", nil)), samples, nil
 }
 
 // The filter must not change what the collector reports: every fixture, in
@@ -118,6 +118,9 @@ func snapshotOf(t testing.TB, body []byte, format expfmt.Format, filter bool) (s
 func TestFamilyFilterSameSnapshot(t *testing.T) {
 	for _, e := range expositions(t) {
 		t.Run(e.name, func(t *testing.T) {
+			if strings.HasPrefix(e.name, "triton-") && e.format == expfmt.FmtOpenMetrics_1_0_0 {
+				t.Skip("Triton's counters have no _total suffix, which OpenMetrics requires; Triton serves text 0.0.4 only")
+			}
 			whole, all, err := snapshotOf(t, e.body, e.format, false)
 			if err != nil {
 				t.Fatalf("unfiltered: %v", err)
@@ -129,10 +132,12 @@ func TestFamilyFilterSameSnapshot(t *testing.T) {
 			if filtered != whole {
 				t.Errorf("filtered snapshot differs:\n%s\nunfiltered:\n%s", filtered, whole)
 			}
-			if !strings.Contains(whole, "model ") {
+			if !strings.Contains(whole, "model ") && !strings.HasPrefix(e.name, "unknown-") {
 				t.Errorf("fixture normalises to no model:\n%s", whole)
 			}
-			if kept >= all {
+			// Hand-written engine fixtures hold only families their
+			// profile reads; real payloads hold many more.
+			if kept > all || kept == all && !strings.Contains(e.name, "-hand") {
 				t.Errorf("filter decoded %d samples of %d, want fewer", kept, all)
 			}
 			t.Logf("decoded %d of %d samples", kept, all)
@@ -192,7 +197,7 @@ func TestFamilyFilterSkippedFamilyValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := normalise(fs, time.Unix(0, 0)).Models["m"]; got == nil || got.Running != 2 {
+	if got := normalise(fs, time.Unix(0, 0), "", nil).Models["m"]; got == nil || got.Running != 2 {
 		t.Fatalf("model m = %+v", got)
 	}
 	if _, err := decodeFamilies(strings.NewReader(body), expfmt.FmtText, false); err == nil {
@@ -213,7 +218,7 @@ func TestFamilyFilterLongLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := normalise(fs, time.Unix(0, 0)).Models["m"]
+	m := normalise(fs, time.Unix(0, 0), "", nil).Models["m"]
 	if m == nil || m.Running != 2 || m.Waiting != 3 {
 		t.Fatalf("model m = %+v", m)
 	}
@@ -297,7 +302,7 @@ func BenchmarkDecode(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					normalise(fs, time.Unix(0, 0))
+					normalise(fs, time.Unix(0, 0), "", nil)
 				}
 			})
 		}
@@ -353,7 +358,7 @@ func TestFinalNewline(t *testing.T) {
 					if err != nil {
 						t.Fatalf("refused: %v", err)
 					}
-					if m := normalise(fs, time.Unix(0, 0)).Models["m"]; m == nil || m.Running != 3 || m.Waiting != 1 {
+					if m := normalise(fs, time.Unix(0, 0), "", nil).Models["m"]; m == nil || m.Running != 3 || m.Waiting != 1 {
 						t.Fatalf("model m = %+v", m)
 					}
 				}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
+	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 )
 
 // infoRetry is how long after a failed /version or /v1/models read the
@@ -85,6 +87,7 @@ type scraper struct {
 	name       string
 	metricsURL string
 	baseURL    string
+	engine     string // the target's engine key: the profile forced, "" to detect
 	clientCfg  commoncfg.HTTPClientConfig
 	client     *http.Client
 	interval   time.Duration
@@ -114,6 +117,11 @@ type scraper struct {
 	infoOK    bool
 	infoAt    time.Time
 	needInfo  bool
+	// unknownWarned is set once the warning about a payload no profile
+	// reads is logged, until a profile reads one again.
+	unknownWarned bool
+	// noIsSleeping: the target does not serve GET /is_sleeping.
+	noIsSleeping bool
 }
 
 // Apply is ApplyConfig followed by SetTargets(cfg).
@@ -157,7 +165,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 	// The static label names are those of the targets' labels.
 	names, window := cfg.StaticLabelNames(), m.window
 	unchanged := func(s *scraper, t *config.Target) bool {
-		return s.metricsURL == joinURL(t.URL, t.MetricsPath) && s.interval == cfg.ScrapeInterval(t) &&
+		return s.metricsURL == joinURL(t.URL, t.MetricsPath) && s.engine == t.Engine && s.interval == cfg.ScrapeInterval(t) &&
 			s.timeout == cfg.ScrapeTimeout(t) && reflect.DeepEqual(s.clientCfg, t.HTTPClientConfig)
 	}
 	// Build clients first so that a bad config changes nothing.
@@ -198,6 +206,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 				name:       name,
 				metricsURL: joinURL(w.t.URL, w.t.MetricsPath),
 				baseURL:    w.t.URL,
+				engine:     w.t.Engine,
 				clientCfg:  w.t.HTTPClientConfig,
 				client:     w.client,
 				interval:   cfg.ScrapeInterval(w.t),
@@ -291,7 +300,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	start := time.Now()
-	snap, err := Scrape(sctx, s.client, s.metricsURL)
+	snap, err := ScrapeEngine(sctx, s.client, s.metricsURL, s.engine)
 	dur := time.Since(start)
 	scrubSnapshot(s.red, s.logger, snap)
 	if snap != nil && s.now != nil {
@@ -313,10 +322,13 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	}
 	if n := len(s.ring); n > 0 && restarted(s.ring[n-1], snap) {
 		s.needInfo = true
+		s.noIsSleeping = false
 		s.ttftQueue = nil
 	}
 	fetchInfo := s.needInfo && (s.infoAt.IsZero() || s.infoOK || time.Since(s.infoAt) >= infoRetry)
 	s.mu.Unlock()
+
+	s.askIsSleeping(ctx, snap)
 
 	var info ServerInfo
 	var infoErr error
@@ -337,15 +349,126 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 		s.needInfo = infoErr != nil
 	}
 	s.up = true
+	s.noteEngineLocked(snap)
+	nameUnlabeledModel(snap, s.info)
+	s.last.Engine, s.last.SleepLevel = snap.Engine, sleepLevelOf(snap)
+	if snap.Engine == EngineUnknown {
+		s.last.FamiliesSeen = scrubAll(s.red, snap.FamiliesSeen)
+	}
 	s.ring = append(s.ring, snap)
 	s.trimLocked()
 	s.deriveLocked()
 }
 
+// askIsSleeping reads vLLM's GET /is_sleeping for an engine of vLLM's
+// sleep mode whose /metrics says nothing of it (releases before
+// vllm:engine_sleep_state): a sleeping answer sets every model's level to
+// 1 (the route does not tell the level). A target that answers anything
+// but JSON is not asked again until it restarts.
+func (s *scraper) askIsSleeping(ctx context.Context, snap *Snapshot) {
+	p, ok := ProfileOf(snap.Engine)
+	s.mu.Lock()
+	skip := s.noIsSleeping
+	s.mu.Unlock()
+	if !ok || !p.Sleep || skip || sleepLevelOf(snap) >= 0 || len(snap.Models) == 0 {
+		return
+	}
+	ictx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	sleeping, err := vllmapi.IsSleeping(ictx, s.client, s.baseURL)
+	if err != nil {
+		var se *vllmapi.StatusError
+		var de *vllmapi.DecodeError
+		if errors.As(err, &se) || errors.As(err, &de) {
+			s.mu.Lock()
+			s.noIsSleeping = true
+			s.mu.Unlock()
+		}
+		level.Debug(s.logger).Log("msg", "reading /is_sleeping failed", "err", err)
+		return
+	}
+	level := 0.0
+	if sleeping {
+		level = 1
+	}
+	for _, m := range snap.Models {
+		m.SleepLevel = level
+	}
+}
+
+// noteEngineLocked warns once when the target's payload matches no engine
+// profile, naming a few of its families (scrubbed like label values).
+func (s *scraper) noteEngineLocked(snap *Snapshot) {
+	if snap.Engine != EngineUnknown {
+		s.unknownWarned = false
+		return
+	}
+	if s.unknownWarned {
+		return
+	}
+	s.unknownWarned = true
+	seen := scrubAll(s.red, snap.FamiliesSeen)
+	level.Warn(s.logger).Log("msg", "the target's /metrics matches no engine profile: no engine signal is read from it; set the target's engine key if it is one of the engines",
+		"families_seen", strings.Join(seen, ","), "engines", strings.Join(Engines(), ","))
+}
+
+// scrubAll is names with each one holding a secret replaced.
+func scrubAll(red *redact.Redactor, names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		clean, _ := red.Label(n)
+		out = append(out, clean)
+	}
+	return out
+}
+
+// sleepLevelOf is the deepest sleep level over snap's models, -1 when none
+// reports one.
+func sleepLevelOf(snap *Snapshot) int {
+	level := -1
+	for _, m := range snap.Models {
+		if !math.IsNaN(m.SleepLevel) && int(m.SleepLevel) > level {
+			level = int(m.SleepLevel)
+		}
+	}
+	return level
+}
+
+// Sleeping reports whether target's engine said, at its last scrape, that
+// it sleeps (vLLM's sleep mode).
+func (m *Manager) Sleeping(target string) bool {
+	s := m.target(target)
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.up && s.last.SleepLevel > 0
+}
+
+// nameUnlabeledModel gives the model of an engine whose series name none
+// (llama.cpp) the id /v1/models lists when it lists exactly one, else
+// "default".
+func nameUnlabeledModel(snap *Snapshot, info ServerInfo) {
+	m := snap.Models[unlabeledModel]
+	if m == nil {
+		return
+	}
+	name := "default"
+	if len(info.Base) == 1 {
+		for id := range info.Base {
+			name = id
+		}
+	}
+	delete(snap.Models, unlabeledModel)
+	m.Name = name
+	snap.Models[name] = m
+}
+
 // restarted reports whether cur looks like a new server process compared to
-// prev: a counter went backwards or the metric schema changed.
+// prev: a counter went backwards, or the engine or metric schema changed.
 func restarted(prev, cur *Snapshot) bool {
-	if prev.Schema != cur.Schema {
+	if prev.Schema != cur.Schema || prev.Engine != cur.Engine {
 		return true
 	}
 	for name, c := range cur.Models {

@@ -181,9 +181,9 @@ func TestManagerExportedFamilies(t *testing.T) {
 # HELP vllm_server_generation_tokens_per_second Generated tokens per second over the rate window.
 # TYPE vllm_server_generation_tokens_per_second gauge
 vllm_server_generation_tokens_per_second{model="m",preset="small",target="a"} 200
-# HELP vllm_server_info vLLM server facts from /version, /v1/models and vllm:cache_config_info; always 1.
+# HELP vllm_server_info Server facts from /version, /v1/models and the engine's /metrics (engine profile, vLLM's metrics schema and cache config); always 1.
 # TYPE vllm_server_info gauge
-vllm_server_info{block_size="16",kv_cache_size_tokens="8192",max_model_len="4096",metrics_schema="v1",model="m",preset="small",target="a",ttft_includes_queue="true",version="0.11.0"} 1
+vllm_server_info{block_size="16",engine="vllm",kv_cache_size_tokens="8192",max_model_len="4096",metrics_schema="v1",model="m",preset="small",target="a",ttft_includes_queue="true",version="0.11.0"} 1
 # HELP vllm_server_kv_cache_capacity_tokens KV cache capacity in tokens (kv_cache_size_tokens, else num_gpu_blocks × block_size), summed over engines.
 # TYPE vllm_server_kv_cache_capacity_tokens gauge
 vllm_server_kv_cache_capacity_tokens{model="m",preset="small",target="a"} 8192

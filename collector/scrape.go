@@ -36,21 +36,31 @@ var errBodyTooLarge = fmt.Errorf("response body larger than %d bytes", maxBodyBy
 // an error. The snapshot's Time is the midpoint between sending the request
 // and receiving the response headers: the server read its values somewhere
 // in between, and the midpoint is off by at most half the round trip.
+//
+// The payload is read by the profile of the engine it comes from, detected
+// from the families present (Snapshot.Engine; EngineUnknown when none
+// matches).
 func Scrape(ctx context.Context, client *http.Client, url string) (*Snapshot, error) {
-	fs, at, err := fetchFamilies(ctx, client, url)
+	return ScrapeEngine(ctx, client, url, "")
+}
+
+// ScrapeEngine is Scrape reading the payload by engine's profile whatever
+// its families; "" detects the engine.
+func ScrapeEngine(ctx context.Context, client *http.Client, url, engine string) (*Snapshot, error) {
+	fs, seen, at, err := fetchFamilies(ctx, client, url)
 	if err != nil {
 		return nil, err
 	}
 	if routerPayload(fs) {
 		return nil, errRouterPayload
 	}
-	return normalise(fs, at), nil
+	return normalise(fs, at, engine, seen), nil
 }
 
-func fetchFamilies(ctx context.Context, client *http.Client, url string) (families, time.Time, error) {
+func fetchFamilies(ctx context.Context, client *http.Client, url string) (families, []string, time.Time, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("creating scrape request: %w", err)
+		return nil, nil, time.Time{}, fmt.Errorf("creating scrape request: %w", err)
 	}
 	req.Header.Set("Accept", AcceptHeader)
 	if dl, ok := ctx.Deadline(); ok {
@@ -60,18 +70,18 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 	resp, err := client.Do(req)
 	at := sent.Add(time.Since(sent) / 2)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("scraping metrics: %w", err)
+		return nil, nil, time.Time{}, fmt.Errorf("scraping metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return nil, time.Time{}, fmt.Errorf("scraping metrics: server returned HTTP status %s", resp.Status)
+		return nil, nil, time.Time{}, fmt.Errorf("scraping metrics: server returned HTTP status %s", resp.Status)
 	}
-	fs, err := decodeFamilies(&limitedReader{r: resp.Body, n: maxBodyBytes}, decodeFormat(resp.Header), true)
+	fs, seen, err := decodeFamiliesSeen(&limitedReader{r: resp.Body, n: maxBodyBytes}, decodeFormat(resp.Header), true)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("decoding metrics: %w", err)
+		return nil, nil, time.Time{}, fmt.Errorf("decoding metrics: %w", err)
 	}
-	return fs, at, nil
+	return fs, seen, at, nil
 }
 
 // decodeFamilies decodes an exposition in format. With filter, a text or
@@ -83,6 +93,14 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 // before decoding (prometheus_client always ends its lines, but bodies
 // stored or relayed by other tools may not).
 func decodeFamilies(r io.Reader, format expfmt.Format, filter bool) (families, error) {
+	fs, _, err := decodeFamiliesSeen(r, format, filter)
+	return fs, err
+}
+
+// decodeFamiliesSeen is decodeFamilies that also names a few of the
+// families the body holds, whether filtered out or not (familyFilter.seen;
+// nil for protobuf, whose families are all decoded).
+func decodeFamiliesSeen(r io.Reader, format expfmt.Format, filter bool) (families, []string, error) {
 	var ff *familyFilter
 	if format.FormatType() != expfmt.TypeProtoDelim {
 		r = &lineTerminated{r: r}
@@ -103,7 +121,7 @@ func decodeFamilies(r io.Reader, format expfmt.Format, filter bool) (families, e
 			if ff != nil {
 				err = ff.remap(err)
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		if prev, ok := fs[mf.GetName()]; ok {
 			prev.Metric = append(prev.Metric, mf.Metric...)
@@ -111,7 +129,11 @@ func decodeFamilies(r io.Reader, format expfmt.Format, filter bool) (families, e
 		}
 		fs[mf.GetName()] = mf
 	}
-	return fs, nil
+	var seen []string
+	if ff != nil {
+		seen = ff.seen
+	}
+	return fs, seen, nil
 }
 
 // decodeFormat picks the decoder format from the response's Content-Type.

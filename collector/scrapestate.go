@@ -19,6 +19,14 @@ type ScrapeState struct {
 	// scrape URL in it is reduced to scheme, host and path (no user
 	// information, no query), and no request header is ever part of it.
 	Err string
+	// Engine is the profile the payload was read with, EngineUnknown when
+	// none matched ("" when the scrape failed); FamiliesSeen then names a
+	// few of the payload's families (scrubbed).
+	Engine       string
+	FamiliesSeen []string
+	// SleepLevel is vLLM's sleep mode: 0 awake, 1 or 2 the level it sleeps
+	// at (the deepest over models); -1 when the engine does not say.
+	SleepLevel int
 }
 
 // LastScrape returns the state of target's last scrape; ok is false for a
@@ -64,7 +72,12 @@ func safeError(err error) string {
 func (s *scraper) noteScrapeLocked(at time.Time, dur time.Duration, err error) {
 	prev, first := s.last, !s.attempted
 	s.attempted = true
-	s.last = ScrapeState{At: at, Duration: dur, Up: err == nil, Err: s.red.String(safeError(err))}
+	s.last = ScrapeState{At: at, Duration: dur, Up: err == nil, Err: s.red.String(safeError(err)), SleepLevel: -1}
+	if err == nil {
+		// What the payload said is set once it is read (scrapeOnce); until
+		// then the previous scrape's holds.
+		s.last.Engine, s.last.FamiliesSeen, s.last.SleepLevel = prev.Engine, prev.FamiliesSeen, prev.SleepLevel
+	}
 	switch {
 	case err != nil && !first && prev.Up:
 		level.Warn(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", s.last.Err)

@@ -11,13 +11,17 @@ var signals = []struct {
 	present func(*Model) bool
 }{
 	{"e2e", func(m *Model) bool { return m.E2E != nil }},
+	{"generation_tokens", func(m *Model) bool { return !math.IsNaN(m.GenerationTokens) }},
 	{"itl", func(m *Model) bool { return m.ITL != nil }},
 	{"kv_cache_usage", func(m *Model) bool { return !math.IsNaN(m.KVUsage) }},
 	{"prefix_cache", func(m *Model) bool { return !math.IsNaN(m.PrefixCacheQueries) && !math.IsNaN(m.PrefixCacheHits) }},
 	{"preemptions", func(m *Model) bool { return !math.IsNaN(m.Preemptions) }},
+	{"prompt_tokens", func(m *Model) bool { return !math.IsNaN(m.PromptTokens) }},
 	{"queue_time", func(m *Model) bool { return m.Queue != nil }},
 	{"request_success", func(m *Model) bool { return len(m.RequestSuccess) > 0 }},
 	{"running", func(m *Model) bool { return !math.IsNaN(m.Running) }},
+	{"sleep_state", func(m *Model) bool { return !math.IsNaN(m.SleepLevel) }},
+	{"spec_decode", func(m *Model) bool { return !math.IsNaN(m.SpecDraftTokens) && !math.IsNaN(m.SpecAcceptedTokens) }},
 	{"ttft", func(m *Model) bool { return m.TTFT != nil }},
 	{"waiting", func(m *Model) bool { return !math.IsNaN(m.Waiting) }},
 }

@@ -12,15 +12,17 @@ import (
 // 0.4.3 has no queue-time histogram and no prefix-cache counters; the
 // 0.11-era capture has every signal, all of them at zero.
 func TestSignalAvailable(t *testing.T) {
-	all := []string{"e2e", "itl", "kv_cache_usage", "prefix_cache", "preemptions", "queue_time", "request_success", "running", "ttft", "waiting"}
+	all := []string{"e2e", "generation_tokens", "itl", "kv_cache_usage", "prefix_cache", "preemptions", "prompt_tokens",
+		"queue_time", "request_success", "running", "sleep_state", "spec_decode", "ttft", "waiting"}
 	for _, tc := range []struct {
 		file    string
 		missing map[string]bool
 	}{
-		{"real-0.4.3.prom", map[string]bool{"queue_time": true, "prefix_cache": true}},
-		{"real-0.11.prom", map[string]bool{}},
+		{"real-0.4.3.prom", map[string]bool{"queue_time": true, "prefix_cache": true, "sleep_state": true, "spec_decode": true}},
+		{"real-0.11.prom", map[string]bool{"sleep_state": true, "spec_decode": true}},
 		{"finish-reason.prom", map[string]bool{"e2e": true, "itl": true, "kv_cache_usage": true, "prefix_cache": true,
-			"preemptions": true, "queue_time": true, "ttft": true, "waiting": true}},
+			"preemptions": true, "queue_time": true, "ttft": true, "waiting": true, "sleep_state": true, "spec_decode": true,
+			"generation_tokens": true, "prompt_tokens": true}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			srv := textServer(t, readFixture(t, tc.file))

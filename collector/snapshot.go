@@ -77,13 +77,33 @@ type Model struct {
 	// GenerationTokensPerRequest is vllm:request_generation_tokens: output
 	// tokens of each finished request.
 	GenerationTokensPerRequest *Histogram
+
+	// Speculative decoding counters (vllm:spec_decode_num_drafts_total,
+	// ..._num_draft_tokens_total, ..._num_accepted_tokens_total), summed
+	// over engines; NaN without speculative decoding.
+	SpecDrafts         float64
+	SpecDraftTokens    float64
+	SpecAcceptedTokens float64
+
+	// SleepLevel is vLLM's sleep mode from vllm:engine_sleep_state: 0 awake,
+	// 1 weights offloaded (sleep level 1), 2 weights and KV cache discarded
+	// (level 2); the deepest over engines. NaN when the engine does not say.
+	SleepLevel float64
 }
 
-// Snapshot is one normalised scrape of a vLLM /metrics endpoint.
+// Snapshot is one normalised scrape of an engine's /metrics endpoint.
 type Snapshot struct {
-	Time   time.Time         // when the scrape started
-	Schema string            // SchemaV1, SchemaTransition, SchemaLegacy, or "" when no engine metric was found
-	Models map[string]*Model // by model_name
+	Time time.Time // when the scrape started
+	// Engine is the profile the payload was read with (vllm, sglang, ...),
+	// EngineUnknown when it matched none.
+	Engine string
+	// Schema is vLLM's metric schema (SchemaV1, SchemaTransition,
+	// SchemaLegacy) for engines read by vLLM's rules, else "".
+	Schema string
+	Models map[string]*Model // by model name
+	// FamiliesSeen names a few families of an unrecognised payload, for the
+	// warning that says so; nil otherwise.
+	FamiliesSeen []string
 }
 
 // Running is the sum of running requests over all models (NaN when none is exposed).
@@ -135,6 +155,10 @@ const (
 	mPrefill          = "vllm:request_prefill_time_seconds"
 	mReqGenTokens     = "vllm:request_generation_tokens"
 	mCacheConfig      = "vllm:cache_config_info"
+	mSleepState       = "vllm:engine_sleep_state"
+	mSpecDrafts       = "vllm:spec_decode_num_drafts_total"
+	mSpecDraftTokens  = "vllm:spec_decode_num_draft_tokens_total"
+	mSpecAccepted     = "vllm:spec_decode_num_accepted_tokens_total"
 
 	lModel  = "model_name"
 	lEngine = "engine"
@@ -198,12 +222,53 @@ func newModel(name string) *Model {
 		Name: name, Running: nan, Waiting: nan, Swapped: nan, KVUsage: nan, CPUKVUsage: nan,
 		KVCapacityTokens: nan, BlockSize: nan, PromptTokens: nan, GenerationTokens: nan,
 		Preemptions: nan, PrefixCacheQueries: nan, PrefixCacheHits: nan,
+		SpecDrafts: nan, SpecDraftTokens: nan, SpecAcceptedTokens: nan, SleepLevel: nan,
 	}
 }
 
-// normalise maps decoded families of any naming era to a Snapshot.
-func normalise(fs families, at time.Time) *Snapshot {
-	s := &Snapshot{Time: at, Models: map[string]*Model{}, Schema: schema(fs)}
+// normalise maps decoded families to a Snapshot by the profile of engine
+// forced ("": the one detected). seen names a few families of the payload
+// for an unrecognised one.
+func normalise(fs families, at time.Time, forced string, seen []string) *Snapshot {
+	s := &Snapshot{Time: at, Models: map[string]*Model{}}
+	p := detectProfile(fs, forced)
+	switch {
+	case p == nil:
+		s.Engine = EngineUnknown
+		s.FamiliesSeen = seen
+		if len(s.FamiliesSeen) == 0 {
+			s.FamiliesSeen = fs.names(maxFamiliesSeen)
+		}
+	case p.VLLMPrefixes != nil:
+		s.Engine = p.Engine
+		vfs := p.renameToVLLM(fs)
+		s.Schema = schema(vfs)
+		normaliseVLLM(vfs, s)
+	default:
+		s.Engine = p.Engine
+		normaliseProfile(p, fs, s)
+	}
+	return s
+}
+
+// maxFamiliesSeen bounds the families an unrecognised payload's warning names.
+const maxFamiliesSeen = 5
+
+// names returns up to n family names of fs, sorted.
+func (fs families) names(n int) []string {
+	out := make([]string, 0, len(fs))
+	for name := range fs {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// normaliseVLLM maps families named by any of vLLM's naming eras into s.
+func normaliseVLLM(fs families, s *Snapshot) {
 	engines := map[string]map[string]struct{}{}
 	get := func(model, engine string) *Model {
 		m := s.Models[model]
@@ -254,6 +319,10 @@ func normalise(fs families, at time.Time) *Snapshot {
 	sum(mPromptTokens, func(m *Model) *float64 { return &m.PromptTokens })
 	sum(mGenTokens, func(m *Model) *float64 { return &m.GenerationTokens })
 	sum(mPreemptions, func(m *Model) *float64 { return &m.Preemptions })
+	sum(mSpecDrafts, func(m *Model) *float64 { return &m.SpecDrafts })
+	sum(mSpecDraftTokens, func(m *Model) *float64 { return &m.SpecDraftTokens })
+	sum(mSpecAccepted, func(m *Model) *float64 { return &m.SpecAcceptedTokens })
+	applySleepState(fs, s)
 
 	// Waiting falls back to the sum over reasons when the total is missing.
 	waitingByReason := map[string]float64{}
@@ -304,7 +373,30 @@ func normalise(fs families, at time.Time) *Snapshot {
 	}
 
 	applyCacheConfig(fs, s)
-	return s
+}
+
+// applySleepState reads vllm:engine_sleep_state: per engine one series per
+// sleep_state, the one set to 1 telling the state. A model's level is the
+// deepest of its engines'.
+func applySleepState(fs families, s *Snapshot) {
+	fs.perModel(mSleepState, func(model, _ string, mt *dto.Metric) {
+		v, ok := scalar(mt)
+		m := s.Models[model]
+		if !ok || m == nil {
+			return
+		}
+		state, _ := labelValue(mt, "sleep_state")
+		level, known := map[string]float64{"awake": 0, "weights_offloaded": 1, "discard_all": 2}[state]
+		if !known {
+			return
+		}
+		if math.IsNaN(m.SleepLevel) {
+			m.SleepLevel = 0
+		}
+		if v == 1 && level > m.SleepLevel {
+			m.SleepLevel = level
+		}
+	})
 }
 
 // preferNew aggregates newName per model (max when useMax, else sum) and uses
@@ -337,14 +429,26 @@ func preferNew(fs families, s *Snapshot, newName, oldName string, useMax bool, f
 }
 
 // histogram sums the classic histogram name of model over engines and any
-// other label (priority, ...). Bucket bounds are read from the le values as
-// exposed (Python floats such as "1.0" and "2560.0").
+// other label (priority, ...).
 func histogram(fs families, name, model string) *Histogram {
+	return histogramOf(fs[name], func(mt *dto.Metric) bool {
+		mod, ok := labelValue(mt, lModel)
+		return ok && mod == model
+	})
+}
+
+// histogramOf sums the series of classic histogram mf that keep accepts.
+// Bucket bounds are read from the le values as exposed (Python floats such
+// as "1.0" and "2560.0"). Nil when no series is kept.
+func histogramOf(mf *dto.MetricFamily, keep func(*dto.Metric) bool) *Histogram {
+	if mf == nil {
+		return nil
+	}
 	byLE := map[float64]float64{}
 	var h *Histogram
-	fs.perModel(name, func(mod, _ string, mt *dto.Metric) {
-		if mod != model || mt.Histogram == nil {
-			return
+	for _, mt := range mf.GetMetric() {
+		if mt.Histogram == nil || !keep(mt) {
+			continue
 		}
 		if h == nil {
 			h = &Histogram{}
@@ -371,7 +475,7 @@ func histogram(fs families, name, model string) *Histogram {
 		if !hasInf {
 			byLE[math.Inf(+1)] += count
 		}
-	})
+	}
 	if h == nil {
 		return nil
 	}

@@ -25,6 +25,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // dumpSnapshot renders a snapshot deterministically for golden files.
 func dumpSnapshot(s *Snapshot) string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "engine %q\n", s.Engine)
 	fmt.Fprintf(&b, "schema %q\n", s.Schema)
 	names := make([]string, 0, len(s.Models))
 	for n := range s.Models {
@@ -44,6 +45,8 @@ func dumpSnapshot(s *Snapshot) string {
 			{"prompt_tokens", m.PromptTokens}, {"generation_tokens", m.GenerationTokens},
 			{"preemptions", m.Preemptions},
 			{"prefix_cache_queries", m.PrefixCacheQueries}, {"prefix_cache_hits", m.PrefixCacheHits},
+			{"spec_drafts", m.SpecDrafts}, {"spec_draft_tokens", m.SpecDraftTokens}, {"spec_accepted_tokens", m.SpecAcceptedTokens},
+			{"sleep_level", m.SleepLevel},
 		} {
 			fmt.Fprintf(&b, "  %s %g\n", f.name, f.v)
 		}
@@ -58,7 +61,8 @@ func dumpSnapshot(s *Snapshot) string {
 		for _, h := range []struct {
 			name string
 			h    *Histogram
-		}{{"ttft", m.TTFT}, {"itl", m.ITL}, {"e2e", m.E2E}, {"queue", m.Queue}} {
+		}{{"ttft", m.TTFT}, {"itl", m.ITL}, {"e2e", m.E2E}, {"queue", m.Queue}, {"prefill", m.Prefill},
+			{"generation_tokens_per_request", m.GenerationTokensPerRequest}} {
 			if h.h == nil {
 				fmt.Fprintf(&b, "  %s absent\n", h.name)
 				continue

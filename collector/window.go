@@ -35,6 +35,15 @@ type Derived struct {
 	// compared with a benchmark's output_throughput ÷ concurrency (the same
 	// quantity for a closed-loop benchmark). NaN when no request finished.
 	StreamOutputTokensPerSecond float64
+
+	// SpecAcceptanceRate is speculative decoding's draft acceptance rate
+	// over the window: Δ accepted tokens ÷ Δ draft tokens. NaN without
+	// speculative decoding or without a draft token in the window.
+	SpecAcceptanceRate float64
+	// SpecAcceptedPerDraft is the mean number of draft tokens accepted per
+	// draft: Δ accepted tokens ÷ Δ drafts (vLLM's mean acceptance length
+	// minus the bonus token). NaN without drafts counted.
+	SpecAcceptedPerDraft float64
 }
 
 // increase sums the increases of a counter over consecutive values like
@@ -70,6 +79,8 @@ func derive(snaps []*Snapshot, model string) *Derived {
 		Latencies:                 map[string]Latency{},
 
 		StreamOutputTokensPerSecond: math.NaN(),
+		SpecAcceptanceRate:          math.NaN(),
+		SpecAcceptedPerDraft:        math.NaN(),
 	}
 	if len(ms) < 2 {
 		return d
@@ -93,6 +104,13 @@ func derive(snaps []*Snapshot, model string) *Derived {
 	d.PromptTokensPerSecond = rate(func(m *Model) float64 { return m.PromptTokens })
 	d.GenerationTokensPerSecond = rate(func(m *Model) float64 { return m.GenerationTokens })
 	d.PreemptionsPerSecond = rate(func(m *Model) float64 { return m.Preemptions })
+	accepted := rate(func(m *Model) float64 { return m.SpecAcceptedTokens })
+	if draftTokens := rate(func(m *Model) float64 { return m.SpecDraftTokens }); draftTokens > 0 {
+		d.SpecAcceptanceRate = accepted / draftTokens
+	}
+	if drafts := rate(func(m *Model) float64 { return m.SpecDrafts }); drafts > 0 {
+		d.SpecAcceptedPerDraft = accepted / drafts
+	}
 
 	last := ms[len(ms)-1]
 	if len(last.RequestSuccess) > 0 {

@@ -34,7 +34,7 @@ func TestDemo(t *testing.T) {
 	}
 	installCopy(t, filepath.Join(repoRoot, "examples"), filepath.Join(root, "examples"))
 
-	simAddr, proberAddr := freeAddr(t), freeAddr(t)
+	simAddr, sglangAddr, proberAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	demo, err := os.ReadFile(filepath.Join(root, "examples", "demo.yml"))
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,11 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(string(demo), "url: http://127.0.0.1:8000\n") {
 		t.Fatal("examples/demo.yml no longer probes http://127.0.0.1:8000, where make demo starts vllm_sim")
 	}
+	if !strings.Contains(string(demo), "url: http://127.0.0.1:8001\n") {
+		t.Fatal("examples/demo.yml no longer scrapes http://127.0.0.1:8001, where make demo starts vllm_sim --engine=sglang")
+	}
 	cfg := strings.ReplaceAll(string(demo), "http://127.0.0.1:8000", "http://"+simAddr)
+	cfg = strings.ReplaceAll(cfg, "http://127.0.0.1:8001", "http://"+sglangAddr)
 	if err := os.WriteFile(filepath.Join(root, "examples", "demo-test.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +54,7 @@ func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "demo.sh"))
-	cmd.Env = append(os.Environ(), "SIM_ADDR="+simAddr, "PROBER_ADDR="+proberAddr,
+	cmd.Env = append(os.Environ(), "SIM_ADDR="+simAddr, "SGLANG_ADDR="+sglangAddr, "PROBER_ADDR="+proberAddr,
 		"CONFIG=examples/demo-test.yml", "DEMO_DURATION=30")
 	out, exited := startCommand(t, cmd)
 	defer func() {
@@ -62,6 +66,9 @@ func TestDemo(t *testing.T) {
 		regexp.MustCompile(`(?m)^vllm_probe_success\{[^}]*module="short_completion"[^}]*\} 1$`),
 		regexp.MustCompile(`(?m)^vllm_probe_success\{[^}]*module="short_chat"[^}]*\} 1$`),
 		regexp.MustCompile(`(?m)^vllm_probe_regression_ratio\{baseline="vllm-sim-default",metric="tpot"[^}]*\} [0-9.e+-]+$`),
+		// The second simulator speaks SGLang: read by the SGLang profile, and probed.
+		regexp.MustCompile(`(?m)^vllm_server_info\{[^}]*engine="sglang"[^}]*target="sglang-sim"[^}]*\} 1$`),
+		regexp.MustCompile(`(?m)^vllm_probe_success\{[^}]*target="sglang-sim"[^}]*\} 1$`),
 	}
 	var body string
 	seen := false

@@ -272,10 +272,17 @@ func commonVars(singleTarget bool) []map[string]any {
 	if singleTarget {
 		targetVar = singleVar
 	}
+	// The engine variable narrows the targets: its "All" (.*) also matches
+	// the series without an engine label, so probe-only targets stay listed;
+	// one engine keeps the targets whose /metrics it reads. Every panel then
+	// works on one engine or a mix through the target variable.
+	engine := queryVar("engine", "Engine", `label_values(vllm_server_engine_recognized{job=~"$job"}, engine)`)
+	engine["allValue"] = ".*"
 	return []map[string]any{
 		datasourceVar(),
 		queryVar("job", "Job", `label_values({__name__=~"vllm_probe_attempts_total|vllm_server_up"}, job)`),
-		targetVar("target", "Target", `label_values({__name__=~"vllm_probe_attempts_total|vllm_server_up", job=~"$job"}, target)`),
+		engine,
+		targetVar("target", "Target", `label_values({__name__=~"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized", job=~"$job", engine=~"$engine"}, target)`),
 		queryVar("model", "Model", `label_values(vllm_probe_attempts_total{job=~"$job", target=~"$target"}, model)`),
 	}
 }
@@ -491,6 +498,19 @@ func endpointDashboard() dashboard {
 					Targets: []target{
 						{Expr: `sum by (target) (vllm_server_preemptions_per_second{` + serverSel + `})`, Legend: "preemptions"},
 						notExported("preemptions"),
+					}},
+				{Type: "timeseries", Title: "Speculative decoding", W: 8, H: 7, Unit: "percentunit", Min: f64(0),
+					Description: "Draft acceptance rate (vllm_server_spec_decode_acceptance_ratio, left) and mean draft tokens accepted per draft (vllm_server_spec_decode_accepted_tokens_per_draft, right axis) over the collector's window. A falling acceptance rate is a throughput regression; vllm_server_spec_decode_regression_ratio compares it with a baseline whose runs had speculative decoding.",
+					Targets: []target{
+						{Expr: `avg by (target) (vllm_server_spec_decode_acceptance_ratio{` + serverSel + `})`, Legend: "{{target}} acceptance rate"},
+						{Expr: `avg by (target) (vllm_server_spec_decode_accepted_tokens_per_draft{` + serverSel + `})`, Legend: "{{target}} accepted per draft"},
+						notExported("spec_decode"),
+					}},
+				{Type: "timeseries", Title: "Sleep mode", W: 8, H: 7, Unit: "none", Min: f64(0), Max: f64(2),
+					Description: "vLLM's sleep level (vllm_server_sleep_level): 0 awake, 1 weights offloaded, 2 weights and KV cache discarded. A sleeping engine fails probes with reason sleeping, VLLMEndpointDown does not page it, VLLMEngineSleeping fires when it sleeps too long.",
+					Targets: []target{
+						{Expr: `max by (target) (vllm_server_sleep_level{` + serverSel + `})`, Legend: "{{target}}"},
+						notExported("sleep_state"),
 					}},
 				{Type: "timeseries", Title: "Headroom by resource", W: 8, H: 7, Unit: "percentunit", Min: f64(0), Max: f64(1),
 					Description: "Capacity still free per resource (KV cache, batch slots, throughput) and overall (vllm_server_headroom_ratio).",

@@ -802,6 +802,37 @@
         "type": "query"
       },
       {
+        "allValue": ".*",
+        "current": {
+          "selected": true,
+          "text": [
+            "All"
+          ],
+          "value": [
+            "$__all"
+          ]
+        },
+        "datasource": {
+          "type": "prometheus",
+          "uid": "${datasource}"
+        },
+        "definition": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+        "hide": 0,
+        "includeAll": true,
+        "label": "Engine",
+        "multi": true,
+        "name": "engine",
+        "options": [],
+        "query": {
+          "query": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+          "refId": "PrometheusVariableQueryEditor-VariableQuery"
+        },
+        "refresh": 2,
+        "regex": "",
+        "sort": 1,
+        "type": "query"
+      },
+      {
         "allValue": ".+",
         "current": {
           "selected": true,
@@ -816,7 +847,7 @@
           "type": "prometheus",
           "uid": "${datasource}"
         },
-        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
         "hide": 0,
         "includeAll": true,
         "label": "Target",
@@ -824,7 +855,7 @@
         "name": "target",
         "options": [],
         "query": {
-          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
           "refId": "PrometheusVariableQueryEditor-VariableQuery"
         },
         "refresh": 2,
@@ -2483,6 +2514,214 @@
         "type": "prometheus",
         "uid": "${datasource}"
       },
+      "description": "Draft acceptance rate (vllm_server_spec_decode_acceptance_ratio, left) and mean draft tokens accepted per draft (vllm_server_spec_decode_accepted_tokens_per_draft, right axis) over the collector's window. A falling acceptance rate is a throughput regression; vllm_server_spec_decode_regression_ratio compares it with a baseline whose runs had speculative decoding.",
+      "fieldConfig": {
+        "defaults": {
+          "min": 0,
+          "unit": "percentunit"
+        },
+        "overrides": [
+          {
+            "matcher": {
+              "id": "byFrameRefID",
+              "options": "C"
+            },
+            "properties": [
+              {
+                "id": "color",
+                "value": {
+                  "fixedColor": "text",
+                  "mode": "fixed"
+                }
+              },
+              {
+                "id": "custom.lineStyle",
+                "value": {
+                  "dash": [
+                    10,
+                    10
+                  ],
+                  "fill": "dash"
+                }
+              },
+              {
+                "id": "unit",
+                "value": "none"
+              },
+              {
+                "id": "mappings",
+                "value": [
+                  {
+                    "options": {
+                      "0": {
+                        "color": "text",
+                        "index": 0,
+                        "text": "not exported by this server"
+                      }
+                    },
+                    "type": "value"
+                  }
+                ]
+              }
+            ]
+          }
+        ]
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 8,
+        "x": 16,
+        "y": 57
+      },
+      "id": 24,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "avg by (target) (vllm_server_spec_decode_acceptance_ratio{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "{{target}} acceptance rate",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "avg by (target) (vllm_server_spec_decode_accepted_tokens_per_draft{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "{{target}} accepted per draft",
+          "refId": "B"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target, signal) (vllm_server_signal_available{job=~\"$job\", target=~\"$target\", signal=\"spec_decode\"}) == 0",
+          "legendFormat": "{{target}} {{signal}}: not exported by this server",
+          "refId": "C"
+        }
+      ],
+      "title": "Speculative decoding",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "vLLM's sleep level (vllm_server_sleep_level): 0 awake, 1 weights offloaded, 2 weights and KV cache discarded. A sleeping engine fails probes with reason sleeping, VLLMEndpointDown does not page it, VLLMEngineSleeping fires when it sleeps too long.",
+      "fieldConfig": {
+        "defaults": {
+          "max": 2,
+          "min": 0,
+          "unit": "none"
+        },
+        "overrides": [
+          {
+            "matcher": {
+              "id": "byFrameRefID",
+              "options": "B"
+            },
+            "properties": [
+              {
+                "id": "color",
+                "value": {
+                  "fixedColor": "text",
+                  "mode": "fixed"
+                }
+              },
+              {
+                "id": "custom.lineStyle",
+                "value": {
+                  "dash": [
+                    10,
+                    10
+                  ],
+                  "fill": "dash"
+                }
+              },
+              {
+                "id": "unit",
+                "value": "none"
+              },
+              {
+                "id": "mappings",
+                "value": [
+                  {
+                    "options": {
+                      "0": {
+                        "color": "text",
+                        "index": 0,
+                        "text": "not exported by this server"
+                      }
+                    },
+                    "type": "value"
+                  }
+                ]
+              }
+            ]
+          }
+        ]
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 8,
+        "x": 0,
+        "y": 64
+      },
+      "id": 25,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target) (vllm_server_sleep_level{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "{{target}}",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target, signal) (vllm_server_signal_available{job=~\"$job\", target=~\"$target\", signal=\"sleep_state\"}) == 0",
+          "legendFormat": "{{target}} {{signal}}: not exported by this server",
+          "refId": "B"
+        }
+      ],
+      "title": "Sleep mode",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
       "description": "Capacity still free per resource (KV cache, batch slots, throughput) and overall (vllm_server_headroom_ratio).",
       "fieldConfig": {
         "defaults": {
@@ -2495,10 +2734,10 @@
       "gridPos": {
         "h": 7,
         "w": 8,
-        "x": 16,
-        "y": 57
+        "x": 8,
+        "y": 64
       },
-      "id": 24,
+      "id": 26,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2530,9 +2769,9 @@
         "h": 1,
         "w": 24,
         "x": 0,
-        "y": 64
+        "y": 71
       },
-      "id": 25,
+      "id": 27,
       "panels": [],
       "title": "Gateway",
       "type": "row"
@@ -2556,9 +2795,9 @@
         "h": 7,
         "w": 24,
         "x": 0,
-        "y": 65
+        "y": 72
       },
-      "id": 26,
+      "id": 28,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2599,9 +2838,9 @@
         "h": 1,
         "w": 24,
         "x": 0,
-        "y": 72
+        "y": 79
       },
-      "id": 27,
+      "id": 29,
       "panels": [],
       "title": "Probe health and cost",
       "type": "row"
@@ -2622,9 +2861,9 @@
         "h": 7,
         "w": 6,
         "x": 0,
-        "y": 73
+        "y": 80
       },
-      "id": 28,
+      "id": 30,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2684,9 +2923,9 @@
         "h": 7,
         "w": 6,
         "x": 6,
-        "y": 73
+        "y": 80
       },
-      "id": 29,
+      "id": 31,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2728,9 +2967,9 @@
         "h": 7,
         "w": 6,
         "x": 12,
-        "y": 73
+        "y": 80
       },
-      "id": 30,
+      "id": 32,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2790,9 +3029,9 @@
         "h": 7,
         "w": 6,
         "x": 18,
-        "y": 73
+        "y": 80
       },
-      "id": 31,
+      "id": 33,
       "options": {
         "colorMode": "background",
         "graphMode": "area",
@@ -2835,9 +3074,9 @@
         "h": 7,
         "w": 12,
         "x": 0,
-        "y": 80
+        "y": 87
       },
-      "id": 32,
+      "id": 34,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2879,9 +3118,9 @@
         "h": 7,
         "w": 12,
         "x": 12,
-        "y": 80
+        "y": 87
       },
-      "id": 33,
+      "id": 35,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2932,9 +3171,9 @@
         "h": 5,
         "w": 24,
         "x": 0,
-        "y": 87
+        "y": 94
       },
-      "id": 34,
+      "id": 36,
       "options": {
         "showHeader": true
       },
@@ -3007,12 +3246,43 @@
         "type": "query"
       },
       {
+        "allValue": ".*",
+        "current": {
+          "selected": true,
+          "text": [
+            "All"
+          ],
+          "value": [
+            "$__all"
+          ]
+        },
+        "datasource": {
+          "type": "prometheus",
+          "uid": "${datasource}"
+        },
+        "definition": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+        "hide": 0,
+        "includeAll": true,
+        "label": "Engine",
+        "multi": true,
+        "name": "engine",
+        "options": [],
+        "query": {
+          "query": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+          "refId": "PrometheusVariableQueryEditor-VariableQuery"
+        },
+        "refresh": 2,
+        "regex": "",
+        "sort": 1,
+        "type": "query"
+      },
+      {
         "current": {},
         "datasource": {
           "type": "prometheus",
           "uid": "${datasource}"
         },
-        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
         "hide": 0,
         "includeAll": false,
         "label": "Target",
@@ -3020,7 +3290,7 @@
         "name": "target",
         "options": [],
         "query": {
-          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
           "refId": "PrometheusVariableQueryEditor-VariableQuery"
         },
         "refresh": 2,
@@ -3593,6 +3863,37 @@
         "type": "query"
       },
       {
+        "allValue": ".*",
+        "current": {
+          "selected": true,
+          "text": [
+            "All"
+          ],
+          "value": [
+            "$__all"
+          ]
+        },
+        "datasource": {
+          "type": "prometheus",
+          "uid": "${datasource}"
+        },
+        "definition": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+        "hide": 0,
+        "includeAll": true,
+        "label": "Engine",
+        "multi": true,
+        "name": "engine",
+        "options": [],
+        "query": {
+          "query": "label_values(vllm_server_engine_recognized{job=~\"$job\"}, engine)",
+          "refId": "PrometheusVariableQueryEditor-VariableQuery"
+        },
+        "refresh": 2,
+        "regex": "",
+        "sort": 1,
+        "type": "query"
+      },
+      {
         "allValue": ".+",
         "current": {
           "selected": true,
@@ -3607,7 +3908,7 @@
           "type": "prometheus",
           "uid": "${datasource}"
         },
-        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+        "definition": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
         "hide": 0,
         "includeAll": true,
         "label": "Target",
@@ -3615,7 +3916,7 @@
         "name": "target",
         "options": [],
         "query": {
-          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up\", job=~\"$job\"}, target)",
+          "query": "label_values({__name__=~\"vllm_probe_attempts_total|vllm_server_up|vllm_server_engine_recognized\", job=~\"$job\", engine=~\"$engine\"}, target)",
           "refId": "PrometheusVariableQueryEditor-VariableQuery"
         },
         "refresh": 2,

@@ -35,6 +35,8 @@
     wrongAnswersThreshold: 0.2,
     // alerts.gateway_shedding.threshold of mixin/slo.yml.
     gatewaySheddingThreshold: 0.1,
+    // alerts.engine_sleeping.threshold of mixin/slo.yml.
+    engineSleepingThreshold: 3600,
     // alerts.latency_unusual_for_this_hour.threshold of mixin/slo.yml.
     latencyUnusualForThisHourThreshold: 3,
     // slos.availability.objective (percent) of mixin/slo.yml.
@@ -513,7 +515,7 @@
           },
           {
             alert: "VLLMEndpointDown",
-            expr: "vllm_probe_health_up{%(proberSelector)s,vantage=\"\"} == 0\nor\nmax without (instance, pod, vantage) (vllm_probe_health_up{%(proberSelector)s,vantage!=\"\"}) == 0" % $._config,
+            expr: "(\nvllm_probe_health_up{%(proberSelector)s,vantage=\"\"} == 0\nor\nmax without (instance, pod, vantage) (vllm_probe_health_up{%(proberSelector)s,vantage!=\"\"}) == 0\n)\nunless on (job, target)\nmax by (job, target) (vllm_server_sleep_level{%(proberSelector)s}) \u003e 0" % $._config,
             'for': "2m",
             labels: {
               "severity": "critical",
@@ -539,7 +541,7 @@
           },
           {
             alert: "VLLMProbesFailing",
-            expr: "(\n  increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[10m])\n    / ignoring (reason) group_left ()\n  (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m]) \u003e 0)\n) \u003e %(probesFailingThreshold)g\nunless on (job, instance, target)\nvllm_probe_health_up{%(proberSelector)s} == 0" % $._config,
+            expr: "(\n  increase(vllm_probe_failures_total{%(proberSelector)s,reason!~\"shed|sleeping\"}[10m])\n    / ignoring (reason) group_left ()\n  (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m]) \u003e 0)\n) \u003e %(probesFailingThreshold)g\nunless on (job, instance, target)\nvllm_probe_health_up{%(proberSelector)s} == 0" % $._config,
             'for': "10m",
             labels: {
               "severity": "warning",
@@ -561,6 +563,19 @@
               "summary": "vllm_prober cannot scrape the vLLM /metrics endpoint.",
               "description": "vllm_prober failed {{ printf \"%%.2f\" $value }} of its scrapes of /metrics of {{ $labels.target }} (model {{ $labels.model }}) over the last 5m (threshold %(metricsScrapeFailingThreshold)g) for 5m while /health answers or is not checked (a scrape-only target); server-side panels and saturation alerts are blind or gappy." % $._config,
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmmetricsscrapefailing",
+            },
+          },
+          {
+            alert: "VLLMEngineSleeping",
+            expr: "min_over_time(vllm_server_sleep_level{%(proberSelector)s}[%(engineSleepingThreshold)gs]) \u003e 0\nand\nvllm_server_sleep_level{%(proberSelector)s} offset %(engineSleepingThreshold)gs \u003e 0" % $._config,
+            'for': "1m",
+            labels: {
+              "severity": "warning",
+            },
+            annotations: {
+              "summary": "vLLM engine has been asleep for long.",
+              "description": "{{ $labels.target }} (model {{ $labels.model }}) has reported vLLM's sleep mode (level {{ printf \"%%.2f\" $value }}) for more than %(engineSleepingThreshold)gs: wake it (POST /wake_up) or take it out of rotation." % $._config,
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmenginesleeping",
             },
           },
           {

@@ -320,12 +320,17 @@ func (s *Spec) AlertGroups() []Group {
 			whoM+` has answered /health with 200 for the last `+a.EngineHung.Window.String()+`, yet `+value+` of its probes in that time stalled or timed out. The engine is probably hung.`),
 		s.alert("VLLMEndpointDown", a.EndpointDown,
 			lines(
+				"(",
 				// One vantage (no vantage label): each replica's view, as
 				// ever. Several: one alert per target, when every vantage
 				// sees /health fail.
 				fmt.Sprintf("vllm_probe_health_up{%s,%s=\"\"} == 0", job, VantageLabel),
 				"or",
 				fmt.Sprintf("max without (%s, %s) (vllm_probe_health_up{%s,%s!=\"\"}) == 0", replicaLabels, VantageLabel, job, VantageLabel),
+				")",
+				// An engine that reports vLLM's sleep mode is asleep on purpose.
+				"unless on (job, target)",
+				fmt.Sprintf("max by (job, target) (vllm_server_sleep_level{%s}) > 0", job),
 			),
 			"vLLM endpoint does not answer /health.",
 			who+` has not answered /health with 200 for `+a.EndpointDown.For.String()+` (health_up = `+value+`).`),
@@ -340,8 +345,9 @@ func (s *Spec) AlertGroups() []Group {
 		s.alert("VLLMProbesFailing", a.ProbesFailing,
 			lines(
 				"(",
-				// Shedding has its own alert (VLLMGatewayShedding).
-				fmt.Sprintf("  increase(vllm_probe_failures_total{%s,reason!=\"shed\"}[%s])", job, a.ProbesFailing.Window),
+				// Shedding has its own alert (VLLMGatewayShedding); a sleeping
+				// engine its own (VLLMEngineSleeping).
+				fmt.Sprintf("  increase(vllm_probe_failures_total{%s,reason!~\"shed|sleeping\"}[%s])", job, a.ProbesFailing.Window),
 				"    / ignoring (reason) group_left ()",
 				fmt.Sprintf("  (increase(vllm_probe_attempts_total{%s}[%s]) > 0)", job, a.ProbesFailing.Window),
 				") > "+th(a.ProbesFailing),
@@ -361,6 +367,16 @@ func (s *Spec) AlertGroups() []Group {
 			),
 			"vllm_prober cannot scrape the vLLM /metrics endpoint.",
 			`vllm_prober failed `+value+` of its scrapes of /metrics of {{ $labels.target }} (model {{ $labels.model }}) over the last `+a.MetricsScrapeFailing.Window.String()+` (threshold `+th(a.MetricsScrapeFailing)+`) for `+a.MetricsScrapeFailing.For.String()+` while /health answers or is not checked (a scrape-only target); server-side panels and saturation alerts are blind or gappy.`),
+		s.alert("VLLMEngineSleeping", a.EngineSleeping,
+			lines(
+				// Asleep at every scrape of the last threshold seconds, and
+				// already then: a series younger than the window is not.
+				fmt.Sprintf("min_over_time(vllm_server_sleep_level{%s}[%ss]) > 0", job, th(a.EngineSleeping)),
+				"and",
+				fmt.Sprintf("vllm_server_sleep_level{%s} offset %ss > 0", job, th(a.EngineSleeping)),
+			),
+			"vLLM engine has been asleep for long.",
+			who+` has reported vLLM's sleep mode (level `+value+`) for more than `+th(a.EngineSleeping)+`s: wake it (POST /wake_up) or take it out of rotation.`),
 		s.alert("VLLMProberAbsent", a.ProberAbsent,
 			fmt.Sprintf("absent(up{%s} == 1)", job),
 			"vllm_prober is not being scraped.",

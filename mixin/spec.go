@@ -112,6 +112,7 @@ type Alerts struct {
 	ConfigReloadFailed             AlertSpec `yaml:"config_reload_failed"`
 	WrongAnswers                   AlertSpec `yaml:"wrong_answers"`
 	GatewayShedding                AlertSpec `yaml:"gateway_shedding"`
+	EngineSleeping                 AlertSpec `yaml:"engine_sleeping"`
 	// LatencyUnusualForThisHour is the seasonal alert (seasonal.go); its
 	// threshold is a z-score. Required only with a seasonal section.
 	LatencyUnusualForThisHour AlertSpec `yaml:"latency_unusual_for_this_hour,omitempty"`
@@ -287,6 +288,7 @@ func (s *Spec) alertSpecs() []namedAlertSpec {
 		{"config_reload_failed", &a.ConfigReloadFailed, false, false},
 		{"wrong_answers", &a.WrongAnswers, true, true},
 		{"gateway_shedding", &a.GatewayShedding, true, true},
+		{"engine_sleeping", &a.EngineSleeping, true, false},
 	}
 	if s.seasonalEnabled() {
 		specs = append(specs, namedAlertSpec{"latency_unusual_for_this_hour", &a.LatencyUnusualForThisHour, true, false})

@@ -72,6 +72,8 @@ type Manager struct {
 	offset func(pairKey, time.Duration) time.Duration
 	// load tells a probe the load it met over its lifetime (Options.Load).
 	load func(target string, from, to time.Time) (load float64, ok bool)
+	// sleeping is Options.Sleeping.
+	sleeping func(target string) bool
 	// urlProbes is the token pool of URL probes (urlprobe.go), apart from
 	// every target's.
 	urlProbes TokenPool
@@ -128,6 +130,10 @@ type Options struct {
 	// "" for one replica, e.g. "s3" for shard 3 of a sharded fleet. It
 	// must not contain "-".
 	RecordPrefix string
+	// Sleeping tells whether a target's engine reports sleep (vLLM's sleep
+	// mode); a probe that fails then fails with reason sleeping.
+	// collector.Manager's Sleeping fits. Nil: never.
+	Sleeping func(target string) bool
 }
 
 // NewManager returns a Manager of opts.
@@ -155,10 +161,11 @@ func NewManager(opts Options) *Manager {
 		run: func(ctx context.Context, s *probe.Spec, c *http.Client, call probe.Call) probe.Result {
 			return s.Run(ctx, c, call)
 		},
-		offset:  scheduleOffset,
-		red:     opts.Redactor,
-		clients: opts.Clients,
-		load:    opts.Load,
+		offset:   scheduleOffset,
+		red:      opts.Redactor,
+		clients:  opts.Clients,
+		load:     opts.Load,
+		sleeping: opts.Sleeping,
 	}
 }
 
@@ -516,6 +523,9 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *probe
 		res.E2E = res.Duration
 	}
 	res.Scrub(s.red)
+	if !res.Success && m.sleeping != nil && m.sleeping(s.target) {
+		res.Reason = probe.ReasonSleeping
+	}
 	res.Load = math.NaN()
 	if m.load != nil {
 		if l, ok := m.load(s.target, begin, end); ok {

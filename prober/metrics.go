@@ -21,6 +21,7 @@ const (
 	metricTPOT               = "vllm_probe_time_per_output_token_seconds"
 	metricE2E                = "vllm_probe_e2e_latency_seconds"
 	metricOutputTPS          = "vllm_probe_output_tokens_per_second"
+	metricOutputEst          = "vllm_probe_output_tokens_estimated"
 	metricTokens             = "vllm_probe_tokens_total"
 	metricAttempts           = "vllm_probe_attempts_total"
 	metricFailures           = "vllm_probe_failures_total"
@@ -108,6 +109,7 @@ var (
 // one-shot series) and target label names (target, model, static).
 type descs struct {
 	success, lastTimestamp, lastSuccess, duration, outputTPS *prometheus.Desc
+	outputEst                                                *prometheus.Desc
 	latency                                                  [numHists]*prometheus.Desc
 	tokens, attempts, failures, skipped                      *prometheus.Desc
 	healthUp, modelsUp                                       *prometheus.Desc
@@ -131,6 +133,7 @@ func newDescsLabels(pair, tgt []string) *descs {
 		duration: d(metricDuration, "Duration of the last probe of the target and module, failures included, from the start of model resolution or of the request to its end or failure.",
 			pair),
 		outputTPS: d(metricOutputTPS, "Output tokens per second (output tokens / end-to-end latency) of the last successful probe.", pair),
+		outputEst: d(metricOutputEst, "1 if the last successful probe's output tokens were counted from content events because the server reported none (no usage chunk, no llama.cpp timings): an estimate; 0 if the server reported them.", pair),
 		tokens:    d(metricTokens, "Tokens spent by probes, as reported by the server's usage (output tokens counted from events when it sent none).", with("kind")),
 		attempts:  d(metricAttempts, "Probes started.", pair),
 		failures:  d(metricFailures, "Failed probes by reason.", with("reason")),
@@ -174,10 +177,10 @@ type series struct {
 	failShown []reasonState
 	skipShown [3]reasonState
 
-	observed                                   bool // success, lastEnd and duration are set
-	success, lastEnd, duration                 float64
-	lastSuccess, outputTPS, correct, dim       float64
-	hasLastSuccess, hasTPS, hasCorrect, hasDim bool
+	observed                                        bool // success, lastEnd and duration are set
+	success, lastEnd, duration                      float64
+	lastSuccess, outputTPS, outputEst, correct, dim float64
+	hasLastSuccess, hasTPS, hasCorrect, hasDim      bool
 
 	hist    histOpts
 	latency [numHists]prometheus.Histogram // nil until first observed
@@ -304,6 +307,7 @@ func (s *series) observe(r *probe.Result, end float64, recordID string) {
 		observe(s.histogram(histTPOT), r.TPOT.Seconds(), ex)
 	}
 	s.outputTPS, s.hasTPS = r.OutputTokensPerSecond(), true
+	s.outputEst = b2f(r.OutputTokensEstimated())
 }
 
 // snapshot copies s for rendering outside the Manager's lock (the
@@ -360,6 +364,7 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, lv []string) {
 	}
 	if s.hasTPS && s.hist.on(metricOutputTPS) {
 		gauge(d.outputTPS, s.outputTPS)
+		gauge(d.outputEst, s.outputEst)
 	}
 	if s.hasCorrect {
 		gauge(d.correct, s.correct)

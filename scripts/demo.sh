@@ -6,12 +6,14 @@
 # Environment: SIM_ADDR (default 127.0.0.1:8000, where examples/demo.yml points;
 # another address needs a CONFIG pointing there), PROBER_ADDR (default
 # 127.0.0.1:10040), CONFIG (default examples/demo.yml), SIM_ARGS and PROBER_ARGS
-# (extra flags), DEMO_DURATION (stop by itself after that many seconds; default:
+# (extra flags), SGLANG_ADDR (default 127.0.0.1:8001: a second vllm_sim speaking
+# SGLang's surface, --engine=sglang, which examples/demo.yml scrapes), DEMO_DURATION (stop by itself after that many seconds; default:
 # run until interrupted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SIM_ADDR=${SIM_ADDR:-127.0.0.1:8000}
+SGLANG_ADDR=${SGLANG_ADDR:-127.0.0.1:8001}
 PROBER_ADDR=${PROBER_ADDR:-127.0.0.1:10040}
 CONFIG=${CONFIG:-examples/demo.yml}
 DEMO_DURATION=${DEMO_DURATION:-}
@@ -54,7 +56,7 @@ wait_for() { # wait_for NAME HOST:PORT PID
 	return 1
 }
 
-for addr in "$SIM_ADDR" "$PROBER_ADDR"; do
+for addr in "$SIM_ADDR" "$SGLANG_ADDR" "$PROBER_ADDR"; do
 	if port_open "$addr"; then
 		echo "demo: $addr is already in use (an earlier demo still running?)" >&2
 		exit 1
@@ -66,14 +68,21 @@ bin/vllm_sim --web.listen-address="$SIM_ADDR" ${SIM_ARGS:-} &
 pids+=($!)
 wait_for vllm_sim "$SIM_ADDR" "${pids[0]}"
 
+# The same simulator speaking SGLang's /metrics, errors and health: the
+# collector reads it with its SGLang profile (vllm_server_info{engine="sglang"}).
+bin/vllm_sim --engine=sglang --web.listen-address="$SGLANG_ADDR" --model=Qwen/Qwen2.5-1.5B-Instruct &
+pids+=($!)
+wait_for "vllm_sim --engine=sglang" "$SGLANG_ADDR" "${pids[1]}"
+
 # shellcheck disable=SC2086
 bin/vllm_prober --config.file="$CONFIG" --web.listen-address="$PROBER_ADDR" ${PROBER_ARGS:-} &
 pids+=($!)
-wait_for vllm_prober "$PROBER_ADDR" "${pids[1]}"
+wait_for vllm_prober "$PROBER_ADDR" "${pids[2]}"
 
 cat <<MSG
 
   vllm_sim     http://$SIM_ADDR/v1/models   (its vLLM metrics: http://$SIM_ADDR/metrics)
+  vllm_sim     http://$SGLANG_ADDR/metrics     --engine=sglang: SGLang's metrics, read by the SGLang profile
   vllm_prober  http://$PROBER_ADDR/          landing page: targets, last probes
                http://$PROBER_ADDR/metrics   vllm_probe_* and vllm_server_* series
 

@@ -125,6 +125,9 @@ type Point struct {
 	InputThroughput      *float64 `yaml:"input_throughput,omitempty"`
 	TotalTokenThroughput *float64 `yaml:"total_token_throughput,omitempty"`
 	PeakOutputThroughput *float64 `yaml:"peak_output_throughput,omitempty"`
+	// SpecDecodeAcceptanceLength is vLLM's bench serve spec_decode_acceptance_length
+	// of a run with speculative decoding: 1 + accepted draft tokens / drafts.
+	SpecDecodeAcceptanceLength *float64 `yaml:"spec_decode_acceptance_length,omitempty"`
 	// PeakConcurrency is the largest number of requests in flight the client observed.
 	PeakConcurrency *float64 `yaml:"peak_concurrent_requests,omitempty"`
 
@@ -541,4 +544,26 @@ func (s *Stats) validate() error {
 		}
 	}
 	return nil
+}
+
+// SpecDecodeAcceptedPerDraft is the draft tokens accepted per draft that the
+// baseline's runs with speculative decoding measured (their median
+// acceptance length minus the token the target model adds); false when no
+// usable point has it.
+func (b *Baseline) SpecDecodeAcceptedPerDraft() (float64, bool) {
+	var vs []float64
+	for _, p := range b.Points {
+		if p.AllFailed || p.Excluded != "" || p.SpecDecodeAcceptanceLength == nil || *p.SpecDecodeAcceptanceLength < 1 {
+			continue
+		}
+		vs = append(vs, *p.SpecDecodeAcceptanceLength-1)
+	}
+	if len(vs) == 0 {
+		return 0, false
+	}
+	sort.Float64s(vs)
+	if n := len(vs); n%2 == 0 {
+		return (vs[n/2-1] + vs[n/2]) / 2, true
+	}
+	return vs[len(vs)/2], true
 }

@@ -292,3 +292,22 @@ func TestBuildMergesAcrossFiles(t *testing.T) {
 		t.Errorf("Build(nil): %v", err)
 	}
 }
+
+// TestSpecDecodeAcceptedPerDraft: the median of the usable runs'
+// acceptance length minus one; none without speculative decoding.
+func TestSpecDecodeAcceptedPerDraft(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	b := &Baseline{Points: []Point{
+		{SpecDecodeAcceptanceLength: f(2.5)},
+		{SpecDecodeAcceptanceLength: f(3.0)},
+		{SpecDecodeAcceptanceLength: f(9), Excluded: "success ratio"},
+		{SpecDecodeAcceptanceLength: f(2.0)},
+		{},
+	}}
+	if got, ok := b.SpecDecodeAcceptedPerDraft(); !ok || got != 1.5 {
+		t.Errorf("accepted per draft = %g, %v; want 1.5 (median of 1.5, 2, 1)", got, ok)
+	}
+	if _, ok := (&Baseline{Points: []Point{{}}}).SpecDecodeAcceptedPerDraft(); ok {
+		t.Error("a baseline without speculative decoding gave a value")
+	}
+}

@@ -134,6 +134,8 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 		TotalTokenThroughput: r.f("total_token_throughput"),
 		PeakOutputThroughput: r.f("max_output_tokens_per_s"),
 		PeakConcurrency:      r.f("max_concurrent_requests"),
+
+		SpecDecodeAcceptanceLength: r.f("spec_decode_acceptance_length"),
 	}
 	if p.RequestGoodput == nil {
 		p.RequestGoodput = r.f("request_goodput:") // benchmark_serving.py's typo (v0.8 --save-result)

@@ -2,6 +2,7 @@ package compare
 
 import (
 	"math"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,12 +33,7 @@ func (c *Collector) collectJoined(ch chan<- prometheus.Metric, st *state, server
 	// vLLM counts a LoRA adapter's traffic under its base model's
 	// model_name: the probes of an adapter are joined with the base
 	// model's server figures.
-	serverModel := probeModel
-	if _, ok := v.Model(probeModel); !ok {
-		if base := v.Base[probeModel]; base != "" {
-			serverModel = base
-		}
-	}
+	serverModel := serverModelOf(&v, probeModel)
 	saturation, hasSaturation := st.saturation(t.name)
 	gauge := func(desc *prometheus.Desc, v float64, lv ...string) {
 		if !math.IsNaN(v) {
@@ -134,4 +130,27 @@ func ComputeHeadroom(mod *collector.Model, maxNumSeqs int, genRate, saturation f
 
 func clamp01(v float64) float64 {
 	return math.Max(0, math.Min(1, v))
+}
+
+// serverModelOf is the model of v whose server figures the probes of
+// probeModel are joined with: the model itself, a LoRA adapter's base
+// (vLLM counts an adapter's traffic under its base model_name), the same
+// name in another case (Dynamo's frontend lower-cases its model label), or
+// the one model a server reports under another name (Triton's model name).
+func serverModelOf(v *collector.View, probeModel string) string {
+	if _, ok := v.Model(probeModel); ok {
+		return probeModel
+	}
+	if base := v.Base[probeModel]; base != "" {
+		return base
+	}
+	for _, mv := range v.Models {
+		if strings.EqualFold(mv.Name, probeModel) {
+			return mv.Name
+		}
+	}
+	if len(v.Models) == 1 {
+		return v.Models[0].Name
+	}
+	return probeModel
 }

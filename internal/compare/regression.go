@@ -257,6 +257,7 @@ const (
 	mRatio       = "vllm_probe_regression_ratio"
 	mTTFTGap     = "vllm_probe_server_ttft_gap_seconds"
 	mHeadroom    = "vllm_server_headroom_ratio"
+	mSpecRatio   = "vllm_server_spec_decode_regression_ratio"
 	labelTarget  = "target"
 	labelModule  = "module"
 	labelModel   = "model"
@@ -283,7 +284,8 @@ func newDescs(static []string) map[string]*prometheus.Desc {
 			append([]string{labelTarget, labelModel}, static...), nil),
 		mHeadroom: prometheus.NewDesc(mHeadroom, "Remaining capacity (0-1) by resource: kv_cache, batch_slots, throughput and overall (their minimum).",
 			append(append([]string{labelTarget, labelModel}, static...), "resource"), nil),
-		mRatio: prometheus.NewDesc(mRatio, "Live probe latency / the baseline's expectation at the live load (E2E scaled to the probes' output length), or for output_throughput the expected / live output tokens per second of one request; above 1 is worse than the baseline.", append(slices.Clone(pair), labelMetric), nil),
+		mSpecRatio: prometheus.NewDesc(mSpecRatio, "The baseline's draft tokens accepted per speculative draft / the server's over the rate window (vllm_server_spec_decode_accepted_tokens_per_draft); above 1 is worse than the baseline. Absent unless both have speculative decoding.", tgt, nil),
+		mRatio:     prometheus.NewDesc(mRatio, "Live probe latency / the baseline's expectation at the live load (E2E scaled to the probes' output length), or for output_throughput the expected / live output tokens per second of one request; above 1 is worse than the baseline.", append(slices.Clone(pair), labelMetric), nil),
 	}
 }
 
@@ -404,6 +406,7 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 	if live, ok := server.StreamOutputTokensPerSecond(t.name); ok {
 		throughputRatio = baseline.RegressionRatio(baseline.MetricOutputThroughput, live, exp.OutputThroughput/load)
 	}
+	c.collectSpecDecode(ch, st, server, t, l)
 	window := t.window
 	if fixed > 0 {
 		window = fixed
@@ -426,5 +429,32 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 			}
 			send(ch, ms.ratio[j], r)
 		}
+	}
+}
+
+// collectSpecDecode sends vllm_server_spec_decode_regression_ratio of t:
+// the baseline's accepted tokens per draft over the live one, for each
+// model of the target whose server counts drafts, when the baseline's runs
+// had speculative decoding.
+func (c *Collector) collectSpecDecode(ch chan<- prometheus.Metric, st *state, server ServerSource, t target, l *loaded) {
+	want, ok := l.b.SpecDecodeAcceptedPerDraft()
+	if !ok {
+		return
+	}
+	v, ok := server.View(t.name)
+	if !ok {
+		return
+	}
+	for _, mv := range v.Models {
+		if mv.Derived == nil {
+			continue
+		}
+		// Higher is better, as for throughput: the ratio is expected / live.
+		r := baseline.RegressionRatio(baseline.MetricOutputThroughput, mv.Derived.SpecAcceptedPerDraft, want)
+		if math.IsNaN(r) {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(st.descs[mSpecRatio], prometheus.GaugeValue, r,
+			append(append([]string{t.name, mv.Name}, t.static...), t.baseline)...)
 	}
 }

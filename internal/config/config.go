@@ -84,6 +84,10 @@ var (
 	}
 )
 
+// Engines are the values of a target's engine key: the engines the
+// collector has a profile for (collector.Engines, which a test keeps equal).
+var Engines = []string{"vllm", "ray", "sglang", "trtllm", "triton", "llamacpp", "dynamo", "nim"}
+
 // Config is the whole configuration file.
 type Config struct {
 	Global    Global            `yaml:"global"`
@@ -252,6 +256,9 @@ type Target struct {
 	TokenBudgetPerHour int `yaml:"token_budget_per_hour,omitempty"`
 	// MetricsPath is where the collector scrapes vLLM's own metrics.
 	MetricsPath string `yaml:"metrics_path"`
+	// Engine forces the engine profile /metrics is read with (one of
+	// Engines); empty detects it from the families present.
+	Engine string `yaml:"engine,omitempty"`
 	// ScrapeMetrics turns the /metrics collector on or off for this target.
 	ScrapeMetrics    bool                       `yaml:"scrape_metrics"`
 	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
@@ -839,6 +846,9 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	}
 	if !strings.HasPrefix(t.MetricsPath, "/") {
 		return fmt.Errorf("metrics_path %q must start with /", t.MetricsPath)
+	}
+	if t.Engine != "" && !slices.Contains(Engines, t.Engine) {
+		return fmt.Errorf("unknown engine %q (one of %s)", t.Engine, strings.Join(Engines, ", "))
 	}
 	if dir != "" {
 		t.HTTPClientConfig.SetDirectory(dir)

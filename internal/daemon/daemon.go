@@ -246,7 +246,8 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.scrapes = d.coll
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
 		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Load: d.coll.LoadDuring,
-		RecordPrefix: recordPrefix(opts.ShardIndex, opts.ShardCount)})
+		RecordPrefix: recordPrefix(opts.ShardIndex, opts.ShardCount),
+		Sleeping:     d.coll.Sleeping})
 	d.bursts = prober.NewBurster(reg, d.probes)
 	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
 		Probes: compare.FromProber(d.probes), Server: d.coll, Window: opts.ProbeWindow})

@@ -282,8 +282,13 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 	}
 	fmt.Fprintf(&b, "TTFT: %s\nTPOT: %s\nE2E: %s\n", fmtDur(res.TTFT), fmtDur(res.TPOT), e2e)
 	src := "counted"
-	if res.OutputTokensFromUsage {
+	switch {
+	case res.OutputTokensFromUsage:
 		src = "from usage"
+	case res.OutputTokensFromTimings:
+		src = "from llama.cpp timings"
+	case res.OutputTokensEstimated():
+		src = "counted from content events: estimated"
 	}
 	fmt.Fprintf(&b, "Prompt tokens: %d\nOutput tokens: %d (%s)\n", res.PromptTokens, res.OutputTokens, src)
 	if tps := res.OutputTokensPerSecond(); tps > 0 {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/mixin"
 	"github.com/vllm-prober/vllm_prober/prober"
@@ -308,8 +309,19 @@ func (d *Daemon) scrapeText(target string, now time.Time, errLen int) (text stri
 	text = state + " at " + sc.At.UTC().Format("15:04:05Z") + " (" + fmtAgo(now.Sub(sc.At)) + " ago), took " + fmtScrapeDur(sc.Duration)
 	if !sc.Up {
 		text += ": " + terseErr(d.scrubber.Load().scrub(sc.Err), errLen)
+		return text, true
 	}
-	return text, !sc.Up
+	switch {
+	case sc.Engine == collector.EngineUnknown:
+		text += "; matches no engine profile, no engine signal read (families " + strings.Join(sc.FamiliesSeen, ", ") + ")"
+		bad = true
+	case sc.Engine != "":
+		text += "; engine " + sc.Engine
+	}
+	if sc.SleepLevel > 0 {
+		text += "; sleeping (level " + strconv.Itoa(sc.SleepLevel) + ")"
+	}
+	return text, bad
 }
 
 // fmtScrapeDur renders a scrape's duration: 12.3ms, 1.50s.

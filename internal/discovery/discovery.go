@@ -23,6 +23,7 @@
 //	__scheme__        http
 //	__metrics_path__  target_defaults.metrics_path (/metrics)
 //	__model__         target_defaults.model, when set
+//	__engine__        target_defaults.engine, when set
 //	__meta_*          the discoverer's labels (__meta_filepath, __meta_url,
 //	                  __meta_kubernetes_pod_label_<name>, ...)
 //
@@ -32,6 +33,7 @@
 //	__scheme__ and __address__  the target URL, scheme://address
 //	__metrics_path__  where vLLM's /metrics is scraped
 //	__model__         the served model name ("" means: ask /v1/models)
+//	__engine__        the engine profile of its /metrics ("" means: detect it)
 //
 // Every remaining label whose name does not start with "__" becomes a static
 // label of the target, on top of target_defaults.labels. A drop (or a failed
@@ -46,6 +48,7 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -70,6 +73,9 @@ import (
 const (
 	TargetNameLabel = "__target_name__"
 	ModelLabel      = "__model__"
+	// EngineLabel forces the engine profile the target's /metrics is read
+	// with (the target's engine key); "" detects it.
+	EngineLabel = "__engine__"
 )
 
 // PublishDelay is how long a Manager gathers the updates that follow a first
@@ -392,6 +398,9 @@ func (m *Manager) build(groupLabels, targetLabels model.LabelSet) (*config.Targe
 	if m.template.Model != "" {
 		lb.Set(ModelLabel, m.template.Model)
 	}
+	if m.template.Engine != "" {
+		lb.Set(EngineLabel, m.template.Engine)
+	}
 	for n, v := range groupLabels {
 		lb.Set(string(n), string(v))
 	}
@@ -437,6 +446,9 @@ func (m *Manager) build(groupLabels, targetLabels model.LabelSet) (*config.Targe
 	t.URL = u.String()
 	t.Model = lb.Get(ModelLabel)
 	t.MetricsPath = metricsPath
+	if t.Engine = lb.Get(EngineLabel); t.Engine != "" && !slices.Contains(config.Engines, t.Engine) {
+		return nil, fmt.Errorf("__engine__ %q is not one of %s", t.Engine, strings.Join(config.Engines, ", "))
+	}
 	var lerr error
 	lb.Range(func(l labels.Label) {
 		if lerr != nil || strings.HasPrefix(l.Name, "__") {

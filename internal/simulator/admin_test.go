@@ -16,7 +16,7 @@ func TestAdminRoundTrip(t *testing.T) {
 	_, ts := startSim(t, func(c *Config) { c.APIKey = "k" })
 	code, body := get(t, ts.URL+"/admin/config")
 	want := `{"model":"m","max_model_len":1024,"kv_cache_tokens":16384,"block_size":16,"data_parallel_size":1,` +
-		`"metrics_names":"v1","error_shape":"nested","version":"0.32.0","trace_file":"","api_key_set":true,` +
+		`"engine":"vllm","metrics_names":"v1","error_shape":"nested","version":"0.32.0","trace_file":"","api_key_set":true,` +
 		`"ttft":"5ms","itl":"2ms","prefill_per_token":"0s","batch_slowdown":0,"jitter":0,"max_num_seqs":256,` +
 		`"fault":"","fault_rate":1,"fault_status":500,"fault_after":1,"fault_delay":"5s"}`
 	if code != 200 || body != want {

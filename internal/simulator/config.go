@@ -60,6 +60,9 @@ type Config struct {
 	PrefillPerToken time.Duration // added to TTFT per prompt token
 	Jitter          float64       // each delay is scaled by a uniform factor in [1-Jitter, 1+Jitter]
 
+	// Engine is the engine whose surface is served (EngineNames): /metrics
+	// names, streaming quirks, error bodies, health and models answers.
+	Engine       string
 	MetricsNames string // "v1", "v0.10" or "legacy"
 	ErrorShape   string // "nested" or "flat"
 	Version      string // reported by /version; empty picks one matching MetricsNames
@@ -81,6 +84,11 @@ type Config struct {
 	Echo        bool
 	// EmbeddingDimension is the vector length /v1/embeddings returns.
 	EmbeddingDimension int
+
+	// SpecDecodeTokens is the number of speculative tokens drafted per step
+	// (0: no speculative decoding); SpecAcceptRate the share accepted.
+	SpecDecodeTokens int
+	SpecAcceptRate   float64
 }
 
 // DefaultConfig returns the defaults documented in docs/simulator.md.
@@ -98,6 +106,7 @@ func DefaultConfig() Config {
 		BatchSlowdown:    0.02,
 		PrefillPerToken:  0,
 		Jitter:           0,
+		Engine:           EngineVLLM,
 		MetricsNames:     MetricsV1,
 		ErrorShape:       ErrorShapeNested,
 		FaultRate:        1,
@@ -144,6 +153,12 @@ func (c *Config) validate() error {
 	case ErrorShapeNested, ErrorShapeFlat:
 	default:
 		errs = append(errs, fmt.Errorf("error shape must be nested or flat, got %q", c.ErrorShape))
+	}
+	if _, ok := dialects[c.Engine]; !ok {
+		errs = append(errs, fmt.Errorf("engine must be one of %s, got %q", strings.Join(EngineNames(), ", "), c.Engine))
+	}
+	if c.SpecDecodeTokens < 0 || c.SpecAcceptRate < 0 || c.SpecAcceptRate > 1 {
+		errs = append(errs, fmt.Errorf("spec decode tokens must not be negative and the accept rate must be in [0, 1], got %d and %g", c.SpecDecodeTokens, c.SpecAcceptRate))
 	}
 	if c.EmbeddingDimension < 1 {
 		errs = append(errs, fmt.Errorf("embedding dimension must be at least 1, got %d", c.EmbeddingDimension))
@@ -233,6 +248,7 @@ type adminView struct {
 	KVCacheTokens    int     `json:"kv_cache_tokens"`
 	BlockSize        int     `json:"block_size"`
 	DataParallelSize int     `json:"data_parallel_size"`
+	Engine           string  `json:"engine"`
 	MetricsNames     string  `json:"metrics_names"`
 	ErrorShape       string  `json:"error_shape"`
 	Version          string  `json:"version"`
@@ -254,7 +270,7 @@ type adminView struct {
 // readOnlyKeys appear in GET /admin/config but cannot be posted.
 var readOnlyKeys = map[string]bool{
 	"model": true, "max_model_len": true, "kv_cache_tokens": true, "block_size": true,
-	"data_parallel_size": true, "metrics_names": true, "error_shape": true, "version": true,
+	"data_parallel_size": true, "engine": true, "metrics_names": true, "error_shape": true, "version": true,
 	"trace_file": true, "api_key_set": true,
 }
 

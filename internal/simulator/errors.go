@@ -52,9 +52,26 @@ type flatError struct {
 // {"error": {...}} (vLLM >= 0.10.1) or the older flat object.
 func errorBody(shape string, status int, msg string, param *string) []byte {
 	var v any
-	if shape == ErrorShapeFlat {
+	switch shape {
+	case ErrorShapeFlat:
 		v = flatError{Object: "error", Message: msg, Type: errorType(status), Param: param, Code: status}
-	} else {
+	case ErrorShapeDetail:
+		v = map[string]string{"detail": msg}
+	case ErrorShapeString:
+		v = map[string]string{"error": msg}
+	case ErrorShapeLlamaCpp:
+		v = struct {
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+				Type    string `json:"type"`
+			} `json:"error"`
+		}{struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+			Type    string `json:"type"`
+		}{status, msg, llamaCppErrorType(status)}}
+	default:
 		v = struct {
 			Error errorInfo `json:"error"`
 		}{errorInfo{Message: msg, Type: errorType(status), Param: param, Code: status}}
@@ -75,7 +92,7 @@ func marshalNoEscape(v any) []byte {
 }
 
 func (s *Simulator) writeError(w http.ResponseWriter, status int, msg string, param *string) {
-	b := errorBody(s.cfg.ErrorShape, status, msg, param)
+	b := errorBody(s.errorShape(), status, msg, param)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
@@ -83,3 +100,12 @@ func (s *Simulator) writeError(w http.ResponseWriter, status int, msg string, pa
 }
 
 func strPtr(s string) *string { return &s }
+
+// errorShape is the configured vLLM shape for vLLM and the engines that
+// share its server (Ray, NIM), else the engine's own.
+func (s *Simulator) errorShape() string {
+	if d := s.dialect(); d.errorShape != ErrorShapeNested {
+		return d.errorShape
+	}
+	return s.cfg.ErrorShape
+}

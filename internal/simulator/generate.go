@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -67,6 +68,10 @@ func (s *Simulator) serveGeneration(w http.ResponseWriter, r *http.Request, g *g
 	k := s.currentKnobs()
 	if k.Fault == FaultEngineDead {
 		s.writeError(w, http.StatusInternalServerError, "EngineCore encountered an issue. See stack trace (above) for the root cause.", nil)
+		return
+	}
+	if level := s.sleepLevel(); level > 0 {
+		s.writeError(w, http.StatusServiceUnavailable, "The engine is sleeping (level "+strconv.Itoa(level)+"); POST /wake_up wakes it.", nil)
 		return
 	}
 	w.Header().Set("X-Request-Id", g.requestID)
@@ -292,6 +297,7 @@ func (ru *run) finish(reason string) {
 	}
 	m := ru.e.m
 	m.success[reason].add(1)
+	ru.countSpecDecode(m)
 	sq := ru.sq // done: no other goroutine touches it any more
 	hits := sq.cachedHits
 	end := now
@@ -328,4 +334,20 @@ func hugeText(n int) []byte {
 	b = append(b, '"')
 	b = append(b, strings.Repeat("x", n)...)
 	return append(b, '"')
+}
+
+// countSpecDecode counts the speculative decoding of a finished request:
+// each draft proposes SpecDecodeTokens tokens of which SpecAcceptRate are
+// accepted, and a step emits the accepted tokens plus the one the target
+// model samples; so ceil(generated / (1 + accepted per draft)) drafts.
+func (ru *run) countSpecDecode(m *engineMetrics) {
+	k := ru.s.cfg.SpecDecodeTokens
+	if k <= 0 || ru.tokens <= 0 {
+		return
+	}
+	perDraft := float64(k) * ru.s.cfg.SpecAcceptRate
+	drafts := int(math.Ceil(float64(ru.tokens) / (1 + perDraft)))
+	m.specDrafts.add(drafts)
+	m.specDraftTokens.add(drafts * k)
+	m.specAccepted.add(int(math.Round(float64(drafts) * perDraft)))
 }

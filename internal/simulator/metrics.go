@@ -52,6 +52,9 @@ const (
 	helpReqPreemptions   = "Number of preemptions per request."
 	helpCacheConfig      = "Information of the LLMEngine CacheConfig"
 	helpProcessStart     = "Start time of the process since unix epoch in seconds."
+	helpSpecDrafts       = "Number of spec decoding drafts."
+	helpSpecDraftTokens  = "Number of draft tokens."
+	helpSpecAccepted     = "Number of accepted tokens."
 )
 
 type lbl struct{ k, v string }
@@ -146,25 +149,7 @@ func (x *expo) counter(name, help string, groups []*group, f func(*engineMetrics
 }
 
 func (x *expo) histogram(name, help string, groups []*group, f func(*engineMetrics) *histogram) {
-	x.header(name, help, "histogram")
-	for _, g := range groups {
-		bounds := f(g.engines[0].m).bounds
-		cum := make([]uint64, len(bounds)+1)
-		var sum float64
-		for _, e := range g.engines {
-			c, s := f(e.m).snapshot()
-			for i := range c {
-				cum[i] += c[i]
-			}
-			sum += s
-		}
-		for i, le := range bounds {
-			x.sample(name+"_bucket", with(g.labels, lbl{"le", pyGoString(le)}), float64(cum[i]))
-		}
-		x.sample(name+"_bucket", with(g.labels, lbl{"le", "+Inf"}), float64(cum[len(bounds)]))
-		x.sample(name+"_count", g.labels, float64(cum[len(bounds)]))
-		x.sample(name+"_sum", g.labels, sum)
-	}
+	x.scaledHistogram(name, help, groups, f, 1)
 	x.created(name, help, groups, nil)
 }
 
@@ -212,10 +197,11 @@ func (s *Simulator) renderMetrics() []byte {
 			x.sample("vllm:num_requests_waiting_by_reason", with(g.labels, lbl{"reason", "deferred"}), 0)
 		}
 		x.header("vllm:engine_sleep_state", helpSleepState, "gauge")
+		level := s.sleepLevel()
 		for _, g := range gs {
-			x.sample("vllm:engine_sleep_state", with(g.labels, lbl{"sleep_state", "awake"}), 1)
-			x.sample("vllm:engine_sleep_state", with(g.labels, lbl{"sleep_state", "weights_offloaded"}), 0)
-			x.sample("vllm:engine_sleep_state", with(g.labels, lbl{"sleep_state", "discard_all"}), 0)
+			for _, st := range sleepStates {
+				x.sample("vllm:engine_sleep_state", with(g.labels, lbl{"sleep_state", st.name}), sleepStateValue(st.level, level))
+			}
 		}
 	}
 	switch names {
@@ -256,6 +242,12 @@ func (s *Simulator) renderMetrics() []byte {
 		x.counter("vllm:prompt_tokens_cached", helpPromptCached, gs, func(m *engineMetrics) *counter { return &m.prefixHits })
 	}
 	x.counter("vllm:generation_tokens", helpGenTokens, gs, func(m *engineMetrics) *counter { return &m.genTokens })
+	if s.cfg.SpecDecodeTokens > 0 {
+		// vllm/v1/spec_decode/metrics.py, SpecDecodingProm.
+		x.counter("vllm:spec_decode_num_drafts", helpSpecDrafts, gs, func(m *engineMetrics) *counter { return &m.specDrafts })
+		x.counter("vllm:spec_decode_num_draft_tokens", helpSpecDraftTokens, gs, func(m *engineMetrics) *counter { return &m.specDraftTokens })
+		x.counter("vllm:spec_decode_num_accepted_tokens", helpSpecAccepted, gs, func(m *engineMetrics) *counter { return &m.specAccepted })
+	}
 
 	reasons := finishReasonsOld
 	if names == MetricsV1 {
@@ -355,7 +347,7 @@ func (s *Simulator) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	b := s.renderMetrics()
+	b := s.renderEngineMetrics()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)

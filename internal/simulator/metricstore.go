@@ -88,12 +88,16 @@ var (
 type engineMetrics struct {
 	createdBits atomic.Uint64 // Unix seconds as float64 bits
 
-	preemptions     counter
-	promptTokens    counter
-	genTokens       counter
-	prefixQueries   counter
-	prefixHits      counter
-	promptComputed  counter
+	preemptions    counter
+	promptTokens   counter
+	genTokens      counter
+	prefixQueries  counter
+	prefixHits     counter
+	promptComputed counter
+	// Speculative decoding (Config.SpecDecodeTokens > 0).
+	specDrafts      counter
+	specDraftTokens counter
+	specAccepted    counter
 	success         map[string]*counter
 	reqPromptTokens *histogram
 	reqGenTokens    *histogram

@@ -69,6 +69,7 @@ type genRequest struct {
 	stream          bool
 	includeUsage    bool
 	continuousUsage bool
+	llamaTimings    bool       // llama-server's usage and timings in the last chunk
 	out             outputSpec // what the output must be (answers.go)
 	script          *script    // scripted output, nil for the word stream
 }
@@ -200,6 +201,14 @@ func (s *Simulator) newGenRequest(r *http.Request, arrival time.Time, chat bool,
 	if stream && so != nil {
 		g.includeUsage = so.IncludeUsage == nil || *so.IncludeUsage
 		g.continuousUsage = g.includeUsage && so.ContinuousUsageStats != nil && *so.ContinuousUsageStats
+	}
+	switch d := s.dialect(); {
+	case d.noUsage:
+		g.includeUsage, g.continuousUsage = false, false
+	case d.timings && stream:
+		// llama-server puts usage and timings into the last chunk, never a
+		// usage-only chunk.
+		g.includeUsage, g.continuousUsage, g.llamaTimings = false, false, true
 	}
 	return g, nil
 }

@@ -31,8 +31,10 @@ type Simulator struct {
 	tracer  *tracer
 	handler http.Handler
 
-	knobs   atomic.Pointer[knobs]
-	adminMu sync.Mutex // serialises /admin/config updates
+	knobs atomic.Pointer[knobs]
+	// sleeping is vLLM's sleep level (0 awake), set by POST /sleep.
+	sleeping atomic.Int32
+	adminMu  sync.Mutex // serialises /admin/config updates
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -90,7 +92,7 @@ func New(cfg Config, logger log.Logger) (*Simulator, error) {
 		s.tracer = t
 	}
 	s.handler = s.routes()
-	level.Info(logger).Log("msg", "vLLM simulator ready", "model", cfg.Model, "engines", cfg.DataParallelSize,
+	level.Info(logger).Log("msg", "vLLM simulator ready", "engine", cfg.Engine, "model", cfg.Model, "engines", cfg.DataParallelSize,
 		"max_num_seqs", cfg.MaxNumSeqs, "kv_cache_tokens", cfg.KVCacheTokens, "ttft", cfg.TTFT, "itl", cfg.ITL,
 		"metrics_names", cfg.MetricsNames, "api_key_set", cfg.APIKey != "", "trace_file", cfg.TraceFile)
 	return s, nil
@@ -151,7 +153,15 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("POST /v1/responses", s.handleResponses)
-	mux.HandleFunc("GET /health", s.handleHealth)
+	mux.HandleFunc("GET /health", s.handleDialectHealth)
+	for _, p := range s.dialect().extraHealth {
+		mux.HandleFunc("GET "+p, s.handleDialectHealth)
+	}
+	if s.dialect().sleep {
+		mux.HandleFunc("POST /sleep", s.handleSleep)
+		mux.HandleFunc("POST /wake_up", s.handleWakeUp)
+		mux.HandleFunc("GET /is_sleeping", s.handleIsSleeping)
+	}
 	mux.HandleFunc("GET /ping", s.handleHealth)
 	mux.HandleFunc("POST /ping", s.handleHealth)
 	mux.HandleFunc("GET /version", s.handleVersion)
@@ -271,7 +281,7 @@ func (s *Simulator) handleModels(w http.ResponseWriter, r *http.Request) {
 	}
 	maxLen := s.cfg.MaxModelLen
 	cards := []modelCard{{
-		ID: s.cfg.Model, Object: "model", Created: created, OwnedBy: "vllm", Root: s.cfg.Model,
+		ID: s.cfg.Model, Object: "model", Created: created, OwnedBy: s.dialect().ownedBy, Root: s.cfg.Model,
 		MaxModelLen: &maxLen, Permission: perm(s.cfg.Model),
 	}}
 	// vLLM's LoRA cards: root is the adapter's path, parent the base model,
@@ -297,7 +307,7 @@ func (s *Simulator) adminView() adminView {
 	k := s.currentKnobs()
 	return adminView{
 		Model: s.cfg.Model, MaxModelLen: s.cfg.MaxModelLen, KVCacheTokens: s.cfg.KVCacheTokens,
-		BlockSize: s.cfg.BlockSize, DataParallelSize: s.cfg.DataParallelSize, MetricsNames: s.cfg.MetricsNames,
+		BlockSize: s.cfg.BlockSize, DataParallelSize: s.cfg.DataParallelSize, Engine: s.cfg.Engine, MetricsNames: s.cfg.MetricsNames,
 		ErrorShape: s.cfg.ErrorShape, Version: s.cfg.Version, TraceFile: s.cfg.TraceFile, APIKeySet: s.cfg.APIKey != "",
 		TTFT: k.TTFT.String(), ITL: k.ITL.String(), PrefillPerToken: k.PrefillPerToken.String(),
 		BatchSlowdown: k.BatchSlowdown, Jitter: k.Jitter, MaxNumSeqs: k.MaxNumSeqs,

@@ -115,9 +115,28 @@ func (o *streamSink) token(k int, finish string, text []byte) error {
 		}
 		b = append(b, `,"stop_reason":null}`...)
 	}
-	b = o.closeEvent(b, k)
+	if finish != "" && o.g.llamaTimings {
+		b = o.closeWithTimings(b, k)
+	} else {
+		b = o.closeEvent(b, k)
+	}
 	o.buf = b
 	return o.send(b, "token", k)
+}
+
+// closeWithTimings ends llama-server's last chunk: usage and the timings
+// object (tools/server, server_task_result_cmpl_final) after the choices.
+func (o *streamSink) closeWithTimings(b []byte, completion int) []byte {
+	b = append(b, "],"...)
+	b = appendUsage(b, o.g.promptTokens, completion)
+	elapsed := time.Since(o.g.arrival).Seconds() * 1e3
+	b = append(b, `,"timings":{"prompt_n":`...)
+	b = appendInt(b, o.g.promptTokens)
+	b = append(b, `,"predicted_n":`...)
+	b = appendInt(b, completion)
+	b = append(b, `,"predicted_ms":`...)
+	b = strconv.AppendFloat(b, elapsed, 'f', 3, 64)
+	return append(b, "}}\n\n"...)
 }
 
 // toolCall sends token k of a tool call as vLLM streams it: the first delta
@@ -158,7 +177,7 @@ func (o *streamSink) malformed(k int) error {
 
 func (o *streamSink) errorEvent(msg string) error {
 	b := append(o.buf[:0], "data: "...)
-	b = append(b, errorBody(o.s.cfg.ErrorShape, http.StatusInternalServerError, msg, nil)...)
+	b = append(b, errorBody(o.s.errorShape(), http.StatusInternalServerError, msg, nil)...)
 	b = append(b, "\n\n"...)
 	if err := o.send(b, "error", 0); err != nil {
 		return err

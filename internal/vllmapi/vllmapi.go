@@ -125,3 +125,23 @@ func Version(ctx context.Context, client *http.Client, base string) (string, err
 	}
 	return v.Version, nil
 }
+
+// IsSleeping returns /is_sleeping's "is_sleeping": whether vLLM's sleep
+// mode has put the engine to sleep (POST /sleep). vLLM serves the route in
+// dev mode only; elsewhere the answer is a *StatusError (404).
+func IsSleeping(ctx context.Context, client *http.Client, base string) (bool, error) {
+	body, err := get(ctx, client, base, "/is_sleeping", nil)
+	if err != nil {
+		return false, err
+	}
+	var v struct {
+		IsSleeping *bool `json:"is_sleeping"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return false, &DecodeError{Path: "/is_sleeping", Err: err}
+	}
+	if v.IsSleeping == nil {
+		return false, &DecodeError{Path: "/is_sleeping", Err: errors.New(`no "is_sleeping" field`)}
+	}
+	return *v.IsSleeping, nil
+}

@@ -64,6 +64,9 @@ func (d *chunkDecoder) decode(data []byte) (streamEvent, error) {
 	if c.Usage != nil {
 		ev.usage, ev.promptTokens, ev.completion = true, c.Usage.PromptTokens, c.Usage.CompletionTokens
 	}
+	if c.Timings != nil {
+		ev.predicted = c.Timings.PredictedN
+	}
 	return ev, nil
 }
 
@@ -115,6 +118,11 @@ type chunk struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
+	// llama-server's timings object, in the last chunk: predicted_n is the
+	// number of tokens it generated.
+	Timings *struct {
+		PredictedN int `json:"predicted_n"`
+	} `json:"timings"`
 	// Mid-stream errors: {"error":{...}} (≥ v0.10.1) or flat {"object":"error",...}.
 	Error  json.RawMessage `json:"error"`
 	Object objectError     `json:"object"`

@@ -168,6 +168,8 @@ type streamEvent struct {
 	// usage is set when the event reports token counts.
 	usage                    bool
 	promptTokens, completion int
+	// predicted is llama.cpp's timings.predicted_n (0: none).
+	predicted int
 	// finishErr is vLLM's finish_reason "error".
 	finishErr bool
 	err       string

@@ -29,6 +29,10 @@ const (
 	ReasonTruncated     Reason = "truncated"       // the stream ended without data: [DONE]
 	ReasonMalformed     Reason = "malformed"       // bad JSON, an oversize line or event, wrong content type
 	ReasonEmptyOutput   Reason = "empty_output"    // [DONE] arrived but no event carried generated text
+	// ReasonSleeping is a failure while the target's engine reported sleep
+	// (vLLM's sleep mode): the prober sets it over the reason the failure
+	// itself had (a 503, a timeout), which the error text still gives.
+	ReasonSleeping Reason = "sleeping"
 )
 
 // Reasons lists every failure reason, in documentation order.
@@ -38,6 +42,7 @@ func Reasons() []Reason {
 		ReasonUnauthorized, ReasonRateLimited, ReasonShed, ReasonContextLength, ReasonModelNotFound,
 		ReasonHTTP4xx, ReasonHTTP5xx, ReasonRedirect, ReasonStreamError, ReasonTruncated, ReasonMalformed,
 		ReasonEmptyOutput, ReasonWrongAnswer, ReasonInvalidStructured, ReasonInvalidEmbedding,
+		ReasonSleeping,
 	}
 }
 
@@ -126,6 +131,9 @@ type Result struct {
 	// OutputTokensFromUsage is false when the server sent no usage (or a zero
 	// completion_tokens) and OutputTokens counts content events instead.
 	OutputTokensFromUsage bool
+	// OutputTokensFromTimings is true when no usage came and OutputTokens is
+	// llama.cpp's timings.predicted_n, which the server counted.
+	OutputTokensFromTimings bool
 
 	Events         []Event     // bounded timeline
 	RequestHeader  http.Header // redacted copy of the headers Stream set
@@ -138,6 +146,13 @@ type Result struct {
 	Answer AnswerVerdict
 	// Dimension is the vector length of an embeddings probe, 0 otherwise.
 	Dimension int
+}
+
+// OutputTokensEstimated reports whether OutputTokens was counted from the
+// content events, the server having reported no count (one event per token
+// is the usual case, not a rule: an estimate).
+func (r *Result) OutputTokensEstimated() bool {
+	return r.OutputTokens > 0 && !r.OutputTokensFromUsage && !r.OutputTokensFromTimings
 }
 
 // OutputTokensPerSecond is OutputTokens / E2E, 0 when undefined: for failed

@@ -317,14 +317,19 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 		contentEvents int
 		usageOut      int
 		haveUsage     bool
+		predictedN    int             // llama.cpp's timings.predicted_n
 		text          strings.Builder // the start of the generated text, as sent
 		textDone      bool            // text holds enough to cut (textEnough)
 	)
 	finish := func() {
 		s.res.OutputTokens = contentEvents
-		if haveUsage && usageOut > 0 {
+		switch {
+		case haveUsage && usageOut > 0:
 			s.res.OutputTokens = usageOut
 			s.res.OutputTokensFromUsage = true
+		case predictedN > 0:
+			s.res.OutputTokens = predictedN
+			s.res.OutputTokensFromTimings = true
 		}
 		// The text may end where the stream broke or where reading stopped
 		// (textDone), in the middle of a secret: its tail is scrubbed, and
@@ -373,6 +378,9 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			haveUsage = true
 			usageOut = ev.completion
 			s.res.PromptTokens = ev.promptTokens
+		}
+		if ev.predicted > 0 {
+			predictedN = ev.predicted
 		}
 		switch ev.kind {
 		case EventDone:

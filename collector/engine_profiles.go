@@ -1,0 +1,251 @@
+package collector
+
+import "strings"
+
+// profiles are the engines the collector reads, in detection order: the
+// first whose Detect families a payload carries is picked. vLLM and the
+// engines exporting vLLM's names under another prefix come first; NIM's
+// bare vLLM names come last, after TensorRT-LLM, whose older unprefixed
+// names overlap them.
+var profiles = []*Profile{
+	vllmProfile, rayProfile, sglangProfile, trtllmProfile, tritonProfile, llamacppProfile, dynamoProfile, nimProfile,
+}
+
+// vllmDetect lists the families that identify a vLLM-named payload under
+// prefix (in place of "vllm:").
+func vllmDetect(prefix string) []string {
+	names := append(append([]string{}, engineFamilies...), v0OnlyFamilies...)
+	names = append(names, mGPUCacheUsage, mGPUPrefixQ, mGPUPrefixH, mSleepState)
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = prefix + strings.TrimPrefix(n, "vllm:")
+	}
+	return out
+}
+
+// vLLM: its own names, decided into schema eras by schema() (snapshot.go).
+// Families from vllm/v1/metrics/loggers.py and vllm/engine/metrics.py
+// (vllm-project/vllm); the sleep state from the same loggers.py
+// (vllm:engine_sleep_state, sleep_state="awake"|"weights_offloaded"|
+// "discard_all"), speculative decoding from vllm/v1/spec_decode/metrics.py.
+var vllmProfile = &Profile{
+	Engine:       "vllm",
+	Detect:       vllmDetect("vllm:"),
+	VLLMPrefixes: []string{"vllm:"},
+	EngineLabel:  lEngine,
+	Sleep:        true,
+}
+
+// Ray Serve LLM re-exports vLLM's families through Ray's metrics agent
+// (vLLM's RayPrometheusStatLogger, vllm/v1/metrics/ray_wrappers.py): the
+// "vllm:" prefix becomes "ray_vllm:" in older Ray and "ray_vllm_" in newer
+// Ray, next to Ray's own labels (WorkerId, ReplicaId, ...) and model_name.
+var rayProfile = &Profile{
+	Engine:       "ray",
+	Detect:       append(vllmDetect("ray_vllm:"), vllmDetect("ray_vllm_")...),
+	VLLMPrefixes: []string{"ray_vllm:", "ray_vllm_"},
+	EngineLabel:  lEngine,
+	Sleep:        true,
+}
+
+// NVIDIA NIM for LLMs serves vLLM's families without the "vllm:" prefix
+// (num_requests_running, gpu_cache_usage_perc, time_to_first_token_seconds,
+// ... with model_name).
+var nimProfile = &Profile{
+	Engine:       "nim",
+	Detect:       vllmDetect(""),
+	VLLMPrefixes: []string{""},
+	EngineLabel:  lEngine,
+	Sleep:        true,
+}
+
+// SGLang: sgl-project/sglang python/sglang/srt/metrics/collector.py
+// @00ae9c1590d2d0bb6c0bfff39e312c34ae3dd538 (SchedulerMetricsCollector,
+// TokenizerMetricsCollector). Labels model_name (name before 0.4), plus
+// tp_rank/pp_rank/dp_rank. 0.3 named the queue gauges num_requests_running
+// and num_requests_waiting, and the inter-token histogram was
+// time_per_output_token_seconds before inter_token_latency_seconds. No sleep
+// mode, no request-success counter by reason; speculative decoding is only
+// a per-batch gauge (spec_accept_rate), not counters.
+var sglangProfile = &Profile{
+	Engine: "sglang",
+	Detect: []string{
+		"sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_requests_running",
+		"sglang:token_usage", "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
+		"sglang:time_to_first_token_seconds", "sglang:e2e_request_latency_seconds",
+	},
+	ModelLabels: []string{"model_name", "name"},
+	EngineLabel: "dp_rank",
+	Scalars: []ScalarRule{
+		{Field: FieldRunning, Sources: []Source{{Family: "sglang:num_running_reqs"}, {Family: "sglang:num_requests_running"}}},
+		{Field: FieldWaiting, Sources: []Source{{Family: "sglang:num_queue_reqs"}, {Family: "sglang:num_requests_waiting"}}},
+		{Field: FieldKVUsage, Max: true, Sources: []Source{{Family: "sglang:token_usage"}}},
+		{Field: FieldKVCapacityTokens, Sources: []Source{{Family: "sglang:max_total_num_tokens"}}},
+		{Field: FieldPromptTokens, Sources: []Source{{Family: "sglang:prompt_tokens_total"}}},
+		{Field: FieldGenerationTokens, Sources: []Source{{Family: "sglang:generation_tokens_total"}}},
+		{Field: FieldPreemptions, Sources: []Source{{Family: "sglang:num_retracted_requests_total"}}},
+		// Prompt tokens looked up in the radix cache, and those found there.
+		{Field: FieldPrefixCacheQueries, Sources: []Source{{Family: "sglang:prompt_tokens_total"}}},
+		{Field: FieldPrefixCacheHits, Sources: []Source{{Family: "sglang:cached_tokens_total"}}},
+	},
+	Histograms: []HistRule{
+		{Field: HistTTFT, Sources: []HistSource{{Family: "sglang:time_to_first_token_seconds"}}},
+		{Field: HistITL, Sources: []HistSource{{Family: "sglang:inter_token_latency_seconds"}, {Family: "sglang:time_per_output_token_seconds"}}},
+		{Field: HistE2E, Sources: []HistSource{{Family: "sglang:e2e_request_latency_seconds"}}},
+		{Field: HistQueue, Sources: []HistSource{{Family: "sglang:queue_time_seconds"}}},
+		{Field: HistGenerationTokensPerRequest, Sources: []HistSource{{Family: "sglang:generation_tokens_histogram"}}},
+	},
+}
+
+// TensorRT-LLM's trtllm-serve: NVIDIA/TensorRT-LLM
+// tensorrt_llm/metrics/collector.py @050f80def8df236e326949c8bd9dee10fd896a83
+// (MetricsCollector, metric_prefix "trtllm_"; labels model_name and
+// engine_type). Releases before the prefix exported the same names bare on
+// /prometheus/metrics; each source lists the prefixed name first. No sleep
+// mode; speculative decoding counts draft and accepted tokens but not
+// drafts.
+var trtllmProfile = &Profile{
+	Engine: "trtllm",
+	Detect: []string{
+		"trtllm_num_requests_running", "trtllm_kv_cache_utilization", "trtllm_e2e_request_latency_seconds",
+		"trtllm_time_to_first_token_seconds", "trtllm_request_success_total", "kv_cache_utilization",
+	},
+	ModelLabels: []string{"model_name"},
+	Scalars: []ScalarRule{
+		{Field: FieldRunning, Sources: trtllmNames("num_requests_running")},
+		{Field: FieldWaiting, Sources: trtllmNames("num_requests_waiting")},
+		{Field: FieldKVUsage, Max: true, Sources: trtllmNames("kv_cache_utilization")},
+		{Field: FieldKVCapacityTokens, Sources: []Source{
+			{Family: "trtllm_kv_cache_max_blocks", Times: &Source{Family: "trtllm_kv_cache_tokens_per_block"}},
+		}},
+		{Field: FieldPromptTokens, Sources: trtllmNames("prompt_tokens_total")},
+		{Field: FieldGenerationTokens, Sources: trtllmNames("generation_tokens_total")},
+		{Field: FieldSpecDraftTokens, Sources: trtllmNames("spec_decode_num_draft_tokens_total")},
+		{Field: FieldSpecAcceptedTokens, Sources: trtllmNames("spec_decode_num_accepted_tokens_total")},
+	},
+	Histograms: []HistRule{
+		{Field: HistTTFT, Sources: trtllmHist("time_to_first_token_seconds")},
+		{Field: HistITL, Sources: trtllmHist("time_per_output_token_seconds")},
+		{Field: HistE2E, Sources: trtllmHist("e2e_request_latency_seconds")},
+		{Field: HistQueue, Sources: trtllmHist("request_queue_time_seconds")},
+		{Field: HistPrefill, Sources: trtllmHist("request_prefill_time_seconds")},
+	},
+}
+
+func trtllmNames(name string) []Source {
+	return []Source{{Family: "trtllm_" + name}, {Family: name}}
+}
+
+func trtllmHist(name string) []HistSource {
+	return []HistSource{{Family: "trtllm_" + name}, {Family: name}}
+}
+
+// Triton Inference Server with the TensorRT-LLM backend:
+// triton-inference-server/tensorrtllm_backend README.md, "Triton Metrics"
+// @0b9d7d5a195820d53abadfcf7208d0ccdbfd5332 (nv_trt_llm_* gauges by
+// request_type and kv_cache_block_type; request_type="waiting" and
+// kv_cache_block_type="fraction" since 2024) and Triton's base families
+// (nv_inference_*, cumulative durations in microseconds, label model).
+// Triton reports no token counters and, without histogram latencies on, no
+// per-request latency distribution: E2E and queue time are means only.
+var tritonProfile = &Profile{
+	Engine: "triton",
+	Detect: []string{
+		"nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics",
+		"nv_inference_request_success", "nv_inference_pending_request_count",
+	},
+	ModelLabels: []string{"model"},
+	Scalars: []ScalarRule{
+		{Field: FieldRunning, Sources: []Source{{Family: "nv_trt_llm_request_metrics", Match: map[string]string{"request_type": "active"}}}},
+		{Field: FieldWaiting, Sources: []Source{
+			{Family: "nv_trt_llm_request_metrics", Match: map[string]string{"request_type": "waiting"}},
+			{Family: "nv_inference_pending_request_count"},
+		}},
+		{Field: FieldKVUsage, Max: true, Sources: []Source{
+			{Family: "nv_trt_llm_kv_cache_block_metrics", Match: map[string]string{"kv_cache_block_type": "fraction"}},
+			{
+				Family: "nv_trt_llm_kv_cache_block_metrics", Match: map[string]string{"kv_cache_block_type": "used"},
+				Over: &Source{Family: "nv_trt_llm_kv_cache_block_metrics", Match: map[string]string{"kv_cache_block_type": "max"}},
+			},
+		}},
+		{Field: FieldKVCapacityTokens, Sources: []Source{{
+			Family: "nv_trt_llm_kv_cache_block_metrics", Match: map[string]string{"kv_cache_block_type": "max"},
+			Times: &Source{Family: "nv_trt_llm_kv_cache_block_metrics", Match: map[string]string{"kv_cache_block_type": "tokens_per"}},
+		}}},
+	},
+	Histograms: []HistRule{
+		// Triton's first-response histogram (decoupled models, with
+		// --metrics-config histogram_latencies=true), in milliseconds.
+		{Field: HistTTFT, Sources: []HistSource{{Family: "nv_inference_first_response_histogram_ms", Scale: 1e-3}}},
+		{Field: HistE2E, Sources: []HistSource{{
+			SumFamily: "nv_inference_request_duration_us", Scale: 1e-6,
+			CountFamilies: []string{"nv_inference_request_success", "nv_inference_request_failure"},
+		}}},
+		{Field: HistQueue, Sources: []HistSource{{
+			SumFamily: "nv_inference_queue_duration_us", Scale: 1e-6,
+			CountFamilies: []string{"nv_inference_request_success", "nv_inference_request_failure"},
+		}}},
+	},
+}
+
+// llama.cpp's llama-server --metrics: ggml-org/llama.cpp
+// tools/server/server-task.cpp (server_task_result_metrics) and
+// tools/server/server-context.cpp @fb4026604c67c682f552337ec9b91eced0abd35a:
+// "llamacpp:" counters and gauges, no labels at all (one model per
+// server). kv_cache_usage_ratio was removed upstream in May 2025
+// (ggml-org/llama.cpp #13660) and lives on in forks; the latency
+// histograms come from tools/server/server-metrics.cpp, which not every
+// build has. No queue-time histogram, no sleep mode.
+var llamacppProfile = &Profile{
+	Engine: "llamacpp",
+	Detect: []string{
+		"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total",
+		"llamacpp:requests_processing", "llamacpp:requests_deferred",
+	},
+	Scalars: []ScalarRule{
+		{Field: FieldRunning, Sources: []Source{{Family: "llamacpp:requests_processing"}}},
+		{Field: FieldWaiting, Sources: []Source{{Family: "llamacpp:requests_deferred"}}},
+		{Field: FieldKVUsage, Max: true, Sources: []Source{{Family: "llamacpp:kv_cache_usage_ratio"}}},
+		{Field: FieldPromptTokens, Sources: []Source{{Family: "llamacpp:prompt_tokens_total"}}},
+		{Field: FieldGenerationTokens, Sources: []Source{{Family: "llamacpp:tokens_predicted_total"}}},
+		{Field: FieldSpecDrafts, Sources: []Source{{Family: "llamacpp:spec_decode_num_drafts_total"}}},
+		{Field: FieldSpecDraftTokens, Sources: []Source{{Family: "llamacpp:spec_decode_num_draft_tokens_total"}}},
+		{Field: FieldSpecAcceptedTokens, Sources: []Source{{Family: "llamacpp:spec_decode_num_accepted_tokens_total"}}},
+	},
+	Histograms: []HistRule{
+		{Field: HistTTFT, Sources: []HistSource{{Family: "llamacpp:time_to_first_token_seconds"}}},
+		{Field: HistITL, Sources: []HistSource{{Family: "llamacpp:inter_token_latency_seconds"}}},
+		{Field: HistE2E, Sources: []HistSource{{Family: "llamacpp:e2e_request_latency_seconds"}}},
+		{Field: HistPrefill, Sources: []HistSource{{Family: "llamacpp:request_prefill_time_seconds"}}},
+	},
+}
+
+// Dynamo's frontend: ai-dynamo/dynamo lib/runtime/src/metrics/prometheus_names.rs
+// @4415465e3e0d30b12163c3c3f15d49ed78b300a8 (frontend_service) and
+// lib/llm/src/http/service/metrics.rs @0014908a25aecc8e9ce7455bbbaddf9f1521a1b4:
+// "dynamo_frontend_" families with a lower-cased model label. The frontend
+// sees requests, not the engine: inflight_requests counts every request
+// sent to a worker (the queued among them), queued_requests those without
+// a first response yet; prompt tokens are the sum of the
+// input_sequence_tokens histogram. No KV cache, preemption or queue-time
+// signal: Dynamo's workers export their engine's own families.
+var dynamoProfile = &Profile{
+	Engine: "dynamo",
+	Detect: []string{
+		"dynamo_frontend_requests_total", "dynamo_frontend_inflight_requests",
+		"dynamo_frontend_time_to_first_token_seconds", "dynamo_frontend_request_duration_seconds",
+	},
+	ModelLabels: []string{"model"},
+	Scalars: []ScalarRule{
+		{Field: FieldRunning, Sources: []Source{{Family: "dynamo_frontend_inflight_requests"}}},
+		{Field: FieldWaiting, Sources: []Source{{Family: "dynamo_frontend_queued_requests"}}},
+		{Field: FieldPromptTokens, Sources: []Source{{Family: "dynamo_frontend_input_sequence_tokens", HistogramSum: true}}},
+		{Field: FieldGenerationTokens, Sources: []Source{{Family: "dynamo_frontend_output_tokens_total"}}},
+	},
+	Histograms: []HistRule{
+		{Field: HistTTFT, Sources: []HistSource{{Family: "dynamo_frontend_time_to_first_token_seconds"}}},
+		{Field: HistITL, Sources: []HistSource{{Family: "dynamo_frontend_inter_token_latency_seconds"}}},
+		{Field: HistE2E, Sources: []HistSource{{Family: "dynamo_frontend_request_duration_seconds"}}},
+		{Field: HistGenerationTokensPerRequest, Sources: []HistSource{{Family: "dynamo_frontend_output_sequence_tokens"}}},
+	},
+}

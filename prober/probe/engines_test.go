@@ -1,0 +1,95 @@
+package probe
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
+)
+
+// TestProbeEachEngine probes vllm_sim --engine=X for every engine: TTFT
+// within 10 % of the configured TTFT (best of five), the output token
+// count right, from usage, from llama.cpp's timings, or counted from the
+// content events and marked estimated where the engine sends neither
+// (Triton); /health and /v1/models answer; a wrong model fails with
+// model_not_found whatever the engine's error body.
+func TestProbeEachEngine(t *testing.T) {
+	const tokens = 12
+	const ttft = 60 * time.Millisecond
+	for _, engine := range simulator.EngineNames() {
+		t.Run(engine, func(t *testing.T) {
+			_, ts, cfg := startSim(t, func(c *simulator.Config) {
+				c.Engine, c.TTFT, c.ITL = engine, ttft, 2*time.Millisecond
+			})
+			for _, kind := range []string{config.ProberCompletions, config.ProberChat} {
+				best := time.Duration(1 << 62)
+				for range 5 {
+					res := simSpec(t, kind, tokens).Run(context.Background(), ts.Client(),
+						Call{BaseURL: ts.URL, Model: cfg.Model, StallTimeout: 2 * time.Second})
+					if !res.Success {
+						t.Fatalf("%s probe failed: %s: %s", kind, res.Reason, res.Err)
+					}
+					if res.OutputTokens != tokens {
+						t.Errorf("%s: output tokens %d, want %d", kind, res.OutputTokens, tokens)
+					}
+					est := res.OutputTokensEstimated()
+					switch engine {
+					case simulator.EngineTriton:
+						if !est {
+							t.Errorf("%s: no usage sent, count not marked estimated (usage %v, timings %v)", kind, res.OutputTokensFromUsage, res.OutputTokensFromTimings)
+						}
+					case simulator.EngineLlamaCpp:
+						if !res.OutputTokensFromUsage && !res.OutputTokensFromTimings || est {
+							t.Errorf("%s: llama.cpp's count not read from its last chunk (usage %v, timings %v)", kind, res.OutputTokensFromUsage, res.OutputTokensFromTimings)
+						}
+					default:
+						if !res.OutputTokensFromUsage {
+							t.Errorf("%s: output tokens not from the usage chunk", kind)
+						}
+					}
+					best = min(best, res.TTFT)
+				}
+				if d := absDur(best - ttft); d > ttft/10 {
+					t.Errorf("%s: TTFT %v (best of 5), configured %v: off by %v, more than 10 %%", kind, best, ttft, d)
+				}
+			}
+			if err := vllmapi.Health(context.Background(), ts.Client(), ts.URL); err != nil {
+				t.Errorf("/health: %v", err)
+			}
+			models, err := vllmapi.Models(context.Background(), ts.Client(), ts.URL, nil)
+			if err != nil || !slices.ContainsFunc(models, func(m vllmapi.Model) bool { return m.ID == cfg.Model }) {
+				t.Errorf("/v1/models = %+v, %v: want %s listed", models, err, cfg.Model)
+			}
+			res := simSpec(t, config.ProberChat, tokens).Run(context.Background(), ts.Client(),
+				Call{BaseURL: ts.URL, Model: "no-such-model", StallTimeout: 2 * time.Second})
+			if res.Success || res.Reason != ReasonModelNotFound || res.StatusCode != http.StatusNotFound {
+				t.Errorf("wrong model: success %v, reason %s, status %d, err %q; want model_not_found", res.Success, res.Reason, res.StatusCode, res.Err)
+			}
+		})
+	}
+}
+
+// TestProbeTimingsWithoutUsage: a llama.cpp stream whose last chunk has
+// timings but no usage gives the count from timings.predicted_n, not
+// estimated.
+func TestProbeTimingsWithoutUsage(t *testing.T) {
+	body := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"bc\"},\"finish_reason\":\"length\"}],\"timings\":{\"prompt_n\":3,\"predicted_n\":3,\"predicted_ms\":1.5}}\n\n" +
+		"data: [DONE]\n\n"
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		_, _ = w.Write([]byte(body))
+	}))
+	defer ts.Close()
+	res := simSpec(t, config.ProberChat, 3).Run(context.Background(), ts.Client(), Call{BaseURL: ts.URL, Model: "m"})
+	if !res.Success || res.OutputTokens != 3 || !res.OutputTokensFromTimings || res.OutputTokensEstimated() {
+		t.Errorf("success %v (%s %s), output %d, from timings %v, estimated %v; want 3 from timings",
+			res.Success, res.Reason, res.Err, res.OutputTokens, res.OutputTokensFromTimings, res.OutputTokensEstimated())
+	}
+}

@@ -1,0 +1,103 @@
+package prober
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	servercollector "github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
+)
+
+// TestProbeOfSleepingEngine: a probe of a vLLM simulator put to sleep
+// (POST /sleep?level=1) fails with reason sleeping, not http_5xx, once the
+// collector has read vllm:engine_sleep_state; vllm_server_sleep_level says
+// 1; after POST /wake_up the probe succeeds again.
+func TestProbeOfSleepingEngine(t *testing.T) {
+	_, ts, cfg := startSim(t, nil)
+	conf := loadConfig(t, `
+global: {probe_interval: 1h, scrape_interval: 50ms, scrape_timeout: 50ms}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 3}
+targets:
+  - {name: t, url: `+ts.URL+`, model: `+cfg.Model+`}
+`)
+	reg := prometheus.NewPedanticRegistry()
+	cm := servercollector.NewManager(servercollector.Options{Registerer: reg, Clients: httpclient.New(nil)})
+	if err := cm.Apply(conf); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { cm.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	opts := testOptions(nil, nil)
+	opts.Sleeping = cm.Sleeping
+	m := NewManager(opts)
+	if err := m.Apply(conf); err != nil {
+		t.Fatal(err)
+	}
+	post := func(path string) {
+		t.Helper()
+		resp, err := ts.Client().Post(ts.URL+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s: %s", path, resp.Status)
+		}
+	}
+	waitSleeping := func(want bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); cm.Sleeping("t") != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("collector never read sleeping=%v", want)
+			}
+		}
+	}
+
+	post("/sleep?level=1")
+	waitSleeping(true)
+	res, _, err := m.ProbeNow(context.Background(), "t", "short")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Success || res.Reason != probe.ReasonSleeping {
+		t.Errorf("probe of a sleeping engine: success %v, reason %q (%s); want reason sleeping", res.Success, res.Reason, res.Err)
+	}
+	if v := sleepLevel(t, reg); v != 1 {
+		t.Errorf("vllm_server_sleep_level = %g, want 1", v)
+	}
+
+	post("/wake_up")
+	waitSleeping(false)
+	if res, _, err := m.ProbeNow(context.Background(), "t", "short"); err != nil || !res.Success {
+		t.Errorf("probe after wake_up: %+v, %v; want success", res, err)
+	}
+	if v := sleepLevel(t, reg); v != 0 {
+		t.Errorf("vllm_server_sleep_level = %g after wake_up, want 0", v)
+	}
+}
+
+func sleepLevel(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "vllm_server_sleep_level" && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	n, err := testutil.GatherAndCount(reg, "vllm_server_sleep_level")
+	t.Fatalf("%d vllm_server_sleep_level series (%v), want 1", n, err)
+	return -1
+}
