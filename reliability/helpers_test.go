@@ -104,6 +104,11 @@ func hostile(status int) http.Handler {
 			w.Header().Set("Www-Authenticate", "Bearer realm="+auth)
 			w.Header().Set("X-Echo-Authorization", auth)
 			w.Header().Set("Retry-After", "1")
+			if status == http.StatusTooManyRequests {
+				// A key refused by its quota, as OpenAI-style APIs say it: a 429
+				// with Retry-After alone would read as a gateway shedding load.
+				w.Header().Set("X-Ratelimit-Limit-Requests", "1")
+			}
 			w.WriteHeader(status)
 			fmt.Fprintf(w, `{"error":{"message":"key %s rejected (Authorization: %s)","type":"HostileError","param":null,"code":%d}}`,
 				key, auth, status)
