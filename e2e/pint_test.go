@@ -98,7 +98,10 @@ targets:
 			t.Fatal(err)
 		}
 		addr := freeAddr(t)
-		args := append([]string{"--config.file=" + cfgFile, "--storage.tsdb.path=" + filepath.Join(sdir, "data"), "--web.listen-address=" + addr},
+		// The seasonal rules read the same hour three weeks ago: they need a
+		// retention of at least 3w1h (docs/runbook.md), which pint checks.
+		args := append([]string{"--config.file=" + cfgFile, "--storage.tsdb.path=" + filepath.Join(sdir, "data"), "--web.listen-address=" + addr,
+			"--storage.tsdb.retention.time=22d"},
 			mixin.PrometheusFlags(s.mode, s.major)...)
 		proc := startProcess(t, s.name, s.bin, args...)
 		if err := waitReady(ctx, proc, "http://"+addr+"/-/ready", 60*time.Second); err != nil {
@@ -114,6 +117,22 @@ targets:
 		}
 		fmt.Fprintf(&hcl, "prometheus %q {\n  uri     = %q\n  timeout = \"30s\"\n}\n", s.name, "http://"+addr)
 	}
+	// Known and accepted, each for its reason:
+	//   - vllm_probe_failures_total and vllm_probe_skipped_total appear with a
+	//     reason's first occurrence, so a healthy stack has none yet, and
+	//     vllm_server_sleep_level only where an engine reports sleep mode; the
+	//     rules read their absence as none (VLLMEngineHung, VLLMProbesFailing
+	//     and VLLMProbeBudgetExhausted do not fire, VLLMEndpointDown is not
+	//     muted). vllm_probe_health_up{vantage!=""} exists only with vantages.
+	//   - rule/dependency: the hourly seasonal group reads the SLI group's
+	//     ratios; one evaluation of lag is nothing at hour resolution.
+	hcl.WriteString(`check "promql/series" {
+  ignoreMetrics = ["vllm_probe_failures_total", "vllm_probe_skipped_total", "vllm_server_sleep_level", "vllm_probe_health_up"]
+}
+checks {
+  disabled = ["rule/dependency"]
+}
+`)
 	cfg := filepath.Join(dir, "pint.hcl")
 	if err := os.WriteFile(cfg, []byte(hcl.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -122,7 +141,16 @@ targets:
 	cmd := exec.CommandContext(ctx, filepath.Join(pintDir, "pint"), args...)
 	out, err := cmd.CombinedOutput()
 	var problems []string
+	accepted := false // the line before was a warning ignoreMetrics made of a bug
 	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "Warning: query on nonexistent series (promql/series)") {
+			accepted = true // pint keeps a bug for any metric outside ignoreMetrics
+			continue
+		}
+		if strings.HasPrefix(l, "  ---> ") && accepted {
+			accepted = false
+			continue
+		}
 		if strings.HasPrefix(l, "Bug:") || strings.HasPrefix(l, "Warning:") || strings.HasPrefix(l, "Fatal:") || strings.HasPrefix(l, "  ---> ") {
 			problems = append(problems, l)
 		}
