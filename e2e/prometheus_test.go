@@ -57,6 +57,11 @@ var panelExemptions = map[string]string{
 	// Speculative decoding: the simulator of this run drafts no tokens
 	// (collector TestSpecDecodeSeries proves the series on one that does).
 	`vllm_server_spec_decode_`: "the simulator of this run serves no speculative decoding",
+	// Skip counters are created at a pair's first skip (prober
+	// TestReasonsAppearAtZeroFirst); a healthy endpoint probed once a second
+	// may skip nothing in the whole run, and a loaded machine may skip some.
+	// prober TestManagerBudget counts budget skips.
+	`vllm_probe_skipped_total{`: "skip counters appear at a pair's first skip; this run may skip no probe",
 	// Seasonal rules need the same hour one, two and three weeks ago
 	// (alerts/tests/seasonal_test.yml proves them over 25 days of series).
 	`_seasonal`: "the seasonal rules yield nothing before three weeks of history",
