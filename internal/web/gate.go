@@ -1,4 +1,4 @@
-package daemon
+package web
 
 import (
 	"encoding/json"
@@ -129,13 +129,13 @@ func gateThresholds(q url.Values) (compare.Thresholds, error) {
 // whatever the verdict, for Argo Rollouts' web provider). It runs no probe:
 // it reads what the scheduled (and burst) probes recorded, so it spends no
 // tokens.
-func (d *Daemon) gateHandler(w http.ResponseWriter, r *http.Request) {
+func (h *handler) gateHandler(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodPost && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD, POST")
 		textResponse(w, http.StatusMethodNotAllowed, "This endpoint answers GET (and POST, for webhooks).")
 		return
 	}
-	cfg := d.Running()
+	cfg := h.opts.Running()
 	q, t, module, err := webhookPair(cfg, r)
 	if err != nil {
 		textResponse(w, http.StatusBadRequest, "%s", err)
@@ -154,7 +154,7 @@ func (d *Daemon) gateHandler(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	v, err := d.gateVerdict(cfg, t, module, q.Get("reference"), window, th)
+	v, err := h.gateVerdict(cfg, t, module, q.Get("reference"), window, th)
 	if err != nil {
 		textResponse(w, http.StatusBadRequest, "%s", err)
 		return
@@ -190,10 +190,10 @@ func parseDuration(s string) (time.Duration, error) {
 var errNoComparison = errors.New("has no baseline: name a reference target (reference=NAME) to compare with")
 
 // gateVerdict judges t's probes of module in the last window.
-func (d *Daemon) gateVerdict(cfg *config.Config, t *config.Target, module, reference string, window time.Duration, th compare.Thresholds) (compare.Verdict, error) {
+func (h *handler) gateVerdict(cfg *config.Config, t *config.Target, module, reference string, window time.Duration, th compare.Thresholds) (compare.Verdict, error) {
 	since := time.Now().Add(-window)
 	sample := func(target string) compare.Sample {
-		st, _ := d.probes.Stats(target, module)
+		st, _ := h.probes.Stats(target, module)
 		probes, successes := st.ProbesSince(since)
 		return compare.Sample{Probes: probes, Successes: successes, Means: st.Means(since)}
 	}
@@ -210,7 +210,7 @@ func (d *Daemon) gateVerdict(cfg *config.Config, t *config.Target, module, refer
 		rs := sample(ref.Name)
 		v = compare.Judge(s, rs.Means, &rs, nil, th, "reference "+ref.Name)
 	} else {
-		cmp, has, ok := d.cmp.CompareWindow(t.Name, module, window)
+		cmp, has, ok := h.cmp.CompareWindow(t.Name, module, window)
 		switch {
 		case !has:
 			return v, fmt.Errorf("target %q %w", t.Name, errNoComparison)

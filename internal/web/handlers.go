@@ -1,4 +1,4 @@
-package daemon
+package web
 
 import (
 	"bytes"
@@ -31,31 +31,32 @@ import (
 // the scrape gives up.
 const scrapeTimeoutOffset = 500 * time.Millisecond
 
-func (d *Daemon) newHandler() http.Handler {
+// routes serves every page and endpoint of the daemon.
+func (h *handler) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/{$}", d.landingPage)
-	mux.Handle(d.opts.TelemetryPath, promhttp.InstrumentMetricHandler(d.registerer,
-		promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{
+	mux.HandleFunc("/{$}", h.landingPage)
+	mux.Handle(h.opts.TelemetryPath, promhttp.InstrumentMetricHandler(h.opts.Registerer,
+		promhttp.HandlerFor(h.opts.Gatherer, promhttp.HandlerOpts{
 			ErrorHandling: promhttp.ContinueOnError,
-			ErrorLog:      promLogger{d},
+			ErrorLog:      promLogger{h},
 			// Several Prometheis may scrape at once; more would be a misconfiguration.
 			MaxRequestsInFlight: 10,
 			// OpenMetrics carries the exemplars (record_id) of the probe
 			// histograms' classic buckets; protobuf is always offered.
 			EnableOpenMetrics: true,
 		})))
-	mux.Handle("/probe", sameSiteOnly("/probe sends requests to targets", http.HandlerFunc(d.probeHandler)))
-	mux.HandleFunc("/probe/record", d.recordHandler)
-	mux.HandleFunc("/target", d.targetHandler)
-	mux.HandleFunc("/config", d.configHandler)
-	mux.HandleFunc("/gate", d.gateHandler)          // gate.go
-	mux.Handle("/burst", adminPOST(d.burstHandler)) // burst.go
-	mux.Handle("/-/reload", adminPOST(d.reloadHandler))
+	mux.Handle("/probe", sameSiteOnly("/probe sends requests to targets", http.HandlerFunc(h.probeHandler)))
+	mux.HandleFunc("/probe/record", h.recordHandler)
+	mux.HandleFunc("/target", h.targetHandler)
+	mux.HandleFunc("/config", h.configHandler)
+	mux.HandleFunc("/gate", h.gateHandler)          // gate.go
+	mux.Handle("/burst", adminPOST(h.burstHandler)) // burst.go
+	mux.Handle("/-/reload", adminPOST(h.reloadHandler))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		textResponse(w, http.StatusOK, "Healthy")
 	})
 	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !d.ready.Load() {
+		if !h.opts.Ready() {
 			textResponse(w, http.StatusServiceUnavailable, "Not ready")
 			return
 		}
@@ -65,10 +66,10 @@ func (d *Daemon) newHandler() http.Handler {
 }
 
 // promLogger sends promhttp's errors to our logger.
-type promLogger struct{ d *Daemon }
+type promLogger struct{ h *handler }
 
 func (l promLogger) Println(v ...any) {
-	level.Error(l.d.logger).Log("msg", "Error serving metrics", "err", l.d.scrub(fmt.Sprint(v...)))
+	level.Error(l.h.logger).Log("msg", "Error serving metrics", "err", l.h.scrub(fmt.Sprint(v...)))
 }
 
 func textResponse(w http.ResponseWriter, code int, format string, args ...any) {
@@ -81,24 +82,24 @@ func textResponse(w http.ResponseWriter, code int, format string, args ...any) {
 
 // reloadHandler is POST /-/reload (stateChanging guards it). It is on
 // unless --no-web.enable-reload (Options.DisableReload).
-func (d *Daemon) reloadHandler(w http.ResponseWriter, _ *http.Request) {
-	if d.opts.DisableReload {
+func (h *handler) reloadHandler(w http.ResponseWriter, _ *http.Request) {
+	if h.opts.DisableReload {
 		textResponse(w, http.StatusForbidden, "Reloading over HTTP is not enabled (--no-web.enable-reload); send SIGHUP.")
 		return
 	}
-	if err := d.Reload(); err != nil {
+	if err := h.opts.Reload(); err != nil {
 		textResponse(w, http.StatusInternalServerError, "failed to reload config: %s", err)
 		return
 	}
 	textResponse(w, http.StatusOK, "Config reloaded")
 }
 
-func (d *Daemon) configHandler(w http.ResponseWriter, _ *http.Request) {
+func (h *handler) configHandler(w http.ResponseWriter, _ *http.Request) {
 	// Secrets are config.Secret values and marshal as <secret>; the scrubber is a
 	// second line of defence (e.g. a key pasted into a prompt by mistake).
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write([]byte(d.scrub(d.sc.Config().String())))
+	_, _ = w.Write([]byte(h.scrub(h.opts.Config().String())))
 }
 
 // probeHandler runs one probe now: /probe?target=NAME&module=M[&model=X][&debug=true];
@@ -106,8 +107,8 @@ func (d *Daemon) configHandler(w http.ResponseWriter, _ *http.Request) {
 // model names one of the models of a target with models (default: the first
 // listed). Without debug it answers the probe's metrics, as blackbox_exporter's /probe
 // does; with debug a text report of the probe.
-func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
-	cfg := d.Running() // this shard's static and discovered targets
+func (h *handler) probeHandler(w http.ResponseWriter, r *http.Request) {
+	cfg := h.opts.Running() // this shard's static and discovered targets
 	q := r.URL.Query()
 	targetName := q.Get("target")
 	if targetName == "" {
@@ -115,7 +116,7 @@ func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isProbeURL(targetName) {
-		d.urlProbeHandler(w, r, cfg, targetName)
+		h.urlProbeHandler(w, r, cfg, targetName)
 		return
 	}
 	t, ok := cfg.Target(targetName)
@@ -144,30 +145,30 @@ func (d *Daemon) probeHandler(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 
 	model := q.Get("model")
-	level.Debug(d.logger).Log("msg", "Probe requested", "target", t.Name, "module", module, "model", model, "debug", debug)
-	res, reg, err := d.probes.ProbeModelNow(ctx, t.Name, module, model)
+	level.Debug(h.logger).Log("msg", "Probe requested", "target", t.Name, "module", module, "model", model, "debug", debug)
+	res, reg, err := h.probes.ProbeModelNow(ctx, t.Name, module, model)
 	switch {
 	case errors.Is(err, prober.ErrUnknownModel):
-		textResponse(w, http.StatusBadRequest, "%s", d.scrub(err.Error()))
+		textResponse(w, http.StatusBadRequest, "%s", h.scrub(err.Error()))
 		return
 	case errors.Is(err, prober.ErrBudgetExceeded):
 		textResponse(w, http.StatusTooManyRequests, "probe of target %q module %q not run: %s", t.Name, module, err)
 		return
 	case err != nil:
-		msg := d.scrub(err.Error())
-		level.Error(d.logger).Log("msg", "Probe failed to run", "target", t.Name, "module", module, "err", msg)
+		msg := h.scrub(err.Error())
+		level.Error(h.logger).Log("msg", "Probe failed to run", "target", t.Name, "module", module, "err", msg)
 		textResponse(w, http.StatusInternalServerError, "probe of target %q module %q failed to run: %s", t.Name, module, msg)
 		return
 	case res == nil || reg == nil:
 		textResponse(w, http.StatusInternalServerError, "probe of target %q module %q returned no result", t.Name, module)
 		return
 	}
-	level.Debug(d.logger).Log("msg", "Probe finished", "target", t.Name, "module", module,
-		"success", res.Success, "reason", res.Reason, "err", d.scrub(res.Err))
+	level.Debug(h.logger).Log("msg", "Probe finished", "target", t.Name, "module", module,
+		"success", res.Success, "reason", res.Reason, "err", h.scrub(res.Err))
 	if debug {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write([]byte(d.debugReport(cfg, t, module, res, 0, reg)))
+		_, _ = w.Write([]byte(h.debugReport(cfg, t, module, res, 0, reg)))
 		return
 	}
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
@@ -183,11 +184,11 @@ func targetNames(cfg *config.Config) []string {
 
 // recordHandler is /probe/record?target=T&module=M&id=N[&model=X]: the report of a
 // probe the scheduler ran, from what the history kept. It runs no probe.
-func (d *Daemon) recordHandler(w http.ResponseWriter, r *http.Request) {
-	cfg := d.Running()
+func (h *handler) recordHandler(w http.ResponseWriter, r *http.Request) {
+	cfg := h.opts.Running()
 	q := r.URL.Query()
 	if id := q.Get("id"); strings.Contains(id, "-") {
-		d.recordByIDHandler(w, cfg, id)
+		h.recordByIDHandler(w, cfg, id)
 		return
 	}
 	t, ok := cfg.Target(q.Get("target"))
@@ -201,29 +202,29 @@ func (d *Daemon) recordHandler(w http.ResponseWriter, r *http.Request) {
 		textResponse(w, http.StatusBadRequest, "id %q is not a record id (a positive integer)", q.Get("id"))
 		return
 	}
-	res, ok := d.probes.Record(t.Name, module, q.Get("model"), id)
+	res, ok := h.probes.Record(t.Name, module, q.Get("model"), id)
 	if !ok {
 		textResponse(w, http.StatusNotFound, "record %d of target %q module %q is not kept: the history keeps the last %d probes and as many failures (--history.limit)",
-			id, t.Name, module, d.opts.HistoryLimit)
+			id, t.Name, module, h.opts.HistoryLimit)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write([]byte(d.debugReport(cfg, t, module, &res.Result, res.ID, nil)))
+	_, _ = w.Write([]byte(h.debugReport(cfg, t, module, &res.Result, res.ID, nil)))
 }
 
 // recordByIDHandler is /probe/record?id=<record id>, the link of a probe
 // histogram's exemplar: the record of whichever pair of this replica made it.
-func (d *Daemon) recordByIDHandler(w http.ResponseWriter, cfg *config.Config, rid string) {
-	res, target, module, err := d.probes.RecordByID(rid)
+func (h *handler) recordByIDHandler(w http.ResponseWriter, cfg *config.Config, rid string) {
+	res, target, module, err := h.probes.RecordByID(rid)
 	switch {
 	case errors.Is(err, prober.ErrRecordGone) && target != "":
 		textResponse(w, http.StatusNotFound, "Record %s of target %q module %q has aged out: the history keeps the last %d probes and as many failures of each target and module (--history.limit). Its observation still counts in the histograms.",
-			rid, target, module, d.opts.HistoryLimit)
+			rid, target, module, h.opts.HistoryLimit)
 		return
 	case errors.Is(err, prober.ErrRecordGone):
 		textResponse(w, http.StatusNotFound, "Record %s is not kept: its target and module are no longer probed by this replica, or it has aged out of the history (--history.limit %d).",
-			rid, d.opts.HistoryLimit)
+			rid, h.opts.HistoryLimit)
 		return
 	case errors.Is(err, prober.ErrRecordElsewhere):
 		textResponse(w, http.StatusNotFound, "Record %s is not on this replica (%s): a record lives on the replica that made it; open it on the replica its prefix names.", rid, err)
@@ -239,15 +240,15 @@ func (d *Daemon) recordByIDHandler(w http.ResponseWriter, cfg *config.Config, ri
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write([]byte(d.debugReport(cfg, t, module, &res.Result, res.ID, nil)))
+	_, _ = w.Write([]byte(h.debugReport(cfg, t, module, &res.Result, res.ID, nil)))
 }
 
 // debugReport is /probe?debug=true (reg: the metrics the probe would have
 // returned) and /probe/record (reg nil: a stored record): what was sent, what
 // came back and when, where it failed, and how it compares with the
 // baseline. Everything goes through the scrubber.
-func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string, res *probe.Result, id uint64, reg *prometheus.Registry) string {
-	s := d.scrubber.Load()
+func (h *handler) debugReport(cfg *config.Config, t *config.Target, module string, res *probe.Result, id uint64, reg *prometheus.Registry) string {
+	s := h.scrubber
 	var b strings.Builder
 	if reg == nil {
 		fmt.Fprintf(&b, "Stored record %d of target %q module %q (no new probe was run)\n", id, t.Name, module)
@@ -255,7 +256,7 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 		fmt.Fprintf(&b, "Probe of target %q module %q\n", t.Name, module)
 	}
 	fmt.Fprintf(&b, "URL: %s\n", t.URL)
-	if m := cmp.Or(res.Model, d.probes.Model(t.Name)); m != "" {
+	if m := cmp.Or(res.Model, h.probes.Model(t.Name)); m != "" {
 		fmt.Fprintf(&b, "Model: %s\n", m)
 	}
 	fmt.Fprintf(&b, "Started: %s\n", res.Start.UTC().Format(time.RFC3339Nano))
@@ -303,7 +304,7 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 		}
 		fmt.Fprintf(&b, "Inter-token latencies: %d, min %s, mean %s, max %s\n", n, fmtDur(lo), fmtDur(sum/time.Duration(n)), fmtDur(hi))
 	}
-	d.writeBaseline(&b, t, module)
+	h.writeBaseline(&b, t, module)
 
 	b.WriteString("\nRequest:\n")
 	if res.Request == "" {
@@ -381,11 +382,11 @@ func (d *Daemon) debugReport(cfg *config.Config, t *config.Target, module string
 
 // writeBaseline adds the baseline's expectation at the target's current load
 // and the live means' ratios to it, when the target has a baseline.
-func (d *Daemon) writeBaseline(b *strings.Builder, t *config.Target, module string) {
+func (h *handler) writeBaseline(b *strings.Builder, t *config.Target, module string) {
 	if t.Baseline == "" {
 		return
 	}
-	c, ok := d.cmp.Compare(t.Name, module)
+	c, ok := h.cmp.Compare(t.Name, module)
 	if !ok {
 		fmt.Fprintf(b, "Baseline %q: no expectation yet (the target's load is not known)\n", t.Baseline)
 		return
@@ -399,8 +400,8 @@ func (d *Daemon) writeBaseline(b *strings.Builder, t *config.Target, module stri
 		ratio          float64
 	}{{"TTFT", c.Expected.TTFTMean, c.Live.TTFT, c.TTFT}, {"TPOT", c.Expected.TPOTMean, c.Live.TPOT, c.TPOT}} {
 		fmt.Fprintf(b, "  %s expected %s, live mean %s, ratio %s", m.name, fmtSecondsMs(m.expected), fmtSecondsMs(m.live), fmtRatio(m.ratio))
-		if m.ratio > regressionAlertRatio {
-			fmt.Fprintf(b, " (above the alert threshold %.1f)", regressionAlertRatio)
+		if m.ratio > h.threshold {
+			fmt.Fprintf(b, " (above the alert threshold %.1f)", h.threshold)
 		}
 		b.WriteString("\n")
 	}

@@ -1,4 +1,4 @@
-package daemon
+package web
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func isProbeURL(target string) bool { return strings.Contains(target, "://") }
 // is sent), with url_probes' own client and token budget; a redirect is
 // followed only to a location the list allows too (reason "redirect"
 // otherwise, and nothing is sent there).
-func (d *Daemon) urlProbeHandler(w http.ResponseWriter, r *http.Request, cfg *config.Config, target string) {
+func (h *handler) urlProbeHandler(w http.ResponseWriter, r *http.Request, cfg *config.Config, target string) {
 	up := cfg.URLProbes
 	if up == nil {
 		textResponse(w, http.StatusForbidden, "URL probes are off: target %q is not a configured target, and url_probes.allowed_urls is not set", target)
@@ -69,19 +69,19 @@ func (d *Daemon) urlProbeHandler(w http.ResponseWriter, r *http.Request, cfg *co
 		return
 	}
 	defer cancel()
-	client, err := d.clients.Acquire(up.HTTPClientConfig)
+	client, err := h.clients.Acquire(up.HTTPClientConfig)
 	if err != nil {
-		textResponse(w, http.StatusInternalServerError, "url_probes.http_client_config: %s", d.scrub(err.Error()))
+		textResponse(w, http.StatusInternalServerError, "url_probes.http_client_config: %s", h.scrub(err.Error()))
 		return
 	}
-	defer d.clients.Release(client)
+	defer h.clients.Release(client)
 	// Every hop of a redirect must be allowed too: the probe ends at the
 	// first one outside the list, and nothing is sent there.
 	probeClient := httpclient.RestrictRedirects(client, up.AllowedHop, "url_probes.allowed_urls does not match its location")
 
 	debug, _ := strconv.ParseBool(q.Get("debug"))
-	level.Debug(d.logger).Log("msg", "URL probe requested", "url", target, "module", module, "debug", debug)
-	res, reg, err := d.probes.ProbeURLNow(ctx, prober.URLProbe{
+	level.Debug(h.logger).Log("msg", "URL probe requested", "url", target, "module", module, "debug", debug)
+	res, reg, err := h.probes.ProbeURLNow(ctx, prober.URLProbe{
 		URL: target, Module: module, Model: q.Get("model"), Client: probeClient, TokenBudgetPerHour: up.TokenBudgetPerHour,
 	})
 	switch {
@@ -89,19 +89,19 @@ func (d *Daemon) urlProbeHandler(w http.ResponseWriter, r *http.Request, cfg *co
 		textResponse(w, http.StatusTooManyRequests, "URL probe of %q module %q not run: %s (url_probes.token_budget_per_hour)", target, module, err)
 		return
 	case err != nil:
-		msg := d.scrub(err.Error())
-		level.Error(d.logger).Log("msg", "URL probe failed to run", "url", target, "module", module, "err", msg)
+		msg := h.scrub(err.Error())
+		level.Error(h.logger).Log("msg", "URL probe failed to run", "url", target, "module", module, "err", msg)
 		textResponse(w, http.StatusInternalServerError, "URL probe of %q module %q failed to run: %s", target, module, msg)
 		return
 	}
-	level.Debug(d.logger).Log("msg", "URL probe finished", "url", target, "module", module,
-		"success", res.Success, "reason", res.Reason, "err", d.scrub(res.Err))
+	level.Debug(h.logger).Log("msg", "URL probe finished", "url", target, "module", module,
+		"success", res.Success, "reason", res.Reason, "err", h.scrub(res.Err))
 	if debug {
 		t := config.DefaultTarget
 		t.Name, t.URL = target, target
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write([]byte(d.debugReport(cfg, &t, module, res, 0, reg)))
+		_, _ = w.Write([]byte(h.debugReport(cfg, &t, module, res, 0, reg)))
 		return
 	}
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)

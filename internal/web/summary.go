@@ -1,4 +1,4 @@
-package daemon
+package web
 
 import (
 	"fmt"
@@ -14,24 +14,8 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/internal/config"
-	"github.com/vllm-prober/vllm_prober/mixin"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
-
-// regressionAlertRatio is the threshold of the latency regression alert
-// (alerts.latency_regression in mixin/slo.yml, from which
-// alerts/vllm_prober.alerts.yml is generated): a pair whose TTFT or TPOT
-// ratio exceeds it is "regressed" and its ratio is coloured.
-var regressionAlertRatio = latencyRegressionThreshold()
-
-func latencyRegressionThreshold() float64 {
-	spec, err := mixin.DefaultSpec()
-	if err != nil || spec.Alerts.LatencyRegression.Threshold == nil {
-		// The file is built in and validated by the mixin's tests.
-		panic(fmt.Sprintf("mixin/slo.yml has no latency_regression threshold: %v", err))
-	}
-	return *spec.Alerts.LatencyRegression.Threshold
-}
 
 // flappingRatio: a pair whose last probe succeeded but whose recent history
 // (the last --history.limit probes) succeeded less often than this is
@@ -42,7 +26,7 @@ const flappingRatio = 0.9
 const (
 	stateFailing   = "failing"   // the last probe failed
 	stateFlapping  = "flapping"  // the last probe succeeded, too few recent ones did
-	stateRegressed = "regressed" // TTFT or TPOT above regressionAlertRatio × the baseline
+	stateRegressed = "regressed" // TTFT or TPOT above Options.RegressionThreshold × the baseline
 	stateHealthy   = "healthy"
 	statePending   = "pending" // no probe finished yet
 )
@@ -145,8 +129,8 @@ func (r ratio) Times() string {
 // summaryRows builds one row per (target, module) from the prober's
 // per-pair statistics (no history is copied) and sorts them failing first,
 // then flapping, regressed, healthy and pending; by target and module within.
-func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now time.Time) []pairRow {
-	s := d.scrubber.Load()
+func (h *handler) summaryRows(cfg *config.Config, stats []prober.PairStats, now time.Time) []pairRow {
+	s := h.scrubber
 	byName := make(map[string]*config.Target, len(cfg.Targets))
 	for i := range cfg.Targets {
 		byName[cfg.Targets[i].Name] = &cfg.Targets[i]
@@ -175,14 +159,14 @@ func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now t
 				r.RecordAge = fmtAgo(now.Sub(ps.LastFailure)) + " ago"
 			}
 		}
-		r.Scrape, r.ScrapeBad = d.scrapeText(ps.Target, now, summaryErrLen)
-		if d.cmp != nil && t.Baseline != "" {
-			if c, ok := d.cmp.Compare(ps.Target, ps.Module); ok {
+		r.Scrape, r.ScrapeBad = h.scrapeText(ps.Target, now, summaryErrLen)
+		if h.cmp != nil && t.Baseline != "" {
+			if c, ok := h.cmp.Compare(ps.Target, ps.Module); ok {
 				if !math.IsNaN(c.TTFT) {
-					r.TTFT = ratio{V: c.TTFT, N: 1, Hot: c.TTFT > regressionAlertRatio}
+					r.TTFT = ratio{V: c.TTFT, N: 1, Hot: c.TTFT > h.threshold}
 				}
 				if !math.IsNaN(c.TPOT) {
-					r.TPOT = ratio{V: c.TPOT, N: 1, Hot: c.TPOT > regressionAlertRatio}
+					r.TPOT = ratio{V: c.TPOT, N: 1, Hot: c.TPOT > h.threshold}
 				}
 			}
 		}
@@ -294,11 +278,11 @@ func (r *pairRow) HTML() template.HTML {
 // up or down, when (UTC, and how long ago), how long it took and, when it
 // failed, why (scrubbed, cut to errLen runes). "" when the target is not
 // scraped or not yet.
-func (d *Daemon) scrapeText(target string, now time.Time, errLen int) (text string, bad bool) {
-	if d.scrapes == nil {
+func (h *handler) scrapeText(target string, now time.Time, errLen int) (text string, bad bool) {
+	if h.scrapes == nil {
 		return "", false
 	}
-	sc, ok := d.scrapes.LastScrape(target)
+	sc, ok := h.scrapes.LastScrape(target)
 	if !ok {
 		return "", false
 	}
@@ -308,7 +292,7 @@ func (d *Daemon) scrapeText(target string, now time.Time, errLen int) (text stri
 	}
 	text = state + " at " + sc.At.UTC().Format("15:04:05Z") + " (" + fmtAgo(now.Sub(sc.At)) + " ago), took " + fmtScrapeDur(sc.Duration)
 	if !sc.Up {
-		text += ": " + terseErr(d.scrubber.Load().scrub(sc.Err), errLen)
+		text += ": " + terseErr(h.scrubber.scrub(sc.Err), errLen)
 		return text, true
 	}
 	switch {
