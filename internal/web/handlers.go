@@ -1,29 +1,25 @@
 package web
 
 import (
-	"bytes"
-	"cmp"
+	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-kit/log/level"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	commoncfg "github.com/prometheus/common/config"
-	"github.com/prometheus/common/expfmt"
-	yaml "go.yaml.in/yaml/v2"
 
+	"github.com/vllm-prober/vllm_prober/internal/compare"
 	"github.com/vllm-prober/vllm_prober/internal/config"
-	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/prober"
-	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // scrapeTimeoutOffset is subtracted from Prometheus' scrape timeout for /probe,
@@ -243,215 +239,236 @@ func (h *handler) recordByIDHandler(w http.ResponseWriter, cfg *config.Config, r
 	_, _ = w.Write([]byte(h.debugReport(cfg, t, module, &res.Result, res.ID, nil)))
 }
 
-// debugReport is /probe?debug=true (reg: the metrics the probe would have
-// returned) and /probe/record (reg nil: a stored record): what was sent, what
-// came back and when, where it failed, and how it compares with the
-// baseline. Everything goes through the scrubber.
-func (h *handler) debugReport(cfg *config.Config, t *config.Target, module string, res *probe.Result, id uint64, reg *prometheus.Registry) string {
-	s := h.scrubber
-	var b strings.Builder
-	if reg == nil {
-		fmt.Fprintf(&b, "Stored record %d of target %q module %q (no new probe was run)\n", id, t.Name, module)
-	} else {
-		fmt.Fprintf(&b, "Probe of target %q module %q\n", t.Name, module)
+// isProbeURL tells a URL probe's target (a URL) from a target name, which
+// cannot hold "/".
+func isProbeURL(target string) bool { return strings.Contains(target, "://") }
+
+// urlProbeHandler is /probe?target=<URL>&module=M[&model=X][&debug=true]: a
+// probe of a URL that is no configured target, as a Prometheus Operator Probe
+// (or a VictoriaMetrics VMProbe) asks, following blackbox_exporter's
+// parameters and its X-Prometheus-Scrape-Timeout-Seconds header. Only URLs
+// that url_probes.allowed_urls matches are probed (403 otherwise, and nothing
+// is sent), with url_probes' own client and token budget; a redirect is
+// followed only to a location the list allows too (reason "redirect"
+// otherwise, and nothing is sent there).
+func (h *handler) urlProbeHandler(w http.ResponseWriter, r *http.Request, cfg *config.Config, target string) {
+	up := cfg.URLProbes
+	if up == nil {
+		textResponse(w, http.StatusForbidden, "URL probes are off: target %q is not a configured target, and url_probes.allowed_urls is not set", target)
+		return
 	}
-	fmt.Fprintf(&b, "URL: %s\n", t.URL)
-	if m := cmp.Or(res.Model, h.probes.Model(t.Name)); m != "" {
-		fmt.Fprintf(&b, "Model: %s\n", m)
+	if _, err := config.ParseProbeURL(target); err != nil {
+		textResponse(w, http.StatusBadRequest, "%s", err)
+		return
 	}
-	fmt.Fprintf(&b, "Started: %s\n", res.Start.UTC().Format(time.RFC3339Nano))
-	if res.Success {
-		b.WriteString("Result: success\n")
-	} else {
-		fmt.Fprintf(&b, "Result: failure (reason %s)\n", res.Reason)
-		if res.Phase != "" {
-			fmt.Fprintf(&b, "Failed during %s: %s\n", res.Phase, res.Request)
+	if !up.Allowed(target) {
+		textResponse(w, http.StatusForbidden, "target URL %q is not allowed: no regex of url_probes.allowed_urls matches it", target)
+		return
+	}
+	q := r.URL.Query()
+	module := q.Get("module")
+	var modules []string
+	for name := range cfg.Modules {
+		if up.ModuleAllowed(name) {
+			modules = append(modules, name)
 		}
 	}
-	if res.Err != "" {
-		fmt.Fprintf(&b, "Error: %s\n", res.Err)
-	}
-	if res.StatusCode != 0 {
-		fmt.Fprintf(&b, "HTTP status: %d\n", res.StatusCode)
-	}
-	if res.Duration > 0 {
-		fmt.Fprintf(&b, "Duration: %s\n", fmtDur(res.Duration))
-	}
-	e2e := fmtDur(res.E2E)
-	if !res.Success && res.E2E > 0 {
-		e2e += " (until the failure)"
-	}
-	fmt.Fprintf(&b, "TTFT: %s\nTPOT: %s\nE2E: %s\n", fmtDur(res.TTFT), fmtDur(res.TPOT), e2e)
-	src := "counted"
+	sort.Strings(modules)
 	switch {
-	case res.OutputTokensFromUsage:
-		src = "from usage"
-	case res.OutputTokensFromTimings:
-		src = "from llama.cpp timings"
-	case res.OutputTokensEstimated():
-		src = "counted from content events: estimated"
+	case module == "" && len(modules) == 1:
+		module = modules[0]
+	case module == "":
+		textResponse(w, http.StatusBadRequest, "module parameter is missing; modules of url_probes: %s", strings.Join(modules, ", "))
+		return
+	case !up.ModuleAllowed(module) || cfg.Modules[module].Prober == "":
+		textResponse(w, http.StatusBadRequest, "module %q is not a module of url_probes; modules: %s", module, strings.Join(modules, ", "))
+		return
 	}
-	fmt.Fprintf(&b, "Prompt tokens: %d\nOutput tokens: %d (%s)\n", res.PromptTokens, res.OutputTokens, src)
-	if tps := res.OutputTokensPerSecond(); tps > 0 {
-		fmt.Fprintf(&b, "Output tokens per second: %.2f\n", tps)
+	ctx, cancel, err := scrapeTimeoutContext(r)
+	if err != nil {
+		textResponse(w, http.StatusBadRequest, "%s", err)
+		return
+	}
+	defer cancel()
+	client, err := h.clients.Acquire(up.HTTPClientConfig)
+	if err != nil {
+		textResponse(w, http.StatusInternalServerError, "url_probes.http_client_config: %s", h.scrub(err.Error()))
+		return
+	}
+	defer h.clients.Release(client)
+	// Every hop of a redirect must be allowed too: the probe ends at the
+	// first one outside the list, and nothing is sent there.
+	probeClient := httpclient.RestrictRedirects(client, up.AllowedHop, "url_probes.allowed_urls does not match its location")
+
+	debug, _ := strconv.ParseBool(q.Get("debug"))
+	level.Debug(h.logger).Log("msg", "URL probe requested", "url", target, "module", module, "debug", debug)
+	res, reg, err := h.probes.ProbeURLNow(ctx, prober.URLProbe{
+		URL: target, Module: module, Model: q.Get("model"), Client: probeClient, TokenBudgetPerHour: up.TokenBudgetPerHour,
+	})
+	switch {
+	case errors.Is(err, prober.ErrBudgetExceeded):
+		textResponse(w, http.StatusTooManyRequests, "URL probe of %q module %q not run: %s (url_probes.token_budget_per_hour)", target, module, err)
+		return
+	case err != nil:
+		msg := h.scrub(err.Error())
+		level.Error(h.logger).Log("msg", "URL probe failed to run", "url", target, "module", module, "err", msg)
+		textResponse(w, http.StatusInternalServerError, "URL probe of %q module %q failed to run: %s", target, module, msg)
+		return
+	}
+	level.Debug(h.logger).Log("msg", "URL probe finished", "url", target, "module", module,
+		"success", res.Success, "reason", res.Reason, "err", h.scrub(res.Err))
+	if debug {
+		t := config.DefaultTarget
+		t.Name, t.URL = target, target
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write([]byte(h.debugReport(cfg, &t, module, res, 0, reg)))
+		return
+	}
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+}
+
+// maxScrapeTimeout is the longest scrape timeout /probe takes: the longest
+// time.Duration, in whole seconds.
+const maxScrapeTimeout = time.Duration(math.MaxInt64) / time.Second * time.Second
+
+// scrapeTimeoutContext bounds a /probe request by Prometheus' scrape timeout
+// (X-Prometheus-Scrape-Timeout-Seconds) less scrapeTimeoutOffset, as
+// blackbox_exporter does, so that the probe answers before the scrape gives up.
+func scrapeTimeoutContext(r *http.Request) (context.Context, context.CancelFunc, error) {
+	v := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds")
+	if v == "" {
+		return r.Context(), func() {}, nil
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	switch {
+	case (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(secs) || secs <= 0:
+		return nil, nil, errors.New("X-Prometheus-Scrape-Timeout-Seconds " + strconv.Quote(v) + " is not a positive number")
+	case secs > maxScrapeTimeout.Seconds(): // Inf and 1e308 too
+		return nil, nil, errors.New("X-Prometheus-Scrape-Timeout-Seconds " + strconv.Quote(v) + " is out of range: at most " + strconv.FormatFloat(maxScrapeTimeout.Seconds(), 'f', -1, 64) + " seconds")
+	}
+	timeout := time.Duration(secs*float64(time.Second)) - scrapeTimeoutOffset
+	if timeout <= 0 {
+		timeout = time.Duration(secs * float64(time.Second))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	return ctx, cancel, nil
+}
+
+// gateHandler is GET (or, for Flagger's webhooks, POST)
+// /gate?target=T[&module=M][&reference=R][&window=D]: the verdict of T's
+// probes of the last window (global.gate.window by default) against its
+// baseline, or against reference target R's probes of the same window. 200
+// when T passes, 503 when it fails or cannot be judged (too few successful
+// probes, no baseline value), with the verdict as JSON (always_200=true: 200
+// whatever the verdict, for Argo Rollouts' web provider). It runs no probe:
+// it reads what the scheduled (and burst) probes recorded, so it spends no
+// tokens.
+func (h *handler) gateHandler(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		textResponse(w, http.StatusMethodNotAllowed, "This endpoint answers GET (and POST, for webhooks).")
+		return
+	}
+	cfg := h.opts.Running()
+	q, t, module, err := webhookPair(cfg, r)
+	if err != nil {
+		textResponse(w, http.StatusBadRequest, "%s", err)
+		return
+	}
+	th, err := gateThresholds(q)
+	if err != nil {
+		textResponse(w, http.StatusBadRequest, "%s", err)
+		return
+	}
+	window := time.Duration(cfg.Global.Gate.Window)
+	if v := q.Get("window"); v != "" {
+		var err error
+		if window, err = parseDuration(v); err != nil || window <= 0 {
+			textResponse(w, http.StatusBadRequest, "window %q is not a positive duration (e.g. 5m)", v)
+			return
+		}
+	}
+	v, err := h.gateVerdict(cfg, t, module, q.Get("reference"), window, th)
+	if err != nil {
+		textResponse(w, http.StatusBadRequest, "%s", err)
+		return
+	}
+	b, err := v.MarshalJSON()
+	if err != nil {
+		textResponse(w, http.StatusInternalServerError, "encoding the verdict: %s", err)
+		return
+	}
+	code := http.StatusOK
+	// always_200=true: the verdict is in the body only, for clients that
+	// treat any other status as an error of their own (Argo Rollouts' web
+	// provider: an Error, where a failed or inconclusive verdict is meant).
+	if always, _ := strconv.ParseBool(q.Get("always_200")); v.Result != compare.Pass && !always {
+		code = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// errNoComparison: a gate needs a baseline or a reference.
+var errNoComparison = errors.New("has no baseline: name a reference target (reference=NAME) to compare with")
+
+// gateVerdict judges t's probes of module in the last window.
+func (h *handler) gateVerdict(cfg *config.Config, t *config.Target, module, reference string, window time.Duration, th compare.Thresholds) (compare.Verdict, error) {
+	since := time.Now().Add(-window)
+	sample := func(target string) compare.Sample {
+		st, _ := h.probes.Stats(target, module)
+		probes, successes := st.ProbesSince(since)
+		return compare.Sample{Probes: probes, Successes: successes, Means: st.Means(since)}
+	}
+	s := sample(t.Name)
+	var v compare.Verdict
+	if reference != "" {
+		ref, ok := cfg.Target(reference)
+		if !ok {
+			return v, fmt.Errorf("unknown reference target %q; targets: %s", reference, strings.Join(targetNames(cfg), ", "))
+		}
+		if !slices.Contains(ref.Modules, module) {
+			return v, fmt.Errorf("module %q is not configured for reference target %q", module, ref.Name)
+		}
+		rs := sample(ref.Name)
+		v = compare.Judge(s, rs.Means, &rs, nil, th, "reference "+ref.Name)
 	} else {
-		b.WriteString("Output tokens per second: -\n")
-	}
-	if n := len(res.ITLs); n > 0 {
-		lo, hi, sum := res.ITLs[0], res.ITLs[0], time.Duration(0)
-		for _, v := range res.ITLs {
-			lo, hi, sum = min(lo, v), max(hi, v), sum+v
+		cmp, has, ok := h.cmp.CompareWindow(t.Name, module, window)
+		switch {
+		case !has:
+			return v, fmt.Errorf("target %q %w", t.Name, errNoComparison)
+		case ok:
+			s.Means = cmp.Live
 		}
-		fmt.Fprintf(&b, "Inter-token latencies: %d, min %s, mean %s, max %s\n", n, fmtDur(lo), fmtDur(sum/time.Duration(n)), fmtDur(hi))
+		v = compare.Judge(s, cmp.Expected, nil, cmp.Ratios, th, "baseline "+cmp.Baseline)
+		if !ok && v.Result == compare.Pass {
+			v.Result, v.Reason = compare.Inconclusive, "no probe of the window has an expectation in baseline "+cmp.Baseline
+		}
 	}
-	h.writeBaseline(&b, t, module)
+	v.Target, v.Module, v.Window = t.Name, module, window
+	return v, nil
+}
 
-	b.WriteString("\nRequest:\n")
-	if res.Request == "" {
-		b.WriteString("  (none sent)\n")
-	} else {
-		fmt.Fprintf(&b, "  %s\n", res.Request)
-		if res.RequestBody != "" {
-			fmt.Fprintf(&b, "  %s\n", res.RequestBody)
-		}
-	}
-
-	b.WriteString("\nTimeline:\n")
-	if len(res.Events) == 0 {
-		b.WriteString("  (empty: the probe failed before its completion request was sent)\n")
-	}
-	for _, ev := range res.Events {
-		fmt.Fprintf(&b, "  %10.6fs  %s", ev.Offset.Seconds(), ev.Kind)
-		if ev.Bytes > 0 {
-			fmt.Fprintf(&b, "  %d bytes", ev.Bytes)
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("\nRequest headers:\n")
-	for _, l := range clientHeaderLines(&t.HTTPClientConfig, res.RequestHeader) {
-		fmt.Fprintf(&b, "  %s  (added by the HTTP client from http_client_config)\n", l)
-	}
-	lines := s.headerLines(res.RequestHeader)
-	if len(lines) == 0 && res.Phase == probe.PhaseModels {
-		b.WriteString("  (the completion request was not sent)\n")
-	}
-	for _, l := range lines {
-		fmt.Fprintf(&b, "  %s\n", l)
-	}
-	b.WriteString("\nResponse headers:\n")
-	lines = s.headerLines(res.ResponseHeader)
-	if len(lines) == 0 {
-		if res.StatusCode != 0 {
-			b.WriteString("  (not kept: the failure was in model resolution)\n")
-		} else {
-			b.WriteString("  (none: no response was received)\n")
-		}
-	}
-	for _, l := range lines {
-		fmt.Fprintf(&b, "  %s\n", l)
-	}
-	if res.ErrorBody != "" {
-		fmt.Fprintf(&b, "\nError response body (excerpt):\n  %s\n", res.ErrorBody)
-	}
-	if res.Text != "" {
-		fmt.Fprintf(&b, "\nGenerated text (start):\n  %s\n", strings.ReplaceAll(res.Text, "\n", "\n  "))
-	}
-
-	if reg != nil {
-		b.WriteString("\nMetrics that would have been returned:\n")
-		mfs, err := reg.Gather()
-		if err != nil {
-			fmt.Fprintf(&b, "# error gathering metrics: %s\n", err)
-		}
-		var mb bytes.Buffer
-		enc := expfmt.NewEncoder(&mb, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
-				fmt.Fprintf(&b, "# error encoding %s: %s\n", mf.GetName(), err)
+// gateThresholds reads latency_ratio, success_ratio and min_successes,
+// each defaulting to compare.DefaultThresholds.
+func gateThresholds(q url.Values) (compare.Thresholds, error) {
+	th := compare.DefaultThresholds
+	for _, f := range []struct {
+		key string
+		set func(string) error
+	}{
+		{"latency_ratio", func(s string) (err error) { th.LatencyRatio, err = strconv.ParseFloat(s, 64); return }},
+		{"success_ratio", func(s string) (err error) { th.SuccessRatio, err = strconv.ParseFloat(s, 64); return }},
+		{"min_successes", func(s string) (err error) { th.MinSuccesses, err = strconv.Atoi(s); return }},
+	} {
+		if v := q.Get(f.key); v != "" {
+			if err := f.set(v); err != nil {
+				return th, fmt.Errorf("%s %q is not a number", f.key, v)
 			}
 		}
-		b.Write(mb.Bytes())
 	}
-
-	b.WriteString("\nModule configuration:\n")
-	if out, err := yaml.Marshal(cfg.Modules[module]); err == nil {
-		b.Write(out)
-	}
-	return s.scrub(b.String())
-}
-
-// writeBaseline adds the baseline's expectation at the target's current load
-// and the live means' ratios to it, when the target has a baseline.
-func (h *handler) writeBaseline(b *strings.Builder, t *config.Target, module string) {
-	if t.Baseline == "" {
-		return
-	}
-	c, ok := h.cmp.Compare(t.Name, module)
-	if !ok {
-		fmt.Fprintf(b, "Baseline %q: no expectation yet (the target's load is not known)\n", t.Baseline)
-		return
-	}
-	fmt.Fprintf(b, "Baseline %q at load %.1f (running + waiting + 1), over %d successful probes of the window:\n", c.Baseline, c.Load, c.Live.N)
-	b.WriteString("  (ratio is vllm_probe_regression_ratio: the median of live / expected over the window's time slices,\n" +
-		"   so one slow probe moves the live mean but not the ratio)\n")
-	for _, m := range []struct {
-		name           string
-		expected, live float64
-		ratio          float64
-	}{{"TTFT", c.Expected.TTFTMean, c.Live.TTFT, c.TTFT}, {"TPOT", c.Expected.TPOTMean, c.Live.TPOT, c.TPOT}} {
-		fmt.Fprintf(b, "  %s expected %s, live mean %s, ratio %s", m.name, fmtSecondsMs(m.expected), fmtSecondsMs(m.live), fmtRatio(m.ratio))
-		if m.ratio > h.threshold {
-			fmt.Fprintf(b, " (above the alert threshold %.1f)", h.threshold)
-		}
-		b.WriteString("\n")
-	}
-}
-
-func fmtSecondsMs(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return fmtDur(time.Duration(v * float64(time.Second)))
-}
-
-func fmtRatio(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
-}
-
-// clientHeaderLines lists the headers the HTTP client adds to every request
-// from http_client_config, which the request headers a result keeps (those
-// the prober set) do not show: "Authorization: <secret>" when credentials are
-// configured, and each http_headers entry, its secrets and files as
-// "<secret>" and its plain values as written.
-func clientHeaderLines(c *commoncfg.HTTPClientConfig, sent http.Header) []string {
-	var lines []string
-	if (c.BearerToken != "" || c.BearerTokenFile != "" || c.Authorization != nil || c.BasicAuth != nil || c.OAuth2 != nil) &&
-		sent.Get("Authorization") == "" {
-		lines = append(lines, "Authorization: "+redact.Placeholder)
-	}
-	if c.HTTPHeaders == nil {
-		return lines
-	}
-	names := slices.Sorted(maps.Keys(c.HTTPHeaders.Headers))
-	for _, name := range names {
-		h := c.HTTPHeaders.Headers[name]
-		for _, v := range h.Values {
-			lines = append(lines, http.CanonicalHeaderKey(name)+": "+v)
-		}
-		for range len(h.Secrets) + len(h.Files) {
-			lines = append(lines, http.CanonicalHeaderKey(name)+": "+redact.Placeholder)
-		}
-	}
-	return lines
-}
-
-// fmtDur renders a duration in milliseconds with microsecond resolution, "-" for 0.
-func fmtDur(d time.Duration) string {
-	if d == 0 {
-		return "-"
-	}
-	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64) + "ms"
+	return th, th.Validate()
 }

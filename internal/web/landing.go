@@ -430,9 +430,3 @@ func (h *handler) targetPage(t *config.Target, ts prober.TargetStatus, stats []p
 	}
 	return page
 }
-
-func fmtSecs(d time.Duration) string {
-	return strconv.FormatFloat(d.Seconds(), 'f', 6, 64) + "s"
-}
-
-func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
