@@ -55,7 +55,7 @@ type Options struct {
 	// ConfigFile is the configuration file; Reload re-reads it.
 	ConfigFile string
 	// WebFlags are exporter-toolkit's listener, TLS and basic-auth settings. When
-	// nil, Run serves no HTTP (tests serve Handler themselves).
+	// nil, Run serves no HTTP (tests serve the pages themselves).
 	WebFlags *web.FlagConfig
 	// TelemetryPath is where /metrics is served (default DefaultTelemetryPath).
 	TelemetryPath string
@@ -236,7 +236,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	// collector reads its targets' /metrics; the prober reads the
 	// collector's load (the load a probe met over its lifetime); compare
 	// joins both with the baselines.
-	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients})
+	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients, Redactor: d.red})
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
 		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Load: d.coll.LoadDuring,
 		RecordPrefix: recordPrefix(opts.ShardIndex, opts.ShardCount),
