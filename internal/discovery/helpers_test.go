@@ -194,4 +194,3 @@ func dir(t *testing.T) string {
 	}
 	return d
 }
-
