@@ -167,23 +167,9 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 		return nil, nil
 	}
 
-	addr := lb.Get(model.AddressLabel)
-	switch {
-	case addr == "":
-		return nil, errors.New("no __address__ label")
-	case strings.Contains(addr, "@"):
-		// Never echo it: it may hold credentials.
-		return nil, errors.New("__address__ must not carry credentials: use target_defaults.http_client_config")
-	case strings.Contains(addr, "/"):
-		return nil, fmt.Errorf("__address__ %q must be host:port, without scheme or path", addr)
-	}
-	scheme := lb.Get(model.SchemeLabel)
-	if scheme != "http" && scheme != "https" {
-		return nil, fmt.Errorf("__scheme__ %q is not http or https", scheme)
-	}
-	u, err := url.Parse(scheme + "://" + addr)
-	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("__address__ %q is not a valid host:port", addr)
+	u, err := targetURL(lb.Get(model.SchemeLabel), lb.Get(model.AddressLabel))
+	if err != nil {
+		return nil, err
 	}
 	metricsPath := lb.Get(model.MetricsPathLabel)
 	if !strings.HasPrefix(metricsPath, "/") {
@@ -191,7 +177,7 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 	}
 	name := lb.Get(TargetNameLabel)
 	if name == "" {
-		name = nameFromAddress(addr)
+		name = nameFromAddress(lb.Get(model.AddressLabel))
 	}
 	if !targetNameRE.MatchString(name) {
 		return nil, fmt.Errorf("target name %q must match %s", name, targetNameRE)
@@ -223,6 +209,28 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 		return nil, lerr
 	}
 	return &t, nil
+}
+
+// targetURL is a target's URL from the __scheme__ and __address__ labels
+// left after relabelling.
+func targetURL(scheme, addr string) (*url.URL, error) {
+	switch {
+	case addr == "":
+		return nil, errors.New("no __address__ label")
+	case strings.Contains(addr, "@"):
+		// Never echo it: it may hold credentials.
+		return nil, errors.New("__address__ must not carry credentials: use target_defaults.http_client_config")
+	case strings.Contains(addr, "/"):
+		return nil, fmt.Errorf("__address__ %q must be host:port, without scheme or path", addr)
+	}
+	if scheme != "http" && scheme != "https" {
+		return nil, fmt.Errorf("__scheme__ %q is not http or https", scheme)
+	}
+	u, err := url.Parse(scheme + "://" + addr)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("__address__ %q is not a valid host:port", addr)
+	}
+	return u, nil
 }
 
 func checkLabelName(n string) error {
