@@ -61,7 +61,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 )
 
@@ -119,38 +118,12 @@ func run(levelList string, rounds int, within float64, only, vllmGit, vllmRef, v
 	if cfg.waves < 1 {
 		return fmt.Errorf("-waves %d: want at least 1", cfg.waves)
 	}
-	tmp, err := os.MkdirTemp("", "vllm-prober-ttfterror-")
+	w, err := perfutil.NewWorkdir("vllm-prober-ttfterror-", cfg.proberBin, vllmGit, vllmRef, vllmDir, true)
 	if err != nil {
-		return fmt.Errorf("creating a temporary directory: %w", err)
+		return err
 	}
-	defer os.RemoveAll(tmp)
-	cfg.tmp = tmp
-	if cfg.proberBin == "" {
-		if cfg.proberBin, err = perfutil.BuildProber(tmp); err != nil {
-			return err
-		}
-	}
-	switch {
-	case vllmDir != "":
-		cfg.vllmDir = filepath.Join(tmp, "vllm-benchmarks")
-		for _, f := range perfutil.VLLMClientFiles {
-			data, err := os.ReadFile(filepath.Join(vllmDir, f))
-			if err != nil {
-				return fmt.Errorf("reading vLLM's client: %w", err)
-			}
-			if err := os.MkdirAll(cfg.vllmDir, 0o755); err != nil {
-				return fmt.Errorf("creating %s: %w", cfg.vllmDir, err)
-			}
-			if err := os.WriteFile(filepath.Join(cfg.vllmDir, f), data, 0o644); err != nil {
-				return fmt.Errorf("copying vLLM's client: %w", err)
-			}
-		}
-	case vllmGit != "":
-		cfg.vllmDir = filepath.Join(tmp, "vllm-benchmarks")
-		if err := perfutil.ExtractVLLMClient(vllmGit, vllmRef, cfg.vllmDir); err != nil {
-			return err
-		}
-	}
+	defer w.Close()
+	cfg.tmp, cfg.proberBin, cfg.vllmDir = w.Tmp, w.ProberBin, w.VLLMDir
 	if cfg.vllmDir != "" {
 		if err := os.WriteFile(filepath.Join(cfg.vllmDir, "ttfterror_runner.py"), []byte(runnerPy), 0o644); err != nil {
 			return fmt.Errorf("writing the runner: %w", err)
@@ -263,21 +236,13 @@ type clientRecord struct {
 // runOne runs client cl at concurrency c against a fresh simulator and
 // matches its requests to the simulator's records.
 func runOne(cfg *config, cl string, c int) (*result, error) {
-	dir, err := os.MkdirTemp(cfg.tmp, "run-")
-	if err != nil {
-		return nil, fmt.Errorf("creating a run directory: %w", err)
-	}
-	defer os.RemoveAll(dir)
 	n := cfg.waves * c
-	scfg := simulator.DefaultConfig()
-	scfg.TTFT, scfg.ITL, scfg.BatchSlowdown, scfg.Jitter = cfg.ttft, cfg.itl, 0, 0
-	scfg.MaxNumSeqs = max(scfg.MaxNumSeqs, 2*c+1)
-	scfg.TraceFile = filepath.Join(dir, "trace.jsonl")
-	arrivalsFile := filepath.Join(dir, "arrivals.jsonl")
-	sim, err := perfutil.StartSimRecordingArrivals(scfg, arrivalsFile, cfg.simEnv...)
+	run, err := perfutil.StartTracedRun(cfg.tmp, cfg.ttft, cfg.itl, 2*c+1, cfg.simEnv...)
 	if err != nil {
 		return nil, err
 	}
+	defer run.Close()
+	dir, sim, scfg, arrivalsFile := run.Dir, run.Sim, run.Config, run.Arrivals
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	out := filepath.Join(dir, "out")
@@ -303,24 +268,15 @@ func runOne(cfg *config, cl string, c int) (*result, error) {
 			"--metric-percentiles", "50,90,99", "--save-detailed"}
 		cmd = exec.CommandContext(ctx, cfg.proberBin, append(args, cfg.proberArgs...)...)
 	} else {
-		cmd = exec.CommandContext(ctx, cfg.python, "ttfterror_runner.py", "--backend", "vllm", "--base-url", sim.URL,
+		cmd = perfutil.PythonClient(ctx, cfg.python, cfg.vllmDir, cfg.pypath, []string{"TTFTERROR_RECORDS=" + records},
+			"ttfterror_runner.py", "--backend", "vllm", "--base-url", sim.URL,
 			"--endpoint", "/v1/completions", "--model", scfg.Model, "--dataset-name", "random",
 			"--random-input-len", strconv.Itoa(cfg.inputLen), "--random-output-len", strconv.Itoa(cfg.tokens),
 			"--num-prompts", strconv.Itoa(n), "--request-rate", "inf", "--max-concurrency", strconv.Itoa(c),
 			"--ignore-eos", "--seed", "1", "--disable-tqdm")
-		cmd.Dir = cfg.vllmDir
-		cmd.Env = append(os.Environ(), "TTFTERROR_RECORDS="+records)
-		if cfg.pypath != "" {
-			cmd.Env = append(cmd.Env, "PYTHONPATH="+cfg.pypath)
-		}
 	}
-	output, runErr := cmd.CombinedOutput()
-	stopErr := sim.Stop()
-	if runErr != nil {
-		return nil, fmt.Errorf("%w\n%s", runErr, perfutil.Tail(output, 20))
-	}
-	if stopErr != nil {
-		return nil, stopErr
+	if err := run.RunClient(cmd); err != nil {
+		return nil, err
 	}
 	var recs []clientRecord
 	if cl == clientProber {

@@ -39,7 +39,6 @@ import (
 	"time"
 
 	"github.com/vllm-prober/vllm_prober/internal/bench"
-	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 )
 
@@ -86,26 +85,12 @@ func run(streamList string, rounds int, vllmGit, vllmRef, vllmDir string, cfg co
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "vllm-prober-vsvllm-")
+	w, err := perfutil.NewWorkdir("vllm-prober-vsvllm-", cfg.proberBin, vllmGit, vllmRef, vllmDir, false)
 	if err != nil {
-		return fmt.Errorf("creating a temporary directory: %w", err)
+		return err
 	}
-	defer os.RemoveAll(tmp)
-	cfg.tmp = tmp
-	if cfg.proberBin == "" {
-		if cfg.proberBin, err = perfutil.BuildProber(tmp); err != nil {
-			return err
-		}
-	}
-	switch {
-	case vllmDir != "":
-		cfg.vllmDir = vllmDir
-	case vllmGit != "":
-		cfg.vllmDir = filepath.Join(tmp, "vllm-benchmarks")
-		if err := perfutil.ExtractVLLMClient(vllmGit, vllmRef, cfg.vllmDir); err != nil {
-			return err
-		}
-	}
+	defer w.Close()
+	cfg.tmp, cfg.proberBin, cfg.vllmDir = w.Tmp, w.ProberBin, w.VLLMDir
 	fmt.Print("vLLM client side by side\n", perfutil.Machine())
 	fmt.Printf("vllm_sim (child process, trace on): ttft %s, itl %s, batch_slowdown 0, jitter 0; %d output tokens (ignore_eos), %d-token random prompts; every request sent at once\n",
 		cfg.ttft, cfg.itl, cfg.tokens, cfg.inputLen)
@@ -172,20 +157,12 @@ type result struct {
 
 // runOne runs client c with n requests at once against a fresh simulator.
 func runOne(cfg *config, c string, n int) (*result, error) {
-	dir, err := os.MkdirTemp(cfg.tmp, "run-")
-	if err != nil {
-		return nil, fmt.Errorf("creating a run directory: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	scfg := simulator.DefaultConfig()
-	scfg.TTFT, scfg.ITL, scfg.BatchSlowdown, scfg.Jitter = cfg.ttft, cfg.itl, 0, 0
-	scfg.MaxNumSeqs = max(scfg.MaxNumSeqs, n+1)
-	scfg.TraceFile = filepath.Join(dir, "trace.jsonl")
-	arrivalsFile := filepath.Join(dir, "arrivals.jsonl")
-	sim, err := perfutil.StartSimRecordingArrivals(scfg, arrivalsFile)
+	run, err := perfutil.StartTracedRun(cfg.tmp, cfg.ttft, cfg.itl, n+1)
 	if err != nil {
 		return nil, err
 	}
+	defer run.Close()
+	dir, sim, scfg, arrivalsFile := run.Dir, run.Sim, run.Config, run.Arrivals
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	out := filepath.Join(dir, "out")
@@ -199,24 +176,15 @@ func runOne(cfg *config, c string, n int) (*result, error) {
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", out, err)
 		}
-		cmd = exec.CommandContext(ctx, cfg.python, "benchmark_serving.py", "--backend", "vllm", "--base-url", sim.URL,
+		cmd = perfutil.PythonClient(ctx, cfg.python, cfg.vllmDir, cfg.pypath, nil,
+			"benchmark_serving.py", "--backend", "vllm", "--base-url", sim.URL,
 			"--endpoint", "/v1/completions", "--model", scfg.Model, "--dataset-name", "random",
 			"--random-input-len", strconv.Itoa(cfg.inputLen), "--random-output-len", strconv.Itoa(cfg.tokens),
 			"--num-prompts", strconv.Itoa(n), "--request-rate", "inf", "--ignore-eos", "--seed", "1",
 			"--save-result", "--result-dir", out, "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99")
-		cmd.Dir = cfg.vllmDir
-		cmd.Env = os.Environ()
-		if cfg.pypath != "" {
-			cmd.Env = append(cmd.Env, "PYTHONPATH="+cfg.pypath)
-		}
 	}
-	output, runErr := cmd.CombinedOutput()
-	stopErr := sim.Stop()
-	if runErr != nil {
-		return nil, fmt.Errorf("%w\n%s", runErr, perfutil.Tail(output, 20))
-	}
-	if stopErr != nil {
-		return nil, stopErr
+	if err := run.RunClient(cmd); err != nil {
+		return nil, err
 	}
 	rec, err := readResult(out)
 	if err != nil {
