@@ -246,7 +246,7 @@ func (d *textDecoder) sample(p textparse.Parser, series []byte, ts *int64, v flo
 	name := metricName(series)
 	if name == nil { // a quoted name inside the braces
 		p.Labels(&d.lbls)
-		name = []byte(d.lbls.Get(labels.MetricName))
+		name = []byte(d.lbls.Get(model.MetricNameLabel))
 	}
 	d.noteSeen(name, false)
 	family, suffix, typ := name, []byte(nil), model.MetricTypeUnknown
@@ -309,7 +309,7 @@ func (d *textDecoder) addToAggregate(mf *dto.MetricFamily, suffix string, ts *in
 	special := ""
 	switch {
 	case suffix == "_bucket":
-		special = labels.BucketLabel
+		special = model.BucketLabel
 	case suffix == "" && mf.GetType() == dto.MetricType_SUMMARY:
 		special = model.QuantileLabel
 	}
@@ -373,7 +373,7 @@ func (d *textDecoder) aggregateMetric(mf *dto.MetricFamily, special string) *dto
 func labelPairs(ls labels.Labels, skip string) []*dto.LabelPair {
 	n := 0
 	ls.Range(func(l labels.Label) {
-		if l.Name != labels.MetricName && l.Name != skip {
+		if l.Name != model.MetricNameLabel && l.Name != skip {
 			n++
 		}
 	})
@@ -383,7 +383,7 @@ func labelPairs(ls labels.Labels, skip string) []*dto.LabelPair {
 	strs := make([]string, 2*n)
 	i := 0
 	ls.Range(func(l labels.Label) {
-		if l.Name != labels.MetricName && l.Name != skip {
+		if l.Name != model.MetricNameLabel && l.Name != skip {
 			strs[2*i], strs[2*i+1] = l.Name, l.Value
 			pairs[i].Name, pairs[i].Value = &strs[2*i], &strs[2*i+1]
 			out[i] = &pairs[i]
@@ -398,7 +398,7 @@ func labelPairs(ls labels.Labels, skip string) []*dto.LabelPair {
 func sameLabels(pairs []*dto.LabelPair, ls labels.Labels, skip string) bool {
 	i, same := 0, true
 	ls.Range(func(l labels.Label) {
-		if !same || l.Name == labels.MetricName || l.Name == skip {
+		if !same || l.Name == model.MetricNameLabel || l.Name == skip {
 			return
 		}
 		if i >= len(pairs) || pairs[i].GetName() != l.Name || pairs[i].GetValue() != l.Value {
