@@ -2,11 +2,13 @@ package perfutil
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // VLLMClientFiles are the files vLLM's benchmarks/benchmark_serving.py
@@ -97,3 +99,49 @@ func (w *Workdir) setUp(vllmGit, vllmRef, vllmDir string, writable bool) error {
 
 // Close removes the temporary directory.
 func (w *Workdir) Close() { _ = os.RemoveAll(w.Tmp) }
+
+// SideBySideFlags are the flags the side-by-side benchmarks (ttfterror,
+// vsvllm) share: the requests, the simulator's timing, vLLM's client and
+// the vllm_prober binary.
+type SideBySideFlags struct {
+	Tokens, InputLen                          *int
+	TTFT, ITL                                 *time.Duration
+	VLLMGit, VLLMRef, VLLMDir, Python, PyPath *string
+	ProberBin                                 *string
+}
+
+// RegisterSideBySideFlags defines the shared flags on the command line.
+func RegisterSideBySideFlags() *SideBySideFlags {
+	return &SideBySideFlags{
+		Tokens:    flag.Int("tokens", 100, "output tokens per request (ignore_eos)"),
+		InputLen:  flag.Int("input-len", 64, "random prompt length in tokens"),
+		TTFT:      flag.Duration("ttft", 50*time.Millisecond, "simulator time to first token"),
+		ITL:       flag.Duration("itl", 20*time.Millisecond, "simulator inter-token latency (no batch slowdown)"),
+		VLLMGit:   flag.String("vllm-git", "", "git directory of vLLM; the client's files at -vllm-ref are extracted to a temporary directory"),
+		VLLMRef:   flag.String("vllm-ref", "v0.7.3", "tag or commit of vLLM whose benchmarks/ client runs"),
+		VLLMDir:   flag.String("vllm-dir", "", "directory already holding "+strings.Join(VLLMClientFiles, ", ")+" (instead of -vllm-git)"),
+		Python:    flag.String("python", "/usr/bin/python3", "Python interpreter with aiohttp, numpy, tqdm, pillow and pandas"),
+		PyPath:    flag.String("pythonpath", "", "PYTHONPATH for vLLM's client (e.g. offline stand-ins for transformers, datasets, huggingface_hub)"),
+		ProberBin: flag.String("prober", "", "vllm_prober binary (default: built from this module)"),
+	}
+}
+
+// SideBySide is what a side-by-side benchmark's runs read: the requests,
+// the simulator's timing, vLLM's client and the work directory.
+type SideBySide struct {
+	Tokens, InputLen int
+	TTFT, ITL        time.Duration
+	Python, PyPath   string
+	*Workdir
+}
+
+// Open sets up the work directory (NewWorkdir with the flags' prober and
+// vLLM client) and returns what the runs read. Close the Workdir after.
+func (f *SideBySideFlags) Open(prefix string, writable bool) (SideBySide, error) {
+	w, err := NewWorkdir(prefix, *f.ProberBin, *f.VLLMGit, *f.VLLMRef, *f.VLLMDir, writable)
+	if err != nil {
+		return SideBySide{}, err
+	}
+	return SideBySide{Tokens: *f.Tokens, InputLen: *f.InputLen, TTFT: *f.TTFT, ITL: *f.ITL,
+		Python: *f.Python, PyPath: *f.PyPath, Workdir: w}, nil
+}
