@@ -238,6 +238,7 @@ targets:
 		}
 		r.probes = p1 - r.probes0
 	}
+	probeWindow := time.Since(t0)
 	median := func(r *replica) float64 { return perfutil.Median(slices.Clone(r.renders)) }
 	fleetCPU := 0.0
 	for _, r := range replicas {
@@ -269,10 +270,9 @@ targets:
 		big.cpuPerMin*1000/float64(big.targets), float64(big.peakRSS)/1024/float64(big.targets))
 	// A daemon starved of CPU by other processes does less work, and so
 	// uses less CPU: the probes it started tell.
-	window := big.prevT.Sub(t0)
-	scheduled := float64(big.targets) * window.Seconds() / 30
-	fmt.Printf("probes started in the %s measured: %.0f, %.0f%% of the %.0f scheduled (probe_interval 30s)\n",
-		window.Round(time.Second), big.probes, 100*big.probes/scheduled, scheduled)
+	scheduled := float64(big.targets) * probeWindow.Seconds() / 30
+	fmt.Printf("probes started in the %s after the warm-up: %.0f, %.0f%% of the %.0f scheduled (probe_interval 30s)\n",
+		probeWindow.Round(time.Second), big.probes, 100*big.probes/scheduled, scheduled)
 	return exposition(big.d.URL+"/metrics", names[0].Name, "short")
 }
 
