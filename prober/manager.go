@@ -102,6 +102,7 @@ type pair struct {
 	state          pairState   // statistics that outlive the history (stats.go)
 	records        recordState // record ids and the last hour's counts (pairstate.go)
 	series         *series     // what its vllm_probe_* series say (metrics.go)
+	labels         *labelSet   // its series' label pairs, for Collect (metrics.go)
 
 	cancel context.CancelFunc // of the schedule loop; nil when not running
 	starts int                // times its schedule loop started (tests)
