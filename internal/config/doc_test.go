@@ -58,8 +58,8 @@ func TestConfigurationDocExampleLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the example of CONFIGURATION.md does not load: %v", err)
 	}
-	if len(cfg.Targets) != 2 || len(cfg.Modules) != 2 {
-		t.Errorf("example loaded %d targets and %d modules, want 2 and 2", len(cfg.Targets), len(cfg.Modules))
+	if len(cfg.Targets) != 3 || len(cfg.Modules) != 2 {
+		t.Errorf("example loaded %d targets and %d modules, want 3 and 2", len(cfg.Targets), len(cfg.Modules))
 	}
 }
 
