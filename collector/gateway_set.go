@@ -7,7 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
-	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 )
 
 // GatewaySet exports the vllm_gateway_* series of the configuration's
@@ -15,7 +14,7 @@ import (
 // GatewayCollector each, scraped at every collection. It is an unchecked
 // prometheus.Collector: its targets follow SetTargets.
 type GatewaySet struct {
-	clients *httpclient.Pool
+	clients ClientPool
 
 	mu  sync.RWMutex
 	gws []*GatewayCollector
@@ -23,7 +22,7 @@ type GatewaySet struct {
 
 // NewGatewaySet returns an empty GatewaySet taking its HTTP clients from
 // clients, registered with reg when reg is not nil.
-func NewGatewaySet(reg prometheus.Registerer, clients *httpclient.Pool) (*GatewaySet, error) {
+func NewGatewaySet(reg prometheus.Registerer, clients ClientPool) (*GatewaySet, error) {
 	s := &GatewaySet{clients: clients}
 	if reg != nil {
 		if err := reg.Register(s); err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
-	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
@@ -65,9 +64,9 @@ type Manager struct {
 	run func(context.Context, *probe.Spec, *http.Client, probe.Call) probe.Result
 	// clients shares one HTTP client between targets of equal configuration
 	// (with the collector and discovery when the daemon hands the same Pool).
-	clients *httpclient.Pool
+	clients ClientPool
 	// red scrubs every text the prober keeps (results' errors and headers).
-	red *redact.Redactor
+	red Redactor
 	// offset places a pair in its interval; tests pin it.
 	offset func(pairKey, time.Duration) time.Duration
 	// load tells a probe the load it met over its lifetime (Options.Load).
@@ -125,8 +124,8 @@ type Options struct {
 	// collector and discovery: one client per distinct http_client_config.
 	// Redactor scrubs every text the prober keeps (results' errors and
 	// headers) and learns the tokens the clients obtain. Both required.
-	Clients  *httpclient.Pool
-	Redactor *redact.Redactor
+	Clients  ClientPool
+	Redactor Redactor
 	// HistoryLimit is how many recent results (and, on top, recent
 	// failures) each pair keeps (default DefaultHistoryLimit).
 	HistoryLimit int
@@ -219,29 +218,22 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 // SetTargets runs the targets of cfg, whose modules ApplyConfig compiled. It is safe before and while Run runs:
 // unchanged pairs keep their schedule and history, removed pairs stop and lose
 // their series, new pairs start. On error nothing changes.
+//
+// It is a diff, as Prometheus' scrape pool sync: a target new in cfg is
+// created and started, one that stays is synced (its check loop restarts
+// only when its URL, interval, probe switch or client changed), one gone
+// is stopped; each target's pairs then follow its modules.
 func (m *Manager) SetTargets(cfg *config.Config) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-
-	// Build everything that can fail first. A target's credentials are read
-	// (credential files included) when its client is built, not at every
-	// discovery refresh that re-applies it unchanged.
-	if !m.configured {
-		return errors.New("no configuration applied (ApplyConfig)")
-	}
-	for i := range cfg.Targets {
-		for _, mod := range cfg.Targets[i].Modules {
-			if m.specs[mod] == nil {
-				return fmt.Errorf("target %q: module %q was not applied (ApplyConfig)", cfg.Targets[i].Name, mod)
-			}
-		}
+	if err := m.checkTargets(cfg); err != nil {
+		return err
 	}
 	clients, secrets, err := m.acquireClients(cfg)
 	if err != nil {
 		return err
 	}
-	// The static label names are those of the targets' labels: discovered
-	// targets may bring new ones.
+	// Discovered targets may bring new static label names.
 	if static := cfg.StaticLabelNames(); m.descs == nil || !slices.Equal(m.static, static) {
 		m.static, m.descs = static, newDescs(static)
 	}
@@ -256,9 +248,6 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 			t = &target{host: host{m}}
 			m.targets[tc.Name] = t
 		}
-		if clients[tc.Name] != nil && t.client != nil {
-			m.clients.Release(t.client) // sync takes the new one
-		}
 		if t.sync(cfg, tc, clients[tc.Name], secrets[tc.Name]) || !ok {
 			t.stop()
 			t.start()
@@ -267,14 +256,39 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 	}
 	for name, t := range m.targets {
 		if !keep[name] {
-			t.stop()
-			t.pairs = slices.DeleteFunc(t.pairs, func(p *pair) bool { m.removePair(p); return true })
-			m.clients.Release(t.client)
-			delete(m.targets, name)
+			m.removeTarget(t)
 		}
 	}
 	m.sortPairs()
 	return nil
+}
+
+// checkTargets refuses cfg's targets before anything changes: every module
+// they name must have been compiled (ApplyConfig). m.mu must be held.
+func (m *Manager) checkTargets(cfg *config.Config) error {
+	if !m.configured {
+		return errors.New("no configuration applied (ApplyConfig)")
+	}
+	for i := range cfg.Targets {
+		for _, mod := range cfg.Targets[i].Modules {
+			if m.specs[mod] == nil {
+				return fmt.Errorf("target %q: module %q was not applied (ApplyConfig)", cfg.Targets[i].Name, mod)
+			}
+		}
+	}
+	return nil
+}
+
+// removeTarget stops t and its pairs, whose series go, and releases its
+// client. m.mu must be held.
+func (m *Manager) removeTarget(t *target) {
+	t.stop()
+	for _, p := range t.pairs {
+		m.removePair(p)
+	}
+	t.pairs = nil
+	m.clients.Release(t.client)
+	delete(m.targets, t.cfg.Name)
 }
 
 // acquireClients builds the clients of cfg's targets whose
@@ -497,7 +511,7 @@ type probeSpec struct {
 	model          string
 	seq            uint64
 	timeout, stall time.Duration
-	red            *redact.Redactor
+	red            Redactor
 	promptEstimate int
 	tgt            *target
 }

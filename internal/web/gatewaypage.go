@@ -1,4 +1,4 @@
-package daemon
+package web
 
 import (
 	"fmt"
@@ -94,9 +94,9 @@ func newGatewayTable(t *config.Target, members []string, joins []compare.Gateway
 
 // gatewayTableOf is the gateway table of t on the running configuration;
 // nil when t is no gateway.
-func (d *Daemon) gatewayTableOf(t *config.Target) *gatewayTable {
+func (h *handler) gatewayTableOf(t *config.Target) *gatewayTable {
 	if t.Gateway == nil {
 		return nil
 	}
-	return newGatewayTable(t, d.Running().GatewayMembers(t), d.cmp.GatewayJoins(t.Name))
+	return newGatewayTable(t, h.opts.Running().GatewayMembers(t), h.cmp.GatewayJoins(t.Name))
 }
