@@ -57,6 +57,18 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-prober-missing.yml", "module \"nameless\": prober is required (completions, chat, embeddings or responses)"},
 		{"invalid-prober.yml", "module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat, embeddings or responses)"},
 		{"invalid-rate-window.yml", "global: rate_window 1m must be at least twice scrape_interval 40s"},
+		{"invalid-gateway-both.yml", "target \"gw\": gateway: set members or member_label, not both"},
+		{"invalid-gateway-neither.yml", "target \"gw\": gateway: members (target names) or member_label (a label the members share with the gateway) is required"},
+		{"invalid-gateway-unknown-member.yml", "target \"gw\": gateway: unknown member \"pod-c\": members are names of static targets (use member_label for discovered ones)"},
+		{"invalid-gateway-itself.yml", "target \"gw\": gateway: the gateway lists itself as a member"},
+		{"invalid-gateway-member-twice.yml", "target \"gw\": gateway: member \"pod-a\" listed twice"},
+		{"invalid-gateway-member-gateway.yml", "target \"gw\": gateway: member \"gw2\" is itself a gateway"},
+		{"invalid-gateway-header.yml", "target \"gw\": gateway: member_header \"X Served By\" is not a valid header name"},
+		{"invalid-gateway-engine.yml", "target \"gw\": gateway: engine does not apply: a gateway's /metrics is read by the gateway profiles (EPP, llm-d, production-stack router, HAProxy)"},
+		{"invalid-gateway-label-not-own.yml", "target \"gw\": gateway: member_label \"zone\" is not a label of this target: its members are the targets with its value"},
+		{"invalid-gateway-label-no-match.yml", "target \"gw\": gateway: member_label pool=\"llama\" matches no other target"},
+		{"invalid-gateway-unknown-key.yml", "target \"gw\": yaml: unmarshal errors:\n  line 15: field member not found in target \"gw\""},
+		{"invalid-sd-defaults-gateway.yml", "target_defaults: gateway must be empty: a gateway is a static target (its members may be discovered: gateway.member_label)"},
 		{"invalid-sd-defaults-name.yml", "target_defaults: name must be empty: discovery names each target (__target_name__)"},
 		{"invalid-sd-defaults-reserved-label.yml", "target_defaults: label name \"source\" is reserved"},
 		{"invalid-sd-defaults-unknown-baseline.yml", "target_defaults: unknown baseline \"h100\""},
@@ -283,6 +295,14 @@ func TestLoadFileGood(t *testing.T) {
 	}
 	if got, want := llama.StaticLabelValues([]string{"region", "preset"}), []string{"eu", "H100X1"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("llama StaticLabelValues = %q, want %q", got, want)
+	}
+	lg, _ := cfg.Target("llama-gateway")
+	if got := cfg.GatewayMembers(lg); !reflect.DeepEqual(got, []string{"llama8b-h100"}) || lg.Gateway.MemberHeader != "X-Served-By" {
+		t.Errorf("llama-gateway members %v, header %q", got, lg.Gateway.MemberHeader)
+	}
+	qr, _ := cfg.Target("qwen-router")
+	if got := cfg.GatewayMembers(qr); !reflect.DeepEqual(got, []string{"qwen-a100"}) || qr.Gateway.MemberHeader != DefaultMemberHeader {
+		t.Errorf("qwen-router members %v, header %q", got, qr.Gateway.MemberHeader)
 	}
 	if _, ok := cfg.Target("nope"); ok {
 		t.Error(`Target("nope") found`)

@@ -21,7 +21,7 @@ func TestConfigurationDocCoversEveryKey(t *testing.T) {
 	}
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[Config](), reflect.TypeFor[Global](), reflect.TypeFor[Module](),
-		reflect.TypeFor[Message](), reflect.TypeFor[Target](), reflect.TypeFor[BaselineRef](),
+		reflect.TypeFor[Message](), reflect.TypeFor[Target](), reflect.TypeFor[BaselineRef](), reflect.TypeFor[Gateway](),
 		reflect.TypeFor[Discovery](), reflect.TypeFor[SDConfigs](), reflect.TypeFor[URLProbes](),
 		reflect.TypeFor[file.SDConfig](), reflect.TypeFor[http.SDConfig](), reflect.TypeFor[kubernetes.SDConfig](), reflect.TypeFor[dns.SDConfig](),
 		reflect.TypeFor[kubernetes.NamespaceDiscovery](), reflect.TypeFor[kubernetes.SelectorConfig](), reflect.TypeFor[kubernetes.AttachMetadataConfig](),
@@ -58,8 +58,8 @@ func TestConfigurationDocExampleLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the example of CONFIGURATION.md does not load: %v", err)
 	}
-	if len(cfg.Targets) != 2 || len(cfg.Modules) != 2 {
-		t.Errorf("example loaded %d targets and %d modules, want 2 and 2", len(cfg.Targets), len(cfg.Modules))
+	if len(cfg.Targets) != 3 || len(cfg.Modules) != 2 {
+		t.Errorf("example loaded %d targets and %d modules, want 3 and 2", len(cfg.Targets), len(cfg.Modules))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vllm-prober/vllm_prober/internal/compare"
 	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
@@ -40,3 +41,7 @@ func (p Pages) ScrapeText(target string, now time.Time, errLen int) (string, boo
 func ExecLanding(w io.Writer, data landingData) error { return landingTemplate.Execute(w, data) }
 
 func ExecTarget(w io.Writer, page targetPage) error { return targetTemplate.Execute(w, page) }
+
+func ExecGatewayTable(w io.Writer, t *config.Target, members []string, joins []compare.GatewayModuleJoin) error {
+	return targetTemplate.ExecuteTemplate(w, "gateway", newGatewayTable(t, members, joins))
+}

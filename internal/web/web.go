@@ -85,6 +85,9 @@ type Bursts interface {
 type Baselines interface {
 	Compare(target, module string) (compare.Comparison, bool)
 	CompareWindow(target, module string, window time.Duration) (cmp compare.WindowComparison, hasBaseline, ok bool)
+	// GatewayJoins are a gateway target's joins with its members, per
+	// module (the gateway table of its page).
+	GatewayJoins(target string) []compare.GatewayModuleJoin
 }
 
 // Scrapes are the collector's last scrapes.
