@@ -24,6 +24,7 @@
 //	__metrics_path__  target_defaults.metrics_path (/metrics)
 //	__model__         target_defaults.model, when set
 //	__engine__        target_defaults.engine, when set
+//	__price_per_hour__  target_defaults.price_per_hour, when set
 //	__meta_*          the discoverer's labels (__meta_filepath, __meta_url,
 //	                  __meta_kubernetes_pod_label_<name>, ...)
 //
@@ -34,6 +35,9 @@
 //	__metrics_path__  where vLLM's /metrics is scraped
 //	__model__         the served model name ("" means: ask /v1/models)
 //	__engine__        the engine profile of its /metrics ("" means: detect it)
+//	__price_per_hour__  the price of an hour of its hardware ("" means: none);
+//	                  a value that is not a positive number is dropped with a
+//	                  warning and counted, and the target kept without a price
 //
 // Every remaining label whose name does not start with "__" becomes a static
 // label of the target, on top of target_defaults.labels. A drop (or a failed
@@ -76,6 +80,9 @@ const (
 	// EngineLabel forces the engine profile the target's /metrics is read
 	// with (the target's engine key); "" detects it.
 	EngineLabel = "__engine__"
+	// PriceLabel sets the target's price_per_hour, e.g. from a pod
+	// annotation or a node's GPU product mapped to a price by relabelling.
+	PriceLabel = "__price_per_hour__"
 )
 
 // PublishDelay is how long a Manager gathers the updates that follow a first
@@ -98,6 +105,16 @@ var (
 // configurations.
 type Metrics struct {
 	sd map[string]promdiscovery.DiscovererMetrics
+	// invalidPrice counts discovered targets whose __price_per_hour__ was
+	// not a price: they are kept without one.
+	invalidPrice prometheus.Counter
+}
+
+func newInvalidPrice() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vllm_prober_discovery_invalid_prices_total",
+		Help: "Discovered targets whose " + PriceLabel + " label was not a positive number after relabelling, counted at each discovery update that relabels them; each is kept without a price (no cost series).",
+	})
 }
 
 // NewMetrics registers the metrics of every discovery mechanism on reg.
@@ -106,7 +123,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Metrics{sd: sd}, nil
+	invalid := newInvalidPrice()
+	if err := reg.Register(invalid); err != nil {
+		return nil, fmt.Errorf("registering %s: %w", "vllm_prober_discovery_invalid_prices_total", err)
+	}
+	return &Metrics{sd: sd, invalidPrice: invalid}, nil
 }
 
 // unregisteredMetrics are metrics for discoverers that are built only to be
@@ -118,7 +139,7 @@ func unregisteredMetrics() *Metrics {
 		// A fresh registry has no collisions: only a broken mechanism gets here.
 		panic(fmt.Sprintf("discovery: registering metrics on a fresh registry: %v", err))
 	}
-	return &Metrics{sd: sd}
+	return &Metrics{sd: sd, invalidPrice: newInvalidPrice()}
 }
 
 type update struct {
@@ -401,6 +422,9 @@ func (m *Manager) build(groupLabels, targetLabels model.LabelSet) (*config.Targe
 	if m.template.Engine != "" {
 		lb.Set(EngineLabel, m.template.Engine)
 	}
+	if m.template.PricePerHour != nil {
+		lb.Set(PriceLabel, config.FormatPrice(*m.template.PricePerHour))
+	}
 	for n, v := range groupLabels {
 		lb.Set(string(n), string(v))
 	}
@@ -449,6 +473,7 @@ func (m *Manager) build(groupLabels, targetLabels model.LabelSet) (*config.Targe
 	if t.Engine = lb.Get(EngineLabel); t.Engine != "" && !slices.Contains(config.Engines, t.Engine) {
 		return nil, fmt.Errorf("__engine__ %q is not one of %s", t.Engine, strings.Join(config.Engines, ", "))
 	}
+	t.PricePerHour = m.price(name, lb.Get(PriceLabel))
 	var lerr error
 	lb.Range(func(l labels.Label) {
 		if lerr != nil || strings.HasPrefix(l.Name, "__") {
@@ -467,6 +492,21 @@ func (m *Manager) build(groupLabels, targetLabels model.LabelSet) (*config.Targe
 		return nil, lerr
 	}
 	return &t, nil
+}
+
+// price reads a discovered target's __price_per_hour__. A bad value costs
+// the target its price, not its probes: it is logged, counted and dropped.
+func (m *Manager) price(target, v string) *float64 {
+	if v == "" {
+		return nil
+	}
+	p, err := config.ParsePrice(v)
+	if err != nil {
+		m.metrics.invalidPrice.Inc()
+		level.Warn(m.logger).Log("msg", "Discovered target has an invalid price, exporting no cost series for it", "target", target, "label", PriceLabel, "err", err)
+		return nil
+	}
+	return &p
 }
 
 func checkLabelName(n string) error {
