@@ -209,7 +209,7 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]
 		if t.ScrapeMetrics {
-			st.scraped = append(st.scraped, scraped{name: t.Name, static: t.StaticLabelValues(st.static)})
+			st.scraped = append(st.scraped, scraped{name: t.Name, static: t.StaticLabelValues(st.static), price: t.PricePerHour})
 		}
 		if t.Baseline == "" {
 			continue
@@ -272,7 +272,7 @@ func newDescs(static []string) map[string]*prometheus.Desc {
 	pair := append(append([]string{labelTarget, labelModule, labelModel}, static...), labelBase)
 	tgt := append(append([]string{labelTarget, labelModel}, static...), labelBase)
 	point := []string{labelBase, labelLoadTyp, labelLoad}
-	return map[string]*prometheus.Desc{
+	d := map[string]*prometheus.Desc{
 		mOutput:     prometheus.NewDesc(mOutput, "Output token throughput of the baseline at one load point.", point, nil),
 		mRequests:   prometheus.NewDesc(mRequests, "Request throughput of the baseline at one load point.", point, nil),
 		mLatency:    prometheus.NewDesc(mLatency, "Latency statistic of the baseline at one load point.", append(slices.Clone(point), labelMetric, labelStat), nil),
@@ -287,6 +287,8 @@ func newDescs(static []string) map[string]*prometheus.Desc {
 		mSpecRatio: prometheus.NewDesc(mSpecRatio, "The baseline's draft tokens accepted per speculative draft / the server's over the rate window (vllm_server_spec_decode_accepted_tokens_per_draft); above 1 is worse than the baseline. Absent unless both have speculative decoding.", tgt, nil),
 		mRatio:     prometheus.NewDesc(mRatio, "Live probe latency / the baseline's expectation at the live load (E2E scaled to the probes' output length), or for output_throughput the expected / live output tokens per second of one request; above 1 is worse than the baseline.", append(slices.Clone(pair), labelMetric), nil),
 	}
+	costDescs(d, static)
+	return d
 }
 
 // Describe sends nothing: the Collector is unchecked.
