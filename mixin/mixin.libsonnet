@@ -492,6 +492,23 @@
           },
         ],
       },
+      {
+        name: "vllm_prober.cost.rules",
+        rules: [
+          {
+            record: "job:vllm_price_per_hour:sum",
+            expr: "sum by (job) (max without (instance, pod, vantage) (vllm_price_per_hour{%(proberSelector)s}))" % $._config,
+          },
+          {
+            record: "job:vllm_server_generation_tokens_per_second:sum_priced",
+            expr: "sum by (job) (\n  max without (instance, pod, vantage) (vllm_server_generation_tokens_per_second{%(proberSelector)s})\n  and on (job, target) vllm_price_per_hour{%(proberSelector)s}\n)" % $._config,
+          },
+          {
+            record: "job:vllm_cost_per_million_output_tokens:ratio",
+            expr: "job:vllm_price_per_hour:sum / on (job) (job:vllm_server_generation_tokens_per_second:sum_priced \u003e 0) / 3600 * 1e6",
+          },
+        ],
+      },
     ],
   },
 
