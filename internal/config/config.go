@@ -133,6 +133,8 @@ type Global struct {
 	// Burst limits POST /burst, Gate sets GET /gate's defaults (burst.go).
 	Burst Burst `yaml:"burst"`
 	Gate  Gate  `yaml:"gate"`
+	// Vantage and probe-only (vantage.go).
+	Vantages `yaml:",inline"`
 }
 
 // Histogram modes of Global.Histograms.
@@ -533,6 +535,9 @@ func (c *Config) validate(dir string) error {
 	}
 	if err := g.Gate.validate(); err != nil {
 		return fmt.Errorf("global: gate: %w", err)
+	}
+	if err := g.Vantages.validate(); err != nil {
+		return fmt.Errorf("global: %w", err)
 	}
 	for _, bs := range []struct {
 		key string

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,24 +81,19 @@ type Options struct {
 	DisableReload bool
 	// Vantage names where this replica probes from (--vantage): every series
 	// of the daemon's registry gets a VantageLabel label with this value. Empty
-	// (one vantage, the default): no such label.
+	// (one vantage, the default): no such label; global.vantage of the
+	// configuration file then names it (vantage.go).
 	Vantage string
+	// ProbeOnly leaves every target's /metrics to a scraping vantage
+	// (--probe-only; global.probe_only does the same).
+	ProbeOnly bool
 }
 
 // VantageLabel is the label --vantage adds to every series of the daemon.
 const VantageLabel = "vantage"
 
-// validVantage is what a vantage name may be: short, and safe in a label
-// value, a file name and a PromQL string without quoting.
-var validVantage = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
-
 // ValidateVantage checks a --vantage value.
-func ValidateVantage(v string) error {
-	if v != "" && !validVantage.MatchString(v) {
-		return fmt.Errorf("vantage %q must be 1 to 63 letters, digits, '_', '.' or '-', starting with a letter or digit", v)
-	}
-	return nil
-}
+func ValidateVantage(v string) error { return config.ValidateVantage(v) }
 
 // Daemon is one running vllm_prober.
 type Daemon struct {
@@ -109,11 +103,14 @@ type Daemon struct {
 	// registerer is reg, with the vantage label when Options.Vantage is set:
 	// every metric of the daemon registers through it.
 	registerer prometheus.Registerer
-	sc         *config.SafeConfig
-	probes     *prober.Manager
-	bursts     *prober.Burster // POST /burst (burst.go)
-	coll       *collector.Manager
-	cmp        *compare.Collector
+	// vantage is the vantage label of every series: Options.Vantage, else
+	// global.vantage as the daemon started (vantage.go).
+	vantage string
+	sc      *config.SafeConfig
+	probes  *prober.Manager
+	bursts  *prober.Burster // POST /burst (burst.go)
+	coll    *collector.Manager
+	cmp     *compare.Collector
 	// scrapes is where the pages read each target's last scrape: coll.
 	scrapes interface {
 		LastScrape(target string) (collector.ScrapeState, bool)
@@ -196,15 +193,16 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	// The vantage label is added once, where every metric of the daemon is
 	// registered, rather than by each component (as Prometheus' external
 	// labels would add it on the server side).
-	var reg prometheus.Registerer = registry
-	if opts.Vantage != "" {
-		reg = prometheus.WrapRegistererWith(prometheus.Labels{VantageLabel: opts.Vantage}, registry)
-	}
 	red := redact.New()
 	// Every level, every component; the caller is bound below the redaction,
 	// at the depth of the line that logs.
 	logger = log.With(redact.Logger(logger, red), "caller", log.DefaultCaller)
-	d := &Daemon{opts: opts, logger: logger, reg: registry, registerer: reg, red: red, clients: httpclient.New(red)}
+	vantage := startVantage(opts, logger)
+	var reg prometheus.Registerer = registry
+	if vantage != "" {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{VantageLabel: vantage}, registry)
+	}
+	d := &Daemon{opts: opts, logger: logger, reg: registry, registerer: reg, vantage: vantage, red: red, clients: httpclient.New(red)}
 	d.scrubber.Store(&scrubber{red: red})
 
 	if err := reg.Register(versioncollector.NewCollector("vllm_prober")); err != nil {

@@ -36,6 +36,9 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	// secrets. On failure the previous configuration's stay too: scrubbing
 	// more is harmless.
 	d.red.Set("config", append(configSecrets(cfg), configSecrets(d.sc.Config())...))
+	if err := d.checkVantage(cfg); err != nil {
+		return err
+	}
 	// Without discovery the static targets run in the file's order.
 	list := cfg.Targets
 	var m *discovery.Manager
@@ -156,7 +159,7 @@ func (d *Daemon) targetSteps() []step {
 // held.
 func (d *Daemon) applyTargets(cfg *config.Config, targets []config.Target, steps []step) error {
 	run := *cfg
-	run.Targets = shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex)
+	run.Targets = d.ownTargets(&run, targets)
 	prev := d.running.Load()
 	for i, s := range steps {
 		if err := s.apply(&run); err != nil {
@@ -195,7 +198,7 @@ func (d *Daemon) discovered(r *discoveryRun, targets []config.Target) {
 		return // a newer configuration file replaced r's
 	}
 	prev := d.running.Load()
-	if prev != nil && slices.EqualFunc(prev.Targets, shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex), sameTarget) {
+	if prev != nil && slices.EqualFunc(prev.Targets, d.ownTargets(r.cfg, targets), sameTarget) {
 		return
 	}
 	if err := d.applyTargets(r.cfg, targets, d.targetSteps()); err != nil {
@@ -204,6 +207,16 @@ func (d *Daemon) discovered(r *discoveryRun, targets []config.Target) {
 	}
 	run := d.running.Load()
 	level.Info(d.logger).Log("msg", "Discovered targets applied", "targets", len(targets), "this_shard", len(run.Targets))
+}
+
+// ownTargets is what this replica runs of targets under cfg: its shard,
+// without scrapes when it is probe-only.
+func (d *Daemon) ownTargets(cfg *config.Config, targets []config.Target) []config.Target {
+	own := shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex)
+	if d.probeOnly(cfg) {
+		own = probeOnlyTargets(own)
+	}
+	return own
 }
 
 func sameTarget(a, b config.Target) bool { return reflect.DeepEqual(a, b) }
