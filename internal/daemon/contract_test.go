@@ -130,7 +130,7 @@ modules:
   embed: {prober: embeddings, prompt: "Say hello."}
 baselines: [{name: simbase, file: %s}]
 targets:
-  - {name: sim, url: %q, baseline: simbase, max_num_seqs: 16, labels: {preset: test}}
+  - {name: sim, url: %q, baseline: simbase, max_num_seqs: 16, price_per_hour: 2.5, labels: {preset: test}}
 file_sd_configs:
   - files: [targets/*.json]
 target_defaults:
