@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 )
 
 func TestManagerSharesClients(t *testing.T) {
@@ -39,7 +41,7 @@ targets:
 	if m.targets["a"].client != a {
 		t.Error("the unchanged target a got a new client")
 	}
-	if n := m.clients.Len(); n != 1 {
+	if n := m.clients.(*httpclient.Pool).Len(); n != 1 {
 		t.Errorf("%d clients held, want 1", n)
 	}
 }

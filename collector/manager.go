@@ -18,7 +18,6 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
-	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
@@ -37,7 +36,8 @@ const maxSnapshots = 4096
 // static label names change with the configuration.
 type Manager struct {
 	logger  log.Logger
-	clients *httpclient.Pool // shared between targets of equal HTTP client config (and with the prober)
+	clients ClientPool // shared between targets of equal HTTP client config (and with the prober)
+	red     Scrubber
 
 	mu         sync.Mutex
 	targets    map[string]*scraper // by target name
@@ -55,7 +55,30 @@ type Options struct {
 	// Clients is the HTTP client pool the scrapes take their clients from,
 	// shared with the prober and discovery: one connection pool per
 	// distinct http_client_config. Required.
-	Clients *httpclient.Pool
+	Clients ClientPool
+	// Redactor scrubs the texts and label values the targets send of the
+	// configured secrets; nil scrubs nothing.
+	Redactor Scrubber
+}
+
+// ClientPool lends the HTTP client of an http_client_config: targets of
+// equal configurations share one client, and the last Release of a client
+// closes its idle connections. vllm_prober's pool, shared with the prober,
+// is one.
+type ClientPool interface {
+	Acquire(cfg commoncfg.HTTPClientConfig) (*http.Client, error)
+	Release(client *http.Client)
+}
+
+// Scrubber removes configured secrets from what a target sends.
+// vllm_prober's redactor is one.
+type Scrubber interface {
+	// String returns s without its secrets.
+	String(s string) string
+	// Label returns s, or a placeholder when s held a secret (held true).
+	Label(s string) (v string, held bool)
+	// MaxLen is the length of the longest secret, in bytes; 0 for none.
+	MaxLen() int
 }
 
 // NewManager returns a Manager of opts, registered with opts.Registerer.
@@ -75,6 +98,10 @@ func NewManager(opts Options) *Manager {
 		targets: map[string]*scraper{},
 		window:  time.Duration(config.DefaultGlobal.RateWindow),
 		clients: opts.Clients,
+		red:     opts.Redactor,
+	}
+	if m.red == nil {
+		m.red = (*redact.Redactor)(nil) // a nil Redactor scrubs nothing
 	}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(m)
@@ -93,7 +120,7 @@ type scraper struct {
 	interval   time.Duration
 	timeout    time.Duration
 	logger     log.Logger
-	red        *redact.Redactor // scrubs the label values the target sends (scrub.go)
+	red        Scrubber         // scrubs the label values the target sends (scrub.go)
 	now        func() time.Time // when set (tests), overrides snapshot timestamps
 
 	cancel context.CancelFunc // nil while not running
@@ -212,7 +239,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 				interval:   cfg.ScrapeInterval(w.t),
 				timeout:    cfg.ScrapeTimeout(w.t),
 				logger:     log.With(m.logger, "target", name),
-				red:        m.clients.Redactor(),
+				red:        m.red,
 				needInfo:   true,
 			}
 			m.targets[name] = s
@@ -413,7 +440,7 @@ func (s *scraper) noteEngineLocked(snap *Snapshot) {
 }
 
 // scrubAll is names with each one holding a secret replaced.
-func scrubAll(red *redact.Redactor, names []string) []string {
+func scrubAll(red Scrubber, names []string) []string {
 	out := make([]string, 0, len(names))
 	for _, n := range names {
 		clean, _ := red.Label(n)

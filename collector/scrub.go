@@ -15,7 +15,7 @@ import (
 // never the value.
 
 // scrubSnapshot replaces the label values of snap that hold a secret.
-func scrubSnapshot(red *redact.Redactor, logger log.Logger, snap *Snapshot) {
+func scrubSnapshot(red Scrubber, logger log.Logger, snap *Snapshot) {
 	if snap == nil || red.MaxLen() == 0 {
 		return
 	}
@@ -41,7 +41,7 @@ func scrubSnapshot(red *redact.Redactor, logger log.Logger, snap *Snapshot) {
 }
 
 // scrub replaces the label values of info that hold a secret.
-func (info *ServerInfo) scrub(red *redact.Redactor, logger log.Logger) {
+func (info *ServerInfo) scrub(red Scrubber, logger log.Logger) {
 	if red.MaxLen() == 0 {
 		return
 	}

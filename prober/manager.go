@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
-	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
@@ -65,9 +64,9 @@ type Manager struct {
 	run func(context.Context, *probe.Spec, *http.Client, probe.Call) probe.Result
 	// clients shares one HTTP client between targets of equal configuration
 	// (with the collector and discovery when the daemon hands the same Pool).
-	clients *httpclient.Pool
+	clients ClientPool
 	// red scrubs every text the prober keeps (results' errors and headers).
-	red *redact.Redactor
+	red Redactor
 	// offset places a pair in its interval; tests pin it.
 	offset func(pairKey, time.Duration) time.Duration
 	// load tells a probe the load it met over its lifetime (Options.Load).
@@ -117,8 +116,8 @@ type Options struct {
 	// collector and discovery: one client per distinct http_client_config.
 	// Redactor scrubs every text the prober keeps (results' errors and
 	// headers) and learns the tokens the clients obtain. Both required.
-	Clients  *httpclient.Pool
-	Redactor *redact.Redactor
+	Clients  ClientPool
+	Redactor Redactor
 	// HistoryLimit is how many recent results (and, on top, recent
 	// failures) each pair keeps (default DefaultHistoryLimit).
 	HistoryLimit int
@@ -487,7 +486,7 @@ type probeSpec struct {
 	model          string
 	seq            uint64
 	timeout, stall time.Duration
-	red            *redact.Redactor
+	red            Redactor
 	promptEstimate int
 	tgt            *target
 }

@@ -54,7 +54,7 @@ type targetHost interface {
 	// the Manager is not running.
 	spawn(f func(ctx context.Context)) (cancel context.CancelFunc, ok bool)
 	logger() log.Logger
-	redactor() *redact.Redactor
+	redactor() Redactor
 	phase(target string, interval time.Duration) time.Duration
 	// modelsChanged rebuilds t's pairs after its listed models changed;
 	// the lock must be held.
@@ -195,8 +195,8 @@ func (h host) spawn(f func(ctx context.Context)) (context.CancelFunc, bool) {
 	return cancel, true
 }
 
-func (h host) logger() log.Logger         { return h.m.logger }
-func (h host) redactor() *redact.Redactor { return h.m.red }
+func (h host) logger() log.Logger { return h.m.logger }
+func (h host) redactor() Redactor { return h.m.red }
 func (h host) phase(target string, interval time.Duration) time.Duration {
 	return h.m.offset(pairKey{target: target}, interval)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vllm-prober/vllm_prober/internal/daemon"
+	"github.com/vllm-prober/vllm_prober/internal/daemonweb"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
@@ -132,13 +133,13 @@ func newMatrix(t *testing.T) *matrix {
 		t.Fatal(err)
 	}
 	m.d = d
-	m.srv = httptest.NewServer(d.Handler())
+	m.srv = httptest.NewServer(daemonweb.Handler(d))
 	t.Cleanup(m.srv.Close)
 
 	m.before = quietGoroutines()
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel, m.runDone = cancel, make(chan error, 1)
-	go func() { m.runDone <- d.Run(ctx) }()
+	go func() { m.runDone <- d.Run(ctx, nil) }()
 	if !waitFor(15*time.Second, func() bool { return m.recovered(time.Now().Add(-time.Hour), true) }) {
 		m.stop()
 		t.Fatal("the victim did not succeed a probe and a scrape within 15s of Run")

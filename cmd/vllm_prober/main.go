@@ -26,6 +26,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
 	"github.com/vllm-prober/vllm_prober/internal/daemon"
+	"github.com/vllm-prober/vllm_prober/internal/daemonweb"
 	"github.com/vllm-prober/vllm_prober/internal/logging"
 )
 
@@ -174,7 +175,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level.Error(logger).Log("msg", "Error loading config", "err", err)
 		return 1
 	}
-	if err := d.Run(ctx); err != nil {
+	if err := d.Run(ctx, daemonweb.Handler(d)); err != nil {
 		level.Error(logger).Log("msg", "vllm_prober stopped", "err", err)
 		return 1
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vllm-prober/vllm_prober/internal/daemon"
+	"github.com/vllm-prober/vllm_prober/internal/daemonweb"
 	"github.com/vllm-prober/vllm_prober/internal/hostile"
 )
 
@@ -184,7 +185,7 @@ func TestConfigErrorsNeverShowSecrets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			web := httptest.NewServer(d.Handler())
+			web := httptest.NewServer(daemonweb.Handler(d))
 			defer web.Close()
 			write(bad)
 			resp, err := http.Post(web.URL+"/-/reload", "", nil)

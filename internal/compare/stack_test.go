@@ -32,7 +32,7 @@ func startStack(t *testing.T, cfg *config.Config, probeTimeout, window time.Dura
 	reg := prometheus.NewRegistry()
 	red := redact.New()
 	clients := httpclient.New(red)
-	cm := collector.NewManager(collector.Options{Registerer: reg, Clients: clients})
+	cm := collector.NewManager(collector.Options{Registerer: reg, Clients: clients, Redactor: red})
 	pm := prober.NewManager(prober.Options{Registerer: reg, Clients: clients, Redactor: red, Load: cm.LoadDuring})
 	rc := New(Options{Registerer: reg, Probes: FromProber(pm), Server: cm, Window: window})
 	for _, apply := range []func(*config.Config) error{pm.Apply, cm.Apply, rc.Apply} {

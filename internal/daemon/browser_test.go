@@ -25,6 +25,17 @@ import (
 // chromiumPath is Debian's chromium, which .ci/run installs.
 const chromiumPath = "/usr/bin/chromium"
 
+// The summary's states as the page shows them, worst first (internal/web).
+const (
+	stateFailing   = "failing"
+	stateFlapping  = "flapping"
+	stateRegressed = "regressed"
+	stateHealthy   = "healthy"
+	statePending   = "pending"
+)
+
+var stateOrder = []string{stateFailing, stateFlapping, stateRegressed, stateHealthy, statePending}
+
 // browser starts a headless chromium for the test and returns a chromedp
 // context on its first tab. Without chromium the test is skipped, except in
 // CI (CI=true), where that is a failure.
@@ -159,11 +170,9 @@ targets:
 		if _, ok := f.d.coll.LastScrape("metrics"); !ok {
 			return false
 		}
-		state := map[string]string{}
-		for _, r := range f.d.summaryRows(f.d.Running(), f.d.probes.AllStats(), time.Now()) {
-			state[r.Target] = r.State
-		}
-		return state["healthy"] == stateHealthy && state["slow"] == stateRegressed
+		_, page := f.get("/")
+		return strings.Contains(page, `<td class="st">healthy<td><a href="target?name=healthy#`) &&
+			strings.Contains(page, `<td class="st">regressed<td><a href="target?name=slow#`)
 	})
 	// The debug report of the regressed target compares with its baseline.
 	_, debug := f.get("/probe?target=slow&module=short&debug=true")
@@ -296,7 +305,7 @@ targets:
 	for _, name := range []string{"refused", "stalling", "flapping", "healthy", "slow"} {
 		s, _ := f.d.probes.Stats(name, "short")
 		if s.LastFailureID != 0 {
-			_, body := f.get("/" + recordURL(name, "short", "", s.LastFailureID))
+			_, body := f.get(fmt.Sprintf("/probe/record?target=%s&module=short&id=%d", name, s.LastFailureID))
 			pages = append(pages, body)
 			if name == "stalling" {
 				checkStalledE2E(t, body)

@@ -1,8 +1,9 @@
 // Package daemon wires vllm_prober together: the configuration and its reloads,
 // target discovery and sharding, the prober and collector managers, the
-// baseline and regression series, the Prometheus registry and the HTTP
-// endpoints (landing page, /metrics, /probe, /config, /-/reload, /-/healthy,
-// /-/ready). cmd/vllm_prober only parses flags and calls New and Run.
+// baseline and regression series and the Prometheus registry. Its pages and
+// endpoints are internal/web's, which sees the daemon through web.Options
+// only; cmd/vllm_prober parses flags, calls New, builds the pages over the
+// daemon (internal/daemonweb) and hands them to Run.
 package daemon
 
 import (
@@ -53,7 +54,7 @@ type Options struct {
 	// ConfigFile is the configuration file; Reload re-reads it.
 	ConfigFile string
 	// WebFlags are exporter-toolkit's listener, TLS and basic-auth settings. When
-	// nil, Run serves no HTTP (tests serve Handler themselves).
+	// nil, Run serves no HTTP (tests serve the pages themselves).
 	WebFlags *web.FlagConfig
 	// TelemetryPath is where /metrics is served (default DefaultTelemetryPath).
 	TelemetryPath string
@@ -111,10 +112,6 @@ type Daemon struct {
 	bursts  *prober.Burster // POST /burst (burst.go)
 	coll    *collector.Manager
 	cmp     *compare.Collector
-	// scrapes is where the pages read each target's last scrape: coll.
-	scrapes interface {
-		LastScrape(target string) (collector.ScrapeState, bool)
-	}
 
 	// targets is vllm_prober_targets{source}.
 	targets *prometheus.GaugeVec
@@ -139,8 +136,7 @@ type Daemon struct {
 	// red is the one redactor: the configuration's secrets (set on every
 	// applied configuration) and the tokens the HTTP clients obtained. The
 	// logger, the prober and every page go through it.
-	red      *redact.Redactor
-	scrubber atomic.Pointer[scrubber]
+	red *redact.Redactor
 	// clients is the one HTTP client pool of the prober and the collector.
 	clients *httpclient.Pool
 	// sdMetrics are the prometheus_sd_* metrics every configuration's
@@ -149,7 +145,6 @@ type Daemon struct {
 
 	ready   atomic.Bool
 	started atomic.Bool
-	handler http.Handler
 }
 
 // New loads the configuration file, builds the registry and the managers and
@@ -190,20 +185,19 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	if registry == nil {
 		registry = prometheus.NewRegistry()
 	}
-	// The vantage label is added once, where every metric of the daemon is
-	// registered, rather than by each component (as Prometheus' external
-	// labels would add it on the server side).
 	red := redact.New()
 	// Every level, every component; the caller is bound below the redaction,
 	// at the depth of the line that logs.
 	logger = log.With(redact.Logger(logger, red), "caller", log.DefaultCaller)
+	// The vantage label is added once, where every metric of the daemon is
+	// registered, rather than by each component (as Prometheus' external
+	// labels would add it on the server side).
 	vantage := startVantage(opts, logger)
 	var reg prometheus.Registerer = registry
 	if vantage != "" {
 		reg = prometheus.WrapRegistererWith(prometheus.Labels{VantageLabel: vantage}, registry)
 	}
 	d := &Daemon{opts: opts, logger: logger, reg: registry, registerer: reg, vantage: vantage, red: red, clients: httpclient.New(red)}
-	d.scrubber.Store(&scrubber{red: red})
 
 	if err := reg.Register(versioncollector.NewCollector("vllm_prober")); err != nil {
 		return nil, fmt.Errorf("registering the build info collector: %w", err)
@@ -240,8 +234,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	// collector reads its targets' /metrics; the prober reads the
 	// collector's load (the load a probe met over its lifetime); compare
 	// joins both with the baselines.
-	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients})
-	d.scrapes = d.coll
+	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients, Redactor: d.red})
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
 		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Load: d.coll.LoadDuring,
 		RecordPrefix: recordPrefix(opts.ShardIndex, opts.ShardCount),
@@ -257,7 +250,6 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	cfg := d.sc.Config()
 	level.Info(logger).Log("msg", "Loaded config file", "file", opts.ConfigFile, "static_targets", len(cfg.Targets),
 		"discovery", cfg.Discovery.Enabled(), "shard_index", opts.ShardIndex, "shard_count", opts.ShardCount)
-	d.handler = d.newHandler()
 	return d, nil
 }
 
@@ -300,9 +292,36 @@ func (d *Daemon) Running() *config.Config { return d.running.Load() }
 // Registry returns the registry /metrics serves.
 func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
 
-// Handler serves /, the telemetry path, /probe, /config, /-/reload, /-/healthy
-// and /-/ready.
-func (d *Daemon) Handler() http.Handler { return d.handler }
+// Registerer is Registry, with the vantage label when Options.Vantage is set.
+func (d *Daemon) Registerer() prometheus.Registerer { return d.registerer }
+
+// Options returns the daemon's options, defaults filled in.
+func (d *Daemon) Options() Options { return d.opts }
+
+// Logger returns the daemon's logger, which scrubs every value it logs.
+func (d *Daemon) Logger() log.Logger { return d.logger }
+
+// Redactor returns the one redactor of the configuration's secrets and the
+// tokens the HTTP clients obtained.
+func (d *Daemon) Redactor() *redact.Redactor { return d.red }
+
+// Clients returns the HTTP client pool of the prober and the collector.
+func (d *Daemon) Clients() *httpclient.Pool { return d.clients }
+
+// Prober returns the prober's manager.
+func (d *Daemon) Prober() *prober.Manager { return d.probes }
+
+// Bursts returns the runner of POST /burst's extra probes.
+func (d *Daemon) Bursts() *prober.Burster { return d.bursts }
+
+// Collector returns the collector's manager.
+func (d *Daemon) Collector() *collector.Manager { return d.coll }
+
+// Baselines returns the comparisons of the live probes with the baselines.
+func (d *Daemon) Baselines() *compare.Collector { return d.cmp }
+
+// Ready says whether Run runs (/-/ready).
+func (d *Daemon) Ready() bool { return d.ready.Load() }
 
 // Reload re-reads the configuration file. On any error the running configuration
 // stays in place and the error is returned; an unchanged file is a no-op.
@@ -322,10 +341,14 @@ func (d *Daemon) Reload() error {
 }
 
 // Run runs the probes, the collector and target discovery, reloads on SIGHUP and, when WebFlags is
-// set, serves Handler. It returns when ctx is cancelled (nil) or the HTTP server
+// set, serves handler (the pages over this daemon, which cmd/vllm_prober builds with
+// internal/web). It returns when ctx is cancelled (nil) or the HTTP server
 // fails, after cancelling probes in flight and waiting for every goroutine it
 // started. A Daemon runs at most once.
-func (d *Daemon) Run(ctx context.Context) error {
+func (d *Daemon) Run(ctx context.Context, handler http.Handler) error {
+	if d.opts.WebFlags != nil && handler == nil {
+		return errors.New("daemon: WebFlags set but no handler to serve")
+	}
 	if !d.started.CompareAndSwap(false, true) {
 		return errors.New("daemon is already running")
 	}
@@ -363,7 +386,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			webLogger = NewWebLogger(d.logger)
 		}
 		srv = &http.Server{
-			Handler:           d.handler,
+			Handler:           handler,
 			ReadHeaderTimeout: 10 * time.Second,
 			// Requests in flight (a /probe) see their context cancelled on shutdown.
 			BaseContext: func(net.Listener) context.Context { return ctx },
@@ -436,7 +459,7 @@ func (h noTimeHandler) WithGroup(name string) slog.Handler {
 }
 
 // scrub removes the running configuration's secrets from s.
-func (d *Daemon) scrub(s string) string { return d.scrubber.Load().scrub(s) }
+func (d *Daemon) scrub(s string) string { return d.red.String(s) }
 
 // recordPrefix starts the record ids of a replica: none for one replica,
 // "s<index>" for a shard of a sharded fleet, so that a record id names the

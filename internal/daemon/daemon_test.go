@@ -138,12 +138,19 @@ type fixture struct {
 
 // newFixture starts a daemon (Run with no listener) on a config probing an
 // in-process vllm_sim and the echo endpoint, and serves its Handler.
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { t.Helper(); return newFixtureWith(t, nil) }
+
+// newFixtureWith is newFixture with options changed by change (when not nil).
+func newFixtureWith(t *testing.T, change func(*Options)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, sim: startSim(t, simKey), echo: startEcho(t)}
 	f.path = filepath.Join(t.TempDir(), "vllm_prober.yml")
 	writeConfig(t, f.path, configText(f.sim.URL, f.echo.URL, ""))
-	f.start(Options{ConfigFile: f.path, HistoryLimit: 5})
+	opts := Options{ConfigFile: f.path, HistoryLimit: 5}
+	if change != nil {
+		change(&opts)
+	}
+	f.start(opts)
 	return f
 }
 
@@ -167,7 +174,7 @@ func (f *fixture) start(opts Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	f.done = make(chan error, 1)
-	go func() { f.done <- d.Run(ctx) }()
+	go func() { f.done <- d.Run(ctx, d.Handler()) }()
 	t.Cleanup(f.stop)
 	waitFor(t, 5*time.Second, "the daemon to be ready", func() bool {
 		code, _ := f.get("/-/ready")
@@ -698,7 +705,7 @@ targets:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	go func() { done <- d.Run(ctx, d.Handler()) }()
 	waitFor(t, 5*time.Second, "the listener", func() bool {
 		resp, err := http.Get("http://" + addr + "/-/ready")
 		if err != nil {
@@ -707,7 +714,7 @@ targets:
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	if err := d.Run(ctx); err == nil || err.Error() != "daemon is already running" {
+	if err := d.Run(ctx, d.Handler()); err == nil || err.Error() != "daemon is already running" {
 		t.Errorf("second Run = %v", err)
 	}
 
@@ -773,7 +780,7 @@ func TestRunListenError(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err = d.Run(ctx)
+	err = d.Run(ctx, d.Handler())
 	if err == nil || !strings.Contains(err.Error(), "http server: listen tcp "+l.Addr().String()+": bind: address already in use") {
 		t.Errorf("Run = %v, want an address-in-use error", err)
 	}

@@ -121,7 +121,7 @@ modules:
 	defer web.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	go func() { done <- d.Run(ctx, d.Handler()) }()
 	stop := sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -166,7 +166,7 @@ modules:
 	}
 	waitFor(t, 20*time.Second, "two probes of every module and model", probed(2, time.Time{}))
 	waitFor(t, 10*time.Second, "a scrape of the hostile target", func() bool {
-		s, ok := d.scrapes.LastScrape("hostile")
+		s, ok := d.coll.LastScrape("hostile")
 		return ok && s.Up
 	})
 	if field.file != "" {

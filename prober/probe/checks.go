@@ -7,7 +7,6 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/internal/answer"
 	"github.com/vllm-prober/vllm_prober/internal/config"
-	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
 // Failure reasons of the output checks.
@@ -90,7 +89,7 @@ func (c *checks) pick(mod config.Module, seq uint64) (config.Module, *answer.Che
 
 // apply checks a finished stream's output: structure first, then the
 // answer. A probe that already failed is left as it is.
-func (c *checks) apply(res *Result, gen *generated, check *answer.Checker, red *redact.Redactor) {
+func (c *checks) apply(res *Result, gen *generated, check *answer.Checker, red Scrubber) {
 	if c == nil || gen == nil {
 		return
 	}
@@ -125,7 +124,7 @@ func (c *checks) apply(res *Result, gen *generated, check *answer.Checker, red *
 // summary and target page, the debug report, the logs) shows the answer too.
 // The text is scrubbed by red before it is cut (redact.Cut): a cut cannot
 // leave part of a secret.
-func quoteOutput(res *Result, red *redact.Redactor) {
+func quoteOutput(res *Result, red Scrubber) {
 	if res.Text == "" || (res.Reason != ReasonWrongAnswer && res.Reason != ReasonInvalidStructured) {
 		return
 	}
@@ -138,6 +137,6 @@ func quoteOutput(res *Result, red *redact.Redactor) {
 
 // truncateText keeps the first maxResultText bytes of s, scrubbed by red
 // before the cut, cut at a rune.
-func truncateText(red *redact.Redactor, s string) string {
+func truncateText(red Scrubber, s string) string {
 	return red.Cut(s, maxResultText)
 }

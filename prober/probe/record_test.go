@@ -89,7 +89,7 @@ func TestExcerpt(t *testing.T) {
 		{"aé", 2, "a…"}, // é is two bytes: not cut in half
 		{"a\xffb", 5, "a\uFFFDb"},
 	} {
-		if got := excerpt(nil, []byte(tc.in), tc.n); got != tc.want {
+		if got := excerpt(scrubberOr(nil), []byte(tc.in), tc.n); got != tc.want {
 			t.Errorf("excerpt(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}

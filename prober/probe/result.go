@@ -3,8 +3,6 @@ package probe
 import (
 	"net/http"
 	"time"
-
-	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
 // Reason is why a probe failed. The set is bounded: it is a label value.
@@ -67,7 +65,7 @@ type StreamRequest struct {
 	// part of it (errors, error body, generated text): scrubbing comes
 	// before every cut, so that no part of a secret straddling a cut
 	// survives. nil scrubs nothing.
-	Redact *redact.Redactor
+	Redact Scrubber
 	// Gate, when set, is called once the request is built, just before it
 	// is sent and before t0: a caller that sends a wave of requests at once
 	// (bench's first wave) blocks in it, so that the wave leaves with only

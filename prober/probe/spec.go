@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
-	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 )
 
@@ -89,7 +88,7 @@ type Call struct {
 	Output *string
 	// Redact scrubs what the target sends before any part of it is cut
 	// (StreamRequest.Redact); the caller still scrubs the Result it keeps.
-	Redact *redact.Redactor
+	Redact Scrubber
 	// Gate is StreamRequest.Gate.
 	Gate func()
 }
@@ -98,6 +97,7 @@ type Call struct {
 // checks applied. The texts it keeps are not scrubbed yet: the caller
 // scrubs them (Result.Scrub) with the secrets it knows.
 func (s *Spec) Run(ctx context.Context, client *http.Client, c Call) Result {
+	c.Redact = scrubberOr(c.Redact)
 	nonce := newNonce()
 	mod, check := s.checks.pick(s.mod, c.Seq)
 	if c.Prompt != "" {
@@ -150,7 +150,8 @@ func newNonce() string {
 // bounds the text it keeps and quotes it in a failed check's error. Stream
 // never puts a secret there itself, but a server may echo a key or a request
 // header in its error body. Whoever keeps or returns a result scrubs it.
-func (r *Result) Scrub(red *redact.Redactor) {
+func (r *Result) Scrub(red Scrubber) {
+	red = scrubberOr(red)
 	for _, s := range []*string{&r.Err, &r.RequestBody, &r.ErrorBody} {
 		*s = red.String(*s)
 	}
@@ -168,7 +169,8 @@ func (r *Result) Scrub(red *redact.Redactor) {
 // the answer is scrubbed by red before it is kept or cut; an id that holds a
 // secret becomes redact.Placeholder (redact.Label: the caller warns when
 // the list holds it).
-func ListModels(ctx context.Context, client *http.Client, base string, red *redact.Redactor) ([]string, *Result) {
+func ListModels(ctx context.Context, client *http.Client, base string, red Scrubber) ([]string, *Result) {
+	red = scrubberOr(red)
 	res := &Result{Start: time.Now()}
 	models, err := vllmapi.Models(ctx, client, base, nil)
 	if err != nil {

@@ -117,6 +117,7 @@ func Stream(ctx context.Context, client *http.Client, req StreamRequest) Result 
 // asked for it (Capture), the generated output. mod is the module probed,
 // nil outside a Spec.
 func send(ctx context.Context, client *http.Client, req StreamRequest, mod *config.Module) (Result, *generated) {
+	req.Redact = scrubberOr(req.Redact)
 	k, ok := kinds[req.Kind]
 	if !ok {
 		return Result{Start: time.Now(), Reason: ReasonMalformed, Err: sanitize(req.Redact, fmt.Sprintf("unknown probe kind %q", req.Kind))}, nil
@@ -136,7 +137,7 @@ func send(ctx context.Context, client *http.Client, req StreamRequest, mod *conf
 }
 
 type streamer struct {
-	red   *redact.Redactor // scrubs what the server sent, before any cut
+	red   Scrubber // scrubs what the server sent, before any cut
 	res   Result
 	t0    time.Time
 	phase string // what the probe is doing, for a failure's Phase
@@ -436,7 +437,7 @@ func (s *streamer) textEnough(b *strings.Builder) bool {
 // excerpt returns at most n bytes of b, scrubbed by red first (redact.Cut:
 // no secret straddling the cut survives in part), as valid UTF-8, with "…"
 // when cut.
-func excerpt(red *redact.Redactor, b []byte, n int) string {
+func excerpt(red Scrubber, b []byte, n int) string {
 	return strings.ToValidUTF8(red.Cut(string(b), n), "\uFFFD")
 }
 
@@ -584,7 +585,7 @@ func parseErrorBody(body []byte) (typ, msg string) {
 // sanitize makes a server- or error-supplied string safe to show: scrubbed
 // by red first (before the cut, so that no part of a secret straddling it
 // survives), printable, one line, bounded.
-func sanitize(red *redact.Redactor, s string) string {
+func sanitize(red Scrubber, s string) string {
 	s = red.String(s)
 	var b strings.Builder
 	for _, r := range s {

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/vllm-prober/vllm_prober/internal/daemon"
+	"github.com/vllm-prober/vllm_prober/internal/daemonweb"
 )
 
 // childEnv names the configuration file when this binary runs as the daemon
@@ -83,7 +84,7 @@ func MaybeRunDaemonChild() {
 		}()
 		defer srv.Close()
 	}
-	if err := d.Run(ctx); err != nil {
+	if err := d.Run(ctx, daemonweb.Handler(d)); err != nil {
 		fmt.Fprintln(os.Stderr, "daemon child:", err)
 		os.Exit(1)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package web
 
 import (
 	"fmt"
@@ -31,11 +31,11 @@ var noExpectation = expectation{math.NaN(), math.NaN(), math.NaN()}
 // moduleExpectation is what t's baseline expects of module at the load the
 // window's probes saw, noExpectation without a baseline or before the load
 // is known.
-func (d *Daemon) moduleExpectation(t *config.Target, module string) expectation {
-	if t.Baseline == "" || d.cmp == nil {
+func (h *handler) moduleExpectation(t *config.Target, module string) expectation {
+	if t.Baseline == "" || h.cmp == nil {
 		return noExpectation
 	}
-	c, ok := d.cmp.Compare(t.Name, module)
+	c, ok := h.cmp.Compare(t.Name, module)
 	if !ok {
 		return noExpectation
 	}

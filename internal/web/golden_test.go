@@ -1,4 +1,4 @@
-package daemon
+package web_test
 
 import (
 	"flag"
@@ -13,6 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/internal/daemon"
+	"github.com/vllm-prober/vllm_prober/internal/daemonweb"
+	"github.com/vllm-prober/vllm_prober/internal/web"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
@@ -41,7 +44,21 @@ func golden(t *testing.T, name, got string) {
 
 const goldenSecret = "sk-golden-secret-0a1b2c"
 
-func goldenDaemon(t *testing.T) *Daemon {
+// goldenPages are the pages over a daemon (not running) of a fixed
+// configuration.
+type goldenPages struct {
+	web.Pages
+	*daemon.Daemon
+}
+
+func writeConfig(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func goldenDaemon(t *testing.T) goldenPages {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "c.yml")
 	writeConfig(t, path, `
@@ -69,18 +86,19 @@ targets:
     labels: {pool: a}
     modules: none
 `)
-	d, err := New(Options{ConfigFile: path}, nil)
+	d, err := daemon.New(daemon.Options{ConfigFile: path}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	o := daemonweb.WebOptions(d)
 	// The collector's last scrapes: sim's failed with an error that quotes
 	// the key, which the pages must not show; unchecked's was never run.
 	at := time.Date(2026, 1, 2, 3, 15, 3, 0, time.UTC)
-	d.scrapes = fakeScrapes{
+	o.Scrapes = fakeScrapes{
 		"sim":          {At: at, Duration: 900 * time.Millisecond, Err: "Get \"http://127.0.0.1:8000/metrics\": context deadline exceeded (key " + goldenSecret + ")"},
 		"metrics-only": {At: at, Duration: 12345 * time.Microsecond, Up: true},
 	}
-	return d
+	return goldenPages{web.NewPages(o), d}
 }
 
 type fakeScrapes map[string]collector.ScrapeState
@@ -135,7 +153,7 @@ func TestDebugReportGolden(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_probe_success", Help: "1 if the last probe of the target and module succeeded, else 0."})
 	reg.MustRegister(g)
-	out := d.debugReport(cfg, tg, "short_chat", goldenResult(), 0, reg)
+	out := d.DebugReport(cfg, tg, "short_chat", goldenResult(), 0, reg)
 	golden(t, "debug-report.golden", out)
 
 	// A stored record of a refused connection: no response, no timeline.
@@ -144,7 +162,7 @@ func TestDebugReportGolden(t *testing.T) {
 		Request: "POST /v1/chat/completions", RequestBody: `{"model":"m1"}`, E2E: 2 * time.Millisecond, Duration: 2 * time.Millisecond,
 		Events:        []probe.Event{{Offset: 2 * time.Millisecond, Kind: probe.EventFailed}},
 		RequestHeader: http.Header{"Content-Type": {"application/json"}}}
-	golden(t, "record-refused.golden", d.debugReport(cfg, tg, "short_chat", refused, 7, nil))
+	golden(t, "record-refused.golden", d.DebugReport(cfg, tg, "short_chat", refused, 7, nil))
 }
 
 func TestLandingPageGolden(t *testing.T) {
@@ -163,24 +181,24 @@ func TestLandingPageGolden(t *testing.T) {
 		{Target: "unchecked", Module: "never_ran", LastProbe: now.Add(-time.Second), LastSuccess: now.Add(-time.Second),
 			Probes: 20, Successes: 15, RecordStats: prober.RecordStats{HourProbes: 20, HourSuccesses: 15, LastID: 20, LastFailureID: 12}},
 	}
-	data := d.landingData(url.Values{}, sums, now)
+	data := d.LandingData(url.Values{}, sums, now)
 	data.Version = "(version=1.2.3, branch=main, revision=abc)"
 	var b testWriter
-	if err := landingTemplate.Execute(&b, data); err != nil {
+	if err := web.ExecLanding(&b, data); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "landing.golden.html", b.String())
 
 	// Filters: only failing, then by label value.
-	if got := d.landingData(url.Values{"state": {"failing"}}, sums, now).Rows; len(got) != 1 || got[0].Module != "short_chat" {
+	if got := d.LandingData(url.Values{"state": {"failing"}}, sums, now).Rows; len(got) != 1 || got[0].Module != "short_chat" {
 		t.Errorf("state=failing rows: %+v", got)
 	}
-	if got := d.landingData(url.Values{"label": {"pool=a"}}, sums, now).Rows; len(got) != 2 || got[0].Target != "sim" {
+	if got := d.LandingData(url.Values{"label": {"pool=a"}}, sums, now).Rows; len(got) != 2 || got[0].Target != "sim" {
 		t.Errorf("label=pool=a rows: %+v", got)
 	}
 	// The scrape-only target has no pair but its own row with its last
 	// scrape; the label filter applies to it.
-	if got := d.landingData(url.Values{"label": {"pool=b"}}, sums, now).ScrapeOnly; len(got) != 0 {
+	if got := d.LandingData(url.Values{"label": {"pool=b"}}, sums, now).ScrapeOnly; len(got) != 0 {
 		t.Errorf("label=pool=b shows the scrape-only target of pool a: %+v", got)
 	}
 	page := b.String()
@@ -211,7 +229,7 @@ func TestTargetPageGolden(t *testing.T) {
 			RecordStats: prober.RecordStats{LastID: 42, LastFailureID: 41, LastFailure: res.Start.Add(5 * time.Second), HourProbes: 2, HourSuccesses: 1}},
 		{Target: "unchecked", Module: "never_ran"},
 	}
-	if err := targetTemplate.Execute(&b, d.targetPage(tg, ts, stats, now)); err != nil {
+	if err := web.ExecTarget(&b, d.TargetPage(tg, ts, stats, now)); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "target.golden.html", b.String())
@@ -219,7 +237,7 @@ func TestTargetPageGolden(t *testing.T) {
 	// A scrape-only target: not checked, no module table, its last scrape.
 	mo, _ := d.Config().Target("metrics-only")
 	var b2 testWriter
-	if err := targetTemplate.Execute(&b2, d.targetPage(mo, prober.TargetStatus{Name: "metrics-only", URL: mo.URL}, nil, now)); err != nil {
+	if err := web.ExecTarget(&b2, d.TargetPage(mo, prober.TargetStatus{Name: "metrics-only", URL: mo.URL}, nil, now)); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "target-scrape-only.golden.html", b2.String())

@@ -1,4 +1,4 @@
-package daemon
+package web
 
 import (
 	"bytes"
@@ -158,25 +158,25 @@ type stateFilter struct {
 	On   bool
 }
 
-func (d *Daemon) landingPage(w http.ResponseWriter, r *http.Request) {
-	d.renderPage(w, func(b io.Writer) error {
-		return landingTemplate.Execute(b, d.landingData(r.URL.Query(), d.probes.AllStats(), time.Now()))
+func (h *handler) landingPage(w http.ResponseWriter, r *http.Request) {
+	h.renderPage(w, func(b io.Writer) error {
+		return landingTemplate.Execute(b, h.landingData(r.URL.Query(), h.probes.AllStats(), time.Now()))
 	})
 }
 
 // landingData builds /'s data from the prober's pair statistics and the filters
 // of the query (state, repeatable; label "k=v"; refresh seconds).
-func (d *Daemon) landingData(q url.Values, stats []prober.PairStats, now time.Time) landingData {
-	cfg := d.Running()
-	rows := d.summaryRows(cfg, stats, now)
+func (h *handler) landingData(q url.Values, stats []prober.PairStats, now time.Time) landingData {
+	cfg := h.opts.Running()
+	rows := h.summaryRows(cfg, stats, now)
 	data := landingData{
 		Version:        version.Info(),
-		MetricsPath:    d.metricsLink(),
+		MetricsPath:    h.metricsLink(),
 		Now:            now,
 		Total:          len(rows),
 		Label:          q.Get("label"),
 		RefreshOptions: []int{0, 10, 30, 60},
-		Threshold:      regressionAlertRatio,
+		Threshold:      h.threshold,
 	}
 	if v, err := strconv.Atoi(q.Get("refresh")); err == nil && slices.Contains(data.RefreshOptions, v) {
 		data.Refresh = v
@@ -221,7 +221,7 @@ func (d *Daemon) landingData(q url.Values, stats []prober.PairStats, now time.Ti
 		if data.Label != "" && !slices.Contains(strings.Fields(r.Labels), data.Label) {
 			continue
 		}
-		r.Scrape, r.Bad = d.scrapeText(t.Name, now, summaryErrLen)
+		r.Scrape, r.Bad = h.scrapeText(t.Name, now, summaryErrLen)
 		data.ScrapeOnly = append(data.ScrapeOnly, r)
 	}
 	return data
@@ -229,8 +229,8 @@ func (d *Daemon) landingData(q url.Values, stats []prober.PairStats, now time.Ti
 
 // metricsLink is the telemetry path relative to /, so that it works behind a
 // path prefix.
-func (d *Daemon) metricsLink() string {
-	if p := d.opts.TelemetryPath[1:]; p != "" {
+func (h *handler) metricsLink() string {
+	if p := h.opts.TelemetryPath[1:]; p != "" {
 		return p
 	}
 	return "."
@@ -238,10 +238,10 @@ func (d *Daemon) metricsLink() string {
 
 // renderPage renders into a buffer first, so that a template error is a 500,
 // not half a page.
-func (d *Daemon) renderPage(w http.ResponseWriter, render func(io.Writer) error) {
+func (h *handler) renderPage(w http.ResponseWriter, render func(io.Writer) error) {
 	var buf bytes.Buffer
 	if err := render(&buf); err != nil {
-		level.Error(d.logger).Log("msg", "Error rendering a page", "err", err)
+		level.Error(h.logger).Log("msg", "Error rendering a page", "err", err)
 		http.Error(w, "error rendering the page", http.StatusInternalServerError)
 		return
 	}
@@ -350,27 +350,27 @@ type pageResult struct {
 	RecordURL string
 }
 
-func (d *Daemon) targetHandler(w http.ResponseWriter, r *http.Request) {
+func (h *handler) targetHandler(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("name")
-	t, ok := d.Running().Target(name)
+	t, ok := h.opts.Running().Target(name)
 	if !ok {
 		textResponse(w, http.StatusNotFound, "unknown target %q", name)
 		return
 	}
-	ts, ok := d.probes.TargetStatus(name)
+	ts, ok := h.probes.TargetStatus(name)
 	if !ok {
 		ts = prober.TargetStatus{Name: t.Name, URL: t.URL, Model: t.Model}
 	}
-	page := d.targetPage(t, ts, d.probes.AllStats(), time.Now())
-	d.renderPage(w, func(b io.Writer) error { return targetTemplate.Execute(b, page) })
+	page := h.targetPage(t, ts, h.probes.AllStats(), time.Now())
+	h.renderPage(w, func(b io.Writer) error { return targetTemplate.Execute(b, page) })
 }
 
 // targetPage merges the configuration (which decides which modules are
 // listed, in order) with what the prober knows, and scrubs every text that
 // came from a server. Its summary is the target's rows of / (from stats, the
 // statistics of every pair).
-func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, stats []prober.PairStats, now time.Time) targetPage {
-	s := d.scrubber.Load()
+func (h *handler) targetPage(t *config.Target, ts prober.TargetStatus, stats []prober.PairStats, now time.Time) targetPage {
+	s := h.scrubber
 	var own []prober.PairStats
 	for _, ps := range stats {
 		if ps.Target == t.Name {
@@ -381,10 +381,10 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, stats []pr
 	for _, ms := range ts.Modules {
 		mods[ms.Module] = append(mods[ms.Module], ms)
 	}
-	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels), Scraped: t.ScrapeMetrics, Summary: spanTargets(d.summaryRows(d.Running(), own, now))}
+	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels), Scraped: t.ScrapeMetrics, Summary: spanTargets(h.summaryRows(h.opts.Running(), own, now))}
 	page.ScrapeOnly = !t.Probe
 	if t.ScrapeMetrics {
-		page.Scrape, page.ScrapeBad = d.scrapeText(t.Name, now, 300)
+		page.Scrape, page.ScrapeBad = h.scrapeText(t.Name, now, 300)
 	}
 	page.URL = s.scrub(ts.URL)
 	page.TargetStatus.Modules = nil
@@ -421,7 +421,7 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, stats []pr
 		if ms.Model != "" {
 			q.Set("model", ms.Model) // ModuleStatus.Model is set on targets with models only
 		}
-		pm.Chart = historyChart(name, pm.History, d.moduleExpectation(t, name))
+		pm.Chart = historyChart(name, pm.History, h.moduleExpectation(t, name))
 		pm.Section = sectionID(t, name, ms.Model)
 		pm.ProbeURL = "probe?" + q.Encode()
 		q.Set("debug", "true")
@@ -430,9 +430,3 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, stats []pr
 	}
 	return page
 }
-
-func fmtSecs(d time.Duration) string {
-	return strconv.FormatFloat(d.Seconds(), 'f', 6, 64) + "s"
-}
-
-func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }

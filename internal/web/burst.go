@@ -1,4 +1,4 @@
-package daemon
+package web
 
 import (
 	"encoding/json"
@@ -17,8 +17,8 @@ import (
 // spread over D, within global.burst's limits and token budget. 202 with
 // the accepted plan as JSON; 400 over the limits, 429 over the budget, 403
 // when bursts are off, each with what the limit is.
-func (d *Daemon) burstHandler(w http.ResponseWriter, r *http.Request) {
-	q, t, module, err := webhookPair(d.Running(), r)
+func (h *handler) burstHandler(w http.ResponseWriter, r *http.Request) {
+	q, t, module, err := webhookPair(h.opts.Running(), r)
 	if err != nil {
 		textResponse(w, http.StatusBadRequest, "%s", err)
 		return
@@ -36,7 +36,7 @@ func (d *Daemon) burstHandler(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	plan, err := d.bursts.Start(t.Name, module, probes, within)
+	plan, err := h.bursts.Start(t.Name, module, probes, within)
 	switch {
 	case errors.Is(err, prober.ErrBurstOff):
 		textResponse(w, http.StatusForbidden, "%s", err)
@@ -48,7 +48,7 @@ func (d *Daemon) burstHandler(w http.ResponseWriter, r *http.Request) {
 		textResponse(w, http.StatusBadRequest, "%s", err)
 		return
 	}
-	level.Info(d.logger).Log("msg", "Burst accepted", "target", plan.Target, "module", plan.Module,
+	level.Info(h.logger).Log("msg", "Burst accepted", "target", plan.Target, "module", plan.Module,
 		"probes", plan.Probes, "within", plan.Within, "reserved_tokens", plan.Reserved)
 	b, _ := json.Marshal(struct {
 		Target   string  `json:"target"`

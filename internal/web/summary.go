@@ -1,4 +1,4 @@
-package daemon
+package web
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"html/template"
 	"math"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,24 +13,8 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/internal/config"
-	"github.com/vllm-prober/vllm_prober/mixin"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
-
-// regressionAlertRatio is the threshold of the latency regression alert
-// (alerts.latency_regression in mixin/slo.yml, from which
-// alerts/vllm_prober.alerts.yml is generated): a pair whose TTFT or TPOT
-// ratio exceeds it is "regressed" and its ratio is coloured.
-var regressionAlertRatio = latencyRegressionThreshold()
-
-func latencyRegressionThreshold() float64 {
-	spec, err := mixin.DefaultSpec()
-	if err != nil || spec.Alerts.LatencyRegression.Threshold == nil {
-		// The file is built in and validated by the mixin's tests.
-		panic(fmt.Sprintf("mixin/slo.yml has no latency_regression threshold: %v", err))
-	}
-	return *spec.Alerts.LatencyRegression.Threshold
-}
 
 // flappingRatio: a pair whose last probe succeeded but whose recent history
 // (the last --history.limit probes) succeeded less often than this is
@@ -42,7 +25,7 @@ const flappingRatio = 0.9
 const (
 	stateFailing   = "failing"   // the last probe failed
 	stateFlapping  = "flapping"  // the last probe succeeded, too few recent ones did
-	stateRegressed = "regressed" // TTFT or TPOT above regressionAlertRatio × the baseline
+	stateRegressed = "regressed" // TTFT or TPOT above Options.RegressionThreshold × the baseline
 	stateHealthy   = "healthy"
 	statePending   = "pending" // no probe finished yet
 )
@@ -145,8 +128,8 @@ func (r ratio) Times() string {
 // summaryRows builds one row per (target, module) from the prober's
 // per-pair statistics (no history is copied) and sorts them failing first,
 // then flapping, regressed, healthy and pending; by target and module within.
-func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now time.Time) []pairRow {
-	s := d.scrubber.Load()
+func (h *handler) summaryRows(cfg *config.Config, stats []prober.PairStats, now time.Time) []pairRow {
+	s := h.scrubber
 	byName := make(map[string]*config.Target, len(cfg.Targets))
 	for i := range cfg.Targets {
 		byName[cfg.Targets[i].Name] = &cfg.Targets[i]
@@ -175,14 +158,14 @@ func (d *Daemon) summaryRows(cfg *config.Config, stats []prober.PairStats, now t
 				r.RecordAge = fmtAgo(now.Sub(ps.LastFailure)) + " ago"
 			}
 		}
-		r.Scrape, r.ScrapeBad = d.scrapeText(ps.Target, now, summaryErrLen)
-		if d.cmp != nil && t.Baseline != "" {
-			if c, ok := d.cmp.Compare(ps.Target, ps.Module); ok {
+		r.Scrape, r.ScrapeBad = h.scrapeText(ps.Target, now, summaryErrLen)
+		if h.cmp != nil && t.Baseline != "" {
+			if c, ok := h.cmp.Compare(ps.Target, ps.Module); ok {
 				if !math.IsNaN(c.TTFT) {
-					r.TTFT = ratio{V: c.TTFT, N: 1, Hot: c.TTFT > regressionAlertRatio}
+					r.TTFT = ratio{V: c.TTFT, N: 1, Hot: c.TTFT > h.threshold}
 				}
 				if !math.IsNaN(c.TPOT) {
-					r.TPOT = ratio{V: c.TPOT, N: 1, Hot: c.TPOT > regressionAlertRatio}
+					r.TPOT = ratio{V: c.TPOT, N: 1, Hot: c.TPOT > h.threshold}
 				}
 			}
 		}
@@ -294,11 +277,11 @@ func (r *pairRow) HTML() template.HTML {
 // up or down, when (UTC, and how long ago), how long it took and, when it
 // failed, why (scrubbed, cut to errLen runes). "" when the target is not
 // scraped or not yet.
-func (d *Daemon) scrapeText(target string, now time.Time, errLen int) (text string, bad bool) {
-	if d.scrapes == nil {
+func (h *handler) scrapeText(target string, now time.Time, errLen int) (text string, bad bool) {
+	if h.scrapes == nil {
 		return "", false
 	}
-	sc, ok := d.scrapes.LastScrape(target)
+	sc, ok := h.scrapes.LastScrape(target)
 	if !ok {
 		return "", false
 	}
@@ -308,7 +291,7 @@ func (d *Daemon) scrapeText(target string, now time.Time, errLen int) (text stri
 	}
 	text = state + " at " + sc.At.UTC().Format("15:04:05Z") + " (" + fmtAgo(now.Sub(sc.At)) + " ago), took " + fmtScrapeDur(sc.Duration)
 	if !sc.Up {
-		text += ": " + terseErr(d.scrubber.Load().scrub(sc.Err), errLen)
+		text += ": " + terseErr(h.scrubber.scrub(sc.Err), errLen)
 		return text, true
 	}
 	switch {
@@ -322,14 +305,6 @@ func (d *Daemon) scrapeText(target string, now time.Time, errLen int) (text stri
 		text += "; sleeping (level " + strconv.Itoa(sc.SleepLevel) + ")"
 	}
 	return text, bad
-}
-
-// fmtScrapeDur renders a scrape's duration: 12.3ms, 1.50s.
-func fmtScrapeDur(d time.Duration) string {
-	if d < time.Second {
-		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + "ms"
-	}
-	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
 }
 
 // recordURL links to a stored record; model picks the pair of a `models:`
@@ -357,44 +332,4 @@ func labelText(labels map[string]string) string {
 		b.WriteString(k + "=" + labels[k])
 	}
 	return b.String()
-}
-
-// summaryErrLen is how many runes of an error a summary row shows; the
-// target's page and the stored record show more.
-const summaryErrLen = 72
-
-// urlErrPrefix matches the `Get "http://…": ` that Go's net/http puts before a
-// request's error (url.Error): the URL is the target's, on its page.
-var urlErrPrefix = regexp.MustCompile(`\b(Get|Post|Head|Put|Delete|Patch|Options) "[^"]*": `)
-
-// terseErr is an error as a summary shows it: without the request URLs that
-// Go's net/http quotes (the target's URL is on its page), cut to at most n
-// runes keeping its beginning and its end, where the cause is ("dial tcp
-// 10.0.0.7:8000: connect: connection refused").
-func terseErr(s string, n int) string {
-	s = urlErrPrefix.ReplaceAllString(s, "")
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	head := n / 2
-	return string(r[:head]) + "…" + string(r[len(r)-(n-head-1):])
-}
-
-// fmtAgo renders a duration as an on-call reads it: 12s, 11m, 3h5m, 2d3h.
-func fmtAgo(d time.Duration) string {
-	switch {
-	case d < 0:
-		d = 0
-		fallthrough
-	case d < time.Minute:
-		return strconv.Itoa(int(d.Seconds())) + "s"
-	case d < time.Hour:
-		return strconv.Itoa(int(d.Minutes())) + "m"
-	case d < 24*time.Hour:
-		h := int(d.Hours())
-		return fmt.Sprintf("%dh%dm", h, int(d.Minutes())-60*h)
-	}
-	days := int(d.Hours()) / 24
-	return fmt.Sprintf("%dd%dh", days, int(d.Hours())-24*days)
 }

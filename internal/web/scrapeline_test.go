@@ -1,4 +1,4 @@
-package daemon
+package web_test
 
 import (
 	"strings"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/web"
 )
 
 // TestScrapeLineEngineAndSleep: the target page's scrape line names the
@@ -14,11 +16,11 @@ import (
 func TestScrapeLineEngineAndSleep(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	at := now.Add(-2 * time.Second)
-	d := &Daemon{scrapes: fakeScrapes{
+	d := web.NewPages(web.Options{Scrubber: redact.New(), Scrapes: fakeScrapes{
 		"sg":    {At: at, Up: true, Engine: "sglang", SleepLevel: -1},
 		"tgi":   {At: at, Up: true, Engine: collector.EngineUnknown, FamiliesSeen: []string{"tgi_queue_size", "tgi_batch_current_size"}, SleepLevel: -1},
 		"sleep": {At: at, Up: true, Engine: "vllm", SleepLevel: 2},
-	}}
+	}})
 	for _, tc := range []struct {
 		target, want string
 		bad          bool
@@ -27,7 +29,7 @@ func TestScrapeLineEngineAndSleep(t *testing.T) {
 		{"tgi", "; matches no engine profile, no engine signal read (families tgi_queue_size, tgi_batch_current_size)", true},
 		{"sleep", "; engine vllm; sleeping (level 2)", false},
 	} {
-		text, bad := d.scrapeText(tc.target, now, 80)
+		text, bad := d.ScrapeText(tc.target, now, 80)
 		if !strings.HasSuffix(text, tc.want) || bad != tc.bad {
 			t.Errorf("%s: %q (bad %v), want it to end with %q (bad %v)", tc.target, text, bad, tc.want, tc.bad)
 		}
