@@ -33,33 +33,13 @@ const (
 
 // ptr is the Model field f names.
 func (m *Model) ptr(f Field) *float64 {
-	switch f {
-	case FieldRunning:
-		return &m.Running
-	case FieldWaiting:
-		return &m.Waiting
-	case FieldKVUsage:
-		return &m.KVUsage
-	case FieldKVCapacityTokens:
-		return &m.KVCapacityTokens
-	case FieldPromptTokens:
-		return &m.PromptTokens
-	case FieldGenerationTokens:
-		return &m.GenerationTokens
-	case FieldPreemptions:
-		return &m.Preemptions
-	case FieldPrefixCacheQueries:
-		return &m.PrefixCacheQueries
-	case FieldPrefixCacheHits:
-		return &m.PrefixCacheHits
-	case FieldSpecDrafts:
-		return &m.SpecDrafts
-	case FieldSpecDraftTokens:
-		return &m.SpecDraftTokens
-	case FieldSpecAcceptedTokens:
-		return &m.SpecAcceptedTokens
-	}
-	panic("collector: unknown field")
+	return [...]*float64{
+		FieldRunning: &m.Running, FieldWaiting: &m.Waiting, FieldKVUsage: &m.KVUsage,
+		FieldKVCapacityTokens: &m.KVCapacityTokens, FieldPromptTokens: &m.PromptTokens,
+		FieldGenerationTokens: &m.GenerationTokens, FieldPreemptions: &m.Preemptions,
+		FieldPrefixCacheQueries: &m.PrefixCacheQueries, FieldPrefixCacheHits: &m.PrefixCacheHits,
+		FieldSpecDrafts: &m.SpecDrafts, FieldSpecDraftTokens: &m.SpecDraftTokens, FieldSpecAcceptedTokens: &m.SpecAcceptedTokens,
+	}[f]
 }
 
 // HistField is a histogram of Model that a profile fills.
@@ -75,22 +55,12 @@ const (
 	HistGenerationTokensPerRequest
 )
 
+// hist is the Model histogram f names.
 func (m *Model) hist(f HistField) **Histogram {
-	switch f {
-	case HistTTFT:
-		return &m.TTFT
-	case HistITL:
-		return &m.ITL
-	case HistE2E:
-		return &m.E2E
-	case HistQueue:
-		return &m.Queue
-	case HistPrefill:
-		return &m.Prefill
-	case HistGenerationTokensPerRequest:
-		return &m.GenerationTokensPerRequest
-	}
-	panic("collector: unknown histogram field")
+	return [...]**Histogram{
+		HistTTFT: &m.TTFT, HistITL: &m.ITL, HistE2E: &m.E2E, HistQueue: &m.Queue, HistPrefill: &m.Prefill,
+		HistGenerationTokensPerRequest: &m.GenerationTokensPerRequest,
+	}[f]
 }
 
 // Source reads one value per model from a family: the sum (or, for a

@@ -77,23 +77,23 @@ var sglangProfile = &Profile{
 	ModelLabels: []string{"model_name", "name"},
 	EngineLabel: "dp_rank",
 	Scalars: []ScalarRule{
-		{Field: FieldRunning, Sources: []Source{{Family: "sglang:num_running_reqs"}, {Family: "sglang:num_requests_running"}}},
-		{Field: FieldWaiting, Sources: []Source{{Family: "sglang:num_queue_reqs"}, {Family: "sglang:num_requests_waiting"}}},
+		scalarRule(FieldRunning, "sglang:num_running_reqs", "sglang:num_requests_running"),
+		scalarRule(FieldWaiting, "sglang:num_queue_reqs", "sglang:num_requests_waiting"),
 		{Field: FieldKVUsage, Max: true, Sources: []Source{{Family: "sglang:token_usage"}}},
-		{Field: FieldKVCapacityTokens, Sources: []Source{{Family: "sglang:max_total_num_tokens"}}},
-		{Field: FieldPromptTokens, Sources: []Source{{Family: "sglang:prompt_tokens_total"}}},
-		{Field: FieldGenerationTokens, Sources: []Source{{Family: "sglang:generation_tokens_total"}}},
-		{Field: FieldPreemptions, Sources: []Source{{Family: "sglang:num_retracted_requests_total"}}},
+		scalarRule(FieldKVCapacityTokens, "sglang:max_total_num_tokens"),
+		scalarRule(FieldPromptTokens, "sglang:prompt_tokens_total"),
+		scalarRule(FieldGenerationTokens, "sglang:generation_tokens_total"),
+		scalarRule(FieldPreemptions, "sglang:num_retracted_requests_total"),
 		// Prompt tokens looked up in the radix cache, and those found there.
-		{Field: FieldPrefixCacheQueries, Sources: []Source{{Family: "sglang:prompt_tokens_total"}}},
-		{Field: FieldPrefixCacheHits, Sources: []Source{{Family: "sglang:cached_tokens_total"}}},
+		scalarRule(FieldPrefixCacheQueries, "sglang:prompt_tokens_total"),
+		scalarRule(FieldPrefixCacheHits, "sglang:cached_tokens_total"),
 	},
 	Histograms: []HistRule{
-		{Field: HistTTFT, Sources: []HistSource{{Family: "sglang:time_to_first_token_seconds"}}},
-		{Field: HistITL, Sources: []HistSource{{Family: "sglang:inter_token_latency_seconds"}, {Family: "sglang:time_per_output_token_seconds"}}},
-		{Field: HistE2E, Sources: []HistSource{{Family: "sglang:e2e_request_latency_seconds"}}},
-		{Field: HistQueue, Sources: []HistSource{{Family: "sglang:queue_time_seconds"}}},
-		{Field: HistGenerationTokensPerRequest, Sources: []HistSource{{Family: "sglang:generation_tokens_histogram"}}},
+		histRule(HistTTFT, "sglang:time_to_first_token_seconds"),
+		histRule(HistITL, "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+		histRule(HistE2E, "sglang:e2e_request_latency_seconds"),
+		histRule(HistQueue, "sglang:queue_time_seconds"),
+		histRule(HistGenerationTokensPerRequest, "sglang:generation_tokens_histogram"),
 	},
 }
 
@@ -130,6 +130,25 @@ var trtllmProfile = &Profile{
 		{Field: HistQueue, Sources: trtllmHist("request_queue_time_seconds")},
 		{Field: HistPrefill, Sources: trtllmHist("request_prefill_time_seconds")},
 	},
+}
+
+// scalarRule is the rule reading field from the first of families present.
+func scalarRule(field Field, families ...string) ScalarRule {
+	r := ScalarRule{Field: field}
+	for _, f := range families {
+		r.Sources = append(r.Sources, Source{Family: f})
+	}
+	return r
+}
+
+// histRule is the rule reading histogram field from the first of families
+// present.
+func histRule(field HistField, families ...string) HistRule {
+	r := HistRule{Field: field}
+	for _, f := range families {
+		r.Sources = append(r.Sources, HistSource{Family: f})
+	}
+	return r
 }
 
 func trtllmNames(name string) []Source {
@@ -203,20 +222,20 @@ var llamacppProfile = &Profile{
 		"llamacpp:requests_processing", "llamacpp:requests_deferred",
 	},
 	Scalars: []ScalarRule{
-		{Field: FieldRunning, Sources: []Source{{Family: "llamacpp:requests_processing"}}},
-		{Field: FieldWaiting, Sources: []Source{{Family: "llamacpp:requests_deferred"}}},
+		scalarRule(FieldRunning, "llamacpp:requests_processing"),
+		scalarRule(FieldWaiting, "llamacpp:requests_deferred"),
 		{Field: FieldKVUsage, Max: true, Sources: []Source{{Family: "llamacpp:kv_cache_usage_ratio"}}},
-		{Field: FieldPromptTokens, Sources: []Source{{Family: "llamacpp:prompt_tokens_total"}}},
-		{Field: FieldGenerationTokens, Sources: []Source{{Family: "llamacpp:tokens_predicted_total"}}},
-		{Field: FieldSpecDrafts, Sources: []Source{{Family: "llamacpp:spec_decode_num_drafts_total"}}},
-		{Field: FieldSpecDraftTokens, Sources: []Source{{Family: "llamacpp:spec_decode_num_draft_tokens_total"}}},
-		{Field: FieldSpecAcceptedTokens, Sources: []Source{{Family: "llamacpp:spec_decode_num_accepted_tokens_total"}}},
+		scalarRule(FieldPromptTokens, "llamacpp:prompt_tokens_total"),
+		scalarRule(FieldGenerationTokens, "llamacpp:tokens_predicted_total"),
+		scalarRule(FieldSpecDrafts, "llamacpp:spec_decode_num_drafts_total"),
+		scalarRule(FieldSpecDraftTokens, "llamacpp:spec_decode_num_draft_tokens_total"),
+		scalarRule(FieldSpecAcceptedTokens, "llamacpp:spec_decode_num_accepted_tokens_total"),
 	},
 	Histograms: []HistRule{
-		{Field: HistTTFT, Sources: []HistSource{{Family: "llamacpp:time_to_first_token_seconds"}}},
-		{Field: HistITL, Sources: []HistSource{{Family: "llamacpp:inter_token_latency_seconds"}}},
-		{Field: HistE2E, Sources: []HistSource{{Family: "llamacpp:e2e_request_latency_seconds"}}},
-		{Field: HistPrefill, Sources: []HistSource{{Family: "llamacpp:request_prefill_time_seconds"}}},
+		histRule(HistTTFT, "llamacpp:time_to_first_token_seconds"),
+		histRule(HistITL, "llamacpp:inter_token_latency_seconds"),
+		histRule(HistE2E, "llamacpp:e2e_request_latency_seconds"),
+		histRule(HistPrefill, "llamacpp:request_prefill_time_seconds"),
 	},
 }
 
@@ -237,15 +256,15 @@ var dynamoProfile = &Profile{
 	},
 	ModelLabels: []string{"model"},
 	Scalars: []ScalarRule{
-		{Field: FieldRunning, Sources: []Source{{Family: "dynamo_frontend_inflight_requests"}}},
-		{Field: FieldWaiting, Sources: []Source{{Family: "dynamo_frontend_queued_requests"}}},
+		scalarRule(FieldRunning, "dynamo_frontend_inflight_requests"),
+		scalarRule(FieldWaiting, "dynamo_frontend_queued_requests"),
 		{Field: FieldPromptTokens, Sources: []Source{{Family: "dynamo_frontend_input_sequence_tokens", HistogramSum: true}}},
-		{Field: FieldGenerationTokens, Sources: []Source{{Family: "dynamo_frontend_output_tokens_total"}}},
+		scalarRule(FieldGenerationTokens, "dynamo_frontend_output_tokens_total"),
 	},
 	Histograms: []HistRule{
-		{Field: HistTTFT, Sources: []HistSource{{Family: "dynamo_frontend_time_to_first_token_seconds"}}},
-		{Field: HistITL, Sources: []HistSource{{Family: "dynamo_frontend_inter_token_latency_seconds"}}},
-		{Field: HistE2E, Sources: []HistSource{{Family: "dynamo_frontend_request_duration_seconds"}}},
-		{Field: HistGenerationTokensPerRequest, Sources: []HistSource{{Family: "dynamo_frontend_output_sequence_tokens"}}},
+		histRule(HistTTFT, "dynamo_frontend_time_to_first_token_seconds"),
+		histRule(HistITL, "dynamo_frontend_inter_token_latency_seconds"),
+		histRule(HistE2E, "dynamo_frontend_request_duration_seconds"),
+		histRule(HistGenerationTokensPerRequest, "dynamo_frontend_output_sequence_tokens"),
 	},
 }

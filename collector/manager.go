@@ -463,14 +463,9 @@ func sleepLevelOf(snap *Snapshot) int {
 
 // Sleeping reports whether target's engine said, at its last scrape, that
 // it sleeps (vLLM's sleep mode).
-func (m *Manager) Sleeping(target string) bool {
-	s := m.target(target)
-	if s == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.up && s.last.SleepLevel > 0
+func (m *Manager) Sleeping(target string) (sleeping bool) {
+	m.withTarget(target, func(s *scraper) { sleeping = s.up && s.last.SleepLevel > 0 })
+	return sleeping
 }
 
 // nameUnlabeledModel gives the model of an engine whose series name none
@@ -556,16 +551,10 @@ func (s *scraper) ttftIncludesQueueLocked(model string) bool {
 // Load returns the latest running and waiting requests of target, summed over
 // its models; ok is false when the last scrape failed or exposed neither.
 func (m *Manager) Load(target string) (running, waiting float64, ok bool) {
-	s := m.target(target)
-	if s == nil {
-		return 0, 0, false
+	if snap := m.Latest(target); snap != nil {
+		return loadOf(snap)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.up || len(s.ring) == 0 {
-		return 0, 0, false
-	}
-	return loadOf(s.ring[len(s.ring)-1])
+	return 0, 0, false
 }
 
 // loadOf is the running and waiting requests of snap, summed over models.
@@ -588,12 +577,12 @@ func loadOf(snap *Snapshot) (running, waiting float64, ok bool) {
 // ok is false when no scrape covers the probe: none during it, and the last
 // before it more than three scrape intervals before from.
 func (m *Manager) LoadDuring(target string, from, to time.Time) (load float64, ok bool) {
-	s := m.target(target)
-	if s == nil {
-		return 0, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	m.withTarget(target, func(s *scraper) { load, ok = s.loadDuring(from, to) })
+	return load, ok
+}
+
+// loadDuring is LoadDuring of s. s.mu must be held.
+func (s *scraper) loadDuring(from, to time.Time) (float64, bool) {
 	sum, n := 0.0, 0
 	for i := len(s.ring) - 1; i >= 0; i-- {
 		snap := s.ring[i]
@@ -620,23 +609,13 @@ func (m *Manager) LoadDuring(target string, from, to time.Time) (load float64, o
 
 // GenerationTokensPerSecond returns target's generation tokens/s over the
 // rate window, summed over its models; ok is false without a rate.
-func (m *Manager) GenerationTokensPerSecond(target string) (float64, bool) {
-	s := m.target(target)
-	if s == nil {
-		return 0, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.up {
-		return 0, false
-	}
-	total, ok := 0.0, false
-	for _, d := range s.derived {
+func (m *Manager) GenerationTokensPerSecond(target string) (total float64, ok bool) {
+	m.withDerived(target, func(d *Derived) {
 		if !math.IsNaN(d.GenerationTokensPerSecond) {
 			total += d.GenerationTokensPerSecond
 			ok = true
 		}
-	}
+	})
 	return total, ok
 }
 
@@ -644,20 +623,11 @@ func (m *Manager) GenerationTokensPerSecond(target string) (float64, bool) {
 // lifetime over the rate window (see Derived.StreamOutputTokensPerSecond).
 // When the server serves several models, the value of the model generating
 // the most tokens is returned.
-func (m *Manager) StreamOutputTokensPerSecond(target string) (float64, bool) {
-	s := m.target(target)
-	if s == nil {
-		return 0, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.up {
-		return 0, false
-	}
-	best, bestGen, ok := 0.0, -1.0, false
-	for _, d := range s.derived {
+func (m *Manager) StreamOutputTokensPerSecond(target string) (best float64, ok bool) {
+	bestGen := -1.0
+	m.withDerived(target, func(d *Derived) {
 		if math.IsNaN(d.StreamOutputTokensPerSecond) {
-			continue
+			return
 		}
 		gen := d.GenerationTokensPerSecond
 		if math.IsNaN(gen) {
@@ -666,29 +636,50 @@ func (m *Manager) StreamOutputTokensPerSecond(target string) (float64, bool) {
 		if gen > bestGen {
 			best, bestGen, ok = d.StreamOutputTokensPerSecond, gen, true
 		}
-	}
+	})
 	return best, ok
 }
 
 // Latest returns the newest snapshot of target (nil when the last scrape
 // failed or none happened), for debug pages and bench.
-func (m *Manager) Latest(target string) *Snapshot {
-	s := m.target(target)
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.up || len(s.ring) == 0 {
-		return nil
-	}
-	return s.ring[len(s.ring)-1]
+func (m *Manager) Latest(target string) (latest *Snapshot) {
+	m.withTarget(target, func(s *scraper) {
+		if s.up && len(s.ring) > 0 {
+			latest = s.ring[len(s.ring)-1]
+		}
+	})
+	return latest
 }
 
 func (m *Manager) target(name string) *scraper {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.targets[name]
+}
+
+// withTarget calls f with target's scraper, its lock held; it does nothing
+// for a target the collector does not scrape.
+func (m *Manager) withTarget(target string, f func(s *scraper)) {
+	s := m.target(target)
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
+
+// withDerived calls f with each model's derived rates of target while its
+// last scrape succeeded.
+func (m *Manager) withDerived(target string, f func(d *Derived)) {
+	m.withTarget(target, func(s *scraper) {
+		if !s.up {
+			return
+		}
+		for _, d := range s.derived {
+			f(d)
+		}
+	})
 }
 
 func (m *Manager) sortedTargets() []*scraper {

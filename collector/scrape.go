@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -84,58 +83,6 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 	return fs, seen, at, nil
 }
 
-// decodeFamilies decodes an exposition in format. With filter, a text or
-// OpenMetrics body is first cut down to the families normalise reads
-// (familyFilter); protobuf is decoded whole.
-//
-// A text or OpenMetrics body whose last line has no final newline is
-// accepted, whatever family that line belongs to: the line is completed
-// before decoding (prometheus_client always ends its lines, but bodies
-// stored or relayed by other tools may not).
-func decodeFamilies(r io.Reader, format expfmt.Format, filter bool) (families, error) {
-	fs, _, err := decodeFamiliesSeen(r, format, filter)
-	return fs, err
-}
-
-// decodeFamiliesSeen is decodeFamilies that also names a few of the
-// families the body holds, whether filtered out or not (familyFilter.seen;
-// nil for protobuf, whose families are all decoded).
-func decodeFamiliesSeen(r io.Reader, format expfmt.Format, filter bool) (families, []string, error) {
-	var ff *familyFilter
-	if format.FormatType() != expfmt.TypeProtoDelim {
-		r = &lineTerminated{r: r}
-		if filter {
-			ff = newFamilyFilter(r)
-			r = ff
-		}
-	}
-	dec := expfmt.NewDecoder(r, format)
-	fs := families{}
-	for {
-		mf := &dto.MetricFamily{}
-		err := dec.Decode(mf)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			if ff != nil {
-				err = ff.remap(err)
-			}
-			return nil, nil, err
-		}
-		if prev, ok := fs[mf.GetName()]; ok {
-			prev.Metric = append(prev.Metric, mf.Metric...)
-			continue
-		}
-		fs[mf.GetName()] = mf
-	}
-	var seen []string
-	if ff != nil {
-		seen = ff.seen
-	}
-	return fs, seen, nil
-}
-
 // decodeFormat picks the decoder format from the response's Content-Type.
 // expfmt.ResponseFormat knows protobuf and text 0.0.4; OpenMetrics 1.0 and
 // 0.0.1 are read by the text decoder (counters come out as untyped families
@@ -155,34 +102,6 @@ func decodeFormat(h http.Header) expfmt.Format {
 		}
 	}
 	return f.WithEscapingScheme(model.NoEscaping)
-}
-
-// lineTerminated passes r on and adds a final newline when r's last byte is
-// not one.
-type lineTerminated struct {
-	r     io.Reader
-	last  byte // last byte passed on; 0 before any
-	added bool
-}
-
-func (l *lineTerminated) Read(p []byte) (int, error) {
-	if l.added {
-		return 0, io.EOF
-	}
-	n, err := l.r.Read(p)
-	if n > 0 {
-		l.last = p[n-1]
-	}
-	if errors.Is(err, io.EOF) && l.last != 0 && l.last != '\n' {
-		if n < len(p) {
-			p[n] = '\n'
-			n++
-			l.added = true
-			return n, nil
-		}
-		return n, nil // room for the newline at the next call
-	}
-	return n, err
 }
 
 type limitedReader struct {

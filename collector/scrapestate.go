@@ -31,17 +31,13 @@ type ScrapeState struct {
 
 // LastScrape returns the state of target's last scrape; ok is false for a
 // target the collector does not scrape or has not scraped yet.
-func (m *Manager) LastScrape(target string) (ScrapeState, bool) {
-	s := m.target(target)
-	if s == nil {
-		return ScrapeState{}, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.attempted {
-		return ScrapeState{}, false
-	}
-	return s.last, true
+func (m *Manager) LastScrape(target string) (st ScrapeState, ok bool) {
+	m.withTarget(target, func(s *scraper) {
+		if s.attempted {
+			st, ok = s.last, true
+		}
+	})
+	return st, ok
 }
 
 // safeError renders a scrape error with every URL in it reduced to scheme,

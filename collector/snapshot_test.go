@@ -390,7 +390,7 @@ func TestScrapeErrors(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 	_, err = Scrape(context.Background(), srv.Client(), srv.URL+"/garbage")
-	if err == nil || !strings.HasPrefix(err.Error(), "decoding metrics: text format parsing error in line 1") {
+	if err == nil || !strings.HasPrefix(err.Error(), "decoding metrics: line 1: ") {
 		t.Errorf("err = %v", err)
 	}
 }

@@ -55,14 +55,9 @@ func (v *View) Model(name string) (*ModelView, bool) {
 
 // View returns what the last scrapes of target tell; false when the target
 // is not scraped or its last scrape failed.
-func (m *Manager) View(target string) (View, bool) {
-	s := m.target(target)
-	if s == nil {
-		return View{}, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.viewLocked()
+func (m *Manager) View(target string) (v View, ok bool) {
+	m.withTarget(target, func(s *scraper) { v, ok = s.viewLocked() })
+	return v, ok
 }
 
 // viewLocked is View of s. s.mu must be held.

@@ -1,11 +1,15 @@
 package prober
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // TestTargetChangeCompilesNothing: a module is compiled when a configuration
@@ -50,7 +54,7 @@ targets:
 // TestTargetChangeTouchesOnlyItsLoop: a configuration that changes one
 // target (its URL and interval) restarts that target's check loop and its
 // pairs' schedules, and leaves every other target's loops and pairs as they
-// ran.
+// ran; no pair's series or history is reset.
 func TestTargetChangeTouchesOnlyItsLoop(t *testing.T) {
 	yml := func(t2 string) *config.Config {
 		return loadConfig(t, `
@@ -64,7 +68,8 @@ targets:
   - {name: t3, url: 'http://127.0.0.1:3', model: m, modules: [a]}
 `)
 	}
-	m := NewManager(testOptions(nil, nil))
+	reg := prometheus.NewRegistry()
+	m := NewManager(testOptions(reg, nil))
 	m.offset = func(_ pairKey, interval time.Duration) time.Duration { return interval - 1 } // no check or probe during the test
 	if err := m.Apply(yml("{name: t2, url: 'http://127.0.0.1:2', model: m}")); err != nil {
 		t.Fatal(err)
@@ -88,11 +93,40 @@ targets:
 		}
 		return out
 	}
+	// One probe of every pair, as the schedule books it.
+	m.mu.Lock()
+	for _, p := range m.pairs {
+		m.record(p, &probe.Result{Success: true, Start: time.Now(), E2E: time.Second})
+	}
+	m.mu.Unlock()
+	// When each pair's last probe ended: a reset series has none.
+	lastProbe := func() map[string]float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() == "vllm_probe_last_timestamp_seconds" {
+				for _, s := range mf.GetMetric() {
+					out[labelValue(s, "target")+"/"+labelValue(s, "module")] = s.GetGauge().GetValue()
+				}
+			}
+		}
+		return out
+	}
+	seriesBefore := lastProbe()
+	if len(seriesBefore) != 5 {
+		t.Fatalf("last probe series before the change: %v, want one per pair (5)", seriesBefore)
+	}
 	before := snapshot()
 	if err := m.Apply(yml("{name: t2, url: 'http://127.0.0.1:4', model: m, probe_interval: 30m}")); err != nil {
 		t.Fatal(err)
 	}
 	after := snapshot()
+	if got := lastProbe(); !maps.Equal(got, seriesBefore) {
+		t.Errorf("last probe series after changing t2: %v, want them as they were: %v", got, seriesBefore)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for name, b := range before {
@@ -110,6 +144,9 @@ targets:
 		for _, p := range a.pairs {
 			if p.starts != want {
 				t.Errorf("%s/%s: its schedule started %d times, want %d", name, p.key.module, p.starts, want)
+			}
+			if n := len(p.hist.list()); n != 1 {
+				t.Errorf("%s/%s: %d probes in its history, want the 1 before the change", name, p.key.module, n)
 			}
 		}
 	}

@@ -102,6 +102,7 @@ type pair struct {
 	state          pairState   // statistics that outlive the history (stats.go)
 	records        recordState // record ids and the last hour's counts (pairstate.go)
 	series         *series     // what its vllm_probe_* series say (metrics.go)
+	labels         *labelSet   // its series' label pairs, for Collect (metrics.go)
 
 	cancel context.CancelFunc // of the schedule loop; nil when not running
 	starts int                // times its schedule loop started (tests)
@@ -210,29 +211,22 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 // SetTargets runs the targets of cfg, whose modules ApplyConfig compiled. It is safe before and while Run runs:
 // unchanged pairs keep their schedule and history, removed pairs stop and lose
 // their series, new pairs start. On error nothing changes.
+//
+// It is a diff, as Prometheus' scrape pool sync: a target new in cfg is
+// created and started, one that stays is synced (its check loop restarts
+// only when its URL, interval, probe switch or client changed), one gone
+// is stopped; each target's pairs then follow its modules.
 func (m *Manager) SetTargets(cfg *config.Config) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-
-	// Build everything that can fail first. A target's credentials are read
-	// (credential files included) when its client is built, not at every
-	// discovery refresh that re-applies it unchanged.
-	if !m.configured {
-		return errors.New("no configuration applied (ApplyConfig)")
-	}
-	for i := range cfg.Targets {
-		for _, mod := range cfg.Targets[i].Modules {
-			if m.specs[mod] == nil {
-				return fmt.Errorf("target %q: module %q was not applied (ApplyConfig)", cfg.Targets[i].Name, mod)
-			}
-		}
+	if err := m.checkTargets(cfg); err != nil {
+		return err
 	}
 	clients, secrets, err := m.acquireClients(cfg)
 	if err != nil {
 		return err
 	}
-	// The static label names are those of the targets' labels: discovered
-	// targets may bring new ones.
+	// Discovered targets may bring new static label names.
 	if static := cfg.StaticLabelNames(); m.descs == nil || !slices.Equal(m.static, static) {
 		m.static, m.descs = static, newDescs(static)
 	}
@@ -246,9 +240,6 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 			t = &target{host: host{m}}
 			m.targets[tc.Name] = t
 		}
-		if clients[tc.Name] != nil && t.client != nil {
-			m.clients.Release(t.client) // sync takes the new one
-		}
 		if t.sync(cfg, tc, clients[tc.Name], secrets[tc.Name]) || !ok {
 			t.stop()
 			t.start()
@@ -257,14 +248,39 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 	}
 	for name, t := range m.targets {
 		if !keep[name] {
-			t.stop()
-			t.pairs = slices.DeleteFunc(t.pairs, func(p *pair) bool { m.removePair(p); return true })
-			m.clients.Release(t.client)
-			delete(m.targets, name)
+			m.removeTarget(t)
 		}
 	}
 	m.sortPairs()
 	return nil
+}
+
+// checkTargets refuses cfg's targets before anything changes: every module
+// they name must have been compiled (ApplyConfig). m.mu must be held.
+func (m *Manager) checkTargets(cfg *config.Config) error {
+	if !m.configured {
+		return errors.New("no configuration applied (ApplyConfig)")
+	}
+	for i := range cfg.Targets {
+		for _, mod := range cfg.Targets[i].Modules {
+			if m.specs[mod] == nil {
+				return fmt.Errorf("target %q: module %q was not applied (ApplyConfig)", cfg.Targets[i].Name, mod)
+			}
+		}
+	}
+	return nil
+}
+
+// removeTarget stops t and its pairs, whose series go, and releases its
+// client. m.mu must be held.
+func (m *Manager) removeTarget(t *target) {
+	t.stop()
+	for _, p := range t.pairs {
+		m.removePair(p)
+	}
+	t.pairs = nil
+	m.clients.Release(t.client)
+	delete(m.targets, t.cfg.Name)
 }
 
 // acquireClients builds the clients of cfg's targets whose

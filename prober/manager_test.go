@@ -455,6 +455,12 @@ targets:
 		t.Errorf("Model(a) = %q, want ma (first id of /v1/models)", got)
 	}
 
+	// A render before the reload: the label pairs a's series keep between
+	// renders must follow the label names the reload brings.
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+
 	// Add b with a static label: the vectors are recreated with the zone label,
 	// a keeps its history.
 	before := histLen("a")

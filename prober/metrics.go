@@ -2,6 +2,8 @@ package prober
 
 import (
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -319,37 +321,41 @@ func (s *series) snapshot() series {
 	return c
 }
 
-// collect renders s with the label values lv of d's pair families.
-func (s *series) collect(ch chan<- prometheus.Metric, d *descs, lv []string) {
-	gauge := func(desc *prometheus.Desc, v float64, extra ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append(slices.Clone(lv), extra...)...)
+// collect renders s with the label pairs ls of d's pair families.
+func (s *series) collect(ch chan<- prometheus.Metric, d *descs, ls *labelSet) {
+	gauge := func(desc *prometheus.Desc, v float64) {
+		ch <- constMetric{desc: desc, v: v, labels: ls.base}
 	}
 	counter := func(desc *prometheus.Desc, v float64, extra ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, append(slices.Clone(lv), extra...)...)
+		labels := ls.base
+		if len(extra) == 2 {
+			labels = ls.with(extra[0], extra[1])
+		}
+		ch <- constMetric{desc: desc, v: v, counter: true, labels: labels}
 	}
 	counter(d.attempts, s.attempts)
 	if s.hist.on(metricTokens) {
 		for i, k := range tokenKinds {
-			counter(d.tokens, s.tokens[i], k)
+			counter(d.tokens, s.tokens[i], "kind", k)
 		}
 	}
 	for i, r := range probe.Reasons() {
 		if !s.scheduled { // /probe's one-shot series: every reason, as blackbox_exporter's
-			counter(d.failures, s.failures[i], string(r))
+			counter(d.failures, s.failures[i], "reason", string(r))
 		} else if v, ok := reasonValue(s.failShown[i], s.failures[i]); ok {
-			counter(d.failures, v, string(r))
+			counter(d.failures, v, "reason", string(r))
 		}
 	}
 	if s.scheduled {
 		for i, r := range SkipReasons() {
 			if v, ok := reasonValue(s.skipShown[i], s.skipped[i]); ok {
-				counter(d.skipped, v, r)
+				counter(d.skipped, v, "reason", r)
 			}
 		}
 	}
 	for i, r := range checkResults {
 		if s.allChecks || s.checks[i] > 0 {
-			counter(d.checks, s.checks[i], r)
+			counter(d.checks, s.checks[i], "result", r)
 		}
 	}
 	if s.observed {
@@ -374,9 +380,74 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, lv []string) {
 	}
 	for i, h := range s.latency {
 		if h != nil && s.hist.on(histNames[i]) {
-			ch <- labelled{desc: d.latency[i], metric: h, labels: prometheus.MakeLabelPairs(d.latency[i], lv)}
+			ch <- labelled{desc: d.latency[i], metric: h, labels: ls.base}
 		}
 	}
+}
+
+// labelSet holds the label pairs of a pair's series, built once for its
+// label values and shared by every collection until they change: building
+// them (client_golang's MakeLabelPairs, as NewConstMetric does) for every
+// series at every scrape of /metrics was a large part of a render's
+// allocations. Readers never modify the pairs.
+type labelSet struct {
+	names, values []string // the pair's label names and values
+	base          []*dto.LabelPair
+
+	mu    sync.Mutex
+	extra map[[2]string][]*dto.LabelPair // by extra label name and value
+}
+
+func newLabelSet(names, values []string) *labelSet {
+	ls := &labelSet{names: names, values: values, extra: map[[2]string][]*dto.LabelPair{}}
+	ls.base = labelPairsOf(names, values)
+	return ls
+}
+
+// with is the label pairs of the pair's series with one more label.
+func (ls *labelSet) with(name, value string) []*dto.LabelPair {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	key := [2]string{name, value}
+	if lp, ok := ls.extra[key]; ok {
+		return lp
+	}
+	lp := labelPairsOf(append(slices.Clone(ls.names), name), append(slices.Clone(ls.values), value))
+	ls.extra[key] = lp
+	return lp
+}
+
+// labelPairsOf are the label pairs of names and values, sorted by name as
+// client_golang exposes them.
+func labelPairsOf(names, values []string) []*dto.LabelPair {
+	lp := make([]*dto.LabelPair, len(names))
+	for i := range names {
+		lp[i] = &dto.LabelPair{Name: &names[i], Value: &values[i]}
+	}
+	slices.SortFunc(lp, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return lp
+}
+
+// constMetric is a gauge or counter sample of a pair, with its pair's
+// shared label pairs.
+type constMetric struct {
+	desc    *prometheus.Desc
+	v       float64
+	counter bool
+	labels  []*dto.LabelPair
+}
+
+func (c constMetric) Desc() *prometheus.Desc { return c.desc }
+
+func (c constMetric) Write(out *dto.Metric) error {
+	out.Label = c.labels
+	v := c.v
+	if c.counter {
+		out.Counter = &dto.Counter{Value: &v}
+	} else {
+		out.Gauge = &dto.Gauge{Value: &v}
+	}
+	return nil
 }
 
 // labelled is a pair's histogram with its pair's labels: what the histogram
@@ -411,7 +482,7 @@ func (collector) Describe(chan<- *prometheus.Desc) {}
 // target's series under the lock and renders them outside it.
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	type row struct {
-		lv []string
+		ls *labelSet
 		s  series
 	}
 	type health struct {
@@ -427,7 +498,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	rows := make([]row, 0, len(m.order))
 	for _, p := range m.order {
-		rows = append(rows, row{lv: m.pairLabels(p), s: p.series.snapshot()})
+		rows = append(rows, row{ls: m.pairLabelSet(p), s: p.series.snapshot()})
 		p.series.exposed()
 	}
 	var healths []health
@@ -438,7 +509,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.mu.Unlock()
 	for i := range rows {
-		rows[i].s.collect(ch, d, rows[i].lv)
+		rows[i].s.collect(ch, d, rows[i].ls)
 	}
 	for _, h := range healths {
 		ch <- prometheus.MustNewConstMetric(d.healthUp, prometheus.GaugeValue, b2f(h.health), h.lv...)
@@ -451,6 +522,18 @@ func (m *Manager) pairLabels(p *pair) []string {
 	return append([]string{p.key.target, p.key.module, pairModel(p)}, p.tgt.cfg.StaticLabelValues(m.static)...)
 }
 
+// pairLabelSet is the label set of p's series now, rebuilt when its label
+// names or values changed. m.mu must be held.
+func (m *Manager) pairLabelSet(p *pair) *labelSet {
+	values := m.pairLabels(p)
+	names := append([]string{"target", "module", "model"}, m.static...)
+	if ls := p.labels; ls != nil && slices.Equal(ls.values, values) && slices.Equal(ls.names, names) {
+		return ls
+	}
+	p.labels = newLabelSet(names, values)
+	return p.labels
+}
+
 // oneShot renders the series of one probe run outside the schedule
 // (ProbeNow, ProbeURLNow), without target, module and model labels: the
 // scraper of /probe sets them.
@@ -458,7 +541,9 @@ type oneShot struct{ s *series }
 
 func (oneShot) Describe(chan<- *prometheus.Desc) {}
 
-func (o oneShot) Collect(ch chan<- prometheus.Metric) { o.s.collect(ch, newDescsLabels(nil, nil), nil) }
+func (o oneShot) Collect(ch chan<- prometheus.Metric) {
+	o.s.collect(ch, newDescsLabels(nil, nil), newLabelSet(nil, nil))
+}
 
 // oneShotRegistry returns the metrics of one probe run outside the schedule
 // in a fresh registry.

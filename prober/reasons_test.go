@@ -17,7 +17,7 @@ func rendered(t *testing.T, s *series) (failures, skipped map[string]float64) {
 	ch := make(chan prometheus.Metric, 256)
 	snap := s.snapshot()
 	s.exposed()
-	snap.collect(ch, d, []string{"t", "m", "model"})
+	snap.collect(ch, d, newLabelSet([]string{"target", "module", "model"}, []string{"t", "m", "model"}))
 	close(ch)
 	failures, skipped = map[string]float64{}, map[string]float64{}
 	for m := range ch {

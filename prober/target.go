@@ -55,6 +55,8 @@ type targetHost interface {
 	spawn(f func(ctx context.Context)) (cancel context.CancelFunc, ok bool)
 	logger() log.Logger
 	redactor() Redactor
+	// release hands a client the target no longer uses back to the pool.
+	release(c *http.Client)
 	phase(target string, interval time.Duration) time.Duration
 	// modelsChanged rebuilds t's pairs after its listed models changed;
 	// the lock must be held.
@@ -62,8 +64,9 @@ type targetHost interface {
 }
 
 // sync takes t's configuration tc under cfg, and client when its
-// http_client_config changed (nil: keep the client). It reports whether
-// its check loop must restart. The lock must be held.
+// http_client_config changed (nil: keep the client; the one it replaces
+// goes back to the pool). It reports whether its check loop must restart.
+// The lock must be held.
 func (t *target) sync(cfg *config.Config, tc *config.Target, client *http.Client, secrets []string) (restart bool) {
 	interval := cfg.ProbeInterval(tc)
 	restart = t.cfg.URL != tc.URL || t.interval != interval || t.cfg.Probe != tc.Probe || client != nil
@@ -71,6 +74,9 @@ func (t *target) sync(cfg *config.Config, tc *config.Target, client *http.Client
 		t.model, t.models = "", nil // re-resolve
 	}
 	if client != nil {
+		if t.client != nil {
+			t.host.release(t.client)
+		}
 		t.client = client
 	}
 	t.cfg, t.interval, t.timeout, t.secrets = *tc, interval, cfg.ProbeTimeout(tc, &config.Module{}), secrets
@@ -195,8 +201,9 @@ func (h host) spawn(f func(ctx context.Context)) (context.CancelFunc, bool) {
 	return cancel, true
 }
 
-func (h host) logger() log.Logger { return h.m.logger }
-func (h host) redactor() Redactor { return h.m.red }
+func (h host) logger() log.Logger     { return h.m.logger }
+func (h host) redactor() Redactor     { return h.m.red }
+func (h host) release(c *http.Client) { h.m.clients.Release(c) }
 func (h host) phase(target string, interval time.Duration) time.Duration {
 	return h.m.offset(pairKey{target: target}, interval)
 }

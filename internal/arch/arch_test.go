@@ -78,7 +78,7 @@ func TestImports(t *testing.T) {
 func TestManagersHaveNoSetters(t *testing.T) {
 	dir := root(t)
 	for pkg, typ := range map[string]string{
-		"prober": "Manager", "collector": "Manager", "internal/compare": "Collector", "internal/discovery": "Manager",
+		"prober": "Manager", "collector": "Manager", "internal/compare": "Collector",
 	} {
 		fset := token.NewFileSet()
 		entries, err := os.ReadDir(filepath.Join(dir, pkg))
@@ -118,14 +118,17 @@ func TestManagersHaveNoSetters(t *testing.T) {
 	}
 }
 
-// TestOnlyDiscoveryBuildsDiscoverers: discoverers (a service discovery
-// section's NewDiscoverer, Prometheus' discovery.NewManager) are built in
-// internal/discovery only, so that one place owns their lifecycle: a
-// reload keeps the discoverers whose configuration did not change.
+// TestOnlyDiscoveryBuildsDiscoverers: one place owns the discoverers'
+// lifecycle, so that a reload keeps those whose configuration did not
+// change. Prometheus' discovery manager (discovery.NewManager) is built once,
+// in the daemon's discovery set-up (internal/daemon/targets.go), and builds
+// and runs every discoverer; a service discovery section's NewDiscoverer is
+// called only by internal/discovery's load-time check, which never runs
+// what it builds.
 func TestOnlyDiscoveryBuildsDiscoverers(t *testing.T) {
 	dir := root(t)
-	builders := []string{"NewDiscoverer", "NewManager"}
-	calls := 0
+	builders := map[string]string{"NewDiscoverer": "internal/discovery/check.go", "NewManager": "internal/daemon/targets.go"}
+	calls := map[string]int{}
 	err := filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -158,16 +161,16 @@ func TestOnlyDiscoveryBuildsDiscoverers(t *testing.T) {
 				return true
 			}
 			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || !slices.Contains(builders, sel.Sel.Name) {
+			if !ok || builders[sel.Sel.Name] == "" {
 				return true
 			}
 			x, isIdent := sel.X.(*ast.Ident)
 			if sel.Sel.Name == "NewManager" && (!isIdent || !sd[x.Name]) {
 				return true // another package's NewManager
 			}
-			calls++
-			if filepath.Dir(rel) != "internal/discovery" {
-				t.Errorf("%s builds discoverers (%s): only internal/discovery does", rel, sel.Sel.Name)
+			calls[sel.Sel.Name]++
+			if want := builders[sel.Sel.Name]; filepath.ToSlash(rel) != want {
+				t.Errorf("%s builds discoverers (%s): only %s does", rel, sel.Sel.Name, want)
 			}
 			return true
 		})
@@ -176,7 +179,9 @@ func TestOnlyDiscoveryBuildsDiscoverers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls == 0 {
-		t.Error("found no discoverer built anywhere: the test reads the wrong files")
+	for name, want := range builders {
+		if calls[name] != 1 {
+			t.Errorf("%d calls of %s, want one (in %s): the test reads the wrong files, or a second place builds discoverers", calls[name], name, want)
+		}
 	}
 }

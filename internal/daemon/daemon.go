@@ -27,6 +27,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/exporter-toolkit/web"
+	promdiscovery "github.com/prometheus/prometheus/discovery"
+	"github.com/prometheus/prometheus/discovery/targetgroup"
 	slogkit "github.com/tjhop/slog-gokit"
 
 	"github.com/vllm-prober/vllm_prober/collector"
@@ -117,21 +119,24 @@ type Daemon struct {
 	targets *prometheus.GaugeVec
 
 	// applyMu serialises changes of what the managers run: reloads and
-	// discovery updates. gen counts applied configuration files, so that a
-	// discovery update of a replaced configuration is dropped.
+	// discovery updates. It guards the fields below.
 	applyMu sync.Mutex
-	gen     uint64
-	// running is the configuration the managers run: the file's, with this
-	// shard's share of the static and discovered targets. Read-only.
+	// file is the configuration file the managers run; running is the
+	// configuration they run: file's, with this shard's share of the static
+	// and discovered targets. Read-only.
+	file    *config.Config
 	running atomic.Pointer[config.Config]
-	// static are the names of running's static targets (the rest are discovered).
-	static map[string]bool
-
-	// discMu guards disc and runCtx: the discovery of the current
-	// configuration, and Run's context while Run runs (nil otherwise).
-	discMu sync.Mutex
-	disc   *discoveryRun
-	runCtx context.Context
+	// sd is the one discovery manager (Prometheus'), built once; sdCancel
+	// stops it. sdSets are the discovery sections of file, applied to sd
+	// while Run runs (sdRunning); sdGroups are the target groups it last
+	// sent.
+	sd        *promdiscovery.Manager
+	sdCancel  context.CancelFunc
+	sdSets    map[string]promdiscovery.Configs
+	sdRunning bool
+	sdGroups  map[string][]*targetgroup.Group
+	// invalidPrices counts discovered targets with a bad __price_per_hour__.
+	invalidPrices prometheus.Counter
 
 	// red is the one redactor: the configuration's secrets (set on every
 	// applied configuration) and the tokens the HTTP clients obtained. The
@@ -139,9 +144,6 @@ type Daemon struct {
 	red *redact.Redactor
 	// clients is the one HTTP client pool of the prober and the collector.
 	clients *httpclient.Pool
-	// sdMetrics are the prometheus_sd_* metrics every configuration's
-	// discovery counts into.
-	sdMetrics *discovery.Metrics
 
 	ready   atomic.Bool
 	started atomic.Bool
@@ -224,11 +226,15 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 		}
 	}
 
-	sdMetrics, err := discovery.NewMetrics(reg)
+	sd, sdCancel, err := newDiscoveryManager(reg, newSlogLogger(logger, "discovery"))
 	if err != nil {
+		return nil, fmt.Errorf("building the discovery manager: %w", err)
+	}
+	d.sd, d.sdCancel = sd, sdCancel
+	d.invalidPrices = discovery.NewInvalidPrices()
+	if err := reg.Register(d.invalidPrices); err != nil {
 		return nil, fmt.Errorf("registering the discovery metrics: %w", err)
 	}
-	d.sdMetrics = sdMetrics
 
 	// The runtime graph is a DAG, each built once from what it reads: the
 	// collector reads its targets' /metrics; the prober reads the
@@ -359,7 +365,7 @@ func (d *Daemon) Run(ctx context.Context, handler http.Handler) error {
 	wg.Go(func() { d.probes.Run(ctx) })
 	wg.Go(d.bursts.Run(ctx)) // bursts are accepted from now on
 	wg.Go(func() { d.coll.Run(ctx) })
-	d.startDiscovery(ctx)
+	d.runDiscovery(ctx, &wg)
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -427,8 +433,6 @@ func (d *Daemon) Run(ctx context.Context, handler http.Handler) error {
 		}
 	}
 	cancel()
-	// Discovery first: once it has stopped, nothing applies targets any more.
-	d.stopDiscovery()
 	wg.Wait()
 	return err
 }
@@ -436,10 +440,14 @@ func (d *Daemon) Run(ctx context.Context, handler http.Handler) error {
 // NewWebLogger bridges exporter-toolkit's *slog.Logger to a go-kit logger, which
 // does the level filtering. The bridge adds the caller itself and leaves the
 // timestamp to logger, so logger should carry a timestamp but no caller.
-func NewWebLogger(logger log.Logger) *slog.Logger {
+func NewWebLogger(logger log.Logger) *slog.Logger { return newSlogLogger(logger, "web") }
+
+// newSlogLogger bridges a *slog.Logger of component (exporter-toolkit's,
+// Prometheus' discovery's) to logger, as NewWebLogger does.
+func newSlogLogger(logger log.Logger, component string) *slog.Logger {
 	lvl := new(slog.LevelVar)
 	lvl.Set(slog.LevelDebug)
-	return slog.New(noTimeHandler{slogkit.NewGoKitHandler(log.With(logger, "component", "web"), lvl)})
+	return slog.New(noTimeHandler{slogkit.NewGoKitHandler(log.With(logger, "component", component), lvl)})
 }
 
 // noTimeHandler drops slog's record time: the go-kit logger stamps its own "ts".

@@ -202,7 +202,8 @@ func (f *fixture) stop() {
 }
 
 // checkNoGoroutines fails if a goroutine is still running code of our packages
-// (prober, collector, discovery, regression, daemon) other than the test itself.
+// (prober, collector, internal/: daemon, discovery, compare, ...) or of
+// Prometheus' discovery manager and discoverers, other than the test itself.
 // goleak (TestMain) checks the whole package at its end; this checks each
 // daemon as its Run returns, while the test's simulators still serve, which
 // goleak cannot tell apart from a leak without a list of net/http internals.
@@ -219,8 +220,8 @@ func checkNoGoroutines(t *testing.T) {
 			if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "_test.go") {
 				continue
 			}
-			for _, pkg := range []string{"vllm_prober/prober.", "vllm_prober/collector.", "vllm_prober/daemon.",
-				"vllm_prober/discovery.", "vllm_prober/regression."} {
+			for _, pkg := range []string{"vllm_prober/prober.", "vllm_prober/collector.", "vllm_prober/internal/",
+				"prometheus/prometheus/discovery"} {
 				if strings.Contains(g, pkg) {
 					leaked += g + "\n\n"
 					break

@@ -134,7 +134,7 @@ func runningNames(d *Daemon) []string {
 
 // A change of a file_sd target file reaches the running daemon without a
 // restart or reload: a new target is probed (Status, /metrics, /probe), a
-// removed one stops. A reload keeps the discovered targets running meanwhile.
+// removed one stops. A reload keeps the discovered targets running.
 func TestDiscoveredTargetFileChange(t *testing.T) {
 	sim := startPlainSim(t, nil)
 	addr := hostPort(t, sim)
@@ -195,8 +195,8 @@ target_defaults:
 		t.Error("the landing page does not show the discovered target")
 	}
 
-	// A reload restarts discovery; the discovered targets run on meanwhile,
-	// with their history, and the new template applies once it reports.
+	// A reload keeps the discoverer: the discovered targets run on, with
+	// their history, under the new template at once.
 	before := f.historyLen("disc-b", "short")
 	writeConfig(t, f.path, configFor("{team: platform}"))
 	if err := f.d.Reload(); err != nil {

@@ -3,34 +3,54 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
-	"sort"
+	"sync"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	promdiscovery "github.com/prometheus/prometheus/discovery"
+	"github.com/prometheus/prometheus/discovery/targetgroup"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/shard"
 )
 
-// discoveryRun is the target discovery of one configuration file (none when
-// the file configures no discovery).
-type discoveryRun struct {
-	m   *discovery.Manager
-	cfg *config.Config
-	gen uint64
+// sdManagerName names the daemon's discovery manager: the name label of the
+// prometheus_sd_* metrics of the manager itself
+// (prometheus_sd_discovered_targets, prometheus_sd_updates_total, ...).
+const sdManagerName = "vllm_prober"
 
-	cancel context.CancelFunc // nil until started
-	done   chan struct{}
+// newDiscoveryManager builds the daemon's one discovery manager, Prometheus'
+// own, registering the prometheus_sd_* metrics of every mechanism and of the
+// manager on reg. Nothing runs until Run (runDiscovery); cancel stops it.
+func newDiscoveryManager(reg prometheus.Registerer, logger *slog.Logger) (m *promdiscovery.Manager, cancel context.CancelFunc, err error) {
+	sdMetrics, err := promdiscovery.CreateAndRegisterSDMetrics(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m = promdiscovery.NewManager(ctx, logger, reg, sdMetrics,
+		promdiscovery.Name(sdManagerName), promdiscovery.Updatert(discovery.PublishDelay))
+	if m == nil { // it logged why: its metrics did not register
+		cancel()
+		return nil, nil, fmt.Errorf("registering the metrics of the discovery manager %q", sdManagerName)
+	}
+	return m, cancel, nil
 }
 
 // apply is SafeConfig's apply: it makes cfg, a new valid configuration file,
-// the one the managers run. The baselines are loaded first, so that a bad
-// baseline file fails the reload; if any manager refuses the configuration,
-// the others go back to the previous one. On success the discovery of the old
-// configuration stops and the new one starts.
+// the one the managers run. The discovery sections are checked first, then
+// the steps run: what the file sets for every target (the baselines are
+// read, so that a bad baseline file fails the reload), the targets (the
+// static ones, and those of the groups discovery last sent, under cfg's
+// target_defaults and relabel_configs), and last the discovery manager's
+// configuration, which keeps every discoverer whose configuration did not
+// change. If any step refuses cfg, the steps before it go back to the
+// previous configuration.
 func (d *Daemon) apply(cfg *config.Config) error {
 	// First, so that every error and log line about cfg is scrubbed of its
 	// secrets. On failure the previous configuration's stay too: scrubbing
@@ -39,88 +59,12 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	if err := d.checkVantage(cfg); err != nil {
 		return err
 	}
-	// Without discovery the static targets run in the file's order.
-	list := cfg.Targets
-	var m *discovery.Manager
-	if cfg.Discovery.Enabled() {
-		var err error
-		m, err = discovery.New(cfg.Discovery, cfg.Targets, discovery.Options{Logger: log.With(d.logger, "component", "discovery"), Metrics: d.sdMetrics})
-		if err != nil {
-			return fmt.Errorf("discovery: %w", err)
-		}
-		if err := m.CheckFiles(); err != nil {
-			return fmt.Errorf("discovery: %w", err)
-		}
-		list = m.Targets() // the static targets, until discovery reports
+	if err := discovery.Check(cfg.Discovery); err != nil {
+		return fmt.Errorf("discovery: %w", err)
 	}
-
 	d.applyMu.Lock()
-	if m != nil {
-		list = d.carryOver(cfg, list)
-	}
-	// The configuration work (baselines read, modules compiled) is done
-	// once per configuration file; discovery refreshes only hand the
-	// managers new targets (targetSteps).
-	if err := d.applyTargets(cfg, list, append(d.configSteps(), d.targetSteps()...)); err != nil {
-		d.applyMu.Unlock()
-		return err
-	}
-	d.gen++
-	var run *discoveryRun
-	if m != nil {
-		run = &discoveryRun{m: m, cfg: cfg, gen: d.gen}
-	}
-	d.applyMu.Unlock()
-
-	// Not under applyMu: the old discovery may be waiting for it to hand over
-	// a list, which the new generation makes it drop.
-	d.discMu.Lock()
-	defer d.discMu.Unlock()
-	if old := d.disc; old != nil {
-		old.stop()
-	}
-	d.disc = run
-	if run != nil && d.runCtx != nil {
-		d.startLocked(run)
-	}
-	return nil
-}
-
-// carryOver adds to static (the new file's static targets) the targets
-// discovered under the previous configuration that still fit cfg (their
-// modules and baseline exist, no static target has their name), so that a
-// reload does not restart their series while the new discovery starts up.
-// Called with applyMu held.
-func (d *Daemon) carryOver(cfg *config.Config, static []config.Target) []config.Target {
-	prev := d.running.Load()
-	if prev == nil {
-		return static
-	}
-	taken := map[string]bool{}
-	for _, t := range static {
-		taken[t.Name] = true
-	}
-	baselines := map[string]bool{}
-	for _, b := range cfg.Baselines {
-		baselines[b.Name] = true
-	}
-	out := static
-	for _, t := range prev.Targets {
-		if d.static[t.Name] || taken[t.Name] || (t.Baseline != "" && !baselines[t.Baseline]) {
-			continue
-		}
-		fits := true
-		for _, mod := range t.Modules {
-			if _, ok := cfg.Modules[mod]; !ok {
-				fits = false
-			}
-		}
-		if fits {
-			out = append(out, t)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	defer d.applyMu.Unlock()
+	return d.applySteps(cfg, d.targetsOf(cfg), d.reloadSteps())
 }
 
 // step is one manager's part in running a configuration: apply hands it the
@@ -129,6 +73,14 @@ func (d *Daemon) carryOver(cfg *config.Config, static []config.Target) []config.
 type step struct {
 	name           string
 	apply, restore func(*config.Config) error
+}
+
+// reloadSteps are the steps of a configuration file: the configuration work
+// (baselines read, modules compiled) is done once per file, then the
+// targets, then discovery. A discovery update runs the target steps alone.
+func (d *Daemon) reloadSteps() []step {
+	steps := append(d.configSteps(), d.targetSteps()...)
+	return append(steps, step{"discovery", d.applyDiscovery, d.applyDiscovery})
 }
 
 // configSteps apply what a configuration file sets for every target: the
@@ -153,13 +105,40 @@ func (d *Daemon) targetSteps() []step {
 	}
 }
 
-// applyTargets runs steps with cfg and this shard's share of targets
-// (static and discovered). When a step fails, the steps before it go back
-// to the previous running configuration, last first. Called with applyMu
-// held.
-func (d *Daemon) applyTargets(cfg *config.Config, targets []config.Target, steps []step) error {
+// applyDiscovery is the discovery step: the manager runs cfg's discovery
+// sections from now on, keeping the discoverers whose configuration is
+// unchanged (Prometheus' ApplyConfig). Before Run, and after it, the
+// sections are only kept for Run. Called with applyMu held.
+func (d *Daemon) applyDiscovery(cfg *config.Config) error {
+	d.sdSets = discovery.Sets(cfg.Discovery)
+	if !d.sdRunning {
+		return nil
+	}
+	return d.sd.ApplyConfig(d.sdSets)
+}
+
+// targetsOf is this shard's share of cfg's targets: the static ones and
+// those of the groups discovery last sent, under cfg's target_defaults and
+// relabel_configs. Without discovery, the static targets run in the file's
+// order. Called with applyMu held.
+func (d *Daemon) targetsOf(cfg *config.Config) []config.Target {
+	targets := cfg.Targets
+	if cfg.Discovery.Enabled() {
+		targets = discovery.TargetsCounting(d.sdGroups, cfg.Targets, cfg.Discovery, log.With(d.logger, "component", "discovery"), d.invalidPrices)
+	}
+	own := shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex)
+	if d.probeOnly(cfg) {
+		own = probeOnlyTargets(own)
+	}
+	return own
+}
+
+// applySteps runs steps with cfg and targets (targetsOf). When a step fails,
+// the steps before it go back to the previous running configuration, last
+// first. Called with applyMu held.
+func (d *Daemon) applySteps(cfg *config.Config, targets []config.Target, steps []step) error {
 	run := *cfg
-	run.Targets = d.ownTargets(&run, targets)
+	run.Targets = targets
 	prev := d.running.Load()
 	for i, s := range steps {
 		if err := s.apply(&run); err != nil {
@@ -171,106 +150,69 @@ func (d *Daemon) applyTargets(cfg *config.Config, targets []config.Target, steps
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
-	static := map[string]bool{}
+	static := make(map[string]bool, len(cfg.Targets))
 	for _, t := range cfg.Targets {
 		static[t.Name] = true
 	}
-	var nStatic, nDiscovered int
+	nStatic := 0
 	for _, t := range run.Targets {
 		if static[t.Name] {
 			nStatic++
-		} else {
-			nDiscovered++
 		}
 	}
 	d.targets.WithLabelValues("static").Set(float64(nStatic))
-	d.targets.WithLabelValues("discovered").Set(float64(nDiscovered))
-	d.static = static
+	d.targets.WithLabelValues("discovered").Set(float64(len(run.Targets) - nStatic))
+	d.file = cfg
 	d.running.Store(&run)
 	return nil
 }
 
-// discovered applies a target list published by the discovery of r.
-func (d *Daemon) discovered(r *discoveryRun, targets []config.Target) {
+// runDiscovery runs the current configuration's discovery until ctx is
+// done, in goroutines wg waits for: the manager, and the one reader of its
+// groups, which keeps the latest and applies the targets they make.
+func (d *Daemon) runDiscovery(ctx context.Context, wg *sync.WaitGroup) {
+	d.applyMu.Lock()
+	d.sdRunning = true
+	if err := d.sd.ApplyConfig(d.sdSets); err != nil {
+		level.Error(d.logger).Log("msg", "Cannot start discovery", "err", d.scrub(err.Error()))
+	}
+	d.applyMu.Unlock()
+	wg.Go(func() { _ = d.sd.Run() }) // returns ctx.Err() once stopped
+	wg.Go(func() {
+		// SyncCh is closed when the manager's sender returns.
+		for groups := range d.sd.SyncCh() {
+			d.discovered(groups)
+		}
+	})
+	wg.Go(func() {
+		<-ctx.Done()
+		d.applyMu.Lock()
+		d.sdRunning = false
+		// Stops every discoverer and waits for its provider's loop.
+		_ = d.sd.ApplyConfig(nil)
+		d.applyMu.Unlock()
+		d.sdCancel() // the manager returns, its sender closes SyncCh
+	})
+}
+
+// discovered keeps groups, the discovery manager's latest, and applies the
+// targets they make under the running configuration file when they changed.
+func (d *Daemon) discovered(groups map[string][]*targetgroup.Group) {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
-	if r.gen != d.gen {
-		return // a newer configuration file replaced r's
+	if !d.sdRunning {
+		return // stopping
 	}
-	prev := d.running.Load()
-	if prev != nil && slices.EqualFunc(prev.Targets, d.ownTargets(r.cfg, targets), sameTarget) {
+	d.sdGroups = groups
+	targets := d.targetsOf(d.file)
+	if prev := d.running.Load(); slices.EqualFunc(prev.Targets, targets, sameTarget) {
 		return
 	}
-	if err := d.applyTargets(r.cfg, targets, d.targetSteps()); err != nil {
+	if err := d.applySteps(d.file, targets, d.targetSteps()); err != nil {
 		level.Error(d.logger).Log("msg", "Cannot apply discovered targets, keeping the previous ones", "err", d.scrub(err.Error()))
 		return
 	}
-	run := d.running.Load()
-	level.Info(d.logger).Log("msg", "Discovered targets applied", "targets", len(targets), "this_shard", len(run.Targets))
-}
-
-// ownTargets is what this replica runs of targets under cfg: its shard,
-// without scrapes when it is probe-only.
-func (d *Daemon) ownTargets(cfg *config.Config, targets []config.Target) []config.Target {
-	own := shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex)
-	if d.probeOnly(cfg) {
-		own = probeOnlyTargets(own)
-	}
-	return own
+	level.Info(d.logger).Log("msg", "Discovered targets applied", "this_shard", len(targets))
 }
 
 func sameTarget(a, b config.Target) bool { return reflect.DeepEqual(a, b) }
-
-// startDiscovery starts the current configuration's discovery under ctx,
-// Run's context; discoveries of later reloads start under it too.
-func (d *Daemon) startDiscovery(ctx context.Context) {
-	d.discMu.Lock()
-	defer d.discMu.Unlock()
-	d.runCtx = ctx
-	if d.disc != nil {
-		d.startLocked(d.disc)
-	}
-}
-
-// stopDiscovery stops the running discovery and waits for it.
-func (d *Daemon) stopDiscovery() {
-	d.discMu.Lock()
-	defer d.discMu.Unlock()
-	d.runCtx = nil
-	if d.disc != nil {
-		d.disc.stop()
-	}
-}
-
-// startLocked runs r until stop: its Manager, and a goroutine applying each
-// list it publishes. Called with discMu held.
-func (d *Daemon) startLocked(r *discoveryRun) {
-	if r.cancel != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(d.runCtx)
-	r.cancel, r.done = cancel, make(chan struct{})
-	go func() {
-		defer close(r.done)
-		runDone := make(chan struct{})
-		go func() {
-			defer close(runDone)
-			r.m.Run(ctx)
-		}()
-		// Updates is closed when Run returns.
-		for targets := range r.m.Updates() {
-			d.discovered(r, targets)
-		}
-		<-runDone
-	}()
-}
-
-// stop cancels r and waits until its goroutines have returned; a no-op for a
-// discovery that never started.
-func (r *discoveryRun) stop() {
-	if r.cancel == nil {
-		return
-	}
-	r.cancel()
-	<-r.done
-}

@@ -1,7 +1,6 @@
 package discovery
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -56,11 +55,7 @@ func TestRelabelling(t *testing.T) {
 	logs := &logBuffer{}
 	static := config.DefaultTarget
 	static.Name, static.URL, static.Modules = "static", "http://127.0.0.1:8000", []string{"short"}
-	m, err := New(cfg, []config.Target{static}, testOptions(logs.logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := m.compute(bySource([][]*targetgroup.Group{{
+	got := Targets(map[string][]*targetgroup.Group{"file_sd_configs[0]": {
 		group("a.json:0", model.LabelSet{"env": "prod", "served_model": "llama-3-8b", "tls": "true"},
 			"vllm-0.vllm.ml.svc:8000", "vllm-1.vllm.ml.svc:8000"),
 		group("a.json:1", model.LabelSet{"env": "dev"}, "vllm-dev.vllm.ml.svc:8000"),
@@ -69,7 +64,7 @@ func TestRelabelling(t *testing.T) {
 		group("a.json:3", model.LabelSet{"__target_name__": "static"}, "10.0.0.8:8000"),
 		// Identical to an earlier one: collapsed without a warning.
 		group("a.json:4", model.LabelSet{"metrics_path": "/engine/metrics"}, "10.0.0.7:8000"),
-	}}))
+	}}, []config.Target{static}, cfg, logs.logger())
 
 	base := config.DefaultTarget
 	base.Modules = []string{"short", "long"}
@@ -101,7 +96,7 @@ func TestRelabelling(t *testing.T) {
 	// The template is not shared with the targets built from it.
 	got[2].Labels["team"] = "changed"
 	got[2].Modules[0] = "changed"
-	if m.template.Labels["team"] != "infra" || m.template.Modules[0] != "short" {
+	if cfg.TargetDefaults.Labels["team"] != "infra" || cfg.TargetDefaults.Modules[0] != "short" {
 		t.Error("a built target shares its labels or modules with the template")
 	}
 }
@@ -109,11 +104,8 @@ func TestRelabelling(t *testing.T) {
 func TestRelabellingDefaults(t *testing.T) {
 	// No relabelling and no target_defaults: the name is the address, the
 	// target is config.DefaultTarget, group labels become static labels.
-	m, err := New(loadConfig(t, "file_sd_configs: [{files: [x.json]}]"), nil, testOptions(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := m.compute(bySource([][]*targetgroup.Group{{group("x", model.LabelSet{"zone": "eu-1", "__meta_filepath": "/x.json"}, "[::1]:8000", "gpu-box:8000")}}))
+	got := Targets(map[string][]*targetgroup.Group{"file_sd_configs[0]": {group("x", model.LabelSet{"zone": "eu-1", "__meta_filepath": "/x.json"}, "[::1]:8000", "gpu-box:8000")}},
+		nil, loadConfig(t, "file_sd_configs: [{files: [x.json]}]"), nil)
 	want := []config.Target{config.DefaultTarget, config.DefaultTarget}
 	want[0].Name, want[0].URL, want[0].Labels = "1_:8000", "http://[::1]:8000", map[string]string{"zone": "eu-1"}
 	want[1].Name, want[1].URL, want[1].Labels = "gpu-box:8000", "http://gpu-box:8000", map[string]string{"zone": "eu-1"}
@@ -149,17 +141,13 @@ relabel_configs:
 		{nil, "h:1?x=y", `__address__ "h:1?x=y" is not a valid host:port`},
 	} {
 		logs := &logBuffer{}
-		m, err := New(cfg, nil, testOptions(logs.logger()))
-		if err != nil {
-			t.Fatal(err)
-		}
 		bad := model.LabelSet{model.AddressLabel: model.LabelValue(tc.addr)}
 		for n, v := range tc.labels {
 			bad[n] = v
 		}
 		g := group("x.json:0", nil, "good:1")
 		g.Targets = append([]model.LabelSet{bad}, g.Targets...)
-		got := m.compute(bySource([][]*targetgroup.Group{{g}}))
+		got := Targets(map[string][]*targetgroup.Group{"file_sd_configs[0]": {g}}, nil, cfg, logs.logger())
 		if !hasNames("good:1")(got) {
 			t.Errorf("%v %s: targets %v, want only good:1", tc.labels, tc.addr, names(got))
 		}
@@ -173,26 +161,22 @@ relabel_configs:
 	}
 }
 
-func TestNoProviders(t *testing.T) {
+// TestTargetsWithoutGroups: before discovery reports, and for groups of a
+// set the configuration does not have (a reload removed it), the list is
+// the static targets, sorted.
+func TestTargetsWithoutGroups(t *testing.T) {
 	static := config.DefaultTarget
 	static.Name, static.URL = "b", "http://127.0.0.1:1"
 	static2 := static
 	static2.Name = "a"
-	m, err := New(config.Discovery{}, []config.Target{static, static2}, testOptions(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx) }()
-	waitTargets(t, m, "the static targets, sorted", hasNames("a", "b"))
-	cancel()
-	<-done
-	if _, ok := <-m.Updates(); ok {
-		t.Error("Updates not closed after Run returned")
-	}
-	if got := m.Targets(); !hasNames("a", "b")(got) {
-		t.Errorf("Targets() = %v", names(got))
+	cfg := loadConfig(t, "file_sd_configs: [{files: [x.json]}]")
+	for _, groups := range []map[string][]*targetgroup.Group{
+		nil,
+		{"http_sd_configs[0]": {group("x", nil, "gone:1")}},
+	} {
+		if got := Targets(groups, []config.Target{static, static2}, cfg, nil); !hasNames("a", "b")(got) {
+			t.Errorf("groups %v: targets %v, want the static targets a, b", groups, names(got))
+		}
 	}
 }
 
@@ -204,7 +188,7 @@ func TestExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := loadConfig(t, string(data))
-		if _, err := New(cfg, nil, testOptions(nil)); err != nil {
+		if err := Check(cfg); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
@@ -212,11 +196,10 @@ func TestExamples(t *testing.T) {
 		data, _ := os.ReadFile(filepath.Join("testdata", "relabel-example.yml"))
 		return string(data)
 	}())
-	m, _ := New(cfg, nil, testOptions(nil))
-	got := m.compute(bySource([][]*targetgroup.Group{{
+	got := Targets(map[string][]*targetgroup.Group{"file_sd_configs[0]": {
 		group("x", model.LabelSet{"served_model": "llama", "tls": "true", "env": "prod"}, "vllm-7.vllm.ml.svc:8000"),
 		group("y", model.LabelSet{"env": "dev"}, "vllm-8.vllm.ml.svc:8000"),
-	}}))
+	}}, nil, cfg, nil)
 	if len(got) != 1 || got[0].Name != "vllm-7" || got[0].URL != "https://vllm-7.vllm.ml.svc:8000" ||
 		got[0].Model != "llama" || !reflect.DeepEqual(got[0].Labels, map[string]string{"env": "prod"}) {
 		t.Errorf("relabel example: %+v", got)

@@ -1,7 +1,6 @@
 package discovery
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,14 +22,7 @@ func TestFileSDPickedUpWithoutRestart(t *testing.T) {
 	cfg := loadConfig(t, fmt.Sprintf("file_sd_configs: [{files: [%q, %q], refresh_interval: 1h}]",
 		filepath.Join(d, "*.json"), filepath.Join(d, "*.yml")))
 	logs := &logBuffer{}
-	m, err := New(cfg, nil, testOptions(logs.logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	m := run(t, cfg, nil, logs.logger())
 
 	ts := waitTargets(t, m, "the initial file", hasNames("a1:8000", "a2:8000"))
 	if ts[0].Labels["pool"] != "a" || ts[0].URL != "http://a1:8000" {
@@ -51,8 +43,8 @@ func TestFileSDPickedUpWithoutRestart(t *testing.T) {
 
 	// A broken file keeps its last good targets, and says which file it is.
 	writeAtomic(t, a, `[{"targets": ["a1:8000", `)
-	logs.waitLog(t, "level=error", `msg="Error reading file"`, "discovery=file_sd_configs[0]", "path="+a, "unexpected end of JSON input")
-	if got := m.Targets(); !hasNames("a1:8000", "a3:8000", "b1:8000")(got) {
+	logs.waitLog(t, "level=error", `msg="Error reading file"`, "config=file_sd_configs[0]", "path="+a, "unexpected end of JSON input")
+	if got := m.targets(); !hasNames("a1:8000", "a3:8000", "b1:8000")(got) {
 		t.Errorf("after breaking a.json: targets %v, want the last good ones", names(got))
 	}
 	// Other files still flow while a.json is broken.
@@ -73,8 +65,7 @@ func TestFileSDPickedUpWithoutRestart(t *testing.T) {
 	}
 	waitTargets(t, m, "the removed file's targets to go", hasNames())
 
-	cancel()
-	<-done
+	m.stop()
 	goleak.VerifyNone(t) // the watcher (fsnotify) and the provider's loop are gone
 }
 
@@ -89,11 +80,7 @@ func TestFileSDStartup(t *testing.T) {
 	static := config.DefaultTarget
 	static.Name, static.URL = "static", "http://127.0.0.1:8000"
 	logs := &logBuffer{}
-	m, err := New(cfg, []config.Target{static}, testOptions(logs.logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	started(t, m)
+	m := run(t, cfg, []config.Target{static}, logs.logger())
 	waitTargets(t, m, "the good file and the static target", hasNames("g:1", "static"))
 	for file, msg := range map[string]string{
 		"bad.yaml":  "field bogus not found",
@@ -132,11 +119,7 @@ func TestFileSDConfigMapSwap(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..data", "targets.json"), filepath.Join(d, "targets.json")); err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(loadConfig(t, fmt.Sprintf("file_sd_configs: [{files: [%q], refresh_interval: 1h}]", filepath.Join(d, "*.json"))), nil, testOptions(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	started(t, m)
+	m := run(t, loadConfig(t, fmt.Sprintf("file_sd_configs: [{files: [%q], refresh_interval: 1h}]", filepath.Join(d, "*.json"))), nil, nil)
 	waitTargets(t, m, "the first ConfigMap version", hasNames("v1:8000"))
 	version(2, `[{"targets": ["v2:8000"]}]`)
 	waitTargets(t, m, "the swapped ConfigMap version", hasNames("v2:8000"))

@@ -2,14 +2,18 @@ package discovery
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
-	"github.com/prometheus/prometheus/discovery/targetgroup"
+	"github.com/prometheus/client_golang/prometheus"
+	promdiscovery "github.com/prometheus/prometheus/discovery"
+	slogkit "github.com/tjhop/slog-gokit"
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
@@ -59,38 +63,84 @@ func loadConfig(t *testing.T, s string) config.Discovery {
 	return f.Discovery
 }
 
-// started runs m until the test ends and checks that Run returns and closes Updates.
-func started(t *testing.T, m *Manager) {
+// runner runs Prometheus' discovery manager on a configuration, as the
+// daemon does, and turns each list of groups it sends into targets
+// (Targets).
+type runner struct {
+	updates chan []config.Target
+	stop    func() // stops the discovery and waits for it
+
+	mu      sync.Mutex
+	current []config.Target
+}
+
+// run starts the discovery of cfg, with static targets, until the test ends,
+// and checks that every goroutine it started returned. Its discoverers log
+// to logger, as they log in the daemon.
+func run(t *testing.T, cfg config.Discovery, static []config.Target, logger log.Logger) *runner {
 	t.Helper()
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	reg := prometheus.NewRegistry()
+	sdMetrics, err := promdiscovery.CreateAndRegisterSDMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
+	slogger := slog.New(slogkit.NewGoKitHandler(logger, nil))
+	m := promdiscovery.NewManager(ctx, slogger, reg, sdMetrics, promdiscovery.Updatert(PublishDelay))
+	r := &runner{updates: make(chan []config.Target, 1), current: Targets(nil, static, cfg, logger)}
 	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run() }()
+	readerDone := make(chan struct{})
 	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(waitTimeout):
-			t.Fatal("Run did not return after cancel")
+		defer close(readerDone)
+		for groups := range m.SyncCh() {
+			ts := Targets(groups, static, cfg, logger)
+			r.mu.Lock()
+			r.current = ts
+			r.mu.Unlock()
+			select { // only the newest list
+			case <-r.updates:
+			default:
+			}
+			r.updates <- ts
 		}
-		for range m.Updates() { // drains, and ends only if Run closed it
+	}()
+	if err := m.ApplyConfig(Sets(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	r.stop = sync.OnceFunc(func() {
+		_ = m.ApplyConfig(nil) // stops the discoverers, waits for their providers
+		cancel()
+		for _, c := range []chan struct{}{done, readerDone} {
+			select {
+			case <-c:
+			case <-time.After(waitTimeout):
+				t.Error("discovery did not stop after cancel")
+			}
 		}
 	})
+	t.Cleanup(r.stop)
+	return r
+}
+
+// targets is the latest target list.
+func (r *runner) targets() []config.Target {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.current
 }
 
 // waitTargets receives updates until want reports true for one, and returns it.
-func waitTargets(t *testing.T, m *Manager, what string, want func([]config.Target) bool) []config.Target {
+func waitTargets(t *testing.T, r *runner, what string, want func([]config.Target) bool) []config.Target {
 	t.Helper()
 	timeout := time.After(waitTimeout)
 	var last []config.Target
 	for {
 		select {
-		case ts, ok := <-m.Updates():
-			if !ok {
-				t.Fatalf("waiting for %s: Updates closed", what)
-			}
+		case ts := <-r.updates:
 			last = ts
 			if want(ts) {
 				return ts
@@ -144,19 +194,3 @@ func dir(t *testing.T) string {
 	}
 	return d
 }
-
-// bySource indexes each discoverer's groups by source, as Run keeps them.
-func bySource(providers [][]*targetgroup.Group) []map[string]*targetgroup.Group {
-	out := make([]map[string]*targetgroup.Group, len(providers))
-	for i, gs := range providers {
-		out[i] = map[string]*targetgroup.Group{}
-		for _, g := range gs {
-			out[i][g.Source] = g
-		}
-	}
-	return out
-}
-
-// testOptions are the Options of a test's Manager: its logger, and metrics
-// that no registry holds.
-func testOptions(logger log.Logger) Options { return Options{Logger: logger} }

@@ -68,15 +68,11 @@ target_defaults:
 	static := config.DefaultTarget
 	static.Name, static.URL = "static", "http://127.0.0.1:8000"
 	logs := &logBuffer{}
-	m, err := New(cfg, []config.Target{static}, testOptions(logs.logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	started(t, m)
-	if got := m.Targets(); !hasNames("static")(got) {
+	m := run(t, cfg, []config.Target{static}, logs.logger())
+	if got := m.targets(); !hasNames("static")(got) {
 		t.Errorf("before discovery: %v, want the static target", names(got))
 	}
-	logs.waitLog(t, "level=error", `msg="Unable to refresh target groups"`, "discovery=http_sd_configs[0]",
+	logs.waitLog(t, "level=error", `msg="Unable to refresh target groups"`, "config=http_sd_configs[0]",
 		`err="server returned HTTP status 503 Service Unavailable"`)
 
 	sd.set(http.StatusOK, "application/json; charset=utf-8",
@@ -114,7 +110,7 @@ target_defaults:
 	} {
 		sd.set(tc.status, tc.contentType, tc.body)
 		logs.waitLog(t, `msg="Unable to refresh target groups"`, tc.err)
-		if got := m.Targets(); !hasNames("10.0.0.1:8000", "10.0.0.2:8000", "static")(got) {
+		if got := m.targets(); !hasNames("10.0.0.1:8000", "10.0.0.2:8000", "static")(got) {
 			t.Errorf("after %s: targets %v, want the last good ones", tc.err, names(got))
 		}
 	}
@@ -136,9 +132,9 @@ http_sd_configs:
   - url: http://127.0.0.1:1/sd
     tls_config: {ca_file: /nonexistent/ca.pem}
 `)
-	_, err := New(cfg, nil, testOptions(nil))
+	err := Check(cfg)
 	want := "http_sd_configs[0]: unable to read CA cert: unable to read file /nonexistent/ca.pem: open /nonexistent/ca.pem: no such file or directory"
 	if err == nil || err.Error() != want {
-		t.Errorf("New: err = %v, want %s", err, want)
+		t.Errorf("Check: err = %v, want %s", err, want)
 	}
 }

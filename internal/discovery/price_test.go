@@ -38,10 +38,7 @@ target_defaults:
 
 func TestRelabellingPrice(t *testing.T) {
 	logs := &logBuffer{}
-	m, err := New(loadConfig(t, priceConfig), nil, testOptions(logs.logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := loadConfig(t, priceConfig)
 	pod := func(name string, meta model.LabelSet) model.LabelSet {
 		l := model.LabelSet{model.AddressLabel: model.LabelValue(name + ":8000"), "__meta_kubernetes_pod_name": model.LabelValue(name)}
 		for k, v := range meta {
@@ -50,7 +47,8 @@ func TestRelabellingPrice(t *testing.T) {
 		return l
 	}
 	const gpu, ann = "__meta_kubernetes_node_label_nvidia_com_gpu_product", "__meta_kubernetes_pod_annotation_vllm_prober_io_price_per_hour"
-	got := m.compute(bySource([][]*targetgroup.Group{{{Source: "pods", Targets: []model.LabelSet{
+	invalid := NewInvalidPrices()
+	got := TargetsCounting(map[string][]*targetgroup.Group{"file_sd_configs[0]": {{Source: "pods", Targets: []model.LabelSet{
 		pod("h100", model.LabelSet{gpu: "NVIDIA-H100-80GB-HBM3"}),
 		pod("a100", model.LabelSet{gpu: "NVIDIA-A100-SXM4-80GB"}),
 		pod("annotated", model.LabelSet{gpu: "NVIDIA-H100-80GB-HBM3", ann: "4.75"}),
@@ -59,7 +57,7 @@ func TestRelabellingPrice(t *testing.T) {
 		pod("negative", model.LabelSet{ann: "-1"}),
 		pod("currency", model.LabelSet{ann: "$2.50"}),
 		pod("nan", model.LabelSet{ann: "NaN"}),
-	}}}}))
+	}}}}, nil, cfg, logs.logger(), invalid)
 	want := map[string]float64{"h100": 2.5, "a100": 1.29, "annotated": 4.75, "other-gpu": 3}
 	if len(got) != 8 {
 		t.Fatalf("targets %v, want all 8: a bad price drops the price, never the target", names(got))
@@ -73,7 +71,7 @@ func TestRelabellingPrice(t *testing.T) {
 			t.Errorf("%s: price %v, want %v", tg.Name, tg.PricePerHour, w)
 		}
 	}
-	if n := testutil.ToFloat64(m.metrics.invalidPrice); n != 3 {
+	if n := testutil.ToFloat64(invalid); n != 3 {
 		t.Errorf("vllm_prober_discovery_invalid_prices_total = %v, want 3", n)
 	}
 	for _, line := range []string{

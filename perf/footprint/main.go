@@ -101,7 +101,9 @@ type replica struct {
 	lastPerMin float64 // over the last sample period
 	lastRSS    int64
 	lastG      int
-	maxSockets int // open sockets of the daemon (listener, connections)
+	maxSockets int     // open sockets of the daemon (listener, connections)
+	probes0    float64 // vllm_probe_attempts_total at the start of the measurement
+	probes     float64 // probes started during the measurement
 }
 
 func run(targets, sims, shards int, distinct bool, duration, warmup, sample time.Duration, profileDir string, env []string) error {
@@ -181,6 +183,11 @@ targets:
 	}
 	fmt.Print("\n\n")
 	time.Sleep(warmup)
+	for _, r := range replicas {
+		if r.probes0, err = r.d.Sum("vllm_probe_attempts_total"); err != nil {
+			return err
+		}
+	}
 	t0 := time.Now()
 	for _, r := range replicas {
 		if r.p0, err = perfutil.ReadProc(r.d.Pid()); err != nil {
@@ -224,6 +231,14 @@ targets:
 		}
 		fmt.Printf("profiles written to %s\n", profileDir)
 	}
+	for _, r := range replicas {
+		p1, err := r.d.Sum("vllm_probe_attempts_total")
+		if err != nil {
+			return err
+		}
+		r.probes = p1 - r.probes0
+	}
+	probeWindow := time.Since(t0)
 	median := func(r *replica) float64 { return perfutil.Median(slices.Clone(r.renders)) }
 	fleetCPU := 0.0
 	for _, r := range replicas {
@@ -253,6 +268,11 @@ targets:
 	big := slices.MaxFunc(replicas, byTargets)
 	fmt.Printf("per target (%d targets): CPU %.2f ms/min, RSS peak %.1f KiB\n", big.targets,
 		big.cpuPerMin*1000/float64(big.targets), float64(big.peakRSS)/1024/float64(big.targets))
+	// A daemon starved of CPU by other processes does less work, and so
+	// uses less CPU: the probes it started tell.
+	scheduled := float64(big.targets) * probeWindow.Seconds() / 30
+	fmt.Printf("probes started in the %s after the warm-up: %.0f, %.0f%% of the %.0f scheduled (probe_interval 30s)\n",
+		probeWindow.Round(time.Second), big.probes, 100*big.probes/scheduled, scheduled)
 	return exposition(big.d.URL+"/metrics", names[0].Name, "short")
 }
 

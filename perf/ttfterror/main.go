@@ -61,7 +61,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 )
 
@@ -73,14 +72,10 @@ const (
 )
 
 type config struct {
-	waves, tokens, inputLen int
-	ttft, itl               time.Duration
-	python, pypath          string
-	proberBin               string
-	proberArgs              []string
-	simEnv                  []string // added to the simulator child's environment
-	vllmDir                 string   // "" when vLLM's client is not available
-	tmp                     string
+	perfutil.SideBySide
+	waves      int
+	proberArgs []string
+	simEnv     []string // added to the simulator child's environment
 }
 
 func main() {
@@ -88,30 +83,20 @@ func main() {
 	levels := flag.String("levels", "16,64,128,256", "comma-separated concurrency levels (streams)")
 	rounds := flag.Int("rounds", 1, "runs of each client per level, alternating which goes first")
 	waves := flag.Int("waves", 3, "requests per run = waves × concurrency")
-	tokens := flag.Int("tokens", 100, "output tokens per request (ignore_eos)")
-	inputLen := flag.Int("input-len", 64, "random prompt length in tokens")
-	ttft := flag.Duration("ttft", 50*time.Millisecond, "simulator time to first token")
-	itl := flag.Duration("itl", 20*time.Millisecond, "simulator inter-token latency (no batch slowdown)")
+	sf := perfutil.RegisterSideBySideFlags()
 	within := flag.Float64("within", 5, "error p99 (ms) a client must stay within for the summary's tokens/s figure")
-	vllmGit := flag.String("vllm-git", "", "git directory of vLLM; the client's files at -vllm-ref are extracted to a temporary directory")
-	vllmRef := flag.String("vllm-ref", "v0.7.3", "tag or commit of vLLM whose benchmarks/ client runs")
-	vllmDir := flag.String("vllm-dir", "", "directory already holding "+strings.Join(perfutil.VLLMClientFiles, ", ")+" (instead of -vllm-git)")
-	python := flag.String("python", "/usr/bin/python3", "Python interpreter with aiohttp, numpy, tqdm, pillow and pandas")
-	pypath := flag.String("pythonpath", "", "PYTHONPATH for vLLM's client (e.g. offline stand-ins for transformers, datasets, huggingface_hub)")
-	proberBin := flag.String("prober", "", "vllm_prober binary (default: built from this module)")
 	proberArgs := flag.String("prober-args", "", "extra arguments for vllm_prober bench, space-separated (e.g. --no-warmup)")
 	simEnv := flag.String("sim-env", "", "variables added to the simulator child's environment, space-separated (e.g. \"GOGC=off GOMEMLIMIT=2GiB\": its own collections then delay no arrival)")
 	only := flag.String("clients", "prober,vllm,floor", "which clients run, comma-separated: prober (vllm_prober bench), vllm (benchmark_serving.py, when given), floor (raw sockets, the least any client adds here); both = prober,vllm")
 	flag.Parse()
-	cfg := config{waves: *waves, tokens: *tokens, inputLen: *inputLen, ttft: *ttft, itl: *itl,
-		python: *python, pypath: *pypath, proberBin: *proberBin, proberArgs: strings.Fields(*proberArgs), simEnv: strings.Fields(*simEnv)}
-	if err := run(*levels, *rounds, *within, *only, *vllmGit, *vllmRef, *vllmDir, cfg); err != nil {
+	cfg := config{waves: *waves, proberArgs: strings.Fields(*proberArgs), simEnv: strings.Fields(*simEnv)}
+	if err := run(*levels, *rounds, *within, *only, sf, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "ttfterror:", err)
 		os.Exit(1)
 	}
 }
 
-func run(levelList string, rounds int, within float64, only, vllmGit, vllmRef, vllmDir string, cfg config) error {
+func run(levelList string, rounds int, within float64, only string, sf *perfutil.SideBySideFlags, cfg config) error {
 	levels, err := perfutil.ParseLevels(levelList, "-levels")
 	if err != nil {
 		return err
@@ -119,58 +104,30 @@ func run(levelList string, rounds int, within float64, only, vllmGit, vllmRef, v
 	if cfg.waves < 1 {
 		return fmt.Errorf("-waves %d: want at least 1", cfg.waves)
 	}
-	tmp, err := os.MkdirTemp("", "vllm-prober-ttfterror-")
-	if err != nil {
-		return fmt.Errorf("creating a temporary directory: %w", err)
+	if cfg.SideBySide, err = sf.Open("vllm-prober-ttfterror-", true); err != nil {
+		return err
 	}
-	defer os.RemoveAll(tmp)
-	cfg.tmp = tmp
-	if cfg.proberBin == "" {
-		if cfg.proberBin, err = perfutil.BuildProber(tmp); err != nil {
-			return err
-		}
-	}
-	switch {
-	case vllmDir != "":
-		cfg.vllmDir = filepath.Join(tmp, "vllm-benchmarks")
-		for _, f := range perfutil.VLLMClientFiles {
-			data, err := os.ReadFile(filepath.Join(vllmDir, f))
-			if err != nil {
-				return fmt.Errorf("reading vLLM's client: %w", err)
-			}
-			if err := os.MkdirAll(cfg.vllmDir, 0o755); err != nil {
-				return fmt.Errorf("creating %s: %w", cfg.vllmDir, err)
-			}
-			if err := os.WriteFile(filepath.Join(cfg.vllmDir, f), data, 0o644); err != nil {
-				return fmt.Errorf("copying vLLM's client: %w", err)
-			}
-		}
-	case vllmGit != "":
-		cfg.vllmDir = filepath.Join(tmp, "vllm-benchmarks")
-		if err := perfutil.ExtractVLLMClient(vllmGit, vllmRef, cfg.vllmDir); err != nil {
-			return err
-		}
-	}
-	if cfg.vllmDir != "" {
-		if err := os.WriteFile(filepath.Join(cfg.vllmDir, "ttfterror_runner.py"), []byte(runnerPy), 0o644); err != nil {
+	defer cfg.Close()
+	if cfg.VLLMDir != "" {
+		if err := os.WriteFile(filepath.Join(cfg.VLLMDir, "ttfterror_runner.py"), []byte(runnerPy), 0o644); err != nil {
 			return fmt.Errorf("writing the runner: %w", err)
 		}
 	}
-	clients, err := pickClients(only, cfg.vllmDir != "")
+	clients, err := pickClients(only, cfg.VLLMDir != "")
 	if err != nil {
 		return err
 	}
 	fmt.Print("TTFT error side by side (client TTFT − server arrival-to-first-token, per request, matched by X-Request-Id)\n", perfutil.Machine())
 	fmt.Printf("vllm_sim (fresh child process per run, trace on): ttft %s, itl %s, batch_slowdown 0, jitter 0; %d output tokens (ignore_eos), %d-token random prompts; %d×C requests at concurrency C; a fresh client process per run\n",
-		cfg.ttft, cfg.itl, cfg.tokens, cfg.inputLen, cfg.waves)
-	fmt.Printf("vllm_prober: %s %s\n", cfg.proberBin, strings.Join(cfg.proberArgs, " "))
+		cfg.TTFT, cfg.ITL, cfg.Tokens, cfg.InputLen, cfg.waves)
+	fmt.Printf("vllm_prober: %s %s\n", cfg.ProberBin, strings.Join(cfg.proberArgs, " "))
 	if len(cfg.simEnv) > 0 {
 		fmt.Printf("simulator child's environment adds: %s\n", strings.Join(cfg.simEnv, " "))
 	}
-	if cfg.vllmDir == "" {
+	if cfg.VLLMDir == "" {
 		fmt.Println("vLLM's client: not given (-vllm-git or -vllm-dir): its figures are not measured")
 	} else {
-		fmt.Printf("vLLM's client: %s %s\n", clientVLLM, vllmRef)
+		fmt.Printf("vLLM's client: %s %s\n", clientVLLM, *sf.VLLMRef)
 	}
 	fmt.Printf("\n%6s %5s %-20s %5s %9s %9s %9s %11s %11s %9s %9s %10s %9s %6s\n", "conc", "round", "client", "reqs",
 		"err-p50", "err-p99", "err-max", "wave1-p99", "later-p99", "send-p99", "recv-p99", "w1-spread", "tok/s", "load1")
@@ -263,21 +220,13 @@ type clientRecord struct {
 // runOne runs client cl at concurrency c against a fresh simulator and
 // matches its requests to the simulator's records.
 func runOne(cfg *config, cl string, c int) (*result, error) {
-	dir, err := os.MkdirTemp(cfg.tmp, "run-")
-	if err != nil {
-		return nil, fmt.Errorf("creating a run directory: %w", err)
-	}
-	defer os.RemoveAll(dir)
 	n := cfg.waves * c
-	scfg := simulator.DefaultConfig()
-	scfg.TTFT, scfg.ITL, scfg.BatchSlowdown, scfg.Jitter = cfg.ttft, cfg.itl, 0, 0
-	scfg.MaxNumSeqs = max(scfg.MaxNumSeqs, 2*c+1)
-	scfg.TraceFile = filepath.Join(dir, "trace.jsonl")
-	arrivalsFile := filepath.Join(dir, "arrivals.jsonl")
-	sim, err := perfutil.StartSimRecordingArrivals(scfg, arrivalsFile, cfg.simEnv...)
+	run, err := perfutil.StartTracedRun(cfg.Tmp, cfg.TTFT, cfg.ITL, 2*c+1, cfg.simEnv...)
 	if err != nil {
 		return nil, err
 	}
+	defer run.Close()
+	dir, sim, scfg, arrivalsFile := run.Dir, run.Sim, run.Config, run.Arrivals
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	out := filepath.Join(dir, "out")
@@ -286,7 +235,7 @@ func runOne(cfg *config, cl string, c int) (*result, error) {
 	}
 	records := filepath.Join(dir, "records.json")
 	if cl == clientFloor {
-		recs, err := runFloor(ctx, sim.URL, scfg.Model, c, n, cfg.inputLen, cfg.tokens)
+		recs, err := runFloor(ctx, sim.URL, scfg.Model, c, n, cfg.InputLen, cfg.Tokens)
 		if stopErr := sim.Stop(); err == nil {
 			err = stopErr
 		}
@@ -298,29 +247,20 @@ func runOne(cfg *config, cl string, c int) (*result, error) {
 	var cmd *exec.Cmd
 	if cl == clientProber {
 		args := []string{"bench", "--url", sim.URL, "--out", out, "--name", benchName,
-			"--concurrency", strconv.Itoa(c), "--requests", strconv.Itoa(n), "--max-tokens", strconv.Itoa(cfg.tokens), "--ignore-eos",
-			"--random-input-len", strconv.Itoa(cfg.inputLen), "--temperature", "0", "--seed", "1",
+			"--concurrency", strconv.Itoa(c), "--requests", strconv.Itoa(n), "--max-tokens", strconv.Itoa(cfg.Tokens), "--ignore-eos",
+			"--random-input-len", strconv.Itoa(cfg.InputLen), "--temperature", "0", "--seed", "1",
 			"--metric-percentiles", "50,90,99", "--save-detailed"}
-		cmd = exec.CommandContext(ctx, cfg.proberBin, append(args, cfg.proberArgs...)...)
+		cmd = exec.CommandContext(ctx, cfg.ProberBin, append(args, cfg.proberArgs...)...)
 	} else {
-		cmd = exec.CommandContext(ctx, cfg.python, "ttfterror_runner.py", "--backend", "vllm", "--base-url", sim.URL,
+		cmd = perfutil.PythonClient(ctx, cfg.Python, cfg.VLLMDir, cfg.PyPath, []string{"TTFTERROR_RECORDS=" + records},
+			"ttfterror_runner.py", "--backend", "vllm", "--base-url", sim.URL,
 			"--endpoint", "/v1/completions", "--model", scfg.Model, "--dataset-name", "random",
-			"--random-input-len", strconv.Itoa(cfg.inputLen), "--random-output-len", strconv.Itoa(cfg.tokens),
+			"--random-input-len", strconv.Itoa(cfg.InputLen), "--random-output-len", strconv.Itoa(cfg.Tokens),
 			"--num-prompts", strconv.Itoa(n), "--request-rate", "inf", "--max-concurrency", strconv.Itoa(c),
 			"--ignore-eos", "--seed", "1", "--disable-tqdm")
-		cmd.Dir = cfg.vllmDir
-		cmd.Env = append(os.Environ(), "TTFTERROR_RECORDS="+records)
-		if cfg.pypath != "" {
-			cmd.Env = append(cmd.Env, "PYTHONPATH="+cfg.pypath)
-		}
 	}
-	output, runErr := cmd.CombinedOutput()
-	stopErr := sim.Stop()
-	if runErr != nil {
-		return nil, fmt.Errorf("%w\n%s", runErr, perfutil.Tail(output, 20))
-	}
-	if stopErr != nil {
-		return nil, stopErr
+	if err := run.RunClient(cmd); err != nil {
+		return nil, err
 	}
 	var recs []clientRecord
 	if cl == clientProber {

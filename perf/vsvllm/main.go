@@ -39,7 +39,6 @@ import (
 	"time"
 
 	"github.com/vllm-prober/vllm_prober/internal/bench"
-	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 )
 
@@ -49,70 +48,37 @@ const (
 	runTimeout   = 10 * time.Minute
 )
 
-type config struct {
-	tokens, inputLen int
-	ttft, itl        time.Duration
-	python, pypath   string
-	proberBin        string
-	vllmDir          string // "" when vLLM's client is not available
-	tmp              string
-}
+type config = perfutil.SideBySide
 
 func main() {
 	perfutil.MaybeRunSimChild()
 	streams := flag.String("streams", "16,50,100,200", "comma-separated numbers of concurrent streams (requests sent at once)")
 	rounds := flag.Int("rounds", 1, "runs of each client per level, alternating which goes first")
-	tokens := flag.Int("tokens", 100, "output tokens per request (ignore_eos)")
-	inputLen := flag.Int("input-len", 64, "random prompt length in tokens")
-	ttft := flag.Duration("ttft", 50*time.Millisecond, "simulator time to first token")
-	itl := flag.Duration("itl", 20*time.Millisecond, "simulator inter-token latency (no batch slowdown)")
-	vllmGit := flag.String("vllm-git", "", "git directory of vLLM; the client's files at -vllm-ref are extracted to a temporary directory")
-	vllmRef := flag.String("vllm-ref", "v0.7.3", "tag or commit of vLLM whose benchmarks/ client runs")
-	vllmDir := flag.String("vllm-dir", "", "directory already holding "+strings.Join(perfutil.VLLMClientFiles, ", ")+" (instead of -vllm-git)")
-	python := flag.String("python", "/usr/bin/python3", "Python interpreter with aiohttp, numpy, tqdm, pillow and pandas")
-	pypath := flag.String("pythonpath", "", "PYTHONPATH for vLLM's client (e.g. offline stand-ins for transformers, datasets, huggingface_hub)")
-	proberBin := flag.String("prober", "", "vllm_prober binary (default: built from this module)")
+	sf := perfutil.RegisterSideBySideFlags()
 	flag.Parse()
-	if err := run(*streams, *rounds, *vllmGit, *vllmRef, *vllmDir, config{
-		tokens: *tokens, inputLen: *inputLen, ttft: *ttft, itl: *itl, python: *python, pypath: *pypath, proberBin: *proberBin,
-	}); err != nil {
+	if err := run(*streams, *rounds, sf); err != nil {
 		fmt.Fprintln(os.Stderr, "vsvllm:", err)
 		os.Exit(1)
 	}
 }
 
-func run(streamList string, rounds int, vllmGit, vllmRef, vllmDir string, cfg config) error {
+func run(streamList string, rounds int, sf *perfutil.SideBySideFlags) error {
 	levels, err := perfutil.ParseLevels(streamList, "-streams")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "vllm-prober-vsvllm-")
+	cfg, err := sf.Open("vllm-prober-vsvllm-", false)
 	if err != nil {
-		return fmt.Errorf("creating a temporary directory: %w", err)
+		return err
 	}
-	defer os.RemoveAll(tmp)
-	cfg.tmp = tmp
-	if cfg.proberBin == "" {
-		if cfg.proberBin, err = perfutil.BuildProber(tmp); err != nil {
-			return err
-		}
-	}
-	switch {
-	case vllmDir != "":
-		cfg.vllmDir = vllmDir
-	case vllmGit != "":
-		cfg.vllmDir = filepath.Join(tmp, "vllm-benchmarks")
-		if err := perfutil.ExtractVLLMClient(vllmGit, vllmRef, cfg.vllmDir); err != nil {
-			return err
-		}
-	}
+	defer cfg.Close()
 	fmt.Print("vLLM client side by side\n", perfutil.Machine())
 	fmt.Printf("vllm_sim (child process, trace on): ttft %s, itl %s, batch_slowdown 0, jitter 0; %d output tokens (ignore_eos), %d-token random prompts; every request sent at once\n",
-		cfg.ttft, cfg.itl, cfg.tokens, cfg.inputLen)
-	if cfg.vllmDir == "" {
+		cfg.TTFT, cfg.ITL, cfg.Tokens, cfg.InputLen)
+	if cfg.VLLMDir == "" {
 		fmt.Println("vLLM's client: not given (-vllm-git or -vllm-dir): its figures are not measured")
 	} else {
-		fmt.Printf("vLLM's client: %s %s from %s\n", clientVLLM, vllmRef, cfg.vllmDir)
+		fmt.Printf("vLLM's client: %s %s from %s\n", clientVLLM, *sf.VLLMRef, cfg.VLLMDir)
 	}
 	fmt.Printf("\n%7s %5s %-20s %6s %11s %11s %10s %11s %11s %10s %6s\n", "streams", "round", "client", "done",
 		"itl-p99-ms", "srv-gap-p99", "added-itl", "ttft-ms", "srv-ttft-ms", "added-ttft", "load1")
@@ -126,7 +92,7 @@ func run(streamList string, rounds int, vllmGit, vllmRef, vllmDir string, cfg co
 				slices.Reverse(clients)
 			}
 			for _, c := range clients {
-				if c == clientVLLM && cfg.vllmDir == "" {
+				if c == clientVLLM && cfg.VLLMDir == "" {
 					continue
 				}
 				res, err := runOne(&cfg, c, n)
@@ -172,51 +138,34 @@ type result struct {
 
 // runOne runs client c with n requests at once against a fresh simulator.
 func runOne(cfg *config, c string, n int) (*result, error) {
-	dir, err := os.MkdirTemp(cfg.tmp, "run-")
-	if err != nil {
-		return nil, fmt.Errorf("creating a run directory: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	scfg := simulator.DefaultConfig()
-	scfg.TTFT, scfg.ITL, scfg.BatchSlowdown, scfg.Jitter = cfg.ttft, cfg.itl, 0, 0
-	scfg.MaxNumSeqs = max(scfg.MaxNumSeqs, n+1)
-	scfg.TraceFile = filepath.Join(dir, "trace.jsonl")
-	arrivalsFile := filepath.Join(dir, "arrivals.jsonl")
-	sim, err := perfutil.StartSimRecordingArrivals(scfg, arrivalsFile)
+	run, err := perfutil.StartTracedRun(cfg.Tmp, cfg.TTFT, cfg.ITL, n+1)
 	if err != nil {
 		return nil, err
 	}
+	defer run.Close()
+	dir, sim, scfg, arrivalsFile := run.Dir, run.Sim, run.Config, run.Arrivals
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	out := filepath.Join(dir, "out")
 	var cmd *exec.Cmd
 	if c == clientProber {
-		cmd = exec.CommandContext(ctx, cfg.proberBin, "bench", "--url", sim.URL, "--out", out, "--name", "vs",
-			"--requests", strconv.Itoa(n), "--request-rate", "inf", "--max-tokens", strconv.Itoa(cfg.tokens), "--ignore-eos",
-			"--random-input-len", strconv.Itoa(cfg.inputLen), "--temperature", "0", "--seed", "1",
+		cmd = exec.CommandContext(ctx, cfg.ProberBin, "bench", "--url", sim.URL, "--out", out, "--name", "vs",
+			"--requests", strconv.Itoa(n), "--request-rate", "inf", "--max-tokens", strconv.Itoa(cfg.Tokens), "--ignore-eos",
+			"--random-input-len", strconv.Itoa(cfg.InputLen), "--temperature", "0", "--seed", "1",
 			"--metric-percentiles", "50,90,99", "--save-detailed")
 	} else {
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", out, err)
 		}
-		cmd = exec.CommandContext(ctx, cfg.python, "benchmark_serving.py", "--backend", "vllm", "--base-url", sim.URL,
+		cmd = perfutil.PythonClient(ctx, cfg.Python, cfg.VLLMDir, cfg.PyPath, nil,
+			"benchmark_serving.py", "--backend", "vllm", "--base-url", sim.URL,
 			"--endpoint", "/v1/completions", "--model", scfg.Model, "--dataset-name", "random",
-			"--random-input-len", strconv.Itoa(cfg.inputLen), "--random-output-len", strconv.Itoa(cfg.tokens),
+			"--random-input-len", strconv.Itoa(cfg.InputLen), "--random-output-len", strconv.Itoa(cfg.Tokens),
 			"--num-prompts", strconv.Itoa(n), "--request-rate", "inf", "--ignore-eos", "--seed", "1",
 			"--save-result", "--result-dir", out, "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99")
-		cmd.Dir = cfg.vllmDir
-		cmd.Env = os.Environ()
-		if cfg.pypath != "" {
-			cmd.Env = append(cmd.Env, "PYTHONPATH="+cfg.pypath)
-		}
 	}
-	output, runErr := cmd.CombinedOutput()
-	stopErr := sim.Stop()
-	if runErr != nil {
-		return nil, fmt.Errorf("%w\n%s", runErr, perfutil.Tail(output, 20))
-	}
-	if stopErr != nil {
-		return nil, stopErr
+	if err := run.RunClient(cmd); err != nil {
+		return nil, err
 	}
 	rec, err := readResult(out)
 	if err != nil {

@@ -2,10 +2,13 @@ package perfutil
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -102,4 +105,59 @@ func recordArrivals(h http.Handler) (wrapped http.Handler, write func() error) {
 		return f.Close()
 	}
 	return wrapped, write
+}
+
+// TracedRun is one client run of a side-by-side benchmark: a directory of
+// its own under the benchmark's, and a fresh simulator child (no batch
+// slowdown, no jitter) writing its trace and its arrivals there.
+type TracedRun struct {
+	Dir      string
+	Config   simulator.Config
+	Arrivals string // the arrivals file (ReadArrivals)
+	Sim      *Sim
+}
+
+// StartTracedRun creates a run directory under parent and starts the
+// simulator with ttft and itl, room for streams concurrent requests and env
+// added to the child's environment. Close removes the directory.
+func StartTracedRun(parent string, ttft, itl time.Duration, streams int, env ...string) (*TracedRun, error) {
+	dir, err := os.MkdirTemp(parent, "run-")
+	if err != nil {
+		return nil, fmt.Errorf("creating a run directory: %w", err)
+	}
+	r := &TracedRun{Dir: dir, Config: simulator.DefaultConfig(), Arrivals: filepath.Join(dir, "arrivals.jsonl")}
+	r.Config.TTFT, r.Config.ITL, r.Config.BatchSlowdown, r.Config.Jitter = ttft, itl, 0, 0
+	r.Config.MaxNumSeqs = max(r.Config.MaxNumSeqs, streams)
+	r.Config.TraceFile = filepath.Join(dir, "trace.jsonl")
+	if r.Sim, err = StartSimRecordingArrivals(r.Config, r.Arrivals, env...); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// RunClient runs the client cmd to its end and stops the simulator; a
+// failing client's error carries the tail of its output.
+func (r *TracedRun) RunClient(cmd *exec.Cmd) error {
+	output, runErr := cmd.CombinedOutput()
+	stopErr := r.Sim.Stop()
+	if runErr != nil {
+		return fmt.Errorf("%w\n%s", runErr, Tail(output, 20))
+	}
+	return stopErr
+}
+
+// Close removes the run directory.
+func (r *TracedRun) Close() { _ = os.RemoveAll(r.Dir) }
+
+// PythonClient is the command running vLLM's client script in dir with
+// python, PYTHONPATH pypath when not "", and env added to the environment.
+func PythonClient(ctx context.Context, python, dir, pypath string, env []string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, python, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if pypath != "" {
+		cmd.Env = append(cmd.Env, "PYTHONPATH="+pypath)
+	}
+	return cmd
 }

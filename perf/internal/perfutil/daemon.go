@@ -1,6 +1,7 @@
 package perfutil
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -226,4 +227,29 @@ func (d *Daemon) Scrape() (took time.Duration, size int, goroutines int, err err
 		}
 	}
 	return took, len(body), goroutines, nil
+}
+
+// Sum fetches the daemon's /metrics (text) and sums the samples of family
+// name, e.g. vllm_probe_attempts_total: the work the daemon did, to tell a
+// daemon starved of CPU on a loaded machine from one that costs less.
+func (d *Daemon) Sum(name string) (float64, error) {
+	_, text, err := ScrapeAs(d.URL+"/metrics", AcceptText)
+	if err != nil {
+		return 0, err
+	}
+	sum := 0.0
+	for line := range bytes.Lines(text) {
+		rest, ok := bytes.CutPrefix(line, []byte(name))
+		if !ok || len(rest) == 0 || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		f := bytes.Fields(rest[bytes.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(string(f[0]), 64); err == nil {
+			sum += v
+		}
+	}
+	return sum, nil
 }

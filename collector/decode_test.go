@@ -3,13 +3,13 @@ package collector
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -79,7 +79,10 @@ func expositions(t testing.TB) []exposition {
 		out = append(out, exposition{name + "/text", data, expfmt.FmtText})
 		parser := expfmt.NewTextParser(model.UTF8Validation)
 		// A real capture may lack its final newline (real-0.4.3.prom).
-		fams, err := parser.TextToMetricFamilies(&lineTerminated{r: bytes.NewReader(data)})
+		if !bytes.HasSuffix(data, []byte("\n")) {
+			data = append(slices.Clip(data), '\n')
+		}
+		fams, err := parser.TextToMetricFamilies(bytes.NewReader(data))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -145,68 +148,64 @@ func TestFamilyFilterSameSnapshot(t *testing.T) {
 	}
 }
 
-func TestFamilyFilterRejectsNonExposition(t *testing.T) {
+func TestDecodeRejectsNonExposition(t *testing.T) {
 	for _, tc := range []struct {
 		name, body, want string
 	}{
-		{"html", "<html><body>502 Bad Gateway</body></html>\n", `line 1: not a metric, comment or blank line: starts with '<'`},
-		{"json", "vllm:num_requests_running 1\n{\"error\": \"x\"}\n", ``}, // a '{' line goes to the decoder, which rejects it
-		{"digit-first", "# TYPE process_cpu_seconds_total counter\n3process_cpu_seconds_total 3\n", `line 2: not a metric, comment or blank line: starts with '3'`},
-		{"later-line", "vllm:num_requests_running{model_name=\"m\"} 1\n\n\n* nope\n", `line 4: not a metric`},
+		{"html", "<html><body>502 Bad Gateway</body></html>\n", `line 1: `},
+		{"json", "vllm:num_requests_running 1\n{\"error\": \"x\"}\n", `line 2: `},
+		{"digit-first", "# TYPE process_cpu_seconds_total counter\n3process_cpu_seconds_total 3\n", `line 2: `},
+		{"later-line", "vllm:num_requests_running{model_name=\"m\"} 1\n\n\n* nope\n", `line 4: `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeFamilies(strings.NewReader(tc.body), expfmt.FmtText, true)
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if tc.want != "" && !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			if !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to start with %q", err, tc.want)
 			}
 		})
 	}
-	// The collector's own wrapping, end to end through Scrape's decoder.
-	_, err := decodeFamilies(strings.NewReader("<html>\n"), expfmt.FmtText, true)
-	if !errors.Is(err, errMalformedLine) {
-		t.Errorf("err = %v, want errMalformedLine", err)
-	}
 }
 
-// Errors in a family that is read name the line of the body, not of the
-// filtered stream.
-func TestFamilyFilterErrorLine(t *testing.T) {
-	body := "# HELP process_cpu_seconds_total CPU.\n" + // 1
+// Errors name the line of the body, in a family that is read or not.
+func TestDecodeErrorLine(t *testing.T) {
+	head := "# HELP process_cpu_seconds_total CPU.\n" + // 1
 		"# TYPE process_cpu_seconds_total counter\n" + // 2
 		"process_cpu_seconds_total 3\n" + // 3
-		"# TYPE vllm:num_requests_running gauge\n" + // 4
-		"vllm:num_requests_running{model_name=\"m\"} one\n" // 5
-	_, err := decodeFamilies(strings.NewReader(body), expfmt.FmtText, true)
-	var pe expfmt.ParseError
-	if !errors.As(err, &pe) || pe.Line != 5 {
-		t.Fatalf("err = %#v, want a ParseError on line 5", err)
+		"# TYPE vllm:num_requests_running gauge\n" // 4
+	for _, tc := range []struct{ name, body, want string }{
+		{"read family", head + "vllm:num_requests_running{model_name=\"m\"} one\n", "line 5: "},
+		{"after blank lines", head + "\n\nvllm:num_requests_running{model_name=\"m\"} one\n", "line 7: "},
+		{"family not read", head + "vllm:num_requests_running{model_name=\"m\"} 1\nprocess_open_fds{x=\"1\" 3\n", "line 6: "},
+		{"histogram bound", "# TYPE vllm:time_to_first_token_seconds histogram\n" +
+			"vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"soon\"} 1\n", "line 2: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decodeFamilies(strings.NewReader(tc.body), expfmt.FmtText, true)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to start with %q", err, tc.want)
+			}
+		})
 	}
 }
 
-// A family the collector does not read is checked for line structure only: a
-// bad value there does not fail the scrape (documented in familyFilter).
-func TestFamilyFilterSkippedFamilyValue(t *testing.T) {
+// A family the collector does not read is parsed as strictly as one it
+// reads, as Prometheus itself would parse it: a bad value there fails the
+// scrape.
+func TestDecodeSkippedFamilyValue(t *testing.T) {
 	body := "# TYPE vllm:request_decode_time_seconds histogram\n" +
 		"vllm:request_decode_time_seconds_sum{model_name=\"m\"} NaNaN\n" +
 		"# TYPE vllm:num_requests_running gauge\n" +
 		"vllm:num_requests_running{model_name=\"m\"} 2\n"
-	fs, err := decodeFamilies(strings.NewReader(body), expfmt.FmtText, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := normalise(fs, time.Unix(0, 0), "", nil).Models["m"]; got == nil || got.Running != 2 {
-		t.Fatalf("model m = %+v", got)
-	}
-	if _, err := decodeFamilies(strings.NewReader(body), expfmt.FmtText, false); err == nil {
-		t.Error("the unfiltered decoder accepted the bad value; the test no longer shows the trade-off")
+	if _, err := decodeFamilies(strings.NewReader(body), expfmt.FmtText, true); err == nil || !strings.HasPrefix(err.Error(), "line 2: ") {
+		t.Fatalf("err = %v, want an error on line 2", err)
 	}
 }
 
-// Lines longer than the filter's 4 KiB buffer are passed on or dropped whole.
-func TestFamilyFilterLongLines(t *testing.T) {
+// Long lines are read whole, in families read or not.
+func TestDecodeLongLines(t *testing.T) {
 	long := strings.Repeat("x", 40<<10)
 	body := "# TYPE vllm:request_params_n histogram\n" +
 		fmt.Sprintf("vllm:request_params_n_sum{model_name=\"m\",junk=%q} 1\n", long) +
@@ -227,28 +226,28 @@ func TestFamilyFilterLongLines(t *testing.T) {
 	}
 }
 
-// The reader hands out a passed line across several small reads.
-func TestFamilyFilterSmallReads(t *testing.T) {
-	body := []byte(pythonOpenMetrics)
-	ff := newFamilyFilter(bytes.NewReader(body))
-	var out bytes.Buffer
-	buf := make([]byte, 7)
-	for {
-		n, err := ff.Read(buf)
-		out.Write(buf[:n])
-		if err != nil {
-			break
+// Only the families normalise reads are decoded, from a body read in small
+// pieces; the families seen are named whether read or not.
+func TestDecodeWantedFamilies(t *testing.T) {
+	fs, seen, err := decodeFamiliesSeen(iotest.HalfReader(strings.NewReader(pythonOpenMetrics)), expfmt.FmtOpenMetrics_1_0_0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"vllm:generation_tokens_total", "vllm:cache_config_info", "vllm:time_to_first_token_seconds", "vllm:kv_cache_usage_perc"} {
+		if fs[want] == nil {
+			t.Errorf("family %s not decoded", want)
 		}
 	}
-	for _, want := range []string{"vllm:generation_tokens_total{", "vllm:cache_config_info{", "# EOF\n", "vllm:time_to_first_token_seconds_sum{"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("filtered output lacks %q:\n%s", want, out.String())
+	if h := fs["vllm:time_to_first_token_seconds"]; h != nil && (len(h.Metric) != 1 || len(h.Metric[0].GetHistogram().GetBucket()) != 3 || h.Metric[0].GetHistogram().GetSampleCount() != 10) {
+		t.Errorf("TTFT histogram = %v", h)
+	}
+	for name := range fs {
+		if strings.Contains(name, "python_gc") || strings.Contains(name, "_created") || strings.Contains(name, "decode") {
+			t.Errorf("family %s decoded", name)
 		}
 	}
-	for _, unwanted := range []string{"python_gc", "_created", "decode"} {
-		if strings.Contains(out.String(), unwanted) {
-			t.Errorf("filtered output keeps %q:\n%s", unwanted, out.String())
-		}
+	if want := []string{"python_gc_objects_collected", "vllm:generation_tokens", "vllm:cache_config_info", "vllm:request_decode_time_seconds", "vllm:time_to_first_token_seconds"}; !slices.Equal(seen, want) {
+		t.Errorf("seen = %q, want %q", seen, want)
 	}
 }
 
@@ -340,7 +339,7 @@ func simulatorBody(b *testing.B) []byte {
 }
 
 // A body without a final newline is accepted whichever family its last line
-// belongs to: one the collector reads, or one the filter drops.
+// belongs to: one the collector reads, or one not decoded.
 func TestFinalNewline(t *testing.T) {
 	for _, tc := range []struct{ name, body string }{
 		{"read family last", "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 1\n" +
