@@ -96,6 +96,7 @@ type process struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process has exited and been waited for
 	err     error         // Wait's result, valid once done is closed
+	halted  bool          // stopped by the test on purpose (halt)
 }
 
 func startProcess(t *testing.T, name, path string, args ...string) *process {
@@ -135,7 +136,9 @@ func (p *process) exited() error {
 func (p *process) stop(t *testing.T) {
 	select {
 	case <-p.done:
-		t.Errorf("%s had exited before the end of the test: %v", p.name, p.err)
+		if !p.halted {
+			t.Errorf("%s had exited before the end of the test: %v", p.name, p.err)
+		}
 	default:
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -148,6 +151,12 @@ func (p *process) stop(t *testing.T) {
 	if t.Failed() {
 		t.Logf("log of %s (%s, last lines):\n%s", p.name, p.logPath, p.logTail())
 	}
+}
+
+// halt stops the process on purpose before the end of the test.
+func (p *process) halt(t *testing.T) {
+	p.halted = true
+	p.stop(t)
 }
 
 func (p *process) logTail() string {

@@ -155,6 +155,9 @@ targets:
     modules: [completion, answer]
     max_num_seqs: 256
     baseline: e2e
+    # Prices the simulator for the cost row and the fleet cost rule (an
+    # assumed figure: the currency is whatever the configuration says).
+    price_per_hour: 2.5
 `, probePrompt, probeMaxTokens, baselineFile, simURL, simModel)), 0o644); err != nil {
 		t.Fatal(err)
 	}

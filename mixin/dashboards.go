@@ -516,6 +516,7 @@ func endpointDashboard() dashboard {
 					Description: "Capacity still free per resource (KV cache, batch slots, throughput) and overall (vllm_server_headroom_ratio).",
 					Targets:     []target{{Expr: `min by (resource) (vllm_server_headroom_ratio{` + serverSel + `})`, Legend: "{{resource}}"}}},
 			}},
+			costRow(),
 			{Title: "Gateway", Panels: []panel{
 				{Type: "timeseries", Title: "Load shed", W: 8, H: 7, Unit: "percentunit", Min: f64(0), Max: f64(1),
 					Description: "Share of probes a gateway refused by load shedding (failure reason shed), per module, over 5m and 1h (target_module:vllm_probe_shed:ratio_rate5m / 1h). Not a failure of the availability SLO by default (slos.availability.shed_is_failure); VLLMGatewayShedding fires above the slo.yml threshold.",

@@ -2773,6 +2773,182 @@
       },
       "id": 27,
       "panels": [],
+      "title": "Cost",
+      "type": "row"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "What a million tokens cost at the server's live token rates and at the baseline's saturation throughput, from the target's price_per_hour, in the currency its configuration states (vllm_cost_per_million_*; docs/metrics.md, \"Cost\"). Empty for a target without a price; the live lines break while the server generates nothing.",
+      "fieldConfig": {
+        "defaults": {
+          "min": 0,
+          "unit": "short"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 12,
+        "x": 0,
+        "y": 72
+      },
+      "id": 28,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target) (vllm_cost_per_million_output_tokens{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "output, live",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target) (vllm_cost_per_million_output_tokens_at_saturation{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "output, at saturation",
+          "refId": "B"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target) (vllm_cost_per_million_tokens{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "all tokens, live",
+          "refId": "C"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target) (vllm_cost_per_million_tokens_at_saturation{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "all tokens, at saturation",
+          "refId": "D"
+        }
+      ],
+      "title": "Cost per million tokens: live vs saturation",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "Share of the paid output capacity the live generation rate leaves idle: 1 − generation tokens/s ÷ the baseline's saturation output tokens/s (vllm_capacity_unused_ratio). Live cost ÷ saturated cost = 1 ÷ (1 − this).",
+      "fieldConfig": {
+        "defaults": {
+          "max": 1,
+          "min": 0,
+          "unit": "percentunit"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 6,
+        "x": 12,
+        "y": 72
+      },
+      "id": 29,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target) (vllm_capacity_unused_ratio{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "unused",
+          "refId": "A"
+        }
+      ],
+      "title": "Paid capacity unused",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "Every priced target's price over their summed generation rate (job:vllm_cost_per_million_output_tokens:ratio), in the configuration's currency: what a million output tokens cost the fleet now.",
+      "fieldConfig": {
+        "defaults": {
+          "unit": "short"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 6,
+        "x": 18,
+        "y": 72
+      },
+      "id": 30,
+      "options": {
+        "colorMode": "background",
+        "graphMode": "area",
+        "reduceOptions": {
+          "calcs": [
+            "lastNotNull"
+          ],
+          "fields": "",
+          "values": false
+        },
+        "textMode": "auto"
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (job) (job:vllm_cost_per_million_output_tokens:ratio{job=~\"$job\"})",
+          "legendFormat": "{{job}}",
+          "refId": "A"
+        }
+      ],
+      "title": "Fleet cost per million output tokens",
+      "type": "stat"
+    },
+    {
+      "collapsed": false,
+      "gridPos": {
+        "h": 1,
+        "w": 24,
+        "x": 0,
+        "y": 79
+      },
+      "id": 31,
+      "panels": [],
       "title": "Gateway",
       "type": "row"
     },
@@ -2795,9 +2971,9 @@
         "h": 7,
         "w": 8,
         "x": 0,
-        "y": 72
+        "y": 80
       },
-      "id": 28,
+      "id": 32,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2849,9 +3025,9 @@
         "h": 7,
         "w": 8,
         "x": 8,
-        "y": 72
+        "y": 80
       },
-      "id": 29,
+      "id": 33,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2894,9 +3070,9 @@
         "h": 7,
         "w": 8,
         "x": 16,
-        "y": 72
+        "y": 80
       },
-      "id": 30,
+      "id": 34,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2941,9 +3117,9 @@
         "h": 7,
         "w": 8,
         "x": 0,
-        "y": 79
+        "y": 87
       },
-      "id": 31,
+      "id": 35,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2986,9 +3162,9 @@
         "h": 7,
         "w": 8,
         "x": 8,
-        "y": 79
+        "y": 87
       },
-      "id": 32,
+      "id": 36,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3049,9 +3225,9 @@
         "h": 7,
         "w": 8,
         "x": 16,
-        "y": 79
+        "y": 87
       },
-      "id": 33,
+      "id": 37,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3092,9 +3268,9 @@
         "h": 1,
         "w": 24,
         "x": 0,
-        "y": 86
+        "y": 94
       },
-      "id": 34,
+      "id": 38,
       "panels": [],
       "title": "Probe health and cost",
       "type": "row"
@@ -3115,9 +3291,9 @@
         "h": 7,
         "w": 6,
         "x": 0,
-        "y": 87
+        "y": 95
       },
-      "id": 35,
+      "id": 39,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3177,9 +3353,9 @@
         "h": 7,
         "w": 6,
         "x": 6,
-        "y": 87
+        "y": 95
       },
-      "id": 36,
+      "id": 40,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3221,9 +3397,9 @@
         "h": 7,
         "w": 6,
         "x": 12,
-        "y": 87
+        "y": 95
       },
-      "id": 37,
+      "id": 41,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3283,9 +3459,9 @@
         "h": 7,
         "w": 6,
         "x": 18,
-        "y": 87
+        "y": 95
       },
-      "id": 38,
+      "id": 42,
       "options": {
         "colorMode": "background",
         "graphMode": "area",
@@ -3328,9 +3504,9 @@
         "h": 7,
         "w": 12,
         "x": 0,
-        "y": 94
+        "y": 102
       },
-      "id": 39,
+      "id": 43,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3372,9 +3548,9 @@
         "h": 7,
         "w": 12,
         "x": 12,
-        "y": 94
+        "y": 102
       },
-      "id": 40,
+      "id": 44,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3425,9 +3601,9 @@
         "h": 5,
         "w": 24,
         "x": 0,
-        "y": 101
+        "y": 109
       },
-      "id": 41,
+      "id": 45,
       "options": {
         "showHeader": true
       },

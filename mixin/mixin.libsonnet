@@ -74,7 +74,7 @@
           },
           {
             record: "target_module:vllm_probe_shed:increase5m",
-            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[5m]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[5m]))" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[5m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[5m]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_shed:ratio_rate5m",
@@ -110,7 +110,7 @@
           },
           {
             record: "target_module:vllm_probe_shed:increase30m",
-            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[30m]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[30m]))" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[30m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[30m]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_shed:ratio_rate30m",
@@ -146,7 +146,7 @@
           },
           {
             record: "target_module:vllm_probe_shed:increase1h",
-            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[1h]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[1h]))" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[1h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[1h]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_shed:ratio_rate1h",
@@ -182,7 +182,7 @@
           },
           {
             record: "target_module:vllm_probe_shed:increase6h",
-            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[6h]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[6h]))" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[6h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[6h]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_shed:ratio_rate6h",
@@ -218,7 +218,7 @@
           },
           {
             record: "target_module:vllm_probe_shed:increase3d",
-            expr: "sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[3d]))\nor\n0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[3d]))" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[3d]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[3d]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_shed:ratio_rate3d",
@@ -489,6 +489,23 @@
           {
             record: "target_module:vllm_probe_success:ratio_rate1h_seasonal_zscore",
             expr: "(target_module:vllm_probe_success:ratio_rate1h - target_module:vllm_probe_success:ratio_rate1h_seasonal)\n/ (\n  (target_module:vllm_probe_success:ratio_rate1h_season_stddev \u003e 0.05 * target_module:vllm_probe_success:ratio_rate1h_season_avg)\n  or\n  (0.05 * target_module:vllm_probe_success:ratio_rate1h_season_avg \u003e 0)\n)",
+          },
+        ],
+      },
+      {
+        name: "vllm_prober.cost.rules",
+        rules: [
+          {
+            record: "job:vllm_price_per_hour:sum",
+            expr: "sum by (job) (max without (instance, pod, vantage) (vllm_price_per_hour{%(proberSelector)s}))" % $._config,
+          },
+          {
+            record: "job:vllm_server_generation_tokens_per_second:sum_priced",
+            expr: "sum by (job) (\n  max without (instance, pod, vantage) (vllm_server_generation_tokens_per_second{%(proberSelector)s})\n  and on (job, target) vllm_price_per_hour{%(proberSelector)s}\n)" % $._config,
+          },
+          {
+            record: "job:vllm_cost_per_million_output_tokens:ratio",
+            expr: "job:vllm_price_per_hour:sum / on (job) (job:vllm_server_generation_tokens_per_second:sum_priced \u003e 0) / 3600 * 1e6",
           },
         ],
       },

@@ -22,7 +22,7 @@ func TestSLIRulesAggregateReplicasAway(t *testing.T) {
 		}
 		parser.Inspect(e, func(node parser.Node, path []parser.Node) error {
 			vs, ok := node.(*parser.VectorSelector)
-			if !ok || strings.HasPrefix(vs.Name, "target_module:") || strings.HasPrefix(vs.Name, "group_module") {
+			if !ok || strings.HasPrefix(vs.Name, "target_module:") || strings.HasPrefix(vs.Name, "group_module") || strings.HasPrefix(vs.Name, "job:") {
 				return nil
 			}
 			for _, p := range path {

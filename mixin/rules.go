@@ -159,11 +159,14 @@ func (s *Spec) RecordingGroups() []Group {
 				// Probes a gateway refused by load shedding (reason "shed"),
 				// counted apart whatever the availability SLO does with them.
 				Record: "target_module:vllm_probe_shed:increase" + w,
-				Expr: lines(
+				// As the failures: a probe counts as shed only when every
+				// vantage's was, over the attempts of the vantage that
+				// probed most.
+				Expr: acrossVantages("min", lines(
 					acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s,reason=\"shed\"}[%s])", job, r)),
 					"or",
 					"0 * "+attempts,
-				),
+				)),
 			},
 			Rule{
 				Record: "target_module:vllm_probe_shed:ratio_rate" + w,
@@ -538,7 +541,7 @@ type generatedFile struct {
 // builder here: a method on Spec (for a new section of slo.yml) in a new file.
 func ruleFiles() []generatedFile {
 	return []generatedFile{
-		{RulesFile, []func(*Spec) []Group{(*Spec).RecordingGroups, (*Spec).RolloutGroups, (*Spec).SeasonalGroups}},
+		{RulesFile, []func(*Spec) []Group{(*Spec).RecordingGroups, (*Spec).RolloutGroups, (*Spec).SeasonalGroups, (*Spec).CostGroups}},
 		{AlertsFile, []func(*Spec) []Group{(*Spec).AlertGroups}},
 	}
 }

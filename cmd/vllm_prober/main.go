@@ -72,6 +72,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	shardFlags := addShardFlags(runCmd)
 	vantage := runCmd.Flag("vantage", "Where this replica probes from (a region, cluster or site): added as a vantage=\"NAME\" label to every series it exports. Several replicas with different vantages probing the same targets tell a dead endpoint (every vantage fails) from a bad path (some fail); see docs/vantages.md. Default: none, one vantage.").
 		PlaceHolder("NAME").String()
+	probeOnly := runCmd.Flag("probe-only", "Probe only: scrape no target's /metrics, leaving it to one scraping vantage, so that the vllm_server_* series (and the series that need the server's figures: regression ratios, headroom, cost) are not duplicated per vantage; see docs/vantages.md. global.probe_only sets it too.").Default("false").Bool()
 
 	type subcommand struct {
 		clause *kingpin.CmdClause
@@ -168,6 +169,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ShardIndex:    shardIndex,
 		DisableReload: !*enableReload,
 		Vantage:       *vantage,
+		ProbeOnly:     *probeOnly,
 	}, base) // New adds its redaction, then the caller
 	if err != nil {
 		level.Error(logger).Log("msg", "Error loading config", "err", err)

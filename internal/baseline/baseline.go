@@ -313,6 +313,29 @@ func (b *Baseline) SaturationOutputThroughput() float64 {
 	return m
 }
 
+// SaturationTotalTokenThroughput is the prompt plus output token throughput
+// of the point SaturationOutputThroughput comes from: its
+// total_token_throughput, else its output_throughput plus input_throughput.
+// 0 when that point has neither (a tool that reports output tokens only).
+func (b *Baseline) SaturationTotalTokenThroughput() float64 {
+	var best *Point
+	for i := range b.Points {
+		p := &b.Points[i]
+		if p.Usable() && p.OutputThroughput != nil && (best == nil || *p.OutputThroughput > *best.OutputThroughput) {
+			best = p
+		}
+	}
+	switch {
+	case best == nil:
+		return 0
+	case best.TotalTokenThroughput != nil:
+		return *best.TotalTokenThroughput
+	case best.InputThroughput != nil:
+		return *best.InputThroughput + *best.OutputThroughput
+	}
+	return 0
+}
+
 // Lookup returns the baseline with the given name.
 func (f *File) Lookup(name string) (*Baseline, bool) {
 	for _, b := range f.Baselines {

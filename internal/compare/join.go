@@ -18,6 +18,7 @@ import (
 type scraped struct {
 	name   string
 	static []string // static label values, in state.static order
+	price  *float64 // price_per_hour; nil: no cost series (cost.go)
 }
 
 // collectJoined sends the joined series of t.
@@ -25,6 +26,9 @@ func (c *Collector) collectJoined(ch chan<- prometheus.Metric, st *state, server
 	v, ok := server.View(t.name)
 	if !ok {
 		return // no stale joined series while the server does not answer
+	}
+	if t.price != nil {
+		collectCost(ch, st, &v, t)
 	}
 	probeModel := c.probes.Model(t.name)
 	if probeModel == "" && len(v.Models) == 1 {

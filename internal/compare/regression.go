@@ -214,7 +214,7 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]
 		if t.ScrapeMetrics {
-			st.scraped = append(st.scraped, scraped{name: t.Name, static: t.StaticLabelValues(st.static)})
+			st.scraped = append(st.scraped, scraped{name: t.Name, static: t.StaticLabelValues(st.static), price: t.PricePerHour})
 		}
 		if t.Baseline == "" {
 			continue
@@ -294,6 +294,7 @@ func newDescs(static []string) map[string]*prometheus.Desc {
 		mRatio:     prometheus.NewDesc(mRatio, "Live probe latency / the baseline's expectation at the live load (E2E scaled to the probes' output length), or for output_throughput the expected / live output tokens per second of one request; above 1 is worse than the baseline.", append(slices.Clone(pair), labelMetric), nil),
 	}
 	gatewayDescs(static, d)
+	costDescs(d, static)
 	return d
 }
 

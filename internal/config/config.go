@@ -133,6 +133,8 @@ type Global struct {
 	// Burst limits POST /burst, Gate sets GET /gate's defaults (burst.go).
 	Burst Burst `yaml:"burst"`
 	Gate  Gate  `yaml:"gate"`
+	// Vantage and probe-only (vantage.go).
+	Vantages `yaml:",inline"`
 }
 
 // Histogram modes of Global.Histograms.
@@ -259,6 +261,9 @@ type Target struct {
 	// Engine forces the engine profile /metrics is read with (one of
 	// Engines); empty detects it from the families present.
 	Engine string `yaml:"engine,omitempty"`
+	// PricePerHour is what one hour of the target's hardware costs (cost.go);
+	// nil: no price, and no cost series.
+	PricePerHour *float64 `yaml:"price_per_hour,omitempty"`
 	// ScrapeMetrics turns the /metrics collector on or off for this target.
 	ScrapeMetrics    bool                       `yaml:"scrape_metrics"`
 	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
@@ -533,6 +538,9 @@ func (c *Config) validate(dir string) error {
 	}
 	if err := g.Gate.validate(); err != nil {
 		return fmt.Errorf("global: gate: %w", err)
+	}
+	if err := g.Vantages.validate(); err != nil {
+		return fmt.Errorf("global: %w", err)
 	}
 	for _, bs := range []struct {
 		key string
@@ -842,6 +850,9 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	}
 	if t.Baseline != "" && !baselines[t.Baseline] {
 		return fmt.Errorf("unknown baseline %q", t.Baseline)
+	}
+	if err := validatePrice(t.PricePerHour); err != nil {
+		return err
 	}
 	if t.ProbeInterval < 0 || t.ProbeTimeout < 0 || t.ScrapeInterval < 0 {
 		return errors.New("probe_interval, probe_timeout and scrape_interval must not be negative")

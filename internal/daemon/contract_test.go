@@ -131,7 +131,7 @@ modules:
   embed: {prober: embeddings, prompt: "Say hello."}
 baselines: [{name: simbase, file: %s}]
 targets:
-  - {name: sim, url: %q, baseline: simbase, max_num_seqs: 16, labels: {preset: test}}
+  - {name: sim, url: %q, baseline: simbase, max_num_seqs: 16, price_per_hour: 2.5, labels: {preset: test}}
   - {name: gw, url: %q, metrics_path: /gateway/metrics, gateway: {members: [sim]}}
 file_sd_configs:
   - files: [targets/*.json]

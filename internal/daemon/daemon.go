@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +34,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
 	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/shard"
@@ -84,24 +84,19 @@ type Options struct {
 	DisableReload bool
 	// Vantage names where this replica probes from (--vantage): every series
 	// of the daemon's registry gets a VantageLabel label with this value. Empty
-	// (one vantage, the default): no such label.
+	// (one vantage, the default): no such label; global.vantage of the
+	// configuration file then names it (vantage.go).
 	Vantage string
+	// ProbeOnly leaves every target's /metrics to a scraping vantage
+	// (--probe-only; global.probe_only does the same).
+	ProbeOnly bool
 }
 
 // VantageLabel is the label --vantage adds to every series of the daemon.
 const VantageLabel = "vantage"
 
-// validVantage is what a vantage name may be: short, and safe in a label
-// value, a file name and a PromQL string without quoting.
-var validVantage = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
-
 // ValidateVantage checks a --vantage value.
-func ValidateVantage(v string) error {
-	if v != "" && !validVantage.MatchString(v) {
-		return fmt.Errorf("vantage %q must be 1 to 63 letters, digits, '_', '.' or '-', starting with a letter or digit", v)
-	}
-	return nil
-}
+func ValidateVantage(v string) error { return config.ValidateVantage(v) }
 
 // Daemon is one running vllm_prober.
 type Daemon struct {
@@ -111,11 +106,14 @@ type Daemon struct {
 	// registerer is reg, with the vantage label when Options.Vantage is set:
 	// every metric of the daemon registers through it.
 	registerer prometheus.Registerer
-	sc         *config.SafeConfig
-	probes     *prober.Manager
-	bursts     *prober.Burster // POST /burst (burst.go)
-	coll       *collector.Manager
-	cmp        *compare.Collector
+	// vantage is the vantage label of every series: Options.Vantage, else
+	// global.vantage as the daemon started (vantage.go).
+	vantage string
+	sc      *config.SafeConfig
+	probes  *prober.Manager
+	bursts  *prober.Burster // POST /burst (burst.go)
+	coll    *collector.Manager
+	cmp     *compare.Collector
 	// gateways scrapes the gateway targets' /metrics (vllm_gateway_*).
 	gateways *collector.GatewaySet
 
@@ -139,6 +137,8 @@ type Daemon struct {
 	sdSets    map[string]promdiscovery.Configs
 	sdRunning bool
 	sdGroups  map[string][]*targetgroup.Group
+	// invalidPrices counts discovered targets with a bad __price_per_hour__.
+	invalidPrices prometheus.Counter
 
 	// red is the one redactor: the configuration's secrets (set on every
 	// applied configuration) and the tokens the HTTP clients obtained. The
@@ -189,18 +189,19 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	if registry == nil {
 		registry = prometheus.NewRegistry()
 	}
-	// The vantage label is added once, where every metric of the daemon is
-	// registered, rather than by each component (as Prometheus' external
-	// labels would add it on the server side).
-	var reg prometheus.Registerer = registry
-	if opts.Vantage != "" {
-		reg = prometheus.WrapRegistererWith(prometheus.Labels{VantageLabel: opts.Vantage}, registry)
-	}
 	red := redact.New()
 	// Every level, every component; the caller is bound below the redaction,
 	// at the depth of the line that logs.
 	logger = log.With(redact.Logger(logger, red), "caller", log.DefaultCaller)
-	d := &Daemon{opts: opts, logger: logger, reg: registry, registerer: reg, red: red, clients: httpclient.New(red)}
+	// The vantage label is added once, where every metric of the daemon is
+	// registered, rather than by each component (as Prometheus' external
+	// labels would add it on the server side).
+	vantage := startVantage(opts, logger)
+	var reg prometheus.Registerer = registry
+	if vantage != "" {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{VantageLabel: vantage}, registry)
+	}
+	d := &Daemon{opts: opts, logger: logger, reg: registry, registerer: reg, vantage: vantage, red: red, clients: httpclient.New(red)}
 
 	if err := reg.Register(versioncollector.NewCollector("vllm_prober")); err != nil {
 		return nil, fmt.Errorf("registering the build info collector: %w", err)
@@ -232,6 +233,10 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("building the discovery manager: %w", err)
 	}
 	d.sd, d.sdCancel = sd, sdCancel
+	d.invalidPrices = discovery.NewInvalidPrices()
+	if err := reg.Register(d.invalidPrices); err != nil {
+		return nil, fmt.Errorf("registering the discovery metrics: %w", err)
+	}
 
 	// The runtime graph is a DAG, each built once from what it reads: the
 	// collector reads its targets' /metrics; the prober reads the

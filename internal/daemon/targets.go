@@ -56,6 +56,9 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	// secrets. On failure the previous configuration's stay too: scrubbing
 	// more is harmless.
 	d.red.Set("config", append(configSecrets(cfg), configSecrets(d.sc.Config())...))
+	if err := d.checkVantage(cfg); err != nil {
+		return err
+	}
 	if err := discovery.Check(cfg.Discovery); err != nil {
 		return fmt.Errorf("discovery: %w", err)
 	}
@@ -123,9 +126,13 @@ func (d *Daemon) applyDiscovery(cfg *config.Config) error {
 func (d *Daemon) targetsOf(cfg *config.Config) []config.Target {
 	targets := cfg.Targets
 	if cfg.Discovery.Enabled() {
-		targets = discovery.Targets(d.sdGroups, cfg.Targets, cfg.Discovery, log.With(d.logger, "component", "discovery"))
+		targets = discovery.TargetsCounting(d.sdGroups, cfg.Targets, cfg.Discovery, log.With(d.logger, "component", "discovery"), d.invalidPrices)
 	}
-	return shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex)
+	own := shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex)
+	if d.probeOnly(cfg) {
+		own = probeOnlyTargets(own)
+	}
+	return own
 }
 
 // applySteps runs steps with cfg and targets (targetsOf). When a step fails,

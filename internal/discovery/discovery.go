@@ -21,6 +21,7 @@
 //	__metrics_path__  target_defaults.metrics_path (/metrics)
 //	__model__         target_defaults.model, when set
 //	__engine__        target_defaults.engine, when set
+//	__price_per_hour__  target_defaults.price_per_hour, when set
 //	__meta_*          the discoverer's labels (__meta_filepath, __meta_url,
 //	                  __meta_kubernetes_pod_label_<name>, ...)
 //
@@ -31,6 +32,9 @@
 //	__metrics_path__  where vLLM's /metrics is scraped
 //	__model__         the served model name ("" means: ask /v1/models)
 //	__engine__        the engine profile of its /metrics ("" means: detect it)
+//	__price_per_hour__  the price of an hour of its hardware ("" means: none);
+//	                  a value that is not a positive number is dropped with a
+//	                  warning and counted, and the target kept without a price
 //
 // Every remaining label whose name does not start with "__" becomes a static
 // label of the target, on top of target_defaults.labels. A drop (or a failed
@@ -51,6 +55,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 	promdiscovery "github.com/prometheus/prometheus/discovery"
 	"github.com/prometheus/prometheus/discovery/targetgroup"
@@ -68,6 +73,9 @@ const (
 	// EngineLabel forces the engine profile the target's /metrics is read
 	// with (the target's engine key); "" detects it.
 	EngineLabel = "__engine__"
+	// PriceLabel sets the target's price_per_hour, e.g. from a pod
+	// annotation or a node's GPU product mapped to a price by relabelling.
+	PriceLabel = "__price_per_hour__"
 )
 
 // PublishDelay is how long the daemon's discovery manager gathers the
@@ -105,6 +113,22 @@ func Sets(cfg config.Discovery) map[string]promdiscovery.Configs {
 // a reload recomputes the list from the groups last sent. A nil logger logs
 // nothing.
 func Targets(groups map[string][]*targetgroup.Group, static []config.Target, cfg config.Discovery, logger log.Logger) []config.Target {
+	return TargetsCounting(groups, static, cfg, logger, nil)
+}
+
+// NewInvalidPrices returns the counter TargetsCounting counts discovered
+// targets with an invalid __price_per_hour__ in, for the caller to register.
+func NewInvalidPrices() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vllm_prober_discovery_invalid_prices_total",
+		Help: "Discovered targets whose " + PriceLabel + " label was not a positive number after relabelling, counted at each discovery update that relabels them; each is kept without a price (no cost series).",
+	})
+}
+
+// TargetsCounting is Targets, counting in invalidPrices (nil: not counted)
+// the discovered targets whose __price_per_hour__ is not a price: each is
+// kept without one, with a warning.
+func TargetsCounting(groups map[string][]*targetgroup.Group, static []config.Target, cfg config.Discovery, logger log.Logger, invalidPrices prometheus.Counter) []config.Target {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
@@ -122,10 +146,17 @@ func Targets(groups map[string][]*targetgroup.Group, static []config.Target, cfg
 		slices.SortFunc(gs, func(a, b *targetgroup.Group) int { return strings.Compare(a.Source, b.Source) })
 		for _, g := range gs {
 			for ti, tl := range g.Targets {
-				t, err := build(template, cfg.RelabelConfigs, g.Labels, tl)
+				t, priceErr, err := build(template, cfg.RelabelConfigs, g.Labels, tl)
 				if err != nil {
 					level.Error(logger).Log("msg", "Discovered target is not valid, ignoring it", "discovery", sd.Name, "source", g.Source, "index", ti, "err", err)
 					continue
+				}
+				if priceErr != nil {
+					// A bad price costs the target its price, not its probes.
+					if invalidPrices != nil {
+						invalidPrices.Inc()
+					}
+					level.Warn(logger).Log("msg", "Discovered target has an invalid price, exporting no cost series for it", "target", t.Name, "label", PriceLabel, "err", priceErr)
 				}
 				if t == nil {
 					continue // dropped by relabelling
@@ -147,7 +178,7 @@ func Targets(groups map[string][]*targetgroup.Group, static []config.Target, cfg
 
 // build relabels one discovered target into a config.Target. It returns nil, nil
 // when relabelling drops the target.
-func build(template config.Target, rules []*relabel.Config, groupLabels, targetLabels model.LabelSet) (*config.Target, error) {
+func build(template config.Target, rules []*relabel.Config, groupLabels, targetLabels model.LabelSet) (out *config.Target, priceErr, err error) {
 	lb := labels.NewBuilder(labels.EmptyLabels())
 	lb.Set(model.SchemeLabel, "http")
 	lb.Set(model.MetricsPathLabel, template.MetricsPath)
@@ -157,6 +188,9 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 	if template.Engine != "" {
 		lb.Set(EngineLabel, template.Engine)
 	}
+	if template.PricePerHour != nil {
+		lb.Set(PriceLabel, config.FormatPrice(*template.PricePerHour))
+	}
 	for n, v := range groupLabels {
 		lb.Set(string(n), string(v))
 	}
@@ -164,23 +198,23 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 		lb.Set(string(n), string(v))
 	}
 	if !relabel.ProcessBuilder(lb, rules...) {
-		return nil, nil
+		return nil, nil, nil
 	}
 
 	u, err := targetURL(lb.Get(model.SchemeLabel), lb.Get(model.AddressLabel))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	metricsPath := lb.Get(model.MetricsPathLabel)
 	if !strings.HasPrefix(metricsPath, "/") {
-		return nil, fmt.Errorf("__metrics_path__ %q must start with /", metricsPath)
+		return nil, nil, fmt.Errorf("__metrics_path__ %q must start with /", metricsPath)
 	}
 	name := lb.Get(TargetNameLabel)
 	if name == "" {
 		name = nameFromAddress(lb.Get(model.AddressLabel))
 	}
 	if !targetNameRE.MatchString(name) {
-		return nil, fmt.Errorf("target name %q must match %s", name, targetNameRE)
+		return nil, nil, fmt.Errorf("target name %q must match %s", name, targetNameRE)
 	}
 
 	t := cloneTarget(template)
@@ -189,7 +223,15 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 	t.Model = lb.Get(ModelLabel)
 	t.MetricsPath = metricsPath
 	if t.Engine = lb.Get(EngineLabel); t.Engine != "" && !slices.Contains(config.Engines, t.Engine) {
-		return nil, fmt.Errorf("__engine__ %q is not one of %s", t.Engine, strings.Join(config.Engines, ", "))
+		return nil, nil, fmt.Errorf("__engine__ %q is not one of %s", t.Engine, strings.Join(config.Engines, ", "))
+	}
+	t.PricePerHour = nil
+	if v := lb.Get(PriceLabel); v != "" {
+		if p, perr := config.ParsePrice(v); perr != nil {
+			priceErr = perr
+		} else {
+			t.PricePerHour = &p
+		}
 	}
 	var lerr error
 	lb.Range(func(l labels.Label) {
@@ -206,9 +248,9 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 		t.Labels[l.Name] = l.Value
 	})
 	if lerr != nil {
-		return nil, lerr
+		return nil, nil, lerr
 	}
-	return &t, nil
+	return &t, priceErr, nil
 }
 
 // targetURL is a target's URL from the __scheme__ and __address__ labels
