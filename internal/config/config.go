@@ -262,6 +262,9 @@ type Target struct {
 	// ScrapeMetrics turns the /metrics collector on or off for this target.
 	ScrapeMetrics    bool                       `yaml:"scrape_metrics"`
 	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
+	// Gateway declares the target a gateway in front of other targets
+	// (gateway.go); nil for an engine.
+	Gateway *Gateway `yaml:"gateway,omitempty"`
 }
 
 // BaselineRef names a baseline file (see docs/baselines.md).
@@ -622,6 +625,8 @@ func (c *Config) validate(dir string) error {
 			return errors.New("target_defaults: name must be empty: discovery names each target (__target_name__)")
 		case t.URL != "":
 			return errors.New("target_defaults: url must be empty: discovery provides each target's address")
+		case t.Gateway != nil:
+			return errors.New("target_defaults: gateway must be empty: a gateway is a static target (its members may be discovered: gateway.member_label)")
 		}
 		if err := t.validateSettings(c, baselines, dir); err != nil {
 			return fmt.Errorf("target_defaults: %w", err)
@@ -648,6 +653,14 @@ func (c *Config) validate(dir string) error {
 		seen[t.Name] = true
 		if err := t.validate(c, baselines, dir); err != nil {
 			return fmt.Errorf("target %q: %w", t.Name, err)
+		}
+	}
+	// Gateways last: their members must all be known.
+	for i := range c.Targets {
+		if t := &c.Targets[i]; t.Gateway != nil {
+			if err := c.validateGateway(t); err != nil {
+				return fmt.Errorf("target %q: gateway: %w", t.Name, err)
+			}
 		}
 	}
 	return nil

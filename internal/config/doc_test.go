@@ -21,7 +21,7 @@ func TestConfigurationDocCoversEveryKey(t *testing.T) {
 	}
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[Config](), reflect.TypeFor[Global](), reflect.TypeFor[Module](),
-		reflect.TypeFor[Message](), reflect.TypeFor[Target](), reflect.TypeFor[BaselineRef](),
+		reflect.TypeFor[Message](), reflect.TypeFor[Target](), reflect.TypeFor[BaselineRef](), reflect.TypeFor[Gateway](),
 		reflect.TypeFor[Discovery](), reflect.TypeFor[SDConfigs](), reflect.TypeFor[URLProbes](),
 		reflect.TypeFor[file.SDConfig](), reflect.TypeFor[http.SDConfig](), reflect.TypeFor[kubernetes.SDConfig](), reflect.TypeFor[dns.SDConfig](),
 		reflect.TypeFor[kubernetes.NamespaceDiscovery](), reflect.TypeFor[kubernetes.SelectorConfig](), reflect.TypeFor[kubernetes.AttachMetadataConfig](),
