@@ -3,16 +3,22 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/vllm-prober/vllm_prober/internal/bench"
+	"github.com/vllm-prober/vllm_prober/internal/compare"
 	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/testtool"
+	"github.com/vllm-prober/vllm_prober/mixin"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
@@ -199,26 +205,175 @@ func probeOnce(ctx context.Context, client *http.Client, baseURL, prompt, object
 
 // TestEPP runs the Gateway API Inference Extension's Endpoint Picker v1.5.0
 // (the picker llm-d, KServe and GKE deploy) on a real kube-apiserver, with an
-// InferencePool of three vllm_sim pods, behind the test's ext_proc data
-// plane, and probes through it.
+// InferencePool of three vllm_sim pods (sim-3 with twice the others' time to
+// first token), behind the test's ext_proc data plane. vllm_prober probes the
+// gateway (modules completion and sheddable, the second with the sheddable
+// objective) and each pod directly; a Prometheus 3 scrapes it with the
+// mixin's rules, scaled as in TestPrometheusEndToEnd. On that one stack:
+//
+//	routing:  probes through the gateway succeed, the spread names sim-3 and
+//	          the gateway's overhead is within the measured difference;
+//	shedding: the pool saturated, sheddable probes report shed, the
+//	          availability SLI leaves them out (shed_is_failure: false) and
+//	          VLLMGatewayShedding fires;
+//	notready: sim-3 turned not Ready, the gateway sends it no probe and its
+//	          direct probes still succeed.
 func TestEPP(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a kube-apiserver, the EPP and three simulators; skipped with -short")
+		t.Skip("runs a kube-apiserver, the EPP, three simulators and Prometheus; skipped with -short")
 	}
 	eppTool(t)
 	kubeTools(t)
-	_, simBin := binaries(t)
+	promBin := prometheusBinary(t)
+	proberBin, simBin := binaries(t)
+	ctx := t.Context()
+	dir := t.TempDir()
 	s := startEPPStack(t, simBin, [][]string{
-		{"--ttft=100ms", "--itl=10ms"},
-		{"--ttft=100ms", "--itl=10ms"},
-		{"--ttft=200ms", "--itl=10ms"},
+		{"--ttft=" + eppFastTTFT.String(), "--itl=10ms"},
+		{"--ttft=" + eppFastTTFT.String(), "--itl=10ms"},
+		{"--ttft=" + (2 * eppFastTTFT).String(), "--itl=10ms"},
 	})
+	slow := s.pods[2]
 	client := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(client.CloseIdleConnections)
 
-	r := probeOnce(t.Context(), client, s.gatewayURL, "0000 Say hello.", "")
-	if !r.Success {
-		t.Fatalf("a probe through the EPP failed: %s %s (HTTP %d)", r.Reason, r.Err, r.StatusCode)
+	// vllm_prober: the gateway and its members, every second.
+	var members strings.Builder
+	for _, p := range s.pods {
+		fmt.Fprintf(&members, "  - {name: %s, url: %s, model: %s, modules: [completion]}\n", p.name, p.url(), eppModel)
 	}
-	t.Logf("routed probe: served by %s, TTFT %.1f ms", probe.Member(&r, probe.HeaderEPPDestination), r.TTFT.Seconds()*1e3)
+	proberCfg := filepath.Join(dir, "vllm_prober.yml")
+	writeFile(t, proberCfg, fmt.Sprintf(`global:
+  probe_interval: 1s
+  scrape_interval: 1s
+  scrape_timeout: 900ms
+  rate_window: 10s
+modules:
+  completion: {prober: completions, prompt: "Say hello.", max_tokens: 4, ignore_eos: true, nonce: true}
+  sheddable:
+    prober: completions
+    prompt: "Say hello."
+    max_tokens: 4
+    ignore_eos: true
+    nonce: true
+    headers: {%s: %s}
+targets:
+  - name: epp
+    url: %s
+    model: %s
+    modules: [completion, sheddable]
+    scrape_metrics: false
+    gateway: {members: [sim-1, sim-2, sim-3]}
+%s`, eppObjective, eppSheddable, s.gatewayURL, eppModel, members.String()))
+	proberAddr := freeAddr(t)
+	prober := startProcess(t, "vllm_prober", proberBin, "--config.file="+proberCfg, "--web.listen-address="+proberAddr)
+	if err := waitReady(ctx, prober, "http://"+proberAddr+"/-/ready", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	proberMetrics := "http://" + proberAddr + "/metrics"
+	_, promURL := startPrometheus(t, promBin, dir, []string{proberAddr})
+	prom := &mixin.Client{BaseURL: promURL, HTTP: httpClient}
+	tl := newTimeline()
+	t.Cleanup(func() { t.Logf("timeline (seconds since Prometheus was up):\n%s", tl) })
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := watchAlerts(watchCtx, prom, tl, 500*time.Millisecond)
+	t.Cleanup(func() { stopWatch(); <-watchDone })
+
+	memberOf := map[string]string{}
+	for _, p := range s.pods {
+		memberOf[p.addr] = p.name
+	}
+	var seq int
+	gatewayProbes := func(n int, objective string) []probe.Result {
+		var out []probe.Result
+		for range n {
+			seq++
+			out = append(out, probeOnce(ctx, client, s.gatewayURL, fmt.Sprintf("%04d Say hello.", seq), objective))
+		}
+		return out
+	}
+
+	t.Run("routing", func(t *testing.T) {
+		// Through the gateway and to each member, interleaved so that
+		// both see the same load of the machine.
+		var gw []probe.Result
+		direct := map[string][]probe.Result{}
+		for range 10 {
+			gw = append(gw, gatewayProbes(3, "")...)
+			for _, p := range s.pods {
+				seq++
+				direct[p.name] = append(direct[p.name], probeOnce(ctx, client, p.url(), fmt.Sprintf("%04d Say hello.", seq), ""))
+			}
+		}
+		for _, r := range gw {
+			if !r.Success {
+				t.Fatalf("a probe through the EPP failed: %s %s (HTTP %d)", r.Reason, r.Err, r.StatusCode)
+			}
+		}
+		j, ok := compare.JoinGateway(gw, probe.HeaderEPPDestination, memberOf, direct)
+		if !ok {
+			t.Fatal("JoinGateway found no successful probes to join")
+		}
+		t.Logf("joined %d gateway probes: overhead median %.1f ms, p90 %.1f ms; slowest %s, spread %.2f; share %v, gateway answered %.2f; member TTFT %v",
+			len(gw), j.OverheadMedian*1e3, j.OverheadP90*1e3, j.Slowest, j.Spread, j.Share, j.GatewayAnswered, j.MemberTTFT)
+		if j.Slowest != slow.name || j.Spread < 1.5 {
+			t.Errorf("slowest member %q, spread %.2f; want %s at about 2", j.Slowest, j.Spread, slow.name)
+		}
+		if j.GatewayAnswered != 0 || len(j.Share) == 0 {
+			t.Errorf("shares %v, answered by the gateway itself %.2f: want every probe named by its member", j.Share, j.GatewayAnswered)
+		}
+		for m := range j.Share {
+			if _, ok := direct[m]; !ok {
+				t.Errorf("a gateway probe was served by %q, not a member of the pool", m)
+			}
+		}
+		excess := j.MemberTTFT[slow.name] - j.MemberTTFT[s.pods[0].name]
+		if excess <= 0 || math.Abs(j.OverheadMedian) >= excess {
+			t.Errorf("gateway overhead median %.1f ms not within the slow member's measured excess %.1f ms", j.OverheadMedian*1e3, excess*1e3)
+		}
+		// The probes the slow member served are the slow ones: the member
+		// header names the member that answered.
+		var slowTTFT, fastTTFT []float64
+		for i := range gw {
+			if memberOf[probe.Member(&gw[i], probe.HeaderEPPDestination)] == slow.name {
+				slowTTFT = append(slowTTFT, gw[i].TTFT.Seconds())
+			} else {
+				fastTTFT = append(fastTTFT, gw[i].TTFT.Seconds())
+			}
+		}
+		if len(slowTTFT) > 0 && len(fastTTFT) > 0 && medianOf(slowTTFT) <= medianOf(fastTTFT) {
+			t.Errorf("gateway probes served by %s: median TTFT %.1f ms, by the others %.1f ms; want %s's slower",
+				slow.name, medianOf(slowTTFT)*1e3, medianOf(fastTTFT)*1e3, slow.name)
+		}
+		// vllm_prober's own probes of the gateway succeed, both modules.
+		m, err := scrapeText(ctx, proberMetrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mod := range []string{"completion", "sheddable"} {
+			att := seriesValue(m, "vllm_probe_attempts_total", `target="epp"`, `module="`+mod+`"`)
+			fail := seriesValue(m, "vllm_probe_failures_total", `target="epp"`, `module="`+mod+`"`)
+			if att == 0 || fail != 0 {
+				t.Errorf("vllm_prober's probes of the gateway, module %s: %v attempts, %v failures; want some, none failed", mod, att, fail)
+			}
+		}
+		// Nothing is shed while the pool has room.
+		for _, r := range gatewayProbes(3, eppSheddable) {
+			if !r.Success {
+				t.Errorf("a sheddable probe failed while the pool has room: %s %s", r.Reason, r.Err)
+			}
+		}
+	})
+
+}
+
+// eppFastTTFT is the time to first token of the fast pods; the slow one has
+// twice it. Large enough that the scheduling noise of a loaded 2-core
+// machine does not blur the difference.
+const eppFastTTFT = 100 * time.Millisecond
+
+func medianOf(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return bench.Percentile(v, 50)
 }

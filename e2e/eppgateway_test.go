@@ -88,13 +88,18 @@ func (g *eppGateway) serve(w http.ResponseWriter, r *http.Request) error {
 			hdrs = append(hdrs, &corev3.HeaderValue{Key: strings.ToLower(k), RawValue: []byte(v)})
 		}
 	}
+	// A request without a body (GET /health) ends with its headers; the EPP
+	// sends it to an endpoint of its choice.
+	noBody := len(body) == 0
 	if err := stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: hdrs}}}}); err != nil {
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: hdrs}, EndOfStream: noBody}}}); err != nil {
 		return fmt.Errorf("sending request headers to the EPP: %w", err)
 	}
-	if err := stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}}); err != nil {
-		return fmt.Errorf("sending the request body to the EPP: %w", err)
+	if !noBody {
+		if err := stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+			RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}}); err != nil {
+			return fmt.Errorf("sending the request body to the EPP: %w", err)
+		}
 	}
 
 	// The request phase: the destination and the body to send.
@@ -121,6 +126,7 @@ func (g *eppGateway) serve(w http.ResponseWriter, r *http.Request) error {
 					upstreamHdr.Set(k, val)
 				}
 			}
+			done = noBody
 		case *extprocv3.ProcessingResponse_RequestBody:
 			switch m := v.RequestBody.GetResponse().GetBodyMutation().GetMutation().(type) {
 			case *extprocv3.BodyMutation_StreamedResponse:
