@@ -365,6 +365,110 @@ targets:
 		}
 	})
 
+	t.Run("shedding", func(t *testing.T) {
+		// Saturate the pool: one running request a pod, eight more
+		// streams each, so that every pod's waiting queue (7) is above the
+		// EPP's saturation threshold (5).
+		for _, p := range s.pods {
+			if err := simConfig(ctx, p.url(), `{"max_num_seqs":1}`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var loads []*kvLoad
+		for _, p := range s.pods {
+			loads = append(loads, startKVLoad(ctx, p.url(), 8, 8, 20, 40))
+		}
+		tl.add("pool saturated: max_num_seqs 1 and 8 streams on every pod")
+		defer func() {
+			for _, l := range loads {
+				if n, errs := l.stop(); len(errs) > 0 {
+					t.Logf("saturating load: %d streams finished, errors %v", n, errs)
+				}
+			}
+			for _, p := range s.pods {
+				if err := simConfig(ctx, p.url(), `{"max_num_seqs":256}`); err != nil {
+					t.Error(err)
+				}
+			}
+			tl.add("pool saturation ended")
+		}()
+
+		// A sheddable probe is refused by the EPP's ResourceExhausted and
+		// reported as shed, not as rate_limited.
+		var shed probe.Result
+		if err := waitFor(ctx, 60*time.Second, 200*time.Millisecond, "a sheddable probe to be shed", func(context.Context) (bool, error) {
+			shed = gatewayProbes(1, eppSheddable)[0]
+			return shed.Reason == probe.ReasonShed, fmt.Errorf("last probe: success %v, reason %q, HTTP %d: %s", shed.Success, shed.Reason, shed.StatusCode, shed.Err)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("sheddable probe through the saturated pool: reason %s, HTTP %d, %s", shed.Reason, shed.StatusCode, shed.Err)
+		if shed.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("shed probe: HTTP %d, want the EPP's 429", shed.StatusCode)
+		}
+		if m := probe.Member(&shed, probe.HeaderEPPDestination); m != "" {
+			t.Errorf("a shed probe names member %q; the gateway answered it itself", m)
+		}
+
+		// The daemon's sheddable probes of the gateway are shed too, and
+		// VLLMGatewayShedding fires for them.
+		sel := map[string]string{"target": "epp", "module": "sheddable"}
+		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		a, err := prom.WaitForAlert(wctx, "VLLMGatewayShedding", sel, 500*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl.add("VLLMGatewayShedding fired for epp/sheddable, value %s", a.Value)
+		m, err := scrapeText(ctx, proberMetrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shedN := seriesValue(m, "vllm_probe_failures_total", `target="epp"`, `module="sheddable"`, `reason="shed"`)
+		limited := seriesValue(m, "vllm_probe_failures_total", `target="epp"`, `reason="rate_limited"`)
+		t.Logf("vllm_prober: %v sheddable probes of the gateway shed, %v rate_limited", shedN, limited)
+		if shedN < 3 || limited != 0 {
+			t.Errorf("vllm_probe_failures_total: %v shed (want at least 3), %v rate_limited (want 0)", shedN, limited)
+		}
+
+		// The availability SLI follows slos.availability.shed_is_failure
+		// (false in mixin/slo.yml): the shed probes are counted apart,
+		// not as failures.
+		spec, err := mixin.LoadSpec(sloFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := func(expr string) float64 {
+			t.Helper()
+			v, err := queryValues(ctx, promURL, expr)
+			if err != nil || len(v) != 1 {
+				t.Fatalf("%s: %v %v, want one series", expr, v, err)
+			}
+			return v[0].Value
+		}
+		const pair = `{target="epp",module="sheddable"}`
+		shedRatio := q("target_module:vllm_probe_shed:ratio_rate5m" + pair)
+		success := q("target_module:vllm_probe_success:ratio_rate5m" + pair)
+		t.Logf("shed ratio %.2f, availability SLI %.2f (shed_is_failure %v)", shedRatio, success, spec.SLOs.Availability.ShedIsFailure)
+		// A sheddable probe admitted in the instant the pool filled may
+		// time out instead (a real failure): the SLI must sit far above
+		// 1 - shed ratio when shed probes are not failures, at or below it
+		// when they are.
+		if shedRatio < 0.5 {
+			t.Fatalf("target_module:vllm_probe_shed:ratio_rate5m %.2f, want most sheddable probes shed", shedRatio)
+		}
+		if spec.SLOs.Availability.ShedIsFailure {
+			if success > 1-shedRatio+0.01 {
+				t.Errorf("availability SLI %.2f while %.2f of the probes were shed: shed_is_failure is true, want at most %.2f", success, shedRatio, 1-shedRatio)
+			}
+		} else if success < 1-shedRatio/2 {
+			t.Errorf("availability SLI %.2f while %.2f of the probes were shed: shed_is_failure is false, the shed probes must not count as failures", success, shedRatio)
+		}
+		// Requests of the default priority are queued, not shed.
+		if n := seriesValue(m, "vllm_probe_failures_total", `target="epp"`, `module="completion"`, `reason="shed"`); n != 0 {
+			t.Errorf("%v probes of the completion module (no objective) were shed", n)
+		}
+	})
 }
 
 // eppFastTTFT is the time to first token of the fast pods; the slow one has
