@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -342,23 +341,9 @@ func gwValue(m *dto.Metric) float64 {
 // ScrapeGateway fetches a gateway's /metrics at url and normalises it. A
 // payload no gateway profile knows is an error.
 func ScrapeGateway(ctx context.Context, client *http.Client, url string) (*GatewayView, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	fs, _, _, err := fetchFamilies(ctx, client, url, false)
 	if err != nil {
-		return nil, fmt.Errorf("creating gateway scrape request: %w", err)
-	}
-	req.Header.Set("Accept", AcceptHeader)
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scraping gateway metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return nil, fmt.Errorf("scraping gateway metrics: server returned HTTP status %s", resp.Status)
-	}
-	fs, err := decodeFamilies(&limitedReader{r: resp.Body, n: maxBodyBytes}, decodeFormat(resp.Header), false)
-	if err != nil {
-		return nil, fmt.Errorf("decoding gateway metrics: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	v, ok := normaliseGateway(fs)
 	if !ok {

@@ -47,7 +47,7 @@ func Scrape(ctx context.Context, client *http.Client, url string) (*Snapshot, er
 // ScrapeEngine is Scrape reading the payload by engine's profile whatever
 // its families; "" detects the engine.
 func ScrapeEngine(ctx context.Context, client *http.Client, url, engine string) (*Snapshot, error) {
-	fs, seen, at, err := fetchFamilies(ctx, client, url)
+	fs, seen, at, err := fetchFamilies(ctx, client, url, true)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,10 @@ func ScrapeEngine(ctx context.Context, client *http.Client, url, engine string) 
 	return normalise(fs, at, engine, seen), nil
 }
 
-func fetchFamilies(ctx context.Context, client *http.Client, url string) (families, []string, time.Time, error) {
+// fetchFamilies GETs url and decodes its families: with filter, only those
+// the engine profiles read (decodeFamilies); the gateway profiles read the
+// whole payload. at is when the server read its values (Scrape).
+func fetchFamilies(ctx context.Context, client *http.Client, url string, filter bool) (families, []string, time.Time, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("creating scrape request: %w", err)
@@ -77,7 +80,7 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string) (famili
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return nil, nil, time.Time{}, fmt.Errorf("scraping metrics: server returned HTTP status %s", resp.Status)
 	}
-	fs, seen, err := decodeFamiliesSeen(&limitedReader{r: resp.Body, n: maxBodyBytes}, decodeFormat(resp.Header), true)
+	fs, seen, err := decodeFamiliesSeen(&limitedReader{r: resp.Body, n: maxBodyBytes}, decodeFormat(resp.Header), filter)
 	if err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("decoding metrics: %w", err)
 	}

@@ -77,6 +77,9 @@ type Manager struct {
 	// urlProbes is the token pool of URL probes (urlprobe.go), apart from
 	// every target's.
 	urlProbes TokenPool
+	// gatewayRoles are the gateways of cfg and their members, each with
+	// its member header (gateway.go).
+	gatewayRoles map[string]string
 }
 
 // pairKey names a pair; model is set on targets with models (models.go).
@@ -103,6 +106,11 @@ type pair struct {
 	state          pairState   // statistics that outlive the history (stats.go)
 	records        recordState // record ids and the last hour's counts (pairstate.go)
 	series         *series     // what its vllm_probe_* series say (metrics.go)
+	// samples are kept for the gateway joins when the target is a gateway
+	// or a member of one (gateway.go), else nil; memberHeader is a
+	// gateway's member header.
+	samples      *sampleRing
+	memberHeader string
 
 	cancel context.CancelFunc // of the schedule loop; nil when not running
 	starts int                // times its schedule loop started (tests)
@@ -238,6 +246,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 		m.static, m.descs = static, newDescs(static)
 	}
 	m.cfg = cfg
+	m.gatewayRoles = gatewayRoles(cfg)
 	keep := make(map[string]bool, len(cfg.Targets))
 	for i := range cfg.Targets {
 		tc := &cfg.Targets[i]
@@ -468,6 +477,7 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 	id := p.records.note(res, end)
 	p.hist.add(id, res)
 	p.state.record(res, end, p.hist.limit)
+	p.keepSample(res)
 	p.lastEnd = unixSeconds(end)
 	p.series.observe(res, p.lastEnd, m.recordID(p, id))
 	if !res.Success {

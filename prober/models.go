@@ -75,6 +75,14 @@ func (m *Manager) syncPairs(t *target) {
 			restart := !ok || p.interval != interval
 			p.tgt, p.spec, p.interval = t, spec, interval
 			p.series.allChecks = spec.ChecksAnswers()
+			if hdr, ok := m.gatewayRoles[t.cfg.Name]; ok {
+				if p.samples == nil {
+					p.samples = &sampleRing{}
+				}
+				p.memberHeader = hdr
+			} else {
+				p.samples, p.memberHeader = nil, ""
+			}
 			p.timeout, p.stall = m.cfg.ProbeTimeout(&t.cfg, &mc), m.cfg.StallTimeout(&mc)
 			t.pairs = append(t.pairs, p)
 			if restart {

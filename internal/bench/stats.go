@@ -8,31 +8,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vllm-prober/vllm_prober/internal/percentile"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
-
-// Percentile returns the p-th percentile (0 <= p <= 100) of sorted, ascending
-// values with numpy's default "linear" method (Hyndman-Fan type 7):
-// h = (n-1)·p/100, v = x[⌊h⌋] + (h-⌊h⌋)·(x[⌊h⌋+1] - x[⌊h⌋]). An empty slice
-// yields 0, like vLLM's np.percentile(x or 0, p).
-func Percentile(sorted []float64, p float64) float64 {
-	n := len(sorted)
-	switch {
-	case n == 0:
-		return 0
-	case n == 1 || p <= 0:
-		return sorted[0]
-	case p >= 100:
-		return sorted[n-1]
-	}
-	h := float64(n-1) * p / 100
-	lo := math.Floor(h)
-	i := int(lo)
-	if i+1 >= n {
-		return sorted[n-1]
-	}
-	return sorted[i] + (h-lo)*(sorted[i+1]-sorted[i])
-}
 
 // Dist summarises one distribution the way vLLM's calculate_metrics does:
 // mean, median, population standard deviation (ddof=0) and numpy-linear
@@ -64,10 +42,10 @@ func Summarize(values []float64, percentiles []float64) Dist {
 		ss += (v - d.Mean) * (v - d.Mean)
 	}
 	d.Std = math.Sqrt(ss / float64(len(sorted)))
-	d.Median = Percentile(sorted, 50)
+	d.Median = percentile.Linear(sorted, 50)
 	d.Min, d.Max = sorted[0], sorted[len(sorted)-1]
 	for i, p := range percentiles {
-		d.Percentiles[i] = Percentile(sorted, p)
+		d.Percentiles[i] = percentile.Linear(sorted, p)
 	}
 	return d
 }

@@ -4,7 +4,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/vllm-prober/vllm_prober/internal/bench"
+	"github.com/vllm-prober/vllm_prober/internal/percentile"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
@@ -76,7 +76,7 @@ func JoinGateway(gateway []probe.Result, memberHeader string, memberOf map[strin
 			continue
 		}
 		slices.Sort(ttft)
-		m := bench.Percentile(ttft, 50)
+		m := percentile.Linear(ttft, 50)
 		j.MemberTTFT[name] = m
 		medians = append(medians, m)
 		pooled = append(pooled, ttft...)
@@ -90,9 +90,9 @@ func JoinGateway(gateway []probe.Result, memberHeader string, memberOf map[strin
 	slices.Sort(gw)
 	slices.Sort(pooled)
 	slices.Sort(medians)
-	j.OverheadMedian = bench.Percentile(gw, 50) - bench.Percentile(pooled, 50)
-	j.OverheadP90 = bench.Percentile(gw, 90) - bench.Percentile(pooled, 90)
-	if mid := bench.Percentile(medians, 50); mid > 0 {
+	j.OverheadMedian = percentile.Linear(gw, 50) - percentile.Linear(pooled, 50)
+	j.OverheadP90 = percentile.Linear(gw, 90) - percentile.Linear(pooled, 90)
+	if mid := percentile.Linear(medians, 50); mid > 0 {
 		j.Spread = j.MemberTTFT[j.Slowest] / mid
 	} else {
 		j.Spread = math.NaN()

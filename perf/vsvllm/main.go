@@ -38,7 +38,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/bench"
+	"github.com/vllm-prober/vllm_prober/internal/percentile"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 )
@@ -304,5 +304,5 @@ func serverFigures(tracePath, arrivalsPath string, skipFirst bool) (*serverResul
 		}
 	}
 	slices.Sort(gaps)
-	return &serverResult{gapP99: bench.Percentile(gaps, 99), meanTTFT: ttft / float64(len(arrivals))}, nil
+	return &serverResult{gapP99: percentile.Linear(gaps, 99), meanTTFT: ttft / float64(len(arrivals))}, nil
 }
