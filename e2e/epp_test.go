@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/bench"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
 	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/percentile"
 	"github.com/vllm-prober/vllm_prober/internal/testtool"
 	"github.com/vllm-prober/vllm_prober/mixin"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
@@ -557,5 +557,5 @@ const eppFastTTFT = 100 * time.Millisecond
 func medianOf(v []float64) float64 {
 	v = slices.Clone(v)
 	slices.Sort(v)
-	return bench.Percentile(v, 50)
+	return percentile.Linear(v, 50)
 }
