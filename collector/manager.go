@@ -171,8 +171,8 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 	// Build clients first so that a bad config changes nothing.
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]
-		if !t.ScrapeMetrics {
-			continue
+		if !t.ScrapeMetrics || t.Gateway != nil {
+			continue // a gateway's /metrics is read by GatewaySet
 		}
 		if s, ok := m.targets[t.Name]; ok && unchanged(s, t) {
 			wants[t.Name] = want{t: t}

@@ -71,17 +71,22 @@ func gatewayRoles(cfg *config.Config) map[string]string {
 
 // keepSample books res in p's samples, when p keeps them. m.mu must be held.
 func (p *pair) keepSample(res *probe.Result) {
-	if p.samples == nil {
-		return
+	if p.samples != nil {
+		p.samples.add(SampleOf(res, p.memberHeader))
 	}
+}
+
+// SampleOf is res as a gateway join reads it; memberHeader is the gateway's
+// member header ("" for a member's own probe: nothing to read).
+func SampleOf(res *probe.Result, memberHeader string) GatewaySample {
 	s := GatewaySample{Start: res.Start, Success: res.Success, Answered: res.StatusCode != 0}
 	if res.Success {
 		s.TTFT = res.TTFT
 	}
-	if p.memberHeader != "" {
-		s.Member = probe.Member(res, p.memberHeader)
+	if memberHeader != "" {
+		s.Member = probe.Member(res, memberHeader)
 	}
-	p.samples.add(s)
+	return s
 }
 
 // GatewaySamples returns the kept samples of (target, module), all models

@@ -1,75 +1,78 @@
 package compare
 
 import (
+	"maps"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/vllm-prober/vllm_prober/internal/percentile"
-	"github.com/vllm-prober/vllm_prober/prober/probe"
+	"github.com/vllm-prober/vllm_prober/prober"
+)
+
+// Share keys of a gateway's probes that no member served: they can never be
+// target names, which start with a letter or digit.
+const (
+	// ShareGateway is the share the gateway answered itself: no member
+	// header (a shed request, a queue timeout).
+	ShareGateway = "_gateway"
+	// ShareOther is the share whose member header names no member of the
+	// gateway (a backend outside the configured set).
+	ShareOther = "_other"
 )
 
 // GatewayJoin sets the probes through a gateway (the user's path) beside the
 // probes of each member behind it (the engine's), over one window and module.
 type GatewayJoin struct {
+	// Probes is how many gateway probes were answered (the shares'
+	// denominator).
+	Probes int
 	// OverheadMedian and OverheadP90 are the gateway's TTFT minus the
 	// members' (all members' successful probes pooled), at the median and
-	// the 90th percentile, in seconds: the time the gateway adds.
+	// the 90th percentile, in seconds: the time the gateway adds. NaN
+	// without successful probes of both.
 	OverheadMedian, OverheadP90 float64
 	// Slowest is the member whose median TTFT is highest, and Spread its
 	// median over the median of the members' medians (1: no outlier).
 	Slowest string
 	Spread  float64
 	// Share is, per member, the share of the gateway's answered probes that
-	// member served; GatewayAnswered the share the gateway answered itself
-	// (no member named: a queue timeout, a shed request).
-	Share           map[string]float64
-	GatewayAnswered float64
+	// member served; ShareGateway the share the gateway answered itself,
+	// ShareOther the share a backend outside the members served. Present
+	// keys only; they sum to 1 when Probes > 0.
+	Share map[string]float64
 	// MemberTTFT is each member's median TTFT (seconds), from its direct probes.
 	MemberTTFT map[string]float64
 }
 
-// JoinGateway joins a window's probes of a gateway with its members' direct
-// probes. memberHeader names the response header the gateway names the
-// answering member in (probe.Member); memberOf maps that header's value to
-// the member's target name (nil: the value is the name). ok is false when
-// the gateway or the members had no successful probe.
-func JoinGateway(gateway []probe.Result, memberHeader string, memberOf map[string]string, members map[string][]probe.Result) (GatewayJoin, bool) {
-	j := GatewayJoin{Share: map[string]float64{}, MemberTTFT: map[string]float64{}}
+// JoinGateway joins a window's samples of a gateway with its members'
+// direct samples, keyed by member target name. memberOf maps a member
+// header value to the member's name (Config.MemberOf); a value that is a
+// member's name needs no entry. ok is false when neither overhead nor
+// spread nor any share is known.
+func JoinGateway(gateway []prober.GatewaySample, memberOf map[string]string, members map[string][]prober.GatewaySample) (GatewayJoin, bool) {
+	j := GatewayJoin{Share: map[string]float64{}, MemberTTFT: map[string]float64{},
+		OverheadMedian: math.NaN(), OverheadP90: math.NaN(), Spread: math.NaN()}
 	var gw []float64
-	for i := range gateway {
-		r := &gateway[i]
-		if r.Success {
-			gw = append(gw, r.TTFT.Seconds())
+	for _, s := range gateway {
+		if s.Success {
+			gw = append(gw, s.TTFT.Seconds())
 		}
-		if r.StatusCode == 0 {
-			continue // no answer at all
+		if !s.Answered {
+			continue // no answer at all: no one served it
 		}
-		m := probe.Member(r, memberHeader)
-		if name, ok := memberOf[m]; ok {
-			m = name
-		}
-		if m == "" {
-			j.GatewayAnswered++
-		} else {
-			j.Share[m]++
-		}
+		j.Probes++
+		j.Share[memberName(s.Member, memberOf, members)]++
 	}
-	answered := j.GatewayAnswered
-	for _, n := range j.Share {
-		answered += n
-	}
-	if answered > 0 {
-		j.GatewayAnswered /= answered
-		for m := range j.Share {
-			j.Share[m] /= answered
-		}
+	for k := range j.Share {
+		j.Share[k] /= float64(j.Probes)
 	}
 	var pooled, medians []float64
-	for name, rs := range members {
+	for _, name := range slices.Sorted(maps.Keys(members)) {
 		var ttft []float64
-		for _, r := range rs {
-			if r.Success {
-				ttft = append(ttft, r.TTFT.Seconds())
+		for _, s := range members[name] {
+			if s.Success {
+				ttft = append(ttft, s.TTFT.Seconds())
 			}
 		}
 		if len(ttft) == 0 {
@@ -80,22 +83,37 @@ func JoinGateway(gateway []probe.Result, memberHeader string, memberOf map[strin
 		j.MemberTTFT[name] = m
 		medians = append(medians, m)
 		pooled = append(pooled, ttft...)
-		if j.Slowest == "" || m > j.MemberTTFT[j.Slowest] || m == j.MemberTTFT[j.Slowest] && name < j.Slowest {
+		if j.Slowest == "" || m > j.MemberTTFT[j.Slowest] {
 			j.Slowest = name
 		}
 	}
-	if len(gw) == 0 || len(pooled) == 0 {
-		return j, false
+	if len(medians) > 0 {
+		slices.Sort(medians)
+		if mid := percentile.Linear(medians, 50); mid > 0 {
+			j.Spread = j.MemberTTFT[j.Slowest] / mid
+		}
 	}
-	slices.Sort(gw)
-	slices.Sort(pooled)
-	slices.Sort(medians)
-	j.OverheadMedian = percentile.Linear(gw, 50) - percentile.Linear(pooled, 50)
-	j.OverheadP90 = percentile.Linear(gw, 90) - percentile.Linear(pooled, 90)
-	if mid := percentile.Linear(medians, 50); mid > 0 {
-		j.Spread = j.MemberTTFT[j.Slowest] / mid
-	} else {
-		j.Spread = math.NaN()
+	if len(gw) > 0 && len(pooled) > 0 {
+		slices.Sort(gw)
+		slices.Sort(pooled)
+		j.OverheadMedian = percentile.Linear(gw, 50) - percentile.Linear(pooled, 50)
+		j.OverheadP90 = percentile.Linear(gw, 90) - percentile.Linear(pooled, 90)
 	}
-	return j, true
+	return j, j.Probes > 0 || len(medians) > 0
+}
+
+// memberName is the share key of a member header value v.
+func memberName(v string, memberOf map[string]string, members map[string][]prober.GatewaySample) string {
+	if v == "" {
+		return ShareGateway
+	}
+	if _, ok := members[v]; ok {
+		return v
+	}
+	for _, k := range []string{v, strings.ToLower(v)} {
+		if name, ok := memberOf[k]; ok {
+			return name
+		}
+	}
+	return ShareOther
 }

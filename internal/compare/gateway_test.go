@@ -7,12 +7,14 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/testtool"
+	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
@@ -91,7 +93,9 @@ backend vllm
 			t.Fatalf("gateway probe failed: %s %s", r.Reason, r.Err)
 		}
 	}
-	j, ok := JoinGateway(gw, "X-Served-By", nil, members)
+	j, ok := JoinGateway(samplesOf(gw, "X-Served-By"), nil, map[string][]prober.GatewaySample{
+		"b1": samplesOf(members["b1"], ""), "b2": samplesOf(members["b2"], ""), "b3": samplesOf(members["b3"], ""),
+	})
 	if !ok {
 		t.Fatal("no join")
 	}
@@ -105,8 +109,8 @@ backend vllm
 			t.Errorf("share of %s %.2f, want about 1/3 (round robin)", name, s)
 		}
 	}
-	if j.GatewayAnswered != 0 {
-		t.Errorf("gateway answered %.2f itself, want 0", j.GatewayAnswered)
+	if j.Share[ShareGateway] != 0 {
+		t.Errorf("gateway answered %.2f itself, want 0", j.Share[ShareGateway])
 	}
 	// The gateway probes b3 served are the slow ones: the join attributes
 	// the slow first tokens to the member, and the gateway's own overhead
@@ -156,17 +160,52 @@ func TestJoinGatewayAttribution(t *testing.T) {
 		"pod-a": {ok(20*time.Millisecond, ""), ok(20*time.Millisecond, "")},
 		"pod-b": {ok(20*time.Millisecond, ""), ok(40*time.Millisecond, "")},
 	}
-	j, found := JoinGateway(gw, probe.HeaderEPPDestination, map[string]string{"127.0.0.2:8000": "pod-a", "127.0.0.3:8000": "pod-b"}, members)
+	j, found := JoinGateway(samplesOf(gw, probe.HeaderEPPDestination), map[string]string{"127.0.0.2:8000": "pod-a", "127.0.0.3:8000": "pod-b"},
+		map[string][]prober.GatewaySample{"pod-a": samplesOf(members["pod-a"], ""), "pod-b": samplesOf(members["pod-b"], "")})
 	if !found {
 		t.Fatal("no join")
 	}
-	if j.Share["pod-a"] != 0.5 || j.Share["pod-b"] != 0.25 || j.GatewayAnswered != 0.25 {
-		t.Errorf("shares %v, gateway answered %v; want pod-a 0.5, pod-b 0.25, gateway 0.25", j.Share, j.GatewayAnswered)
+	if want := map[string]float64{"pod-a": 0.5, "pod-b": 0.25, ShareGateway: 0.25}; !reflect.DeepEqual(j.Share, want) {
+		t.Errorf("shares %v, want %v", j.Share, want)
 	}
 	if j.Slowest != "pod-b" {
 		t.Errorf("slowest %q, want pod-b", j.Slowest)
 	}
 	if math.Abs(j.OverheadMedian-0.010) > 1e-9 {
 		t.Errorf("overhead median %v, want 10ms (30ms through the gateway, 20ms direct)", j.OverheadMedian)
+	}
+}
+
+// samplesOf is rs as the prober keeps them for a gateway join.
+func samplesOf(rs []probe.Result, memberHeader string) []prober.GatewaySample {
+	out := make([]prober.GatewaySample, len(rs))
+	for i := range rs {
+		out[i] = prober.SampleOf(&rs[i], memberHeader)
+	}
+	return out
+}
+
+// A member header that names a backend outside the gateway's members counts
+// as ShareOther, never under its own value (an unbounded label); a member's
+// target name needs no memberOf entry, and an address matches whatever its
+// case.
+func TestJoinGatewayOther(t *testing.T) {
+	gw := []prober.GatewaySample{
+		{Answered: true, Member: "pod-a"},
+		{Answered: true, Member: "10.0.0.9:8000"},
+		{Answered: true},
+		{Answered: true, Member: "POD-B.NS:8000"},
+	}
+	members := map[string][]prober.GatewaySample{"pod-a": nil, "pod-b": nil}
+	j, ok := JoinGateway(gw, map[string]string{"pod-b.ns:8000": "pod-b"}, members)
+	if !ok {
+		t.Fatal("no join")
+	}
+	want := map[string]float64{"pod-a": 0.25, "pod-b": 0.25, ShareGateway: 0.25, ShareOther: 0.25}
+	if !reflect.DeepEqual(j.Share, want) {
+		t.Errorf("shares %v, want %v", j.Share, want)
+	}
+	if !math.IsNaN(j.OverheadMedian) || !math.IsNaN(j.Spread) {
+		t.Errorf("overhead %v spread %v without successful probes, want NaN", j.OverheadMedian, j.Spread)
 	}
 }

@@ -81,7 +81,9 @@ type Collector struct {
 	logger log.Logger
 	probes ProbeSource
 	server ServerSource
-	now    func() time.Time
+	// gateways feeds the gateway joins (gateway_collect.go); nil: none.
+	gateways GatewaySource
+	now      func() time.Time
 
 	mu     sync.RWMutex
 	state  *state
@@ -95,6 +97,7 @@ type state struct {
 	byName    map[string]*loaded // by configuration name
 	targets   []target           // configuration order, the targets with a baseline
 	scraped   []scraped          // the targets the collector scrapes, sorted by name (join.go)
+	gateways  []gatewayTarget    // configuration order (gateway_collect.go)
 	byTarget  map[string]*loaded // target name -> its baseline
 	descs     map[string]*prometheus.Desc
 	// points are the baselines' vllm_baseline_* series, constant until
@@ -125,6 +128,8 @@ type Options struct {
 	// per-target series are not exported (the baselines' points are).
 	Probes ProbeSource
 	Server ServerSource
+	// Gateways feeds the gateway joins; nil: none are exported.
+	Gateways GatewaySource
 	// Window fixes how far back the probes' means reach; 0 (the default)
 	// takes the larger of the rate window and three probe intervals of the
 	// target.
@@ -137,7 +142,7 @@ func New(opts Options) *Collector {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	c := &Collector{logger: logger, probes: opts.Probes, server: opts.Server, window: opts.Window, now: time.Now, state: &state{}}
+	c := &Collector{logger: logger, probes: opts.Probes, server: opts.Server, gateways: opts.Gateways, window: opts.Window, now: time.Now, state: &state{}}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(c)
 	}
@@ -224,6 +229,7 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 			window: max(time.Duration(cfg.Global.RateWindow), 3*cfg.ProbeInterval(t)), series: &seriesCache{}})
 	}
 	slices.SortFunc(st.scraped, func(a, b scraped) int { return strings.Compare(a.name, b.name) })
+	st.gateways = gatewayTargets(cfg, st.static)
 	st.descs = newDescs(st.static)
 	for _, l := range st.baselines {
 		st.points = appendBaseline(st.points, c.logger, st.descs, l)
@@ -272,7 +278,7 @@ func newDescs(static []string) map[string]*prometheus.Desc {
 	pair := append(append([]string{labelTarget, labelModule, labelModel}, static...), labelBase)
 	tgt := append(append([]string{labelTarget, labelModel}, static...), labelBase)
 	point := []string{labelBase, labelLoadTyp, labelLoad}
-	return map[string]*prometheus.Desc{
+	d := map[string]*prometheus.Desc{
 		mOutput:     prometheus.NewDesc(mOutput, "Output token throughput of the baseline at one load point.", point, nil),
 		mRequests:   prometheus.NewDesc(mRequests, "Request throughput of the baseline at one load point.", point, nil),
 		mLatency:    prometheus.NewDesc(mLatency, "Latency statistic of the baseline at one load point.", append(slices.Clone(point), labelMetric, labelStat), nil),
@@ -287,6 +293,8 @@ func newDescs(static []string) map[string]*prometheus.Desc {
 		mSpecRatio: prometheus.NewDesc(mSpecRatio, "The baseline's draft tokens accepted per speculative draft / the server's over the rate window (vllm_server_spec_decode_accepted_tokens_per_draft); above 1 is worse than the baseline. Absent unless both have speculative decoding.", tgt, nil),
 		mRatio:     prometheus.NewDesc(mRatio, "Live probe latency / the baseline's expectation at the live load (E2E scaled to the probes' output length), or for output_throughput the expected / live output tokens per second of one request; above 1 is worse than the baseline.", append(slices.Clone(pair), labelMetric), nil),
 	}
+	gatewayDescs(static, d)
+	return d
 }
 
 // Describe sends nothing: the Collector is unchecked.
@@ -303,6 +311,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, m := range st.points {
 		ch <- m
+	}
+	if c.gateways != nil {
+		c.collectGateways(ch, st, c.now())
 	}
 	if server == nil || c.probes == nil {
 		return

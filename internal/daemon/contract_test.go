@@ -95,18 +95,16 @@ func diff(a, b []string) (onlyA []string) {
 }
 
 // The metric names in the code are the documented ones, exactly: a daemon with
-// a baseline, a static v1 simulator target and a legacy simulator target found
-// by file_sd exports every name of docs/metrics.md's tables and no other
+// a baseline, a static v1 simulator target, a gateway in front of it and a
+// legacy simulator target found by file_sd exports every name of docs/metrics.md's tables and no other
 // vllm_ name once probes, scrapes and regression have run. Renaming a metric
 // in code or docs alone fails here.
 func TestMetricNamesMatchDocs(t *testing.T) {
 	// vllm_server_spec_decode_regression_ratio needs a baseline imported
 	// from vllm bench serve runs with speculative decoding, which a baseline
 	// benched here has not (internal/compare and internal/baseline test it).
-	// The vllm_gateway_* names are collector.GatewayCollector's, which the
-	// daemon does not register yet (docs/metrics.md, "Gateways").
 	documented := slices.DeleteFunc(documentedNames(t), func(n string) bool {
-		return n == "vllm_server_spec_decode_regression_ratio" || strings.HasPrefix(n, "vllm_gateway_")
+		return n == "vllm_server_spec_decode_regression_ratio"
 	})
 	sim := startPlainSim(t, func(c *simulator.Config) {
 		c.TTFT, c.ITL = 10*time.Millisecond, 2*time.Millisecond
@@ -114,6 +112,9 @@ func TestMetricNamesMatchDocs(t *testing.T) {
 	})
 	// vllm_server_cpu_kv_cache_usage_ratio and state="swapped" exist on legacy servers only.
 	legacy := startPlainSim(t, func(c *simulator.Config) { c.MetricsNames = simulator.MetricsLegacy })
+	// A gateway in front of sim, with the EPP's /metrics of a flow-control
+	// run: the vllm_gateway_* names, its own and the joins'.
+	gw := eppGateway(t, sim)
 	dir := t.TempDir()
 	baselineFile := benchBaseline(t, sim.URL, dir, "simbase")
 	if err := os.Mkdir(filepath.Join(dir, "targets"), 0o755); err != nil {
@@ -131,11 +132,12 @@ modules:
 baselines: [{name: simbase, file: %s}]
 targets:
   - {name: sim, url: %q, baseline: simbase, max_num_seqs: 16, labels: {preset: test}}
+  - {name: gw, url: %q, metrics_path: /gateway/metrics, gateway: {members: [sim]}}
 file_sd_configs:
   - files: [targets/*.json]
 target_defaults:
   max_num_seqs: 16
-`, baselineFile, sim.URL))
+`, baselineFile, sim.URL, gw.URL))
 	f.start(Options{ConfigFile: f.path, HistoryLimit: 10})
 	// The burst series exist once a pair had a burst.
 	if code, body := f.post("/burst?target=sim&module=short&probes=1", "", nil); code != http.StatusAccepted {

@@ -114,6 +114,8 @@ type Daemon struct {
 	bursts     *prober.Burster // POST /burst (burst.go)
 	coll       *collector.Manager
 	cmp        *compare.Collector
+	// gateways scrapes the gateway targets' /metrics (vllm_gateway_*).
+	gateways *collector.GatewaySet
 	// scrapes is where the pages read each target's last scrape: coll.
 	scrapes interface {
 		LastScrape(target string) (collector.ScrapeState, bool)
@@ -250,7 +252,10 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 		Sleeping:     d.coll.Sleeping})
 	d.bursts = prober.NewBurster(reg, d.probes)
 	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
-		Probes: compare.FromProber(d.probes), Server: d.coll, Window: opts.ProbeWindow})
+		Probes: compare.FromProber(d.probes), Server: d.coll, Gateways: d.probes, Window: opts.ProbeWindow})
+	if d.gateways, err = collector.NewGatewaySet(reg, d.clients); err != nil {
+		return nil, err
+	}
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {

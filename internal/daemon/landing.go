@@ -28,6 +28,7 @@ var pageFuncs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05.000Z")
 	},
 	"secs": fmtSecs,
+	"join": strings.Join,
 	"tps": func(r probe.Result) string {
 		if v := r.OutputTokensPerSecond(); v > 0 {
 			return fmtFloat(v)
@@ -267,8 +268,9 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 <tr><th>Labels</th><td>{{or .Labels "-"}}</td></tr>
 <tr><th>/health</th><td>{{template "up" .}}{{if .Checked}}{{if .HealthUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
 <tr><th>/v1/models</th><td>{{template "up" .}}{{if .Checked}}{{if .ModelsUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
-<tr><th>/metrics</th><td id="last-scrape">{{if not .Scraped}}<span class="unknown">not scraped (scrape_metrics: false)</span>{{else if .Scrape}}<span class="{{if .ScrapeBad}}fail{{else}}ok{{end}}">{{.Scrape}}</span>{{else}}<span class="unknown">not scraped yet</span>{{end}}</td></tr>
+<tr><th>/metrics</th><td id="last-scrape">{{if .Gateway}}<span class="unknown">read by the gateway profiles at every scrape of vllm_prober (vllm_gateway_*)</span>{{else if not .Scraped}}<span class="unknown">not scraped (scrape_metrics: false)</span>{{else if .Scrape}}<span class="{{if .ScrapeBad}}fail{{else}}ok{{end}}">{{.Scrape}}</span>{{else}}<span class="unknown">not scraped yet</span>{{end}}</td></tr>
 </table>
+{{- with .Gateway}}{{template "gateway" .}}{{end}}
 {{- if .Summary}}
 ` + summaryOpen + `
 {{- range .Summary}}
@@ -307,7 +309,7 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 {{- end}}
 </body>
 </html>
-{{define "up"}}{{if .ScrapeOnly}}<span class="unknown">not checked: a scrape-only target (probe: false)</span>{{else if not .Checked}}<span class="unknown">not checked yet</span>{{end}}{{end}}
+` + gatewayPart + `{{define "up"}}{{if .ScrapeOnly}}<span class="unknown">not checked: a scrape-only target (probe: false)</span>{{else if not .Checked}}<span class="unknown">not checked yet</span>{{end}}{{end}}
 {{define "row"}}<td>{{ts .Start}}</td><td>{{if .Success}}<span class="ok">success</span>{{else}}<span class="fail">{{.Reason}}</span>{{end}}{{if .StatusCode}} (HTTP {{.StatusCode}}){{end}}</td><td>{{dur .TTFT}}</td><td>{{dur .TPOT}}</td><td>{{dur .E2E}}{{if not .Success}} (until the failure){{end}}</td><td>{{.OutputTokens}}</td><td>{{tps .Result}}</td><td>{{.Err}}</td><td>{{if .ID}}<a href="{{.RecordURL}}">record</a>{{else}}-{{end}}</td>{{end}}
 `))
 
@@ -321,6 +323,8 @@ type targetPage struct {
 	Scraped   bool
 	Scrape    string
 	ScrapeBad bool
+	// Gateway is a gateway target's table (gatewaypage.go), else nil.
+	Gateway *gatewayTable
 }
 
 type pageModule struct {
@@ -383,7 +387,7 @@ func (d *Daemon) targetPage(t *config.Target, ts prober.TargetStatus, stats []pr
 	}
 	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels), Scraped: t.ScrapeMetrics, Summary: spanTargets(d.summaryRows(d.Running(), own, now))}
 	page.ScrapeOnly = !t.Probe
-	if t.ScrapeMetrics {
+	if page.Gateway = d.gatewayTableOf(t); t.ScrapeMetrics && page.Gateway == nil {
 		page.Scrape, page.ScrapeBad = d.scrapeText(t.Name, now, 300)
 	}
 	page.URL = s.scrub(ts.URL)

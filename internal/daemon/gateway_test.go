@@ -1,0 +1,263 @@
+package daemon
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/vllm-prober/vllm_prober/internal/compare"
+	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/internal/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
+)
+
+// eppGateway stands for an Endpoint Picker and its data plane in front of
+// member: it proxies every request to member, naming it in the EPP's
+// destination header, and serves at /gateway/metrics the EPP's /metrics
+// captured in a flow-control run (collector/testdata/gateways).
+func eppGateway(t *testing.T, member *httptest.Server) *httptest.Server {
+	t.Helper()
+	capture, err := os.ReadFile("../../collector/testdata/gateways/epp-metrics-flow.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(member.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.FlushInterval = -1
+	proxy.ModifyResponse = func(r *http.Response) error {
+		r.Header.Set(probe.HeaderEPPDestination, u.Host)
+		return nil
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/gateway/metrics" {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			_, _ = w.Write(capture)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// parseMetrics parses a text exposition.
+func parseMetrics(t *testing.T, body string) map[string][]*model.Sample {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	out := map[string][]*model.Sample{}
+	for name, mf := range mfs {
+		vec, err := expfmt.ExtractSamples(&expfmt.DecodeOptions{Timestamp: model.Now()}, mf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range vec {
+			out[name] = append(out[name], s)
+		}
+	}
+	return out
+}
+
+// TestGatewayHAProxy: the daemon configured with a real HAProxy (round
+// robin, `option http-no-delay`, each response naming its server in
+// X-Served-By, its Prometheus exporter on the frontend's /metrics; the
+// prober's /health and /v1/models checks go to a backend of their own, or
+// they would take every other turn of the round robin and the probes
+// would land on one server) in front
+// of three vllm_sim members, one with twice the others' time to first
+// token, found by the label they share with the gateway. Its /metrics names
+// the slow member in the spread series, puts the gateway's overhead within
+// the slow member's measured excess, gives shares that sum to 1 (about a
+// third each), and carries HAProxy's own view under the vllm_gateway_* names.
+func TestGatewayHAProxy(t *testing.T) {
+	const base = 40 * time.Millisecond
+	sims := map[string]*httptest.Server{}
+	for name, ttft := range map[string]time.Duration{"s1": base, "s2": base, "s3": 2 * base} {
+		sims[name] = startPlainSim(t, func(c *simulator.Config) { c.TTFT, c.ITL = ttft, time.Millisecond })
+	}
+	port := testtool.HAProxy(t, func(port int) string {
+		var servers strings.Builder
+		for _, name := range []string{"s1", "s2", "s3"} {
+			fmt.Fprintf(&servers, "  server %s %s\n", name, hostPort(t, sims[name]))
+		}
+		return fmt.Sprintf(`defaults
+  mode http
+  option http-no-delay
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend llm
+  bind 127.0.0.1:%d
+  http-request use-service prometheus-exporter if { path /metrics }
+  use_backend checks if { path /health /v1/models }
+  default_backend vllm
+backend vllm
+  balance roundrobin
+  http-response set-header X-Served-By %%s
+%sbackend checks
+  balance roundrobin
+%s`, port, servers.String(), servers.String())
+	})
+	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "vllm_prober.yml")}
+	writeConfig(t, f.path, fmt.Sprintf(`
+global: {probe_interval: 150ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
+modules:
+  short: {prober: completions, prompt: "Say hello.", max_tokens: 4}
+targets:
+  - {name: s1, url: %q, labels: {pool: p}}
+  - {name: s2, url: %q, labels: {pool: p}}
+  - {name: s3, url: %q, labels: {pool: p}}
+  - name: gw
+    url: http://127.0.0.1:%d
+    labels: {pool: p}
+    gateway: {member_label: pool, member_header: X-Served-By}
+`, sims["s1"].URL, sims["s2"].URL, sims["s3"].URL, port))
+	// A fixed window longer than the test: every kept sample is joined.
+	f.start(Options{ConfigFile: f.path, HistoryLimit: 5, ProbeWindow: time.Hour})
+
+	reg := f.d.Registry()
+	waitFor(t, 60*time.Second, "30 gateway probes and 10 of each member", func() bool {
+		for name, n := range map[string]float64{"gw": 30, "s1": 10, "s2": 10, "s3": 10} {
+			if v, ok := sample(t, reg, "vllm_probe_time_to_first_token_seconds", map[string]string{"target": name}); !ok || v < n {
+				return false
+			}
+		}
+		return true
+	})
+	code, body := f.get("/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	ms := parseMetrics(t, body)
+	joins := f.d.cmp.GatewayJoins("gw")
+	if len(joins) != 1 {
+		t.Fatalf("gateway joins %+v, want one (module short)", joins)
+	}
+	j := joins[0]
+	t.Logf("member TTFT %v; overhead median %.1f ms p90 %.1f ms; spread %s %.2f; shares %v",
+		j.MemberTTFT, j.OverheadMedian*1e3, j.OverheadP90*1e3, j.Slowest, j.Spread, j.Share)
+
+	spread := ms["vllm_gateway_member_spread_ratio"]
+	if len(spread) != 1 || spread[0].Metric["member"] != "s3" || spread[0].Metric["target"] != "gw" || spread[0].Value < 1.5 {
+		t.Errorf("vllm_gateway_member_spread_ratio %v, want one series naming s3 at about 2", spread)
+	}
+	excess := j.MemberTTFT["s3"] - j.MemberTTFT["s1"]
+	if excess <= 0 {
+		t.Fatalf("s3's measured excess over s1 %.1f ms, want positive", excess*1e3)
+	}
+	var stats []string
+	for _, s := range ms["vllm_gateway_overhead_seconds"] {
+		stats = append(stats, string(s.Metric["stat"]))
+		if math.Abs(float64(s.Value)) >= excess {
+			t.Errorf("overhead %s %.1f ms not within the slow member's measured excess %.1f ms", s.Metric["stat"], float64(s.Value)*1e3, excess*1e3)
+		}
+	}
+	if strings.Join(stats, ",") != "median,p90" {
+		t.Errorf("overhead stats %v, want median and p90", stats)
+	}
+	sum := 0.0
+	for _, s := range ms["vllm_gateway_member_share_ratio"] {
+		sum += float64(s.Value)
+		switch m := string(s.Metric["member"]); m {
+		case "s1", "s2", "s3":
+			if math.Abs(float64(s.Value)-1.0/3) > 0.15 {
+				t.Errorf("share of %s %.2f, want about 1/3 (round robin)", m, s.Value)
+			}
+		case "_gateway", "_other":
+			if s.Value != 0 {
+				t.Errorf("share %s %.2f, want 0", m, s.Value)
+			}
+		default:
+			t.Errorf("share of unexpected member %q", m)
+		}
+	}
+	if n := len(ms["vllm_gateway_member_share_ratio"]); n != 5 || math.Abs(sum-1) > 1e-9 {
+		t.Errorf("%d share series summing to %v, want 5 summing to 1", n, sum)
+	}
+
+	// HAProxy's own view, read by its profile and not as an engine's.
+	if v, ok := sample(t, reg, "vllm_gateway_up", map[string]string{"target": "gw"}); !ok || v != 1 {
+		t.Errorf("vllm_gateway_up{target=gw} %v (%v), want 1", v, ok)
+	}
+	if _, ok := sample(t, reg, "vllm_gateway_info", map[string]string{"target": "gw", "gateway": "haproxy"}); !ok {
+		t.Error("no vllm_gateway_info{gateway=haproxy}")
+	}
+	for _, name := range []string{"s1", "s2", "s3"} {
+		if v, ok := sample(t, reg, "vllm_gateway_backend_requests_total", map[string]string{"target": "gw", "backend": name}); !ok || v < 5 {
+			t.Errorf("vllm_gateway_backend_requests_total{backend=%s} %v (%v), want the requests HAProxy sent it", name, v, ok)
+		}
+	}
+	if v, ok := sample(t, reg, "vllm_gateway_ready_endpoints", map[string]string{"target": "gw"}); !ok || v != 6 {
+		t.Errorf("vllm_gateway_ready_endpoints %v (%v), want 6 (three servers UP in each of two backends)", v, ok)
+	}
+	if _, ok := sample(t, reg, "vllm_server_up", map[string]string{"target": "gw"}); ok {
+		t.Error("the gateway's /metrics is scraped as an engine's too (vllm_server_up{target=gw})")
+	}
+
+	// The target page's gateway table names the slow member.
+	code, page := f.get("/target?name=gw")
+	_, joinTable, _ := strings.Cut(page, `<table id="gateway-joins">`)
+	joinTable, _, _ = strings.Cut(joinTable, "</table>")
+	if code != http.StatusOK || !strings.Contains(joinTable, "<td>short</td>") || !strings.Contains(joinTable, "<td>s3</td>") {
+		t.Errorf("/target?name=gw: %d, gateway table %q: want module short with s3 slowest", code, joinTable)
+	}
+	f.stop()
+}
+
+// The gateway table of a gateway target's page: per module, the overhead,
+// the slowest member and its spread, and who served the gateway's probes;
+// a module without a join yet says so.
+func TestGatewayTableGolden(t *testing.T) {
+	cfg, err := config.Load([]byte(`
+modules:
+  short: {prober: completions, prompt: hi}
+  chat: {prober: chat, messages: [{role: user, content: hi}]}
+targets:
+  - {name: s1, url: "http://127.0.0.2:8000", labels: {pool: p}}
+  - {name: s2, url: "http://127.0.0.3:8000", labels: {pool: p}}
+  - name: gw
+    url: http://127.0.0.1:8080
+    labels: {pool: p}
+    gateway: {member_label: pool}
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, _ := cfg.Target("gw")
+	members := cfg.GatewayMembers(gw)
+	joins := []compare.GatewayModuleJoin{{Module: "short", Members: members, Window: 5 * time.Minute, GatewayJoin: compare.GatewayJoin{
+		Probes: 20, OverheadMedian: 0.0042, OverheadP90: 0.0117, Slowest: "s2", Spread: 1.94,
+		Share:      map[string]float64{"s1": 0.5, "s2": 0.45, compare.ShareGateway: 0.05},
+		MemberTTFT: map[string]float64{"s1": 0.041, "s2": 0.0795},
+	}}, {Module: "chat", Members: members, Window: 5 * time.Minute, GatewayJoin: compare.GatewayJoin{
+		Probes: 3, OverheadMedian: math.NaN(), OverheadP90: math.NaN(), Spread: math.NaN(),
+		Share: map[string]float64{compare.ShareOther: 1}, MemberTTFT: map[string]float64{},
+	}}}
+	var b testWriter
+	if err := targetTemplate.ExecuteTemplate(&b, "gateway", newGatewayTable(gw, members, joins)); err != nil {
+		t.Fatal(err)
+	}
+	var none testWriter
+	if err := targetTemplate.ExecuteTemplate(&none, "gateway", newGatewayTable(gw, members, nil)); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "target-gateway.golden.html", b.String()+none.String())
+}
