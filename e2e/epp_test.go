@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/compare"
 	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/percentile"
 	"github.com/vllm-prober/vllm_prober/internal/testtool"
@@ -310,26 +309,49 @@ targets:
 				t.Fatalf("a probe through the EPP failed: %s %s (HTTP %d)", r.Reason, r.Err, r.StatusCode)
 			}
 		}
-		j, ok := compare.JoinGateway(gw, probe.HeaderEPPDestination, memberOf, direct)
-		if !ok {
-			t.Fatal("JoinGateway found no successful probes to join")
-		}
-		t.Logf("joined %d gateway probes: overhead median %.1f ms, p90 %.1f ms; slowest %s, spread %.2f; share %v, gateway answered %.2f; member TTFT %v",
-			len(gw), j.OverheadMedian*1e3, j.OverheadP90*1e3, j.Slowest, j.Spread, j.Share, j.GatewayAnswered, j.MemberTTFT)
-		if j.Slowest != slow.name || j.Spread < 1.5 {
-			t.Errorf("slowest member %q, spread %.2f; want %s at about 2", j.Slowest, j.Spread, slow.name)
-		}
-		if j.GatewayAnswered != 0 || len(j.Share) == 0 {
-			t.Errorf("shares %v, answered by the gateway itself %.2f: want every probe named by its member", j.Share, j.GatewayAnswered)
-		}
-		for m := range j.Share {
-			if _, ok := direct[m]; !ok {
-				t.Errorf("a gateway probe was served by %q, not a member of the pool", m)
+		// The measured difference: the slow member's median TTFT over the
+		// fast ones', from the direct probes.
+		medianTTFT := func(rs []probe.Result) float64 {
+			var v []float64
+			for _, r := range rs {
+				if r.Success {
+					v = append(v, r.TTFT.Seconds())
+				}
 			}
+			return medianOf(v)
 		}
-		excess := j.MemberTTFT[slow.name] - j.MemberTTFT[s.pods[0].name]
-		if excess <= 0 || math.Abs(j.OverheadMedian) >= excess {
-			t.Errorf("gateway overhead median %.1f ms not within the slow member's measured excess %.1f ms", j.OverheadMedian*1e3, excess*1e3)
+		excess := medianTTFT(direct[slow.name]) - medianTTFT(direct[s.pods[0].name])
+		// vllm_prober's join of the gateway with its members, over its
+		// window (the last 10 probes): the spread names the slow member and
+		// the overhead is within the measured difference.
+		var m string
+		if err := waitFor(ctx, 30*time.Second, 500*time.Millisecond, "vllm_prober's gateway join series", func(ctx context.Context) (bool, error) {
+			var err error
+			m, err = scrapeText(ctx, proberMetrics)
+			return err == nil && hasSeries(m, "vllm_gateway_member_spread_ratio", `target="epp"`, `module="completion"`) &&
+				hasSeries(m, "vllm_gateway_overhead_seconds", `target="epp"`, `module="completion"`, `stat="median"`), err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		sel := []string{`target="epp"`, `module="completion"`}
+		spread := seriesValue(m, "vllm_gateway_member_spread_ratio", append(sel, `member="`+slow.name+`"`)...)
+		overhead := seriesValue(m, "vllm_gateway_overhead_seconds", append(sel, `stat="median"`)...)
+		overheadP90 := seriesValue(m, "vllm_gateway_overhead_seconds", append(sel, `stat="p90"`)...)
+		share := map[string]float64{}
+		for _, member := range []string{"sim-1", "sim-2", "sim-3", "_gateway", "_other"} {
+			share[member] = seriesValue(m, "vllm_gateway_member_share_ratio", append(sel, `member="`+member+`"`)...)
+		}
+		t.Logf("vllm_prober's join: spread of %s %.2f, overhead median %.1f ms, p90 %.1f ms, shares %v; measured difference %.1f ms",
+			slow.name, spread, overhead*1e3, overheadP90*1e3, share, excess*1e3)
+		if spread < 1.5 {
+			t.Errorf("vllm_gateway_member_spread_ratio{member=%q} %.2f, want about 2 (the series: %s)", slow.name, spread,
+				seriesLines(m, "vllm_gateway_member_spread_ratio", sel...))
+		}
+		if excess <= 0 || math.Abs(overhead) >= excess {
+			t.Errorf("vllm_gateway_overhead_seconds{stat=\"median\"} %.1f ms not within the slow member's measured excess %.1f ms", overhead*1e3, excess*1e3)
+		}
+		if share["_gateway"] != 0 || share["_other"] != 0 || math.Abs(share["sim-1"]+share["sim-2"]+share["sim-3"]-1) > 1e-9 {
+			t.Errorf("vllm_gateway_member_share_ratio %v: want every probe served by a member", share)
 		}
 		// The probes the slow member served are the slow ones: the member
 		// header names the member that answered.
@@ -348,10 +370,6 @@ targets:
 		// vllm_prober's own probes of the gateway succeed, both modules.
 		// Their timeout is the 1s probe interval: one the loaded machine
 		// starves past it is a timeout, not the gateway's doing.
-		m, err := scrapeText(ctx, proberMetrics)
-		if err != nil {
-			t.Fatal(err)
-		}
 		for _, mod := range []string{"completion", "sheddable"} {
 			att := seriesValue(m, "vllm_probe_attempts_total", `target="epp"`, `module="`+mod+`"`)
 			fail := seriesValue(m, "vllm_probe_failures_total", `target="epp"`, `module="`+mod+`"`)
@@ -521,6 +539,25 @@ targets:
 			t.Errorf("%d gateway probes went to %s after it turned not Ready, %d to no member (served: %v)", n, slow.name, served[""], served)
 		}
 
+		// vllm_prober's join says so too: once its window holds only
+		// probes from after the change, sim-3's share of the gateway's
+		// probes is 0, and the others' make up the whole.
+		shareSel := []string{`target="epp"`, `module="completion"`}
+		if err := waitFor(ctx, 40*time.Second, 500*time.Millisecond, "vllm_prober's share of "+slow.name+" to read 0", func(ctx context.Context) (bool, error) {
+			m, err := scrapeText(ctx, proberMetrics)
+			return err == nil && hasSeries(m, "vllm_gateway_member_share_ratio", append(shareSel, `member="`+slow.name+`"`)...) &&
+				seriesValue(m, "vllm_gateway_member_share_ratio", append(shareSel, `member="`+slow.name+`"`)...) == 0, err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := scrapeText(ctx, proberMetrics); err == nil {
+			t.Logf("vllm_prober's shares with %s not Ready: %s", slow.name, seriesLines(m, "vllm_gateway_member_share_ratio", shareSel...))
+			if others := seriesValue(m, "vllm_gateway_member_share_ratio", append(shareSel, `member="sim-1"`)...) +
+				seriesValue(m, "vllm_gateway_member_share_ratio", append(shareSel, `member="sim-2"`)...); math.Abs(others-1) > 1e-9 {
+				t.Errorf("shares of sim-1 and sim-2 sum to %v, want 1", others)
+			}
+		}
+
 		// Its direct probes still say what it is: up, answering, and twice
 		// as slow to the first token as the others.
 		var slowNow, fastNow direct
@@ -553,6 +590,18 @@ targets:
 // twice it. Large enough that the scheduling noise of a loaded 2-core
 // machine does not blur the difference.
 const eppFastTTFT = 100 * time.Millisecond
+
+// seriesLines returns the lines of text that seriesValue would sum, for
+// messages.
+func seriesLines(text, metric string, parts ...string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, metric+"{") && hasSeries(line, metric, parts...) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "; ")
+}
 
 func medianOf(v []float64) float64 {
 	v = slices.Clone(v)
