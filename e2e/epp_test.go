@@ -263,7 +263,15 @@ targets:
     modules: [completion, sheddable]
     scrape_metrics: false
     gateway: {members: [sim-1, sim-2, sim-3]}
-%s`, eppObjective, eppSheddable, s.gatewayURL, eppModel, members.String()))
+  # The EPP's own /metrics: a data plane (Envoy) serves the traffic, the
+  # EPP its metrics, at another address; a target has one URL, so the
+  # picker's metrics are a scrape-only gateway target of their own.
+  - name: epp-picker
+    url: %s
+    probe: false
+    scrape_metrics: true
+    gateway: {members: [sim-1, sim-2, sim-3]}
+%s`, eppObjective, eppSheddable, s.gatewayURL, eppModel, strings.TrimSuffix(s.metricsURL, "/metrics"), members.String()))
 	proberAddr := freeAddr(t)
 	prober := startProcess(t, "vllm_prober", proberBin, "--config.file="+proberCfg, "--web.listen-address="+proberAddr)
 	if err := waitReady(ctx, prober, "http://"+proberAddr+"/-/ready", 30*time.Second); err != nil {
@@ -368,6 +376,15 @@ targets:
 		if len(slowTTFT) > 0 && len(fastTTFT) > 0 && medianOf(slowTTFT) <= medianOf(fastTTFT) {
 			t.Errorf("gateway probes served by %s: median TTFT %.1f ms, by the others %.1f ms; want %s's slower",
 				slow.name, medianOf(slowTTFT)*1e3, medianOf(fastTTFT)*1e3, slow.name)
+		}
+		// vllm_prober reads the EPP's own /metrics with the EPP profile.
+		if err := waitFor(ctx, 30*time.Second, 500*time.Millisecond, "the EPP's view, 3 ready endpoints, in vllm_prober", func(ctx context.Context) (bool, error) {
+			m, err := scrapeText(ctx, proberMetrics)
+			return err == nil && seriesValue(m, "vllm_gateway_up", `target="epp-picker"`) == 1 &&
+				hasSeries(m, "vllm_gateway_info", `target="epp-picker"`, `gateway="epp"`) &&
+				seriesValue(m, "vllm_gateway_ready_endpoints", `target="epp-picker"`) == 3, err
+		}); err != nil {
+			t.Error(err)
 		}
 		// vllm_prober's own probes of the gateway succeed, both modules.
 		// Their timeout is the 1s probe interval: one the loaded machine
@@ -496,6 +513,20 @@ targets:
 		} else if success < 1-shedRatio/2 {
 			t.Errorf("availability SLI %.2f while %.2f of the probes were shed: shed_is_failure is false, the shed probes must not count as failures", success, shedRatio)
 		}
+		// The EPP counts its refusals; vllm_prober exports them as the
+		// gateway's capacity rejections.
+		if err := waitFor(ctx, 30*time.Second, 500*time.Millisecond, "the EPP's capacity rejections in vllm_prober", func(ctx context.Context) (bool, error) {
+			m, err := scrapeText(ctx, proberMetrics)
+			return err == nil && seriesValue(m, "vllm_gateway_rejected_requests_total", `target="epp-picker"`, `reason="capacity"`) >= 3, err
+		}); err != nil {
+			t.Error(err)
+		}
+		if m, err := scrapeText(ctx, proberMetrics); err == nil {
+			t.Logf("vllm_prober's view of the EPP: %s; %s; %s",
+				seriesLines(m, "vllm_gateway_admitted_requests_total", `target="epp-picker"`),
+				seriesLines(m, "vllm_gateway_rejected_requests_total", `target="epp-picker"`),
+				seriesLines(m, "vllm_gateway_requests_total", `target="epp-picker"`))
+		}
 		// Requests of the default priority are queued, not shed.
 		if n := seriesValue(m, "vllm_probe_failures_total", `target="epp"`, `module="completion"`, `reason="shed"`); n != 0 {
 			t.Errorf("%v probes of the completion module (no objective) were shed", n)
@@ -515,6 +546,12 @@ targets:
 		tl.add("%s turned not Ready", slow.name)
 		if err := s.waitReadyPods(t, len(s.pods)-1); err != nil {
 			t.Fatal(err)
+		}
+		if err := waitFor(ctx, 30*time.Second, 500*time.Millisecond, "2 ready endpoints in vllm_prober's view of the EPP", func(ctx context.Context) (bool, error) {
+			m, err := scrapeText(ctx, proberMetrics)
+			return err == nil && seriesValue(m, "vllm_gateway_ready_endpoints", `target="epp-picker"`) == 2, err
+		}); err != nil {
+			t.Error(err)
 		}
 		m, err := scrapeText(ctx, proberMetrics)
 		if err != nil {
