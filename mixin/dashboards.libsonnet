@@ -2793,7 +2793,7 @@
       },
       "gridPos": {
         "h": 7,
-        "w": 24,
+        "w": 8,
         "x": 0,
         "y": 72
       },
@@ -2833,14 +2833,268 @@
       "type": "timeseries"
     },
     {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "TTFT through the gateway minus TTFT of its members' direct probes, median and p90, per module (vllm_gateway_overhead_seconds): the time the gateway adds. Only on a gateway target (CONFIGURATION.md, <gateway>).",
+      "fieldConfig": {
+        "defaults": {
+          "noValue": "not a gateway target",
+          "unit": "s"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 8,
+        "x": 8,
+        "y": 72
+      },
+      "id": 29,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (module, stat) (vllm_gateway_overhead_seconds{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "{{module}} {{stat}}",
+          "refId": "A"
+        }
+      ],
+      "title": "Gateway overhead",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "The slowest member's median TTFT over the median of the members' (vllm_gateway_member_spread_ratio), naming the slowest member: 1 is no outlier, 2 a member twice as slow, which routed probes show only as a share of slow probes.",
+      "fieldConfig": {
+        "defaults": {
+          "noValue": "not a gateway target",
+          "unit": "short"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 8,
+        "x": 16,
+        "y": 72
+      },
+      "id": 30,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (module, member) (vllm_gateway_member_spread_ratio{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "{{module}} slowest: {{member}}",
+          "refId": "A"
+        }
+      ],
+      "title": "Member spread",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "Share of the gateway's answered probes each member served, by its member header (vllm_gateway_member_share_ratio); _gateway: answered by the gateway itself (shed, queue timeout), _other: a backend outside the members. A member at 0 gets no traffic.",
+      "fieldConfig": {
+        "defaults": {
+          "max": 1,
+          "min": 0,
+          "noValue": "not a gateway target",
+          "unit": "percentunit"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 8,
+        "x": 0,
+        "y": 79
+      },
+      "id": 31,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (module, member) (vllm_gateway_member_share_ratio{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "{{module}} {{member}}",
+          "refId": "A"
+        }
+      ],
+      "title": "Gateway probes served by member",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "The gateway's /metrics, read by its profile: requests admitted and rejected by reason per second, and the true total (admitted + rejected; the EPP's own counter counts admitted requests only). docs/metrics.md, \"Gateways\".",
+      "fieldConfig": {
+        "defaults": {
+          "noValue": "not a gateway target",
+          "unit": "reqps"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 8,
+        "x": 8,
+        "y": 79
+      },
+      "id": 32,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target) (rate(vllm_gateway_admitted_requests_total{job=~\"$job\", target=~\"$target\"}[$__rate_interval]))",
+          "legendFormat": "admitted",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target, reason) (rate(vllm_gateway_rejected_requests_total{job=~\"$job\", target=~\"$target\"}[$__rate_interval]))",
+          "legendFormat": "rejected {{reason}}",
+          "refId": "B"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target) (rate(vllm_gateway_requests_total{job=~\"$job\", target=~\"$target\"}[$__rate_interval]))",
+          "legendFormat": "total",
+          "refId": "C"
+        }
+      ],
+      "title": "Gateway's own view: requests",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "Endpoints the gateway may route to (vllm_gateway_ready_endpoints) and requests in its own queue (vllm_gateway_queue_requests).",
+      "fieldConfig": {
+        "defaults": {
+          "noValue": "not a gateway target",
+          "unit": "short"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 8,
+        "x": 16,
+        "y": 79
+      },
+      "id": 33,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target) (vllm_gateway_ready_endpoints{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "ready endpoints",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target) (vllm_gateway_queue_requests{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "queue",
+          "refId": "B"
+        }
+      ],
+      "title": "Gateway's own view: endpoints and queue",
+      "type": "timeseries"
+    },
+    {
       "collapsed": false,
       "gridPos": {
         "h": 1,
         "w": 24,
         "x": 0,
-        "y": 79
+        "y": 86
       },
-      "id": 29,
+      "id": 34,
       "panels": [],
       "title": "Probe health and cost",
       "type": "row"
@@ -2861,9 +3115,9 @@
         "h": 7,
         "w": 6,
         "x": 0,
-        "y": 80
+        "y": 87
       },
-      "id": 30,
+      "id": 35,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2923,9 +3177,9 @@
         "h": 7,
         "w": 6,
         "x": 6,
-        "y": 80
+        "y": 87
       },
-      "id": 31,
+      "id": 36,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -2967,9 +3221,9 @@
         "h": 7,
         "w": 6,
         "x": 12,
-        "y": 80
+        "y": 87
       },
-      "id": 32,
+      "id": 37,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3029,9 +3283,9 @@
         "h": 7,
         "w": 6,
         "x": 18,
-        "y": 80
+        "y": 87
       },
-      "id": 33,
+      "id": 38,
       "options": {
         "colorMode": "background",
         "graphMode": "area",
@@ -3074,9 +3328,9 @@
         "h": 7,
         "w": 12,
         "x": 0,
-        "y": 87
+        "y": 94
       },
-      "id": 34,
+      "id": 39,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3118,9 +3372,9 @@
         "h": 7,
         "w": 12,
         "x": 12,
-        "y": 87
+        "y": 94
       },
-      "id": 35,
+      "id": 40,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3171,9 +3425,9 @@
         "h": 5,
         "w": 24,
         "x": 0,
-        "y": 94
+        "y": 101
       },
-      "id": 36,
+      "id": 41,
       "options": {
         "showHeader": true
       },

@@ -296,6 +296,14 @@ func TestLoadFileGood(t *testing.T) {
 	if got, want := llama.StaticLabelValues([]string{"region", "preset"}), []string{"eu", "H100X1"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("llama StaticLabelValues = %q, want %q", got, want)
 	}
+	lg, _ := cfg.Target("llama-gateway")
+	if got := cfg.GatewayMembers(lg); !reflect.DeepEqual(got, []string{"llama8b-h100"}) || lg.Gateway.MemberHeader != "X-Served-By" {
+		t.Errorf("llama-gateway members %v, header %q", got, lg.Gateway.MemberHeader)
+	}
+	qr, _ := cfg.Target("qwen-router")
+	if got := cfg.GatewayMembers(qr); !reflect.DeepEqual(got, []string{"qwen-a100"}) || qr.Gateway.MemberHeader != DefaultMemberHeader {
+		t.Errorf("qwen-router members %v, header %q", got, qr.Gateway.MemberHeader)
+	}
 	if _, ok := cfg.Target("nope"); ok {
 		t.Error(`Target("nope") found`)
 	}

@@ -128,14 +128,8 @@ func renamePrefix(b []byte, from, to string) []byte {
 	return out
 }
 
-// sum is the total of one counter over engines.
-func (s *Simulator) sum(f func(*engineMetrics) *counter) float64 {
-	var v float64
-	for _, e := range s.engines {
-		v += f(e.m).get()
-	}
-	return v
-}
+// sum is the total of one counter over every engine.
+func (s *Simulator) sum(f func(*engineMetrics) *counter) float64 { return sumOver(s.engines, f) }
 
 // folded is one group holding every engine, labelled by labels.
 func (s *Simulator) folded(labels ...lbl) []*group {

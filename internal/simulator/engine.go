@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,15 +150,15 @@ func (e *engine) preempt(s *seq, now time.Time) {
 	e.nRunning.Store(int64(len(e.running)))
 }
 
-func (e *engine) removeRunning(s *seq) {
-	for i, r := range e.running {
-		if r == s {
-			copy(e.running[i:], e.running[i+1:])
-			e.running[len(e.running)-1] = nil
-			e.running = e.running[:len(e.running)-1]
-			return
-		}
+func (e *engine) removeRunning(s *seq) { e.running = without(e.running, s) }
+
+// without removes s from list, keeping the order (slices.Delete clears the
+// freed slot, so the engine holds no finished request).
+func without(list []*seq, s *seq) []*seq {
+	if i := slices.Index(list, s); i >= 0 {
+		return slices.Delete(list, i, i+1)
 	}
+	return list
 }
 
 // commitToken reserves KV space for the next token of s and counts it as
@@ -197,14 +198,7 @@ func (e *engine) finish(s *seq, now time.Time) {
 		e.usedBlocks -= s.blocks
 		s.blocks = 0
 	case stateWaiting:
-		for i, w := range e.waiting {
-			if w == s {
-				copy(e.waiting[i:], e.waiting[i+1:])
-				e.waiting[len(e.waiting)-1] = nil
-				e.waiting = e.waiting[:len(e.waiting)-1]
-				break
-			}
-		}
+		e.waiting = without(e.waiting, s)
 		s.queueTotal += now.Sub(s.queuedAt)
 	}
 	s.state = stateDone

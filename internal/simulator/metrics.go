@@ -70,9 +70,12 @@ type group struct {
 	total   int
 }
 
-func (g *group) counter(f func(*engineMetrics) *counter) float64 {
+func (g *group) counter(f func(*engineMetrics) *counter) float64 { return sumOver(g.engines, f) }
+
+// sumOver is the total of one counter over engines.
+func sumOver(engines []*engine, f func(*engineMetrics) *counter) float64 {
 	var v float64
-	for _, e := range g.engines {
+	for _, e := range engines {
 		v += f(e.m).get()
 	}
 	return v

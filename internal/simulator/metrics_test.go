@@ -319,7 +319,9 @@ func TestQueueing(t *testing.T) {
 	_, ts := startSim(t, func(c *Config) {
 		c.MaxNumSeqs = 4
 		c.TTFT = 20 * time.Millisecond
-		c.ITL = 10 * time.Millisecond
+		// A first-wave request lasts about a second, so that on a loaded
+		// machine the second wave still arrives while the first runs.
+		c.ITL = 50 * time.Millisecond
 	})
 	const n, T = 8, 20
 	var wg sync.WaitGroup
@@ -334,7 +336,7 @@ func TestQueueing(t *testing.T) {
 		}()
 	}
 	e := map[string]string{"engine": "0"}
-	mfs := waitMetric(t, ts.URL, 5*time.Second, func(m map[string]*dto.MetricFamily) bool {
+	mfs := waitMetric(t, ts.URL, 10*time.Second, func(m map[string]*dto.MetricFamily) bool {
 		return value(t, m, "vllm:num_requests_running", e) == 4 && value(t, m, "vllm:num_requests_waiting", e) == 4
 	})
 	if v := value(t, mfs, "vllm:num_requests_waiting_by_reason", map[string]string{"reason": "capacity"}); v != 4 {
@@ -346,8 +348,8 @@ func TestQueueing(t *testing.T) {
 	wg.Wait()
 	mfs, _ = scrape(t, ts.URL)
 	// The second wave waited for a whole first-wave request: at least
-	// ttft + (T-1)*itl = 210ms each (less arrival skew), so the queue-time
-	// sum is at least 4*0.2s.
+	// ttft + (T-1)*itl = 970ms each (less arrival skew, up to 770ms), so the
+	// queue-time sum is at least 4*0.2s.
 	if q := histSum(t, mfs, "vllm:request_queue_time_seconds", e); q < 4*0.2 {
 		t.Errorf("queue time sum = %v, want >= %v", q, 4*0.2)
 	}

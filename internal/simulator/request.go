@@ -15,18 +15,23 @@ type streamOptions struct {
 	ContinuousUsageStats *bool `json:"continuous_usage_stats"`
 }
 
-type completionRequest struct {
-	Model         string          `json:"model"`
-	Prompt        json.RawMessage `json:"prompt"`
-	MaxTokens     *int            `json:"max_tokens"`
-	MinTokens     int             `json:"min_tokens"`
-	IgnoreEOS     bool            `json:"ignore_eos"`
-	Stream        bool            `json:"stream"`
-	StreamOptions *streamOptions  `json:"stream_options"`
-	N             *int            `json:"n"`
+// samplingFields are the request fields that completions and chat share.
+type samplingFields struct {
+	Model         string         `json:"model"`
+	MaxTokens     *int           `json:"max_tokens"`
+	MinTokens     int            `json:"min_tokens"`
+	IgnoreEOS     bool           `json:"ignore_eos"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options"`
+	N             *int           `json:"n"`
 
 	ResponseFormat *responseFormat `json:"response_format"`
 	GuidedJSON     json.RawMessage `json:"guided_json"`
+}
+
+type completionRequest struct {
+	samplingFields
+	Prompt json.RawMessage `json:"prompt"`
 }
 
 type chatMessage struct {
@@ -35,20 +40,11 @@ type chatMessage struct {
 }
 
 type chatRequest struct {
-	Model               string         `json:"model"`
-	Messages            []chatMessage  `json:"messages"`
-	MaxTokens           *int           `json:"max_tokens"`
-	MaxCompletionTokens *int           `json:"max_completion_tokens"`
-	MinTokens           int            `json:"min_tokens"`
-	IgnoreEOS           bool           `json:"ignore_eos"`
-	Stream              bool           `json:"stream"`
-	StreamOptions       *streamOptions `json:"stream_options"`
-	N                   *int           `json:"n"`
-
-	ResponseFormat *responseFormat `json:"response_format"`
-	GuidedJSON     json.RawMessage `json:"guided_json"`
-	Tools          []toolSpec      `json:"tools"`
-	ToolChoice     json.RawMessage `json:"tool_choice"`
+	samplingFields
+	Messages            []chatMessage   `json:"messages"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Tools               []toolSpec      `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
 }
 
 // genRequest is a validated completion or chat request.
@@ -86,57 +82,55 @@ func (e *apiError) Error() string { return e.msg }
 
 const maxBodyBytes = 32 << 20
 
-func (s *Simulator) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	arrival := time.Now()
-	var req completionRequest
-	if err := decodeBody(r, &req); err != nil {
-		s.writeAPIError(w, err)
-		return
+// generation serves one generation endpoint: it decodes the JSON body into a
+// T, lets build turn it into a generation request, and streams or answers it.
+// Any error of decode or build is the endpoint's OpenAI-style error.
+func generation[T any](s *Simulator, build func(req *T, r *http.Request, arrival time.Time) (*genRequest, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		arrival := time.Now()
+		var req T
+		var g *genRequest
+		err := decodeBody(r, &req)
+		if err == nil {
+			g, err = build(&req, r, arrival)
+		}
+		if err != nil {
+			s.writeAPIError(w, err)
+			return
+		}
+		s.serveGeneration(w, r, g)
 	}
+}
+
+func (s *Simulator) completionGen(req *completionRequest, r *http.Request, arrival time.Time) (*genRequest, error) {
 	g, err := s.newGenRequest(r, arrival, false, req.Model, req.N, req.Stream, req.StreamOptions)
 	if err != nil {
-		s.writeAPIError(w, err)
-		return
+		return nil, err
 	}
 	text, tokens, err := parsePrompt(req.Prompt)
 	if err != nil {
-		s.writeAPIError(w, err)
-		return
+		return nil, err
 	}
 	if err := s.finishGenRequest(g, text, tokens, req.MaxTokens, req.MinTokens, req.IgnoreEOS); err != nil {
-		s.writeAPIError(w, err)
-		return
+		return nil, err
 	}
 	g.out.prompt = text
-	if err := g.out.parse(req.ResponseFormat, req.GuidedJSON, nil, nil); err != nil {
-		s.writeAPIError(w, err)
-		return
-	}
-	s.serveGeneration(w, r, g)
+	return g, g.out.parse(req.ResponseFormat, req.GuidedJSON, nil, nil)
 }
 
-func (s *Simulator) handleChat(w http.ResponseWriter, r *http.Request) {
-	arrival := time.Now()
-	var req chatRequest
-	if err := decodeBody(r, &req); err != nil {
-		s.writeAPIError(w, err)
-		return
-	}
+func (s *Simulator) chatGen(req *chatRequest, r *http.Request, arrival time.Time) (*genRequest, error) {
 	g, err := s.newGenRequest(r, arrival, true, req.Model, req.N, req.Stream, req.StreamOptions)
 	if err != nil {
-		s.writeAPIError(w, err)
-		return
+		return nil, err
 	}
 	if len(req.Messages) == 0 {
-		s.writeAPIError(w, &apiError{http.StatusBadRequest, "messages must contain at least one message", strPtr("messages")})
-		return
+		return nil, &apiError{http.StatusBadRequest, "messages must contain at least one message", strPtr("messages")}
 	}
 	var sb strings.Builder
 	for _, m := range req.Messages {
 		c, err := messageText(m.Content)
 		if err != nil {
-			s.writeAPIError(w, err)
-			return
+			return nil, err
 		}
 		sb.WriteString(c)
 		if m.Role == "user" {
@@ -144,18 +138,13 @@ func (s *Simulator) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := g.out.parse(req.ResponseFormat, req.GuidedJSON, req.Tools, req.ToolChoice); err != nil {
-		s.writeAPIError(w, err)
-		return
+		return nil, err
 	}
 	maxTokens := req.MaxTokens
 	if req.MaxCompletionTokens != nil {
 		maxTokens = req.MaxCompletionTokens
 	}
-	if err := s.finishGenRequest(g, sb.String(), 0, maxTokens, req.MinTokens, req.IgnoreEOS); err != nil {
-		s.writeAPIError(w, err)
-		return
-	}
-	s.serveGeneration(w, r, g)
+	return g, s.finishGenRequest(g, sb.String(), 0, maxTokens, req.MinTokens, req.IgnoreEOS)
 }
 
 func decodeBody(r *http.Request, v any) error {

@@ -36,34 +36,21 @@ type responsesRequest struct {
 	N               *int            `json:"n"`
 }
 
-func (s *Simulator) handleResponses(w http.ResponseWriter, r *http.Request) {
-	arrival := time.Now()
-	var req responsesRequest
-	if err := decodeBody(r, &req); err != nil {
-		s.writeAPIError(w, err)
-		return
-	}
+func (s *Simulator) responsesGen(req *responsesRequest, r *http.Request, arrival time.Time) (*genRequest, error) {
 	if !req.Stream {
-		s.writeAPIError(w, &apiError{http.StatusBadRequest, "vllm_sim serves /v1/responses with stream: true only", strPtr("stream")})
-		return
+		return nil, &apiError{http.StatusBadRequest, "vllm_sim serves /v1/responses with stream: true only", strPtr("stream")}
 	}
 	g, err := s.newGenRequest(r, arrival, false, req.Model, req.N, true, nil)
 	if err != nil {
-		s.writeAPIError(w, err)
-		return
+		return nil, err
 	}
 	g.responses, g.id = true, "resp_"+g.requestID
 	text, err := responsesInput(req.Input)
 	if err != nil {
-		s.writeAPIError(w, err)
-		return
-	}
-	if err := s.finishGenRequest(g, text, 0, req.MaxOutputTokens, req.MinTokens, req.IgnoreEOS); err != nil {
-		s.writeAPIError(w, err)
-		return
+		return nil, err
 	}
 	g.out.prompt = text
-	s.serveGeneration(w, r, g)
+	return g, s.finishGenRequest(g, text, 0, req.MaxOutputTokens, req.MinTokens, req.IgnoreEOS)
 }
 
 // responsesInput is the text of a Responses API input: a string, or a list

@@ -148,11 +148,11 @@ func (s *Simulator) track(next http.Handler) http.Handler {
 
 func (s *Simulator) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
-	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /v1/completions", generation(s, s.completionGen))
+	mux.HandleFunc("POST /v1/chat/completions", generation(s, s.chatGen))
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
-	mux.HandleFunc("POST /v1/responses", s.handleResponses)
+	mux.HandleFunc("POST /v1/responses", generation(s, s.responsesGen))
 	mux.HandleFunc("GET /health", s.handleDialectHealth)
 	for _, p := range s.dialect().extraHealth {
 		mux.HandleFunc("GET "+p, s.handleDialectHealth)
