@@ -280,6 +280,38 @@ targets:
 	proberMetrics := "http://" + proberAddr + "/metrics"
 	_, promURL := startPrometheus(t, promBin, dir, []string{proberAddr})
 	prom := &mixin.Client{BaseURL: promURL, HTTP: httpClient}
+	// A second Prometheus with the rules of the other choice of
+	// slos.availability.shed_is_failure.
+	spec, err := mixin.LoadSpec(sloFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sloText, err := os.ReadFile(sloFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to := "shed_is_failure: false", "shed_is_failure: true"
+	if spec.SLOs.Availability.ShedIsFailure {
+		from, to = to, from
+	}
+	if strings.Count(string(sloText), from) != 1 {
+		t.Fatalf("%s has no single %q to turn into %q", sloFile, from, to)
+	}
+	otherSLO := filepath.Join(dir, "slo-other.yml")
+	writeFile(t, otherSLO, strings.Replace(string(sloText), from, to, 1))
+	otherDir := filepath.Join(dir, "other")
+	if err := os.Mkdir(otherDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, otherURL := startPrometheusSLO(t, promBin, otherDir, otherSLO, []string{proberAddr})
+	type sliRules struct {
+		url, slo      string
+		shedIsFailure bool
+	}
+	slis := []sliRules{
+		{promURL, sloFile, spec.SLOs.Availability.ShedIsFailure},
+		{otherURL, "a copy with " + to, !spec.SLOs.Availability.ShedIsFailure},
+	}
 	tl := newTimeline()
 	t.Cleanup(func() { t.Logf("timeline (seconds since Prometheus was up):\n%s", tl) })
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -488,38 +520,37 @@ targets:
 			t.Errorf("vllm_probe_failures_total: %v shed (want at least 3), %v rate_limited (want 0)", shedN, limited)
 		}
 
-		// The availability SLI follows slos.availability.shed_is_failure
-		// (false in mixin/slo.yml): the shed probes are counted apart,
-		// not as failures.
-		spec, err := mixin.LoadSpec(sloFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := func(expr string) float64 {
-			t.Helper()
-			v, err := queryValues(ctx, promURL, expr)
-			if err != nil || len(v) != 1 {
-				t.Fatalf("%s: %v %v, want one series", expr, v, err)
+		// The availability SLI follows slos.availability.shed_is_failure:
+		// with mixin/slo.yml's choice (false) the shed probes are counted
+		// apart, not as failures; the second Prometheus, whose rules say
+		// true, counts them as failures.
+		for _, p := range slis {
+			q := func(expr string) float64 {
+				t.Helper()
+				v, err := queryValues(ctx, p.url, expr)
+				if err != nil || len(v) != 1 {
+					t.Fatalf("%s: %v %v, want one series", expr, v, err)
+				}
+				return v[0].Value
 			}
-			return v[0].Value
-		}
-		const pair = `{target="epp",module="sheddable"}`
-		shedRatio := q("target_module:vllm_probe_shed:ratio_rate5m" + pair)
-		success := q("target_module:vllm_probe_success:ratio_rate5m" + pair)
-		t.Logf("shed ratio %.2f, availability SLI %.2f (shed_is_failure %v)", shedRatio, success, spec.SLOs.Availability.ShedIsFailure)
-		// A sheddable probe admitted in the instant the pool filled may
-		// time out instead (a real failure): the SLI must sit far above
-		// 1 - shed ratio when shed probes are not failures, at or below it
-		// when they are.
-		if shedRatio < 0.5 {
-			t.Fatalf("target_module:vllm_probe_shed:ratio_rate5m %.2f, want most sheddable probes shed", shedRatio)
-		}
-		if spec.SLOs.Availability.ShedIsFailure {
-			if success > 1-shedRatio+0.01 {
-				t.Errorf("availability SLI %.2f while %.2f of the probes were shed: shed_is_failure is true, want at most %.2f", success, shedRatio, 1-shedRatio)
+			const pair = `{target="epp",module="sheddable"}`
+			shedRatio := q("target_module:vllm_probe_shed:ratio_rate5m" + pair)
+			success := q("target_module:vllm_probe_success:ratio_rate5m" + pair)
+			t.Logf("rules of %s: shed ratio %.2f, availability SLI %.2f (shed_is_failure %v)", p.slo, shedRatio, success, p.shedIsFailure)
+			// A sheddable probe admitted in the instant the pool filled
+			// may time out instead (a real failure): the SLI must sit far
+			// above 1 - shed ratio when shed probes are not failures, at
+			// or below it when they are.
+			if shedRatio < 0.5 {
+				t.Fatalf("target_module:vllm_probe_shed:ratio_rate5m %.2f, want most sheddable probes shed", shedRatio)
 			}
-		} else if success < 1-shedRatio/2 {
-			t.Errorf("availability SLI %.2f while %.2f of the probes were shed: shed_is_failure is false, the shed probes must not count as failures", success, shedRatio)
+			if p.shedIsFailure {
+				if success > 1-shedRatio+0.01 {
+					t.Errorf("rules of %s: availability SLI %.2f while %.2f of the probes were shed: shed_is_failure is true, want at most %.2f", p.slo, success, shedRatio, 1-shedRatio)
+				}
+			} else if success < 1-shedRatio/2 {
+				t.Errorf("rules of %s: availability SLI %.2f while %.2f of the probes were shed: shed_is_failure is false, the shed probes must not count as failures", p.slo, success, shedRatio)
+			}
 		}
 		// The EPP counts its refusals; vllm_prober exports them as the
 		// gateway's capacity rejections.
