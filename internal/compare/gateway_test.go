@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -49,25 +48,11 @@ func TestJoinGatewayHAProxy(t *testing.T) {
 	backends := map[string]*httptest.Server{
 		"b1": sseBackend(t, base), "b2": sseBackend(t, base), "b3": sseBackend(t, 2*base),
 	}
-	port := testtool.HAProxy(t, func(port int) string {
-		var servers strings.Builder
-		for _, name := range []string{"b1", "b2", "b3"} {
-			fmt.Fprintf(&servers, "  server %s %s\n", name, backends[name].Listener.Addr())
-		}
-		return fmt.Sprintf(`defaults
-  mode http
-  option http-no-delay
-  timeout connect 5s
-  timeout client 30s
-  timeout server 30s
-frontend llm
-  bind 127.0.0.1:%d
-  default_backend vllm
-backend vllm
-  balance roundrobin
-  http-response set-header x-served-by %%s
-%s`, port, servers.String())
-	})
+	var servers []string
+	for _, name := range []string{"b1", "b2", "b3"} {
+		servers = append(servers, name+" "+backends[name].Listener.Addr().String())
+	}
+	port := testtool.HAProxyBalancer(t, servers, "", "")
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	run := func(url string) probe.Result {

@@ -88,37 +88,25 @@ func parseMetrics(t *testing.T, body string) map[string][]*model.Sample {
 // the slow member's measured excess, gives shares that sum to 1 (about a
 // third each), and carries HAProxy's own view under the vllm_gateway_* names.
 func TestGatewayHAProxy(t *testing.T) {
-	const base = 40 * time.Millisecond
+	// The members' first tokens are slow enough that a loaded machine's
+	// jitter (up to 100 ms seen under -race) does not hide the factor 2.
+	const base = 100 * time.Millisecond
 	sims := map[string]*httptest.Server{}
 	for name, ttft := range map[string]time.Duration{"s1": base, "s2": base, "s3": 2 * base} {
 		sims[name] = startPlainSim(t, func(c *simulator.Config) { c.TTFT, c.ITL = ttft, time.Millisecond })
 	}
-	port := testtool.HAProxy(t, func(port int) string {
-		var servers strings.Builder
-		for _, name := range []string{"s1", "s2", "s3"} {
-			fmt.Fprintf(&servers, "  server %s %s\n", name, hostPort(t, sims[name]))
-		}
-		return fmt.Sprintf(`defaults
-  mode http
-  option http-no-delay
-  timeout connect 5s
-  timeout client 30s
-  timeout server 30s
-frontend llm
-  bind 127.0.0.1:%d
-  http-request use-service prometheus-exporter if { path /metrics }
-  use_backend checks if { path /health /v1/models }
-  default_backend vllm
-backend vllm
-  balance roundrobin
-  http-response set-header X-Served-By %%s
-%sbackend checks
-  balance roundrobin
-%s`, port, servers.String(), servers.String())
-	})
+	var list []string
+	checks := "backend checks\n  balance roundrobin\n"
+	for _, name := range []string{"s1", "s2", "s3"} {
+		list = append(list, name+" "+hostPort(t, sims[name]))
+		checks += "  server " + list[len(list)-1] + "\n"
+	}
+	port := testtool.HAProxyBalancer(t, list,
+		"  http-request use-service prometheus-exporter if { path /metrics }\n  use_backend checks if { path /health /v1/models }\n",
+		checks)
 	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "vllm_prober.yml")}
 	writeConfig(t, f.path, fmt.Sprintf(`
-global: {probe_interval: 150ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
+global: {probe_interval: 400ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 4}
 targets:
@@ -156,8 +144,8 @@ targets:
 		j.MemberTTFT, j.OverheadMedian*1e3, j.OverheadP90*1e3, j.Slowest, j.Spread, j.Share)
 
 	spread := ms["vllm_gateway_member_spread_ratio"]
-	if len(spread) != 1 || spread[0].Metric["member"] != "s3" || spread[0].Metric["target"] != "gw" || spread[0].Value < 1.5 {
-		t.Errorf("vllm_gateway_member_spread_ratio %v, want one series naming s3 at about 2", spread)
+	if len(spread) != 1 || spread[0].Metric["member"] != "s3" || spread[0].Metric["target"] != "gw" || spread[0].Value < 1.2 {
+		t.Errorf("vllm_gateway_member_spread_ratio %v, want one series naming s3, well above 1 (2 on an idle machine)", spread)
 	}
 	excess := j.MemberTTFT["s3"] - j.MemberTTFT["s1"]
 	if excess <= 0 {

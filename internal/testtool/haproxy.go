@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,4 +53,32 @@ func HAProxy(t testing.TB, cfg func(port int) string) int {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// HAProxyBalancer runs HAProxy as a load balancer in front of servers
+// ("name host:port", in order): `option http-no-delay`, round robin, each
+// response naming its server in X-Served-By. frontend holds extra lines of
+// its frontend (before its default_backend) and backends extra sections.
+// It returns the frontend's port on 127.0.0.1.
+func HAProxyBalancer(t testing.TB, servers []string, frontend, backends string) int {
+	t.Helper()
+	var list strings.Builder
+	for _, s := range servers {
+		fmt.Fprintf(&list, "  server %s\n", s)
+	}
+	return HAProxy(t, func(port int) string {
+		return fmt.Sprintf(`defaults
+  mode http
+  option http-no-delay
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend llm
+  bind 127.0.0.1:%d
+%s  default_backend vllm
+backend vllm
+  balance roundrobin
+  http-response set-header X-Served-By %%s
+%s%s`, port, frontend, list.String(), backends)
+	})
 }
