@@ -106,7 +106,7 @@ func TestGatewayHAProxy(t *testing.T) {
 		checks)
 	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "vllm_prober.yml")}
 	writeConfig(t, f.path, fmt.Sprintf(`
-global: {probe_interval: 400ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms}
+global: {probe_interval: 400ms}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 4}
 targets:
@@ -129,6 +129,12 @@ targets:
 			}
 		}
 		return true
+	})
+	// The gateway's /metrics is read at every collection, with the default
+	// scrape timeout (10s): a loaded machine may miss a shorter one.
+	waitFor(t, 30*time.Second, "HAProxy's /metrics read", func() bool {
+		v, ok := sample(t, reg, "vllm_gateway_up", map[string]string{"target": "gw"})
+		return ok && v == 1
 	})
 	code, body := f.get("/metrics")
 	if code != http.StatusOK {
