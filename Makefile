@@ -268,7 +268,7 @@ rules:
 # scripts/e2e-tools.sh builds once and caches (Prometheus 3.x today). Each tool
 # in E2E_TOOLS is built (or found in the cache) first and its directory exported
 # as E2E_<TOOL>_DIR (E2E_PROMETHEUS3_DIR, E2E_SLOTH_DIR, E2E_PINT_DIR, E2E_KUBERNETES_DIR,
-# E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
+# E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR, E2E_EPP_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
 # Tests that need a tool skip in `make test` (saying so) and run here. To add
 # end-to-end tests, append to the lists:
 #   E2E_TOOLS += kubernetes etcd
@@ -278,6 +278,9 @@ E2E_PKGS    := ./e2e/... ./mixin/...
 # The Argo Rollouts analysis controller on a real Kubernetes API server
 # (e2e/rollouts_test.go).
 E2E_TOOLS   += kubernetes etcd argo-rollouts
+# The inference extension's Endpoint Picker v1.5.0 on that API server, behind
+# the test's own ext_proc data plane (e2e/epp_test.go).
+E2E_TOOLS   += epp
 E2E_RUN     ?= .
 E2E_TIMEOUT ?= 60m
 

@@ -495,6 +495,13 @@ func (l *kvLoad) stop() (int, []error) {
 // It returns the process and Prometheus' base URL.
 func startPrometheus(t *testing.T, promBin, dir string, proberAddrs []string) (*process, string) {
 	t.Helper()
+	return startPrometheusSLO(t, promBin, dir, sloFile, proberAddrs)
+}
+
+// startPrometheusSLO is startPrometheus with the rules generated from
+// another SLO file than mixin/slo.yml.
+func startPrometheusSLO(t *testing.T, promBin, dir, sloFile string, proberAddrs []string) (*process, string) {
+	t.Helper()
 	spec, err := mixin.LoadSpec(sloFile)
 	if err != nil {
 		t.Fatal(err)

@@ -250,14 +250,25 @@ relabel_configs:
 	t.Logf("TIMING whole test: %.1fs", time.Since(start).Seconds())
 }
 
-// createPod creates a pod with one container port and, when running, gives
-// it what a kubelet would (phase Running, IP 127.0.0.1, Ready) through the
-// status subresource.
+// createPod creates a pod in kubeNS with one container port and, when
+// running, gives it what a kubelet would (phase Running, IP 127.0.0.1, Ready)
+// through the status subresource.
 func (k *kubeCluster) createPod(t *testing.T, name string, labels map[string]string, portName string, port int, running bool) {
+	t.Helper()
+	ip := ""
+	if running {
+		ip = "127.0.0.1"
+	}
+	k.createPodIP(t, kubeNS, name, labels, portName, port, ip)
+}
+
+// createPodIP creates a pod in namespace ns with one container port and,
+// when ip is not empty, makes it Running and Ready with that pod IP.
+func (k *kubeCluster) createPodIP(t *testing.T, ns, name string, labels map[string]string, portName string, port int, ip string) {
 	t.Helper()
 	pod := map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": name, "namespace": kubeNS, "labels": labels},
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": labels},
 		"spec": map[string]any{"containers": []any{map[string]any{
 			"name": "vllm", "image": "vllm/vllm-openai:latest",
 			"ports": []any{map[string]any{"name": portName, "containerPort": port}},
@@ -265,10 +276,21 @@ func (k *kubeCluster) createPod(t *testing.T, name string, labels map[string]str
 	}
 	b, _ := json.Marshal(pod)
 	k.kubectlT(t, string(b), "apply", "-f", "-")
-	if running {
-		k.kubectlT(t, "", "patch", "pod", name, "-n", kubeNS, "--subresource=status", "--type=merge", "-p",
-			`{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}],"conditions":[{"type":"Ready","status":"True"}]}}`)
+	if ip != "" {
+		k.setPodReady(t, ns, name, ip, true)
 	}
+}
+
+// setPodReady sets a pod's status as a kubelet would: Running with ip, its
+// Ready condition ready.
+func (k *kubeCluster) setPodReady(t *testing.T, ns, name, ip string, ready bool) {
+	t.Helper()
+	status := "False"
+	if ready {
+		status = "True"
+	}
+	k.kubectlT(t, "", "patch", "pod", name, "-n", ns, "--subresource=status", "--type=merge", "-p",
+		fmt.Sprintf(`{"status":{"phase":"Running","podIP":%q,"podIPs":[{"ip":%q}],"conditions":[{"type":"Ready","status":%q}]}}`, ip, ip, status))
 }
 
 // checkRBAC asks the API server what the chart's ServiceAccount may do in
