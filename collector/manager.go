@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	commoncfg "github.com/prometheus/common/config"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"

@@ -12,7 +12,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v2"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 const composeDir = "compose"

@@ -202,7 +202,7 @@ func TestDockerfile(t *testing.T) {
 	}
 
 	// The build context holds what the builder needs and not what it must not.
-	for _, p := range []string{"go.mod", "go.sum", "Makefile", "cmd/vllm_prober/main.go", "examples/demo.yml", "internal/config/config.go"} {
+	for _, p := range []string{"go.mod", "go.sum", "Makefile", "cmd/vllm_prober/main.go", "examples/demo.yml", "config/config.go"} {
 		if dockerignored(t, p) {
 			t.Errorf(".dockerignore excludes %s, which the build needs", p)
 		}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/percentile"
 	"github.com/vllm-prober/vllm_prober/internal/testtool"
 	"github.com/vllm-prober/vllm_prober/mixin"

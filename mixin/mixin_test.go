@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	yaml "go.yaml.in/yaml/v2"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 
 	"github.com/vllm-prober/vllm_prober/internal/testtool"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // BenchmarkAllStats reads the pair statistics of 1,000 targets × 2 modules

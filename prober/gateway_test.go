@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 

@@ -3,7 +3,7 @@ package prober
 import (
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 

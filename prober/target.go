@@ -10,7 +10,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"

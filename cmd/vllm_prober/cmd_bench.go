@@ -16,9 +16,9 @@ import (
 	"github.com/go-kit/log"
 	"golang.org/x/term"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/bench"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 

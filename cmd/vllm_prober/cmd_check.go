@@ -18,10 +18,10 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 
 	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/baseline"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"

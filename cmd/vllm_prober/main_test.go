@@ -37,18 +37,18 @@ func TestConfigCheck(t *testing.T) {
 		t.Errorf("--config.check on examples/demo.yml = %d, stderr:\n%s", code, stderr)
 	}
 
-	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../internal/config/testdata/invalid-prober.yml")
-	want := "vllm_prober --config.check: ../../internal/config/testdata/invalid-prober.yml: module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat, embeddings or responses)\n"
+	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../config/testdata/invalid-prober.yml")
+	want := "vllm_prober --config.check: ../../config/testdata/invalid-prober.yml: module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat, embeddings or responses)\n"
 	if code != 1 || !strings.HasPrefix(stderr, want) {
 		t.Errorf("--config.check on a bad file = %d, want 1 and %s; stderr:\n%s", code, want, stderr)
 	}
 
 	// An invalid answer check is named by its key's path.
-	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../internal/config/testdata/invalid-expect-regex.yml")
+	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../config/testdata/invalid-expect-regex.yml")
 	if want := "modules.math.expect.regex: error parsing regexp: missing closing ): `4(`"; code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("--config.check on a bad expect regex = %d, want 1 and %s; stderr:\n%s", code, want, stderr)
 	}
-	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../internal/config/testdata/invalid-expect-schema.yml")
+	code, _, stderr = runCLI(t, "--config.check", "--config.file=../../config/testdata/invalid-expect-schema.yml")
 	if want := "modules.json.expect.json_schema: invalid schema: "; code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "at '/properties/count/minimum': got string, want number") {
 		t.Errorf("--config.check on a bad expect schema = %d, want 1 and %s; stderr:\n%s", code, want, stderr)
 	}

@@ -9,13 +9,13 @@ import (
 )
 
 // publicPackages are the module's packages another module may import.
-var publicPackages = []string{"collector", "prober", "prober/probe"}
+// The configuration is one of them (config/, as blackbox_exporter's): the
+// others take its types.
+var publicPackages = []string{"config", "collector", "prober", "prober/probe"}
 
 // apiInternalAllowed are the internal packages the public API may still
-// name. internal/config is moving to a public top-level config/ package (as
-// blackbox_exporter's config/): until then the public packages take its
-// types, and only its.
-var apiInternalAllowed = []string{"internal/config"}
+// name: none.
+var apiInternalAllowed = []string{}
 
 // TestPublicAPINamesNoInternalType: the exported API of the public packages
 // (the signatures of exported functions and of exported methods of exported

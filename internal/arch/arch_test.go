@@ -58,7 +58,7 @@ func TestImports(t *testing.T) {
 		{"prober/probe", []string{"prober", "collector", "internal/compare", "internal/daemon"}, "one probe knows nothing of the runner"},
 		{"prober", []string{"collector", "internal/compare", "internal/daemon"}, "the prober reads the collector's load through a function it is given"},
 		{"internal/compare", []string{"internal/daemon"}, "compare joins the managers, it does not run them"},
-		{"internal/config", []string{"internal/discovery", "internal/daemon", "prober", "collector", "internal/compare", "internal/shard"}, "the configuration holds the discovery sections' types (Prometheus' own); nothing it configures is imported upward"},
+		{"config", []string{"internal/discovery", "internal/daemon", "prober", "collector", "internal/compare", "internal/shard"}, "the configuration holds the discovery sections' types (Prometheus' own); nothing it configures is imported upward"},
 		{"internal/discovery", []string{"internal/daemon", "prober", "collector", "internal/compare", "internal/shard"}, "discovery turns discovered groups into targets; sharding and applying them is the daemon's"},
 		{"internal/shard", []string{"internal/discovery", "internal/daemon"}, "sharding hashes target names, nothing more"},
 	} {

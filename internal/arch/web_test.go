@@ -45,7 +45,7 @@ var managerTypes = map[string][]string{
 	"prober":              {"Manager", "Burster", "Options"},
 	"collector":           {"Manager", "Options"},
 	"internal/compare":    {"Collector", "Options"},
-	"internal/config":     {"SafeConfig"},
+	"config":              {"SafeConfig"},
 	"internal/httpclient": {"Pool", "New"},
 	"internal/redact":     {"Redactor", "New"},
 }
@@ -110,7 +110,7 @@ func parseDir(t *testing.T, rel string) map[string]*ast.File {
 }
 
 // importNames maps the names f gives the module's packages to their paths
-// within the module ("prober", "internal/config").
+// within the module ("prober", "config").
 func importNames(f *ast.File) map[string]string {
 	names := map[string]string{}
 	for _, imp := range f.Imports {

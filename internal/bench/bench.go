@@ -24,7 +24,7 @@ import (
 
 	"github.com/go-kit/log"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )

@@ -21,7 +21,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/vllm-prober/vllm_prober/collector"
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"

@@ -19,8 +19,8 @@ import (
 
 	"github.com/go-kit/log"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/baseline"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 

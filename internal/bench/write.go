@@ -14,9 +14,9 @@ import (
 	"strings"
 	"unicode/utf16"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/atomicfile"
 	"github.com/vllm-prober/vllm_prober/internal/baseline"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 

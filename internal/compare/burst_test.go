@@ -16,8 +16,8 @@ import (
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/bench"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/testtool"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/prober/probe"

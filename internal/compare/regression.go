@@ -29,8 +29,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/baseline"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/vllm-prober/vllm_prober/collector"
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"

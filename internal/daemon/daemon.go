@@ -32,8 +32,8 @@ import (
 	slogkit "github.com/tjhop/slog-gokit"
 
 	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"

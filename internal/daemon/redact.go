@@ -1,7 +1,7 @@
 package daemon
 
 import (
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 

@@ -15,7 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	promdiscovery "github.com/prometheus/prometheus/discovery"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // discoverers are the discoverers the daemon's discovery manager runs, with

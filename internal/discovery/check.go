@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 	yaml "go.yaml.in/yaml/v2"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // Check is the load-time check of cfg, which must have been validated: the

@@ -16,7 +16,7 @@ import (
 	slogkit "github.com/tjhop/slog-gokit"
 	yaml "go.yaml.in/yaml/v2"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/testutil"
 )
 

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // sdServer is an http_sd endpoint whose answer the test changes as it goes.

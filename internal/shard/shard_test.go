@@ -5,7 +5,7 @@ import (
 	"hash/fnv"
 	"testing"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // fleet returns n targets named like the ones discovery produces.

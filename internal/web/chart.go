@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/svgchart"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 )
 
 // gatewayPart is the "gateway" template of a gateway target's page: its

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/internal/web"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/common/version"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )

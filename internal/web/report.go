@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	yaml "go.yaml.in/yaml/v2"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vllm-prober/vllm_prober/collector"
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 

@@ -16,8 +16,8 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // maxWebhookBody bounds the JSON body /gate and /burst read (a Flagger

@@ -38,7 +38,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"
 	"github.com/vllm-prober/vllm_prober/prober/probe"

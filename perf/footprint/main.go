@@ -39,7 +39,7 @@ import (
 
 	"github.com/go-kit/log"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/shard"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/perf/internal/perfutil"

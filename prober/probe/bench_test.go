@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // A 256-token chat stream as vLLM sends it.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // TestRequestBody: each kind's body, and the nonce at the front of the

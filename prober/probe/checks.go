@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/answer"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 )
 
 // Failure reasons of the output checks.
@@ -41,6 +41,11 @@ type question struct {
 	check  *answer.Checker
 }
 
+// expectSpec converts e for package answer.
+func expectSpec(e *config.Expect) answer.Spec {
+	return answer.Spec{Regex: e.Regex, Equals: e.Equals, JSONSchema: e.JSONSchema, OneOf: e.OneOf}
+}
+
 // compileChecks compiles mod's checks; nil when it has none. The
 // configuration was validated, so an error means a bug, not bad input.
 func compileChecks(mod *config.Module) (*checks, error) {
@@ -50,12 +55,12 @@ func compileChecks(mod *config.Module) (*checks, error) {
 	c := &checks{}
 	var err error
 	if mod.Expect != nil {
-		if c.expect, err = answer.Compile(mod.Expect.Spec()); err != nil {
+		if c.expect, err = answer.Compile(expectSpec(mod.Expect)); err != nil {
 			return nil, fmt.Errorf("expect: %w", err)
 		}
 	}
 	for i, q := range mod.Questions {
-		ck, err := answer.Compile(q.Expect.Spec())
+		ck, err := answer.Compile(expectSpec(&q.Expect))
 		if err != nil {
 			return nil, fmt.Errorf("questions[%d].expect: %w", i, err)
 		}

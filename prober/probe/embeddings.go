@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/answer"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 )
 
 // maxEmbeddingBody bounds an embeddings response: 64k float dimensions in

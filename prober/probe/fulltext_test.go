@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // TestGeneratedTextFullText: Output receives the generated text up to 64 KiB;

@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/answer"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 )
 
 // kind is one way of probing a vLLM endpoint: the path a probe posts to, the

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // A stalled probe's E2E is the time until the cut, not the time of its last

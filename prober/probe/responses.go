@@ -6,8 +6,8 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/answer"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 )
 
 // The responses kind probes vLLM's OpenAI-compatible POST /v1/responses with

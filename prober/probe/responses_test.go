@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // responses events in vLLM's shapes (serving_responses.py), each "event:"

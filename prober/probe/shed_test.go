@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 var updateShed = flag.Bool("update", false, "rewrite testdata/shed/golden.txt")

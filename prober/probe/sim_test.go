@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
 	"github.com/vllm-prober/vllm_prober/internal/simulator/simtest"
 )

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 )
 

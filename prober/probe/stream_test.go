@@ -17,7 +17,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/vllm-prober/vllm_prober/internal/config"
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 )

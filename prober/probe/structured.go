@@ -7,8 +7,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/answer"
-	"github.com/vllm-prober/vllm_prober/internal/config"
 )
 
 // maxCapture bounds the generated text a probe keeps for its checks.

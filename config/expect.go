@@ -32,8 +32,9 @@ type Expect struct {
 	OneOf []string `yaml:"one_of,omitempty"`
 }
 
-// Spec converts e for package answer.
-func (e *Expect) Spec() answer.Spec {
+// spec converts e for package answer (prober/probe has its own copy of this
+// one line, since the public API names no internal type).
+func (e *Expect) spec() answer.Spec {
 	return answer.Spec{Regex: e.Regex, Equals: e.Equals, JSONSchema: e.JSONSchema, OneOf: e.OneOf}
 }
 
@@ -120,7 +121,7 @@ func (m *Module) validateChecks(name string) error {
 		return fmt.Errorf("%s: set expect or questions, not both (each question has its own expect)", path)
 	}
 	if m.Expect != nil {
-		if _, err := answer.Compile(m.Expect.Spec()); err != nil {
+		if _, err := answer.Compile(m.Expect.spec()); err != nil {
 			return pathError(path+".expect", err)
 		}
 	}
@@ -129,7 +130,7 @@ func (m *Module) validateChecks(name string) error {
 		if q.Prompt == "" {
 			return fmt.Errorf("%s.prompt: is required", qp)
 		}
-		if _, err := answer.Compile(q.Expect.Spec()); err != nil {
+		if _, err := answer.Compile(q.Expect.spec()); err != nil {
 			return pathError(qp+".expect", err)
 		}
 	}

@@ -312,7 +312,7 @@ func TestLoadFileGood(t *testing.T) {
 // What /config shows must load back to the same configuration (secrets aside,
 // which render as <secret>), and rendering is a fixed point.
 func TestRoundTrip(t *testing.T) {
-	for _, f := range []string{"testdata/good.yml", "testdata/minimal.yml", "testdata/good-discovery.yml", "../../examples/demo.yml"} {
+	for _, f := range []string{"testdata/good.yml", "testdata/minimal.yml", "testdata/good-discovery.yml", "../examples/demo.yml"} {
 		t.Run(f, func(t *testing.T) {
 			cfg, err := LoadFile(f)
 			if err != nil {

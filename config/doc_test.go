@@ -15,7 +15,7 @@ import (
 
 // CONFIGURATION.md documents every key of the file, in placeholder grammar.
 func TestConfigurationDocCoversEveryKey(t *testing.T) {
-	doc, err := os.ReadFile("../../CONFIGURATION.md")
+	doc, err := os.ReadFile("../CONFIGURATION.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestConfigurationDocCoversEveryKey(t *testing.T) {
 
 // The full example of CONFIGURATION.md is a valid configuration.
 func TestConfigurationDocExampleLoads(t *testing.T) {
-	doc, err := os.ReadFile("../../CONFIGURATION.md")
+	doc, err := os.ReadFile("../CONFIGURATION.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestConfigurationDocExampleLoads(t *testing.T) {
 
 // The discovery example of CONFIGURATION.md is a valid configuration.
 func TestConfigurationDocDiscoveryExampleLoads(t *testing.T) {
-	doc, err := os.ReadFile("../../CONFIGURATION.md")
+	doc, err := os.ReadFile("../CONFIGURATION.md")
 	if err != nil {
 		t.Fatal(err)
 	}
