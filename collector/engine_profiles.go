@@ -28,35 +28,27 @@ func vllmDetect(prefix string) []string {
 // (vllm-project/vllm); the sleep state from the same loggers.py
 // (vllm:engine_sleep_state, sleep_state="awake"|"weights_offloaded"|
 // "discard_all"), speculative decoding from vllm/v1/spec_decode/metrics.py.
-var vllmProfile = &Profile{
-	Engine:       "vllm",
-	Detect:       vllmDetect("vllm:"),
-	VLLMPrefixes: []string{"vllm:"},
-	EngineLabel:  lEngine,
-	Sleep:        true,
-}
+var vllmProfile = vllmLike("vllm", "vllm:")
 
 // Ray Serve LLM re-exports vLLM's families through Ray's metrics agent
 // (vLLM's RayPrometheusStatLogger, vllm/v1/metrics/ray_wrappers.py): the
 // "vllm:" prefix becomes "ray_vllm:" in older Ray and "ray_vllm_" in newer
 // Ray, next to Ray's own labels (WorkerId, ReplicaId, ...) and model_name.
-var rayProfile = &Profile{
-	Engine:       "ray",
-	Detect:       append(vllmDetect("ray_vllm:"), vllmDetect("ray_vllm_")...),
-	VLLMPrefixes: []string{"ray_vllm:", "ray_vllm_"},
-	EngineLabel:  lEngine,
-	Sleep:        true,
-}
+var rayProfile = vllmLike("ray", "ray_vllm:", "ray_vllm_")
 
 // NVIDIA NIM for LLMs serves vLLM's families without the "vllm:" prefix
 // (num_requests_running, gpu_cache_usage_perc, time_to_first_token_seconds,
 // ... with model_name).
-var nimProfile = &Profile{
-	Engine:       "nim",
-	Detect:       vllmDetect(""),
-	VLLMPrefixes: []string{""},
-	EngineLabel:  lEngine,
-	Sleep:        true,
+var nimProfile = vllmLike("nim", "")
+
+// vllmLike is the profile of an engine that serves vLLM's own families
+// under prefixes: detected by them, read as vLLM's, with sleep mode.
+func vllmLike(engine string, prefixes ...string) *Profile {
+	var detect []string
+	for _, p := range prefixes {
+		detect = append(detect, vllmDetect(p)...)
+	}
+	return &Profile{Engine: engine, Detect: detect, VLLMPrefixes: prefixes, EngineLabel: lEngine, Sleep: true}
 }
 
 // SGLang: sgl-project/sglang python/sglang/srt/metrics/collector.py

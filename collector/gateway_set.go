@@ -3,6 +3,7 @@ package collector
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,8 +17,7 @@ import (
 type GatewaySet struct {
 	clients ClientPool
 
-	mu  sync.RWMutex
-	gws []*GatewayCollector
+	gws atomic.Pointer[[]*GatewayCollector]
 }
 
 // NewGatewaySet returns an empty GatewaySet taking its HTTP clients from
@@ -53,11 +53,9 @@ func (s *GatewaySet) SetTargets(cfg *config.Config) error {
 		}
 		gws = append(gws, &GatewayCollector{Target: t.Name, URL: joinURL(t.URL, t.MetricsPath), Client: client, Timeout: cfg.ScrapeTimeout(t)})
 	}
-	s.mu.Lock()
-	old := s.gws
-	s.gws = gws
-	s.mu.Unlock()
-	release(old)
+	if old := s.gws.Swap(&gws); old != nil {
+		release(*old)
+	}
 	return nil
 }
 
@@ -66,11 +64,12 @@ func (s *GatewaySet) Describe(chan<- *prometheus.Desc) {}
 
 // Collect scrapes every gateway at once and sends their series.
 func (s *GatewaySet) Collect(ch chan<- prometheus.Metric) {
-	s.mu.RLock()
-	gws := s.gws
-	s.mu.RUnlock()
+	gws := s.gws.Load()
+	if gws == nil {
+		return
+	}
 	var wg sync.WaitGroup
-	for _, g := range gws {
+	for _, g := range *gws {
 		wg.Go(func() { g.Collect(ch) })
 	}
 	wg.Wait()
