@@ -41,11 +41,22 @@ var errTooManyRedirects error = &RedirectError{"stopped after 10 redirects"}
 // X-Api-Key gateway key) went along. Refusing is the one rule that covers
 // every credential, wherever a round tripper below adds it.
 func CheckRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= maxRedirects {
-		return errTooManyRedirects
+	if err := LimitRedirects(req, via); err != nil {
+		return err
 	}
 	if len(via) > 0 && !sameOrigin(via[0].URL, req.URL) {
 		return ErrCrossHostRedirect
+	}
+	return nil
+}
+
+// LimitRedirects is the redirect policy of a client without credentials: it
+// follows any redirect up to net/http's own bound of 10, and refuses the next
+// with a RedirectError (net/http's own refusal is a plain error, which a
+// caller cannot tell from a connection failure).
+func LimitRedirects(_ *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return errTooManyRedirects
 	}
 	return nil
 }
@@ -67,10 +78,7 @@ func RestrictRedirects(client *http.Client, allowed func(*url.URL) bool, why str
 		if next != nil {
 			return next(req, via)
 		}
-		if len(via) >= maxRedirects {
-			return errTooManyRedirects
-		}
-		return nil
+		return LimitRedirects(req, via)
 	}
 	return &c
 }

@@ -133,11 +133,16 @@ func (p *Pool) build(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 }
 
 // guard adds the policies every client of the Pool keeps: no credential
-// follows a redirect to another origin (CheckRedirect), and the redactor
-// knows the current value of every credential file (refresher).
+// follows a redirect to another origin (CheckRedirect), a client without
+// credentials stops at net/http's 10 redirects with a RedirectError
+// (LimitRedirects), and the redactor knows the current value of every
+// credential file (refresher).
 func (p *Pool) guard(s *shared) {
-	if s.cfg.FollowRedirects && sendsCredentials(&s.cfg) {
+	switch {
+	case s.cfg.FollowRedirects && sendsCredentials(&s.cfg):
 		s.client.CheckRedirect = CheckRedirect
+	case s.cfg.FollowRedirects:
+		s.client.CheckRedirect = LimitRedirects
 	}
 	if p.red != nil && len(redact.ClientFiles(&s.cfg)) > 0 {
 		s.source = fmt.Sprintf("client %p", s)

@@ -17,6 +17,8 @@ import (
 	"time"
 	"unsafe"
 
+	commoncfg "github.com/prometheus/common/config"
+
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
@@ -602,6 +604,28 @@ func TestStreamRedirectNotFollowed(t *testing.T) {
 	}
 	if n := reached.Load(); n != 0 {
 		t.Errorf("the redirect's location received %d requests", n)
+	}
+
+	// More than 10 hops, by the client the pool gives a target without
+	// credentials (it follows any redirect): redirect too, not connection.
+	var hops atomic.Int32
+	loop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hops.Add(1)
+		http.Redirect(w, r, "http://"+r.Host+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer loop.Close()
+	pool := httpclient.New(redact.New())
+	client, err := pool.Acquire(commoncfg.DefaultHTTPClientConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Release(client)
+	res := Stream(context.Background(), client, StreamRequest{BaseURL: loop.URL, Kind: config.ProberCompletions, Body: map[string]any{"model": "m", "prompt": "hi"}})
+	if want := "redirect not followed: Post " + loop.URL + "/v1/completions: stopped after 10 redirects"; res.Success || res.Reason != ReasonRedirect || res.Err != want {
+		t.Errorf("more than 10 hops: success %v reason %q err %q, want reason redirect, err %q", res.Success, res.Reason, res.Err, want)
+	}
+	if n := hops.Load(); n != 10 {
+		t.Errorf("the loop received %d requests, want 10 (the first and 9 hops, as net/http's own bound)", n)
 	}
 }
 
