@@ -518,6 +518,14 @@ func startPrometheusSLO(t *testing.T, promBin, dir, sloFile string, proberAddrs 
 	if err := os.WriteFile(promCfg, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return startPrometheusFile(t, promBin, dir, promCfg)
+}
+
+// startPrometheusFile starts a Prometheus with the configuration file
+// promCfg, its TSDB under dir, on a free port of 127.0.0.1, and waits until
+// it is ready. It returns the process and Prometheus' base URL.
+func startPrometheusFile(t *testing.T, promBin, dir, promCfg string) (*process, string) {
+	t.Helper()
 	promAddr := freeAddr(t)
 	promURL := "http://" + promAddr
 	prom := startProcess(t, "prometheus", promBin, "--config.file="+promCfg,

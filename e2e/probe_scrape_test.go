@@ -79,13 +79,7 @@ scrape_configs:
 `, proberAddr, simURL)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	promAddr := freeAddr(t)
-	promURL := "http://" + promAddr
-	prom := startProcess(t, "prometheus", promBin, "--config.file="+promCfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"), "--web.listen-address="+promAddr)
-	if err := waitReady(ctx, prom, promURL+"/-/ready", 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	prom, promURL := startPrometheusFile(t, promBin, dir, promCfg)
 
 	for _, job := range []string{"probe_target", "probe_url"} {
 		if err := waitFor(ctx, 60*time.Second, 500*time.Millisecond, "Prometheus' scrape of /probe by job "+job, func(ctx context.Context) (bool, error) {

@@ -146,13 +146,7 @@ targets:
 		t.Fatal(err)
 	}
 	writeFile(t, promCfg, string(promYAML))
-	promAddr := freeAddr(t)
-	promURL := "http://" + promAddr
-	prom := startProcess(t, "prometheus", promBin, "--config.file="+promCfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"), "--web.listen-address="+promAddr)
-	if err := waitReady(ctx, prom, promURL+"/-/ready", 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	_, promURL := startPrometheusFile(t, promBin, dir, promCfg)
 	tl.add("vllm_prober and Prometheus up")
 
 	// The Kubernetes API server, Argo's CRDs and its analysis controller.

@@ -267,13 +267,8 @@ targets:
 	if err := os.WriteFile(promCfg, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	promAddr := freeAddr(t)
-	promURL := "http://" + promAddr
-	prom := startProcess(t, "prometheus", promBin, "--config.file="+promCfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"), "--web.listen-address="+promAddr)
-	if err := waitReady(ctx, prom, promURL+"/-/ready", 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	prom, promURL := startPrometheusFile(t, promBin, dir, promCfg)
+	promAddr := strings.TrimPrefix(promURL, "http://")
 	tl.add("prometheus up on %s, alertmanager on %s", promAddr, amAddr)
 	client := &mixin.Client{BaseURL: promURL, HTTP: httpClient}
 	up := func() error {
