@@ -243,12 +243,16 @@ func (p *Profile) detects(fs families) bool {
 	return false
 }
 
-// detectProfile picks the profile of fs: the forced engine's when set, else
-// the first whose Detect families fs carries. Nil when none matches.
+// detectProfile picks the profile of fs: the forced engine's when set and
+// fs carries any family it reads, else the first whose Detect families fs
+// carries. Nil when none matches: a forced profile that reads nothing of
+// fs would leave the target silently empty.
 func detectProfile(fs families, forced string) *Profile {
 	if forced != "" {
-		p, _ := ProfileOf(forced)
-		return p
+		if p, ok := ProfileOf(forced); ok && p.readsAny(fs) {
+			return p
+		}
+		return nil
 	}
 	for _, p := range profiles {
 		if p.detects(fs) {
@@ -256,6 +260,16 @@ func detectProfile(fs families, forced string) *Profile {
 		}
 	}
 	return nil
+}
+
+// readsAny reports whether fs carries a family p reads.
+func (p *Profile) readsAny(fs families) bool {
+	for _, name := range p.Families() {
+		if fs[name] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // renameToVLLM returns the families of fs that p exports under one of its

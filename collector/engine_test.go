@@ -160,15 +160,55 @@ func scrapeBody(t *testing.T, body string) *Snapshot {
 }
 
 // TestEngineForced: a target's engine key reads the payload by that
-// profile, whatever else it would be detected as.
+// profile, whatever it would be detected as: TensorRT-LLM's older bare
+// names, detected as trtllm, read as NIM's when the key says nim. A key
+// whose profile reads none of the payload's families (sglang on NIM's
+// names) does not leave the target silently empty: it is unrecognised,
+// with the series and one warning naming the key.
 func TestEngineForced(t *testing.T) {
-	srv := textServer(t, readFixture(t, "nim-hand.prom"))
-	s, err := ScrapeEngine(context.Background(), srv.Client(), srv.URL+"/metrics", "sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Engine != "sglang" || len(s.Models) != 0 {
-		t.Errorf("forced sglang read NIM's names: engine %q, models %v", s.Engine, keys(s.Models))
+	for _, tc := range []struct {
+		fixture, engineKey, wantEngine, wantModel string
+	}{
+		{"trtllm-serve-unprefixed-hand.prom", "", "trtllm", "Qwen/Qwen3-8B"},
+		{"trtllm-serve-unprefixed-hand.prom", "nim", "nim", "Qwen/Qwen3-8B"},
+		{"nim-hand.prom", "sglang", EngineUnknown, ""},
+	} {
+		t.Run(tc.fixture+"/"+tc.engineKey, func(t *testing.T) {
+			srv := textServer(t, readFixture(t, tc.fixture))
+			reg := prometheus.NewPedanticRegistry()
+			var logs bytes.Buffer
+			m := NewManager(testOptions(reg, log.NewLogfmtLogger(log.NewSyncWriter(&logs))))
+			cfg := configFor(t, srv.URL, "10s", 4)
+			cfg.Targets[0].Engine = tc.engineKey
+			if err := m.Apply(cfg); err != nil {
+				t.Fatal(err)
+			}
+			s := m.target("a")
+			s.scrapeOnce(context.Background())
+			s.scrapeOnce(context.Background())
+			s.client.CloseIdleConnections()
+			recognized, ok := gathered(t, reg, "vllm_server_engine_recognized", map[string]string{"target": "a", "engine": tc.wantEngine})
+			if want := b2f(tc.wantEngine != EngineUnknown); !ok || recognized != want {
+				t.Errorf("vllm_server_engine_recognized{engine=%q} = %g (present %v), want %g", tc.wantEngine, recognized, ok, want)
+			}
+			_, info := gathered(t, reg, "vllm_server_info", map[string]string{"target": "a", "engine": tc.wantEngine})
+			_, running := gathered(t, reg, "vllm_server_requests", map[string]string{"target": "a", "model": tc.wantModel, "state": "running"})
+			if tc.wantEngine == EngineUnknown {
+				if info || running {
+					t.Errorf("unrecognised payload exports vllm_server_info (%v) or requests (%v)", info, running)
+				}
+				if n := strings.Count(logs.String(), "matches no engine profile"); n != 1 || !strings.Contains(logs.String(), "engine_key="+tc.engineKey) {
+					t.Errorf("%d warnings over 2 scrapes, want 1 naming engine_key=%s:\n%s", n, tc.engineKey, logs.String())
+				}
+				return
+			}
+			if !info || !running {
+				t.Errorf("vllm_server_info{engine=%q} present %v, vllm_server_requests{model=%q} present %v", tc.wantEngine, info, tc.wantModel, running)
+			}
+			if strings.Contains(logs.String(), "matches no engine profile") {
+				t.Errorf("warning for a recognised payload:\n%s", logs.String())
+			}
+		})
 	}
 }
 
