@@ -80,7 +80,8 @@ func TestEngineStatedValues(t *testing.T) {
 		// The README's current block: waiting 1, the fraction 0.4875 over used/max.
 		{"triton-trtllm-readme-2026.prom", want{"tensorrt_llm", 0, 1, 0.4875, nan, nan, 6239 * 64, -1, -1, -1, -1}},
 		{"llamacpp-ik-pr695.prom", want{"default", 0, 0, 0.491063, 6886, 3469, nan, -1, -1, -1, -1}},
-		{"vllm-0.29-sleep.prom", want{"qwen2.5-1.5b", 0, 0, 0, -2, 584, 322944, -2, -2, -2, -2}},
+		// Idle after 10 requests: 530 prompt and 584 generated tokens, 574 inter-token gaps.
+		{"vllm-0.29-sleep.prom", want{"qwen2.5-1.5b", 0, 0, 0, 530, 584, 322944, 10, 574, 10, 10}},
 		{"trtllm-serve-hand.prom", want{"nvidia/Llama-3.1-8B-Instruct-FP8", 3, 1, 0.25, 500, 2000, 32000, 5, -1, -1, -1}},
 		{"dynamo-frontend-hand.prom", want{"qwen/qwen3-0.6b", 6, 2, nan, 9000, 4000, nan, 40, -1, 40, -1}},
 		{"ray-vllm-hand.prom", want{"llama", 5, 1, 0.6, nan, 300, nan, -1, -1, -1, -1}},
@@ -103,9 +104,6 @@ func TestEngineStatedValues(t *testing.T) {
 				{"prompt tokens", m.PromptTokens, w.prompt}, {"generation tokens", m.GenerationTokens, w.gen},
 				{"kv capacity", m.KVCapacityTokens, w.kvCapacity},
 			} {
-				if c.want == -2 {
-					continue // stated by the golden file only
-				}
 				if !(c.got == c.want || math.IsNaN(c.got) && math.IsNaN(c.want) || math.Abs(c.got-c.want) < 1e-12) {
 					t.Errorf("%s = %g, want %g (NaN: absent)", c.name, c.got, c.want)
 				}
@@ -116,7 +114,6 @@ func TestEngineStatedValues(t *testing.T) {
 				want float64
 			}{{"ttft", m.TTFT, w.ttftCount}, {"itl", m.ITL, w.itlCount}, {"e2e", m.E2E, w.e2eCount}, {"queue", m.Queue, w.qCount}} {
 				switch {
-				case c.want == -2:
 				case c.want == -1 && c.h != nil:
 					t.Errorf("%s histogram present (count %g), want absent", c.name, c.h.Count)
 				case c.want >= 0 && (c.h == nil || c.h.Count != c.want):
@@ -477,4 +474,33 @@ func simMetrics(t *testing.T, srv *httptest.Server) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// TestSleepStateOfRealPayload: vLLM 0.29's vllm:engine_sleep_state, as the
+// real capture has it (awake), and with the 1 moved to each other state,
+// gives the sleep level 0, 1 (weights offloaded) and 2 (discard all).
+func TestSleepStateOfRealPayload(t *testing.T) {
+	body := string(readFixture(t, "vllm-0.29-sleep.prom"))
+	const state = `vllm:engine_sleep_state{engine="0",model_name="qwen2.5-1.5b",sleep_state="%s"} %s`
+	for level, asleep := range []string{"awake", "weights_offloaded", "discard_all"} {
+		b := body
+		for _, st := range []string{"awake", "weights_offloaded", "discard_all"} {
+			v := "0.0"
+			if st == asleep {
+				v = "1.0"
+			}
+			was := fmt.Sprintf(state, st, "1.0")
+			if !strings.Contains(b, was) {
+				was = fmt.Sprintf(state, st, "0.0")
+			}
+			if !strings.Contains(b, was) {
+				t.Fatalf("the capture has no %s", was)
+			}
+			b = strings.Replace(b, was, fmt.Sprintf(state, st, v), 1)
+		}
+		s := normaliseBytes(t, []byte(b))
+		if m := s.Models["qwen2.5-1.5b"]; m == nil || m.SleepLevel != float64(level) {
+			t.Errorf("sleep_state %s: snapshot %s, want sleep_level %d", asleep, dumpSnapshot(s), level)
+		}
+	}
 }
