@@ -50,12 +50,16 @@ type dialect struct {
 	// health answers GET /health (and extraHealth) with this body on 200.
 	health      []byte
 	extraHealth []string
+	// extraMetrics serve /metrics's exposition on other paths too: NIM's
+	// default is /v1/metrics (NVIDIA's "Observability for NVIDIA NIM for
+	// LLMs").
+	extraMetrics []string
 }
 
 var dialects = map[string]dialect{
 	EngineVLLM:   {errorShape: ErrorShapeNested, sleep: true, ownedBy: "vllm"},
 	EngineRay:    {errorShape: ErrorShapeNested, ownedBy: "vllm"},
-	EngineNIM:    {errorShape: ErrorShapeNested, ownedBy: "system", extraHealth: []string{"/v1/health/ready", "/v1/health/live"}},
+	EngineNIM:    {errorShape: ErrorShapeNested, ownedBy: "system", extraHealth: []string{"/v1/health/ready", "/v1/health/live"}, extraMetrics: []string{"/v1/metrics"}},
 	EngineSGLang: {errorShape: ErrorShapeFlat, ownedBy: "sglang", extraHealth: []string{"/health_generate"}},
 	EngineTRTLLM: {errorShape: ErrorShapeFlat, ownedBy: "tensorrt_llm"},
 	EngineTriton: {errorShape: ErrorShapeDetail, noUsage: true, ownedBy: "triton", extraHealth: []string{"/v2/health/ready", "/health/ready"}},
