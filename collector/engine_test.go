@@ -289,38 +289,63 @@ func availableSignals(s *Snapshot) []string {
 	return out
 }
 
-// TestSimulatorMatchesRealPayload: for each engine with a real payload,
-// vllm_sim --engine=X exposes the same set of available signals (those a
-// real payload lacks by configuration, such as speculative decoding or
-// per-request histograms an older release did not have, are listed).
+// TestSimulatorMatchesRealPayload: for each engine with a real payload in
+// testdata, vllm_sim --engine=X exposes the same set of available signals
+// (Triton's two README blocks are one server's families). Signals a
+// payload lacks by release or configuration, such as speculative decoding
+// or per-request histograms an older release did not have, are listed.
+// Where no real payload was found, the simulator serves at least every
+// signal of the payload written from the engine's source.
 func TestSimulatorMatchesRealPayload(t *testing.T) {
 	for _, tc := range []struct {
-		engine, file string
-		simOnly      []string // signals the simulator serves that this payload's release or configuration does not
+		engine  string
+		files   []string
+		simOnly []string // signals the simulator serves that this payload's release or configuration does not
 	}{
 		// The docs' paste predates queue_time_seconds and num_retracted_requests_total;
 		// cached_tokens_total appears only once a prompt token was a cache hit.
-		{"sglang", "sglang-0.4-docs.prom", []string{"prefix_cache", "preemptions", "queue_time"}},
-		// The README's nv_trt_llm_* block has no base Triton family (E2E and
-		// queue means) nor the opt-in first-response histogram.
-		{"triton", "triton-trtllm-readme-2026.prom", []string{"e2e", "queue_time", "ttft"}},
+		{"sglang", []string{"sglang-0.4-docs.prom"}, []string{"prefix_cache", "preemptions", "queue_time"}},
+		// The README prints neither the opt-in first-response histogram
+		// (histogram_latencies=true) nor any token counter.
+		{"triton", []string{"triton-trtllm-readme-2026.prom", "triton-base-23.11.prom"}, []string{"ttft"}},
 		// The fork's build has no speculative decoding and no server-metrics.cpp histograms.
-		{"llamacpp", "llamacpp-ik-pr695.prom", []string{"e2e", "itl", "spec_decode", "ttft"}},
-		{"vllm", "vllm-0.29-sleep.prom", []string{"spec_decode"}},
+		{"llamacpp", []string{"llamacpp-ik-pr695.prom"}, []string{"e2e", "itl", "spec_decode", "ttft"}},
+		{"vllm", []string{"vllm-0.29-sleep.prom"}, []string{"spec_decode"}},
+		// No real payload found: those written from each engine's source (a subset).
+		{"trtllm", []string{"trtllm-serve-hand.prom"}, nil},
+		{"dynamo", []string{"dynamo-frontend-hand.prom"}, nil},
+		{"ray", []string{"ray-vllm-hand.prom"}, nil},
+		{"nim", []string{"nim-hand.prom"}, nil},
 	} {
 		t.Run(tc.engine, func(t *testing.T) {
 			sim := normaliseBytes(t, simPayload(t, tc.engine))
 			if sim.Engine != tc.engine {
 				t.Fatalf("simulator payload detected as %q", sim.Engine)
 			}
-			real := scrapeFixture(t, tc.file)
+			var body []byte
+			for _, f := range tc.files {
+				body = append(body, readFixture(t, f)...)
+				body = append(body, '\n')
+			}
+			real := normaliseBytes(t, body)
+			if real.Engine != tc.engine {
+				t.Fatalf("%v detected as %q", tc.files, real.Engine)
+			}
 			want := availableSignals(real)
+			got := availableSignals(sim)
+			if strings.HasSuffix(tc.files[0], "-hand.prom") {
+				for _, sig := range want {
+					if !slices.Contains(got, sig) {
+						t.Errorf("vllm_sim --engine=%s signals %v lack %s of %v", tc.engine, got, sig, tc.files)
+					}
+				}
+				return
+			}
 			want = append(want, tc.simOnly...)
 			slices.Sort(want)
-			got := availableSignals(sim)
 			slices.Sort(got)
 			if !slices.Equal(got, want) {
-				t.Errorf("vllm_sim --engine=%s signals %v\nreal payload (+ %v) %v", tc.engine, got, tc.simOnly, want)
+				t.Errorf("vllm_sim --engine=%s signals %v\n%v (+ %v) %v", tc.engine, got, tc.files, tc.simOnly, want)
 			}
 		})
 	}
