@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
@@ -527,5 +528,66 @@ func TestSleepStateOfRealPayload(t *testing.T) {
 		if m := s.Models["qwen2.5-1.5b"]; m == nil || m.SleepLevel != float64(level) {
 			t.Errorf("sleep_state %s: snapshot %s, want sleep_level %d", asleep, dumpSnapshot(s), level)
 		}
+	}
+}
+
+// TestSimulatorSurfaceMatchesRealPayload: every family that vllm_sim
+// --engine=X and the engine's real payload both serve has the same type
+// and HELP text, and where the real series carry the model label the
+// profile reads, the simulator's do too.
+func TestSimulatorSurfaceMatchesRealPayload(t *testing.T) {
+	decode := func(body []byte) families {
+		t.Helper()
+		fs, err := decodeFamilies(bytes.NewReader(body), decodeFormat(http.Header{"Content-Type": {"text/plain; version=0.0.4"}}), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	for _, tc := range []struct {
+		engine string
+		files  []string
+	}{
+		{"sglang", []string{"sglang-0.4-docs.prom"}},
+		{"triton", []string{"triton-trtllm-readme-2026.prom", "triton-base-23.11.prom"}},
+		{"llamacpp", []string{"llamacpp-ik-pr695.prom"}},
+		{"vllm", []string{"vllm-0.29-sleep.prom"}},
+	} {
+		t.Run(tc.engine, func(t *testing.T) {
+			p, _ := ProfileOf(tc.engine)
+			sim := decode(simPayload(t, tc.engine))
+			common := 0
+			for _, f := range tc.files {
+				for name, real := range decode(readFixture(t, f)) {
+					s := sim[name]
+					if s == nil {
+						continue
+					}
+					common++
+					if s.GetType() != real.GetType() || s.GetHelp() != real.GetHelp() {
+						t.Errorf("%s: simulator %v %q, %s %v %q", name, s.GetType(), s.GetHelp(), f, real.GetType(), real.GetHelp())
+					}
+					named := func(m *dto.Metric) bool {
+						if p.VLLMPrefixes != nil {
+							_, ok := labelValue(m, lModel)
+							return ok
+						}
+						_, ok := p.modelOf(m)
+						return ok
+					}
+					if !slices.ContainsFunc(real.GetMetric(), named) {
+						continue // the real one names no model here either (vllm:cache_config_info)
+					}
+					for _, m := range s.GetMetric() {
+						if !named(m) {
+							t.Errorf("%s: simulator series %v without the model label of the profile", name, m.GetLabel())
+						}
+					}
+				}
+			}
+			if common < 5 {
+				t.Errorf("only %d families in common with %v", common, tc.files)
+			}
+		})
 	}
 }
