@@ -55,6 +55,7 @@ func TestProbeEachEngine(t *testing.T) {
 					}
 					best = min(best, res.TTFT)
 				}
+				t.Logf("%s: TTFT %v (best of 5), configured %v", kind, best, ttft)
 				if d := absDur(best - ttft); d > ttft/10 {
 					t.Errorf("%s: TTFT %v (best of 5), configured %v: off by %v, more than 10 %%", kind, best, ttft, d)
 				}
