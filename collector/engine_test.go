@@ -597,3 +597,18 @@ func TestSimulatorSurfaceMatchesRealPayload(t *testing.T) {
 		})
 	}
 }
+
+// TestRayPrefixes: older Ray exports vLLM's families as ray_vllm:*, newer
+// Ray as ray_vllm_* (OpenTelemetry-safe names): both read the same.
+func TestRayPrefixes(t *testing.T) {
+	underscore := readFixture(t, "ray-vllm-hand.prom")
+	colon := bytes.ReplaceAll(underscore, []byte("ray_vllm_"), []byte("ray_vllm:"))
+	if bytes.Equal(colon, underscore) {
+		t.Fatal("the fixture has no ray_vllm_ family")
+	}
+	a, b := normaliseBytes(t, underscore), normaliseBytes(t, colon)
+	a.Time, b.Time = time.Time{}, time.Time{}
+	if a.Engine != "ray" || dumpSnapshot(a) != dumpSnapshot(b) {
+		t.Errorf("ray_vllm_ read as\n%s\nray_vllm: read as\n%s", dumpSnapshot(a), dumpSnapshot(b))
+	}
+}
