@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -610,5 +611,84 @@ func TestRayPrefixes(t *testing.T) {
 	a.Time, b.Time = time.Time{}, time.Time{}
 	if a.Engine != "ray" || dumpSnapshot(a) != dumpSnapshot(b) {
 		t.Errorf("ray_vllm_ read as\n%s\nray_vllm: read as\n%s", dumpSnapshot(a), dumpSnapshot(b))
+	}
+}
+
+// TestSleepFromIsSleeping: a vLLM whose /metrics has no
+// vllm:engine_sleep_state (0.10 names) is asked GET /is_sleeping at each
+// scrape: vllm_server_sleep_level is 0 awake, 1 asleep (the route does not
+// tell the level; the simulator sleeps at level 2), 0 after POST /wake_up.
+// A server that does not answer /is_sleeping with JSON is asked once and
+// has no sleep level.
+func TestSleepFromIsSleeping(t *testing.T) {
+	cfg := simulator.DefaultConfig()
+	cfg.MetricsNames = simulator.MetricsV010
+	sim, err := simulator.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	defer func() { srv.Close(); _ = sim.Close() }()
+	if bytes.Contains(simMetrics(t, srv), []byte("vllm:engine_sleep_state")) {
+		t.Fatal("the simulator's 0.10 names have vllm:engine_sleep_state")
+	}
+	reg := prometheus.NewPedanticRegistry()
+	m := NewManager(testOptions(reg, nil))
+	if err := m.Apply(configFor(t, srv.URL, "10s", 4)); err != nil {
+		t.Fatal(err)
+	}
+	s := m.target("a")
+	level := func() (float64, bool) {
+		s.scrapeOnce(context.Background())
+		return gathered(t, reg, "vllm_server_sleep_level", map[string]string{"target": "a"})
+	}
+	post := func(path string) {
+		resp, err := srv.Client().Post(srv.URL+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for _, step := range []struct {
+		post string
+		want float64
+	}{{"", 0}, {"/sleep?level=2", 1}, {"/wake_up", 0}} {
+		if step.post != "" {
+			post(step.post)
+		}
+		if v, ok := level(); !ok || v != step.want {
+			t.Errorf("after %q: vllm_server_sleep_level = %g (present %v), want %g", step.post, v, ok, step.want)
+		}
+		if m.Sleeping("a") != (step.want > 0) {
+			t.Errorf("after %q: Sleeping = %v", step.post, m.Sleeping("a"))
+		}
+	}
+	s.client.CloseIdleConnections()
+
+	// A server answering every path with its metrics text.
+	var asked atomic.Int32
+	text := readFixture(t, "v010.prom")
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/is_sleeping" {
+			asked.Add(1)
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(text)
+	}))
+	defer other.Close()
+	reg = prometheus.NewPedanticRegistry()
+	m = NewManager(testOptions(reg, nil))
+	if err := m.Apply(configFor(t, other.URL, "10s", 4)); err != nil {
+		t.Fatal(err)
+	}
+	s = m.target("a")
+	for range 3 {
+		if v, ok := level(); ok {
+			t.Errorf("vllm_server_sleep_level = %g from a server without /is_sleeping", v)
+		}
+	}
+	s.client.CloseIdleConnections()
+	if n := asked.Load(); n != 1 {
+		t.Errorf("/is_sleeping asked %d times over 3 scrapes, want once", n)
 	}
 }
