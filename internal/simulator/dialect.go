@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Engines vllm_sim can speak (Config.Engine): the same scheduler and
@@ -76,8 +77,13 @@ func EngineNames() []string {
 
 func (s *Simulator) dialect() dialect { return dialects[s.cfg.Engine] }
 
-// llamaCppErrorType maps a status to the OpenAI type names llama-server uses.
-func llamaCppErrorType(status int) string {
+// llamaCppErrorType maps a status to the OpenAI type names llama-server
+// uses, and a prompt longer than the context to its own
+// exceed_context_size_error.
+func llamaCppErrorType(status int, msg string) string {
+	if status == http.StatusBadRequest && strings.Contains(msg, "exceeds the available context size") {
+		return "exceed_context_size_error"
+	}
 	switch status {
 	case http.StatusUnauthorized:
 		return "authentication_error"
