@@ -101,9 +101,10 @@ var sglangProfile = &Profile{
 // tensorrt_llm/metrics/collector.py @050f80def8df236e326949c8bd9dee10fd896a83
 // (MetricsCollector, metric_prefix "trtllm_"; labels model_name and
 // engine_type). Releases before the prefix exported the same names bare on
-// /prometheus/metrics; each source lists the prefixed name first. No sleep
-// mode; speculative decoding counts draft and accepted tokens but not
-// drafts.
+// /prometheus/metrics; each source lists the prefixed name first.
+// request_success_total is labelled by finished_reason, as vLLM's. No
+// sleep mode; speculative decoding counts draft and accepted tokens but
+// not drafts.
 var trtllmProfile = &Profile{
 	Engine: "trtllm",
 	Detect: []string{
@@ -130,6 +131,7 @@ var trtllmProfile = &Profile{
 		{Field: HistQueue, Sources: trtllmHist("request_queue_time_seconds")},
 		{Field: HistPrefill, Sources: trtllmHist("request_prefill_time_seconds")},
 	},
+	RequestSuccess: []string{"trtllm_request_success_total", "request_success_total"},
 }
 
 // scalarRule is the rule reading field from the first of families present.

@@ -405,6 +405,13 @@ func TestEachProfileEntryIsRead(t *testing.T) {
 				}
 			}
 		}
+		for i, f := range p.RequestSuccess {
+			q := *p
+			q.RequestSuccess = slices.Delete(slices.Clone(p.RequestSuccess), i, i+1)
+			if dumps(&q) == full {
+				t.Errorf("%s: request success family %q: removing it changes nothing", p.Engine, f)
+			}
+		}
 		for i := range p.Histograms {
 			for j := range p.Histograms[i].Sources {
 				q := *p

@@ -211,6 +211,12 @@ func (s *Simulator) renderTRTLLM() []byte {
 	x.gauge("trtllm_kv_cache_tokens_per_block", "Number of tokens per KV cache block", gs, func(*group) float64 { return float64(s.cfg.BlockSize) })
 	x.plainCounter("trtllm_prompt_tokens_total", "Cumulative number of prompt (input) tokens processed.", gs, c(func(m *engineMetrics) *counter { return &m.promptTokens }))
 	x.plainCounter("trtllm_generation_tokens_total", "Cumulative number of generation (output) tokens produced.", gs, c(func(m *engineMetrics) *counter { return &m.genTokens }))
+	x.header("trtllm_request_success_total", "Count of successfully processed requests.", "counter")
+	for _, g := range gs {
+		for _, r := range finishReasonsV1 {
+			x.sample("trtllm_request_success_total", with(g.labels, lbl{"finished_reason", r}), g.counter(func(m *engineMetrics) *counter { return m.success[r] }))
+		}
+	}
 	if s.cfg.SpecDecodeTokens > 0 {
 		x.plainCounter("trtllm_spec_decode_num_draft_tokens_total", "Total number of draft tokens proposed.", gs, c(func(m *engineMetrics) *counter { return &m.specDraftTokens }))
 		x.plainCounter("trtllm_spec_decode_num_accepted_tokens_total", "Total number of draft tokens accepted.", gs, c(func(m *engineMetrics) *counter { return &m.specAccepted }))
