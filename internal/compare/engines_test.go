@@ -2,15 +2,14 @@ package compare
 
 import (
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-kit/log"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/simulator/simtest"
 )
 
 // TestJoinsPerEngine runs the prober, the collector and the regression
@@ -25,15 +24,9 @@ func TestJoinsPerEngine(t *testing.T) {
 	const model = "Org/Sim-7B"
 	var targets strings.Builder
 	for _, engine := range simulator.EngineNames() {
-		cfg := simulator.DefaultConfig()
-		cfg.Engine, cfg.Model = engine, model
-		cfg.TTFT, cfg.ITL = 20*time.Millisecond, 2*time.Millisecond
-		sim, err := simulator.New(cfg, log.NewNopLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(sim.Handler())
-		t.Cleanup(func() { srv.Close(); _ = sim.Close() })
+		_, srv, _ := simtest.Start(t, func(c *simulator.Config) {
+			c.Engine, c.Model, c.TTFT, c.ITL = engine, model, 20*time.Millisecond, 2*time.Millisecond
+		})
 		fmt.Fprintf(&targets, "  - {name: %s, url: %q, model: %q, baseline: llama, max_num_seqs: 8}\n", engine, srv.URL, model)
 	}
 	cfg := loadConfig(t, `

@@ -3,16 +3,14 @@ package compare
 import (
 	"fmt"
 	"math"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/go-kit/log"
-
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/simulator/simtest"
 )
 
 // specBaselines are two baselines of one load point: "spec" from runs with
@@ -52,16 +50,10 @@ baselines:
 // no speculative decoding.
 func TestSpecDecodeRegression(t *testing.T) {
 	sim := func(specTokens int, rate float64) string {
-		cfg := simulator.DefaultConfig()
-		cfg.Model = "m"
-		cfg.TTFT, cfg.ITL = 5*time.Millisecond, time.Millisecond
-		cfg.SpecDecodeTokens, cfg.SpecAcceptRate = specTokens, rate
-		s, err := simulator.New(cfg, log.NewNopLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(s.Handler())
-		t.Cleanup(func() { srv.Close(); _ = s.Close() })
+		_, srv, _ := simtest.Start(t, func(c *simulator.Config) {
+			c.Model, c.TTFT, c.ITL = "m", 5*time.Millisecond, time.Millisecond
+			c.SpecDecodeTokens, c.SpecAcceptRate = specTokens, rate
+		})
 		return srv.URL
 	}
 	same, half, none := sim(4, 0.6), sim(4, 0.3), sim(0, 0)

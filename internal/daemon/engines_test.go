@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-kit/log"
-
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/simulator/simtest"
 )
 
 // TestEnginesOnMetricsAndTargetPage runs the daemon on three targets: a
@@ -26,14 +25,7 @@ import (
 // its target page naming its families.
 func TestEnginesOnMetricsAndTargetPage(t *testing.T) {
 	startEngine := func(engine string) *httptest.Server {
-		cfg := simulator.DefaultConfig()
-		cfg.Engine, cfg.TTFT, cfg.ITL = engine, 5*time.Millisecond, time.Millisecond
-		sim, err := simulator.New(cfg, log.NewNopLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(sim.Handler())
-		t.Cleanup(func() { srv.Close(); _ = sim.Close() })
+		_, srv, _ := simtest.Start(t, func(c *simulator.Config) { c.Engine, c.TTFT, c.ITL = engine, 5*time.Millisecond, time.Millisecond })
 		return srv
 	}
 	sleepy, sglang := startEngine(simulator.EngineVLLM), startEngine(simulator.EngineSGLang)
