@@ -79,6 +79,17 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 		s.mu.Unlock()
 		return
 	}
+	if s.gateway {
+		gw := s.gw
+		s.mu.Unlock()
+		if gw == nil {
+			ch <- prometheus.MustNewConstMetric(gwUpDesc, prometheus.GaugeValue, 0, s.name)
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(gwUpDesc, prometheus.GaugeValue, 1, s.name)
+		gw.collect(s.name, ch)
+		return
+	}
 	static := s.labelValues
 	tl := append([]string{s.name}, static...)
 	ch <- prometheus.MustNewConstMetric(d.up, prometheus.GaugeValue, b2f(s.up), tl...)

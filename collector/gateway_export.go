@@ -1,9 +1,8 @@
 package collector
 
 import (
-	"context"
-	"net/http"
-	"time"
+	"maps"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -29,35 +28,8 @@ var (
 )
 
 // maxGatewayBackends bounds the backend label: a gateway naming more
-// backends than this exports the first ones by name only.
+// backends than this exports the first ones in name order only.
 const maxGatewayBackends = 256
-
-// GatewayCollector scrapes a gateway's /metrics at every collection and
-// exports its view under the vllm_gateway_* names.
-type GatewayCollector struct {
-	Target  string // the gateway target's name
-	URL     string // its metrics URL
-	Client  *http.Client
-	Timeout time.Duration
-}
-
-// Describe sends the descriptors of what Collect sends.
-func (c *GatewayCollector) Describe(ch chan<- *prometheus.Desc) {
-	prometheus.DescribeByCollect(c, ch)
-}
-
-// Collect scrapes the gateway once and sends its view.
-func (c *GatewayCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
-	defer cancel()
-	v, err := ScrapeGateway(ctx, c.Client, c.URL)
-	if err != nil {
-		ch <- prometheus.MustNewConstMetric(gwUpDesc, prometheus.GaugeValue, 0, c.Target)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(gwUpDesc, prometheus.GaugeValue, 1, c.Target)
-	v.collect(c.Target, ch)
-}
 
 func (v *GatewayView) collect(target string, ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(gwInfoDesc, prometheus.GaugeValue, 1, target, v.Gateway)
@@ -74,12 +46,10 @@ func (v *GatewayView) collect(target string, ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(gwTotalDesc, prometheus.CounterValue, v.Total(), target)
 	}
-	n := 0
-	for name, x := range v.Backends {
-		if n >= maxGatewayBackends {
+	for i, name := range slices.Sorted(maps.Keys(v.Backends)) {
+		if i >= maxGatewayBackends {
 			break
 		}
-		n++
-		ch <- prometheus.MustNewConstMetric(gwBackendDesc, prometheus.CounterValue, x, target, name)
+		ch <- prometheus.MustNewConstMetric(gwBackendDesc, prometheus.CounterValue, v.Backends[name], target, name)
 	}
 }

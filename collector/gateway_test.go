@@ -2,11 +2,13 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/redact"
 )
 
 func readGatewayFamilies(t *testing.T, name string) families {
@@ -166,12 +171,38 @@ func TestRouterIsNotAnEngine(t *testing.T) {
 	}
 }
 
-// TestGatewayExport scrapes the real EPP flow-control capture over HTTP and compares the
-// vllm_gateway_* series with their golden file.
+// gatewayConfig is a configuration with one gateway target, gw, in front of
+// one member, m, that scrapes nothing.
+func gatewayConfig(t *testing.T, url string) *config.Config {
+	t.Helper()
+	return testConfig(t, fmt.Sprintf(`
+global:
+  scrape_interval: 1h
+  scrape_timeout: 10s
+  rate_window: 2h
+modules:
+  short: {prober: completions, prompt: "hi"}
+targets:
+  - name: gw
+    url: %s
+    gateway: {members: [m]}
+  - name: m
+    url: http://127.0.0.1:1
+    scrape_metrics: false
+`, url))
+}
+
+// TestGatewayExport scrapes the real EPP flow-control capture over HTTP with
+// the collector's gateway scrape and compares the vllm_gateway_* series with
+// their golden file.
 func TestGatewayExport(t *testing.T) {
 	srv := serveGatewayFile(t, "epp-metrics-flow.txt")
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&GatewayCollector{Target: "gw", URL: srv.URL + "/metrics", Client: srv.Client(), Timeout: 10 * time.Second})
+	m := NewManager(testOptions(reg, nil))
+	if err := m.Apply(gatewayConfig(t, srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	m.target("gw").scrapeGatewayOnce(context.Background())
 	var b strings.Builder
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -197,5 +228,92 @@ func TestGatewayExport(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), `vllm_gateway_requests_total{target="gw"} 20`) {
 		t.Errorf("the true denominator (7 admitted + 13 rejected) is not exported:\n%s", b.String())
+	}
+	if strings.Contains(b.String(), "vllm_server_") {
+		t.Errorf("a gateway's /metrics is exported as an engine's too:\n%s", b.String())
+	}
+}
+
+// TestGatewayScrapedOnItsInterval: a gateway's /metrics is read by its scrape
+// loop, on its scrape_interval, never when vllm_prober's own /metrics is
+// collected: two Prometheus replicas collecting every second scrape the
+// gateway once an interval, not once a collection.
+func TestGatewayScrapedOnItsInterval(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "gateways", "epp-metrics-flow.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	reg := prometheus.NewPedanticRegistry()
+	m := NewManager(testOptions(reg, nil))
+	if err := m.Apply(gatewayConfig(t, srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	// The loop scrapes at once, then after an hour.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st, ok := m.LastScrape("gw"); ok && st.Up {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway was not scraped within 30s")
+		}
+	}
+	for range 20 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasFamily(mfs, "vllm_gateway_requests_total") {
+			t.Fatalf("collection %d: no vllm_gateway_requests_total", len(mfs))
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the gateway's /metrics was read %d times over one scrape and 20 collections; want 1", n)
+	}
+}
+
+func hasFamily(mfs []*dto.MetricFamily, name string) bool {
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGatewayBackendSecretScrubbed: a backend name that holds a configured
+// secret becomes a label value only as the placeholder.
+func TestGatewayBackendSecretScrubbed(t *testing.T) {
+	srv := serveGatewayFile(t, "epp-metrics-flow.txt")
+	reg := prometheus.NewPedanticRegistry()
+	opts := testOptions(reg, nil)
+	opts.Redactor = redact.New("sim3")
+	m := NewManager(opts)
+	if err := m.Apply(gatewayConfig(t, srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	m.target("gw").scrapeGatewayOnce(context.Background())
+	var b strings.Builder
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Contains(b.String(), "sim3") || !strings.Contains(b.String(), `backend="`+redact.Placeholder+`"`) {
+		t.Errorf("the backend named after a secret is not the placeholder:\n%s", b.String())
 	}
 }

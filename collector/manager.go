@@ -115,6 +115,7 @@ type scraper struct {
 	metricsURL string
 	baseURL    string
 	engine     string // the target's engine key: the profile forced, "" to detect
+	gateway    bool   // a gateway target: its /metrics is read with the gateway profiles (gateway.go)
 	clientCfg  commoncfg.HTTPClientConfig
 	client     *http.Client
 	interval   time.Duration
@@ -149,6 +150,8 @@ type scraper struct {
 	unknownWarned bool
 	// noIsSleeping: the target does not serve GET /is_sleeping.
 	noIsSleeping bool
+	// gw is a gateway's view from its last scrape, nil when it failed.
+	gw *GatewayView
 }
 
 // Apply is ApplyConfig followed by SetTargets(cfg).
@@ -192,14 +195,14 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 	// The static label names are those of the targets' labels.
 	names, window := cfg.StaticLabelNames(), m.window
 	unchanged := func(s *scraper, t *config.Target) bool {
-		return s.metricsURL == joinURL(t.URL, t.MetricsPath) && s.engine == t.Engine && s.interval == cfg.ScrapeInterval(t) &&
+		return s.metricsURL == joinURL(t.URL, t.MetricsPath) && s.engine == t.Engine && s.gateway == (t.Gateway != nil) && s.interval == cfg.ScrapeInterval(t) &&
 			s.timeout == cfg.ScrapeTimeout(t) && reflect.DeepEqual(s.clientCfg, t.HTTPClientConfig)
 	}
 	// Build clients first so that a bad config changes nothing.
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]
-		if !t.ScrapeMetrics || t.Gateway != nil {
-			continue // a gateway's /metrics is read by GatewaySet
+		if !t.ScrapeMetrics {
+			continue
 		}
 		if s, ok := m.targets[t.Name]; ok && unchanged(s, t) {
 			wants[t.Name] = want{t: t}
@@ -234,6 +237,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 				metricsURL: joinURL(w.t.URL, w.t.MetricsPath),
 				baseURL:    w.t.URL,
 				engine:     w.t.Engine,
+				gateway:    w.t.Gateway != nil,
 				clientCfg:  w.t.HTTPClientConfig,
 				client:     w.client,
 				interval:   cfg.ScrapeInterval(w.t),
@@ -318,7 +322,35 @@ func (m *Manager) Run(ctx context.Context) {
 // most an interval after the first), so that the scrapes of many targets
 // started together do not all fire at once.
 func (s *scraper) loop(ctx context.Context) {
-	schedule.Run(ctx, s.interval, scrapeOffset(s.name, s.interval), true, s.scrapeOnce)
+	once := s.scrapeOnce
+	if s.gateway {
+		once = s.scrapeGatewayOnce
+	}
+	schedule.Run(ctx, s.interval, scrapeOffset(s.name, s.interval), true, once)
+}
+
+// scrapeGatewayOnce scrapes a gateway's /metrics and keeps its view. A
+// gateway is scraped on its scrape_interval as an engine is, never when
+// vllm_prober's own /metrics is: two Prometheus replicas scraping
+// vllm_prober scraped every gateway twice as often.
+func (s *scraper) scrapeGatewayOnce(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	start := time.Now()
+	v, err := ScrapeGateway(sctx, s.client, s.metricsURL)
+	dur := time.Since(start)
+	scrubGateway(s.red, s.logger, v)
+	if ctx.Err() != nil {
+		return // shutting down or reconfigured: not a failure of the gateway
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.duration = dur.Seconds()
+	s.noteScrapeLocked(start, dur, err)
+	s.up, s.gw = err == nil, v
+	if err != nil {
+		s.gw = nil
+	}
 }
 
 // scrapeOnce scrapes /metrics (and, for a new or restarted server, /version

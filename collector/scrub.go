@@ -40,6 +40,21 @@ func scrubSnapshot(red Scrubber, logger log.Logger, snap *Snapshot) {
 	}
 }
 
+// scrubGateway replaces the backend names of a gateway's view that hold a
+// secret: they become label values.
+func scrubGateway(red Scrubber, logger log.Logger, v *GatewayView) {
+	if v == nil || red.MaxLen() == 0 {
+		return
+	}
+	for name, n := range v.Backends {
+		if clean, held := red.Label(name); held {
+			warnHeld(logger, "gateway /metrics backend")
+			delete(v.Backends, name)
+			v.Backends[clean] += n
+		}
+	}
+}
+
 // scrub replaces the label values of info that hold a secret.
 func (info *ServerInfo) scrub(red Scrubber, logger log.Logger) {
 	if red.MaxLen() == 0 {

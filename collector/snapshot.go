@@ -1,7 +1,9 @@
 package collector
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -479,10 +481,13 @@ func histogramOf(mf *dto.MetricFamily, keep func(*dto.Metric) bool) *Histogram {
 	if h == nil {
 		return nil
 	}
+	// Sized exactly: a target's ring keeps these for the rate window, and
+	// append's doubling left up to half of each slice unused.
+	h.Buckets = make([]Bucket, 0, len(byLE))
 	for le, c := range byLE {
 		h.Buckets = append(h.Buckets, Bucket{UpperBound: le, Count: c})
 	}
-	sort.Slice(h.Buckets, func(i, j int) bool { return h.Buckets[i].UpperBound < h.Buckets[j].UpperBound })
+	slices.SortFunc(h.Buckets, func(a, b Bucket) int { return cmp.Compare(a.UpperBound, b.UpperBound) })
 	return h
 }
 

@@ -599,3 +599,30 @@ func TestChartVantage(t *testing.T) {
 		})
 	}
 }
+
+// TestChartProbeOnly: probeOnly: true becomes --probe-only (a vantage that
+// scrapes no /metrics); by default no such flag is passed.
+func TestChartProbeOnly(t *testing.T) {
+	for _, r := range renderers(t) {
+		t.Run(r.name, func(t *testing.T) {
+			for _, c := range []struct {
+				overrides map[string]any
+				want      bool
+			}{{map[string]any{"probeOnly": true}, true}, {map[string]any{}, false}} {
+				objs, err := r.render(t, c.overrides)
+				if err != nil {
+					t.Fatal(err)
+				}
+				args := strs(container(t, one(t, objs, "StatefulSet"))["args"])
+				if got := contains(args, "--probe-only"); got != c.want {
+					t.Errorf("values %v: args %v, want --probe-only: %v", c.overrides, args, c.want)
+				}
+				for _, a := range args {
+					if !c.want && strings.HasPrefix(a, "--probe-only") {
+						t.Errorf("default values pass %s", a)
+					}
+				}
+			}
+		})
+	}
+}

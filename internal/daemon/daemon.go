@@ -114,8 +114,6 @@ type Daemon struct {
 	bursts  *prober.Burster // POST /burst (burst.go)
 	coll    *collector.Manager
 	cmp     *compare.Collector
-	// gateways scrapes the gateway targets' /metrics (vllm_gateway_*).
-	gateways *collector.GatewaySet
 
 	// targets is vllm_prober_targets{source}.
 	targets *prometheus.GaugeVec
@@ -250,9 +248,6 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.bursts = prober.NewBurster(reg, d.probes)
 	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
 		Probes: compare.FromProber(d.probes), Server: d.coll, Gateways: d.probes, Window: opts.ProbeWindow})
-	if d.gateways, err = collector.NewGatewaySet(reg, d.clients); err != nil {
-		return nil, err
-	}
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {

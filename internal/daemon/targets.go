@@ -96,14 +96,13 @@ func (d *Daemon) configSteps() []step {
 
 // targetSteps hand the managers the targets to run: the regression series
 // against the baselines ApplyConfig loaded (no file read), the prober's
-// pairs against the modules it compiled, the collector's scrapes, the
-// gateways' /metrics.
+// pairs against the modules it compiled, the collector's scrapes (the
+// gateways' /metrics among them).
 func (d *Daemon) targetSteps() []step {
 	return []step{
 		{"baselines", d.cmp.SetTargets, d.cmp.SetTargets},
 		{"prober", d.probes.SetTargets, d.probes.SetTargets},
 		{"collector", d.coll.SetTargets, d.coll.SetTargets},
-		{"gateways", d.gateways.SetTargets, d.gateways.SetTargets},
 	}
 }
 

@@ -18,6 +18,10 @@
 //
 //	go run ./perf/footprint [-targets 1000] [-duration 2m] [-shards 1]
 //	go run ./perf/footprint -baselines [-sizes 100,300,1000]
+//	go run ./perf/footprint -floor [-targets 1000]
+//
+// With -floor it measures, instead of the daemon, a client that makes the
+// same requests and decodes nothing: the floor of any prober (floor.go).
 //
 // With -distinct every target has a host:port of its own (127.0.x.y), as in a
 // real fleet, instead of sharing -sims; the goroutines and sockets per target
@@ -47,6 +51,7 @@ import (
 
 func main() {
 	perfutil.MaybeRunDaemonChild()
+	maybeRunFloorChild()
 	targets := flag.Int("targets", 1000, "targets")
 	sims := flag.Int("sims", 4, "simulators serving the targets")
 	shards := flag.Int("shards", 1, "daemon replicas the targets are sharded over (--shard.count)")
@@ -63,7 +68,15 @@ func main() {
 	rate := flag.Float64("baselines.rate", 40, "with -baselines: probes per second per daemon (the interval grows with the fleet)")
 	history := flag.Int("baselines.history", 5, "with -baselines: the daemon's --history.limit")
 	samples := flag.Int("baselines.samples", 10, "with -baselines: /metrics renders timed per daemon")
+	floor := flag.Bool("floor", false, "measure instead a client that makes the same requests and decodes nothing (floor.go)")
 	flag.Parse()
+	if *floor {
+		if err := floorRun(*targets, *sims, *duration, *warmup, *sample); err != nil {
+			fmt.Fprintln(os.Stderr, "footprint:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *baselines {
 		ns, err := parseSizes(*sizes)
 		if err == nil {

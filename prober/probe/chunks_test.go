@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -53,6 +54,54 @@ func FuzzCaptureOnce(f *testing.F) {
 		}
 		if onceText.String() != twiceText.String() {
 			t.Errorf("excerpt %q, decoding again gives %q", onceText.String(), twiceText.String())
+		}
+	})
+}
+
+// FuzzChunkDecodeAsEncodingJSON: the chunk decoder (the json v2 prototype's
+// decoder with encoding/json's semantics) accepts and refuses what
+// encoding/json does, and finds the same fields in what it accepts.
+func FuzzChunkDecodeAsEncodingJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"text":" Paris","finish_reason":null}]}`,
+		`{"CHOICES":[{"Text":"case"}],"choices":[{"text":"last wins"}]}`,
+		`{"choices":[{"text":"\xff invalid utf-8"}]}`,
+		`{"choices":[{"text":1}]}`,
+		`{"choices":[{"text":"a"}]} trailing`,
+		`{"choices":[{"delta":{"content":"x","role":"assistant"}}],"usage":{"prompt_tokens":3,"completion_tokens":5}}`,
+		`{"choices":[],"timings":{"predicted_n":7}}`,
+		`{"object":"error","message":"boom"}`,
+		`{"choices":[{"finish_reason":"error"}]}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		if strings.TrimSpace(data) == "[DONE]" {
+			return
+		}
+		var want chunk
+		wantErr := json.Unmarshal([]byte(data), &want)
+		d := &chunkDecoder{}
+		_, err := d.decode([]byte(data))
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("decode error %v, encoding/json's %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		got := d.c
+		if len(got.Choices) != len(want.Choices) || bool(got.Object) != bool(want.Object) || string(got.Error) != string(want.Error) ||
+			(got.Usage == nil) != (want.Usage == nil) || (got.Usage != nil && *got.Usage != *want.Usage) ||
+			(got.Timings == nil) != (want.Timings == nil) || (got.Timings != nil && *got.Timings != *want.Timings) {
+			t.Fatalf("decoded %+v, encoding/json %+v", got, want)
+		}
+		for i, g := range got.Choices {
+			w := want.Choices[i]
+			if g.Text.String() != w.Text.String() || g.Delta.Content.String() != w.Delta.Content.String() ||
+				g.Delta.Role.set != w.Delta.Role.set || g.Delta.ToolCalls.set != w.Delta.ToolCalls.set ||
+				(g.FinishReason == nil) != (w.FinishReason == nil) || (g.FinishReason != nil && *g.FinishReason != *w.FinishReason) {
+				t.Fatalf("choice %d: decoded %+v, encoding/json %+v", i, g, w)
+			}
 		}
 	})
 }
