@@ -128,6 +128,10 @@ type Profile struct {
 	EngineLabel string
 	Scalars     []ScalarRule
 	Histograms  []HistRule
+	// RequestSuccess are counters of finished requests by finished_reason
+	// (vLLM's label, which engines adapted from its metrics keep): the
+	// first the model exposes fills Model.RequestSuccess.
+	RequestSuccess []string
 	// Sleep reads vLLM's sleep mode: sleep_state="awake"|"weights_offloaded"|"discard_all".
 	Sleep bool
 }
@@ -169,6 +173,9 @@ func (p *Profile) Families() []string {
 				}
 			}
 		}
+	}
+	for _, f := range p.RequestSuccess {
+		set[f] = true
 	}
 	out := make([]string, 0, len(set))
 	for f := range set {
@@ -243,12 +250,16 @@ func (p *Profile) detects(fs families) bool {
 	return false
 }
 
-// detectProfile picks the profile of fs: the forced engine's when set, else
-// the first whose Detect families fs carries. Nil when none matches.
+// detectProfile picks the profile of fs: the forced engine's when set and
+// fs carries any family it reads, else the first whose Detect families fs
+// carries. Nil when none matches: a forced profile that reads nothing of
+// fs would leave the target silently empty.
 func detectProfile(fs families, forced string) *Profile {
 	if forced != "" {
-		p, _ := ProfileOf(forced)
-		return p
+		if p, ok := ProfileOf(forced); ok && p.readsAny(fs) {
+			return p
+		}
+		return nil
 	}
 	for _, p := range profiles {
 		if p.detects(fs) {
@@ -256,6 +267,16 @@ func detectProfile(fs families, forced string) *Profile {
 		}
 	}
 	return nil
+}
+
+// readsAny reports whether fs carries a family p reads.
+func (p *Profile) readsAny(fs families) bool {
+	for _, name := range p.Families() {
+		if fs[name] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // renameToVLLM returns the families of fs that p exports under one of its
@@ -326,7 +347,30 @@ func normaliseProfile(p *Profile, fs families, s *Snapshot) {
 				}
 			}
 		}
+		for _, f := range p.RequestSuccess {
+			if m.RequestSuccess = p.readByReason(fs, f, model); m.RequestSuccess != nil {
+				break
+			}
+		}
 	}
+}
+
+// readByReason is family's value for model by finished_reason, nil when
+// model has no series of it.
+func (p *Profile) readByReason(fs families, family, model string) map[string]float64 {
+	var out map[string]float64
+	for _, mt := range fs[family].GetMetric() {
+		v, isScalar := scalar(mt)
+		if mod, named := p.modelOf(mt); !named || mod != model || !isScalar {
+			continue
+		}
+		reason, _ := labelValue(mt, "finished_reason")
+		if out == nil {
+			out = map[string]float64{}
+		}
+		out[reason] += v
+	}
+	return out
 }
 
 // readSource is src's value for model; false when model has no series of it.

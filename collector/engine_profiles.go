@@ -24,21 +24,29 @@ func vllmDetect(prefix string) []string {
 }
 
 // vLLM: its own names, decided into schema eras by schema() (snapshot.go).
-// Families from vllm/v1/metrics/loggers.py and vllm/engine/metrics.py
-// (vllm-project/vllm); the sleep state from the same loggers.py
-// (vllm:engine_sleep_state, sleep_state="awake"|"weights_offloaded"|
-// "discard_all"), speculative decoding from vllm/v1/spec_decode/metrics.py.
+// Families from vllm-project/vllm vllm/v1/metrics/loggers.py
+// @a6f0308cfe806b7731ad4979c9bea6e470c35efd (PrometheusStatLogger: labels
+// model_name and engine) and vllm/engine/metrics.py (V0); the sleep state
+// from later releases of the same loggers.py (vllm:engine_sleep_state,
+// sleep_state="awake"|"weights_offloaded"|"discard_all", as the vLLM 0.29.0
+// capture in testdata has it); speculative decoding from
+// vllm/v1/spec_decode/metrics.py @ee4ceaae5953d367d8edd2132fd86d6c42506e1e
+// (SpecDecodingProm: num_drafts, num_draft_tokens, num_accepted_tokens;
+// mean acceptance length = 1 + accepted / drafts).
 var vllmProfile = vllmLike("vllm", "vllm:")
 
 // Ray Serve LLM re-exports vLLM's families through Ray's metrics agent
-// (vLLM's RayPrometheusStatLogger, vllm/v1/metrics/ray_wrappers.py): the
-// "vllm:" prefix becomes "ray_vllm:" in older Ray and "ray_vllm_" in newer
-// Ray, next to Ray's own labels (WorkerId, ReplicaId, ...) and model_name.
+// (vLLM's RayPrometheusStatLogger, vllm-project/vllm
+// vllm/v1/metrics/ray_wrappers.py @63c2b7abcd705edb754604f83ac72a4269c05a52,
+// which sanitises names for OpenTelemetry, ':' to '_'): the "vllm:" prefix
+// becomes "ray_vllm:" in older releases and "ray_vllm_" in newer ones, next
+// to Ray's own labels (WorkerId, ReplicaId, ...) and model_name.
 var rayProfile = vllmLike("ray", "ray_vllm:", "ray_vllm_")
 
 // NVIDIA NIM for LLMs serves vLLM's families without the "vllm:" prefix
 // (num_requests_running, gpu_cache_usage_perc, time_to_first_token_seconds,
-// ... with model_name).
+// ... with model_name), per NVIDIA's NIM for LLMs documentation
+// ("Observability"): NIM's source is not public, so no file or commit.
 var nimProfile = vllmLike("nim", "")
 
 // vllmLike is the profile of an engine that serves vLLM's own families
@@ -93,9 +101,10 @@ var sglangProfile = &Profile{
 // tensorrt_llm/metrics/collector.py @050f80def8df236e326949c8bd9dee10fd896a83
 // (MetricsCollector, metric_prefix "trtllm_"; labels model_name and
 // engine_type). Releases before the prefix exported the same names bare on
-// /prometheus/metrics; each source lists the prefixed name first. No sleep
-// mode; speculative decoding counts draft and accepted tokens but not
-// drafts.
+// /prometheus/metrics; each source lists the prefixed name first.
+// request_success_total is labelled by finished_reason, as vLLM's. No
+// sleep mode; speculative decoding counts draft and accepted tokens but
+// not drafts.
 var trtllmProfile = &Profile{
 	Engine: "trtllm",
 	Detect: []string{
@@ -122,6 +131,7 @@ var trtllmProfile = &Profile{
 		{Field: HistQueue, Sources: trtllmHist("request_queue_time_seconds")},
 		{Field: HistPrefill, Sources: trtllmHist("request_prefill_time_seconds")},
 	},
+	RequestSuccess: []string{"trtllm_request_success_total", "request_success_total"},
 }
 
 // scalarRule is the rule reading field from the first of families present.

@@ -9,11 +9,15 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
@@ -80,7 +84,8 @@ func TestEngineStatedValues(t *testing.T) {
 		// The README's current block: waiting 1, the fraction 0.4875 over used/max.
 		{"triton-trtllm-readme-2026.prom", want{"tensorrt_llm", 0, 1, 0.4875, nan, nan, 6239 * 64, -1, -1, -1, -1}},
 		{"llamacpp-ik-pr695.prom", want{"default", 0, 0, 0.491063, 6886, 3469, nan, -1, -1, -1, -1}},
-		{"vllm-0.29-sleep.prom", want{"qwen2.5-1.5b", 0, 0, 0, -2, 584, 322944, -2, -2, -2, -2}},
+		// Idle after 10 requests: 530 prompt and 584 generated tokens, 574 inter-token gaps.
+		{"vllm-0.29-sleep.prom", want{"qwen2.5-1.5b", 0, 0, 0, 530, 584, 322944, 10, 574, 10, 10}},
 		{"trtllm-serve-hand.prom", want{"nvidia/Llama-3.1-8B-Instruct-FP8", 3, 1, 0.25, 500, 2000, 32000, 5, -1, -1, -1}},
 		{"dynamo-frontend-hand.prom", want{"qwen/qwen3-0.6b", 6, 2, nan, 9000, 4000, nan, 40, -1, 40, -1}},
 		{"ray-vllm-hand.prom", want{"llama", 5, 1, 0.6, nan, 300, nan, -1, -1, -1, -1}},
@@ -103,9 +108,6 @@ func TestEngineStatedValues(t *testing.T) {
 				{"prompt tokens", m.PromptTokens, w.prompt}, {"generation tokens", m.GenerationTokens, w.gen},
 				{"kv capacity", m.KVCapacityTokens, w.kvCapacity},
 			} {
-				if c.want == -2 {
-					continue // stated by the golden file only
-				}
 				if !(c.got == c.want || math.IsNaN(c.got) && math.IsNaN(c.want) || math.Abs(c.got-c.want) < 1e-12) {
 					t.Errorf("%s = %g, want %g (NaN: absent)", c.name, c.got, c.want)
 				}
@@ -116,7 +118,6 @@ func TestEngineStatedValues(t *testing.T) {
 				want float64
 			}{{"ttft", m.TTFT, w.ttftCount}, {"itl", m.ITL, w.itlCount}, {"e2e", m.E2E, w.e2eCount}, {"queue", m.Queue, w.qCount}} {
 				switch {
-				case c.want == -2:
 				case c.want == -1 && c.h != nil:
 					t.Errorf("%s histogram present (count %g), want absent", c.name, c.h.Count)
 				case c.want >= 0 && (c.h == nil || c.h.Count != c.want):
@@ -160,15 +161,55 @@ func scrapeBody(t *testing.T, body string) *Snapshot {
 }
 
 // TestEngineForced: a target's engine key reads the payload by that
-// profile, whatever else it would be detected as.
+// profile, whatever it would be detected as: TensorRT-LLM's older bare
+// names, detected as trtllm, read as NIM's when the key says nim. A key
+// whose profile reads none of the payload's families (sglang on NIM's
+// names) does not leave the target silently empty: it is unrecognised,
+// with the series and one warning naming the key.
 func TestEngineForced(t *testing.T) {
-	srv := textServer(t, readFixture(t, "nim-hand.prom"))
-	s, err := ScrapeEngine(context.Background(), srv.Client(), srv.URL+"/metrics", "sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Engine != "sglang" || len(s.Models) != 0 {
-		t.Errorf("forced sglang read NIM's names: engine %q, models %v", s.Engine, keys(s.Models))
+	for _, tc := range []struct {
+		fixture, engineKey, wantEngine, wantModel string
+	}{
+		{"trtllm-serve-unprefixed-hand.prom", "", "trtllm", "Qwen/Qwen3-8B"},
+		{"trtllm-serve-unprefixed-hand.prom", "nim", "nim", "Qwen/Qwen3-8B"},
+		{"nim-hand.prom", "sglang", EngineUnknown, ""},
+	} {
+		t.Run(tc.fixture+"/"+tc.engineKey, func(t *testing.T) {
+			srv := textServer(t, readFixture(t, tc.fixture))
+			reg := prometheus.NewPedanticRegistry()
+			var logs bytes.Buffer
+			m := NewManager(testOptions(reg, log.NewLogfmtLogger(log.NewSyncWriter(&logs))))
+			cfg := configFor(t, srv.URL, "10s", 4)
+			cfg.Targets[0].Engine = tc.engineKey
+			if err := m.Apply(cfg); err != nil {
+				t.Fatal(err)
+			}
+			s := m.target("a")
+			s.scrapeOnce(context.Background())
+			s.scrapeOnce(context.Background())
+			s.client.CloseIdleConnections()
+			recognized, ok := gathered(t, reg, "vllm_server_engine_recognized", map[string]string{"target": "a", "engine": tc.wantEngine})
+			if want := b2f(tc.wantEngine != EngineUnknown); !ok || recognized != want {
+				t.Errorf("vllm_server_engine_recognized{engine=%q} = %g (present %v), want %g", tc.wantEngine, recognized, ok, want)
+			}
+			_, info := gathered(t, reg, "vllm_server_info", map[string]string{"target": "a", "engine": tc.wantEngine})
+			_, running := gathered(t, reg, "vllm_server_requests", map[string]string{"target": "a", "model": tc.wantModel, "state": "running"})
+			if tc.wantEngine == EngineUnknown {
+				if info || running {
+					t.Errorf("unrecognised payload exports vllm_server_info (%v) or requests (%v)", info, running)
+				}
+				if n := strings.Count(logs.String(), "matches no engine profile"); n != 1 || !strings.Contains(logs.String(), "engine_key="+tc.engineKey) {
+					t.Errorf("%d warnings over 2 scrapes, want 1 naming engine_key=%s:\n%s", n, tc.engineKey, logs.String())
+				}
+				return
+			}
+			if !info || !running {
+				t.Errorf("vllm_server_info{engine=%q} present %v, vllm_server_requests{model=%q} present %v", tc.wantEngine, info, tc.wantModel, running)
+			}
+			if strings.Contains(logs.String(), "matches no engine profile") {
+				t.Errorf("warning for a recognised payload:\n%s", logs.String())
+			}
+		})
 	}
 }
 
@@ -252,38 +293,63 @@ func availableSignals(s *Snapshot) []string {
 	return out
 }
 
-// TestSimulatorMatchesRealPayload: for each engine with a real payload,
-// vllm_sim --engine=X exposes the same set of available signals (those a
-// real payload lacks by configuration, such as speculative decoding or
-// per-request histograms an older release did not have, are listed).
+// TestSimulatorMatchesRealPayload: for each engine with a real payload in
+// testdata, vllm_sim --engine=X exposes the same set of available signals
+// (Triton's two README blocks are one server's families). Signals a
+// payload lacks by release or configuration, such as speculative decoding
+// or per-request histograms an older release did not have, are listed.
+// Where no real payload was found, the simulator serves at least every
+// signal of the payload written from the engine's source.
 func TestSimulatorMatchesRealPayload(t *testing.T) {
 	for _, tc := range []struct {
-		engine, file string
-		simOnly      []string // signals the simulator serves that this payload's release or configuration does not
+		engine  string
+		files   []string
+		simOnly []string // signals the simulator serves that this payload's release or configuration does not
 	}{
 		// The docs' paste predates queue_time_seconds and num_retracted_requests_total;
 		// cached_tokens_total appears only once a prompt token was a cache hit.
-		{"sglang", "sglang-0.4-docs.prom", []string{"prefix_cache", "preemptions", "queue_time"}},
-		// The README's nv_trt_llm_* block has no base Triton family (E2E and
-		// queue means) nor the opt-in first-response histogram.
-		{"triton", "triton-trtllm-readme-2026.prom", []string{"e2e", "queue_time", "ttft"}},
+		{"sglang", []string{"sglang-0.4-docs.prom"}, []string{"prefix_cache", "preemptions", "queue_time"}},
+		// The README prints neither the opt-in first-response histogram
+		// (histogram_latencies=true) nor any token counter.
+		{"triton", []string{"triton-trtllm-readme-2026.prom", "triton-base-23.11.prom"}, []string{"ttft"}},
 		// The fork's build has no speculative decoding and no server-metrics.cpp histograms.
-		{"llamacpp", "llamacpp-ik-pr695.prom", []string{"e2e", "itl", "spec_decode", "ttft"}},
-		{"vllm", "vllm-0.29-sleep.prom", []string{"spec_decode"}},
+		{"llamacpp", []string{"llamacpp-ik-pr695.prom"}, []string{"e2e", "itl", "spec_decode", "ttft"}},
+		{"vllm", []string{"vllm-0.29-sleep.prom"}, []string{"spec_decode"}},
+		// No real payload found: those written from each engine's source (a subset).
+		{"trtllm", []string{"trtllm-serve-hand.prom"}, nil},
+		{"dynamo", []string{"dynamo-frontend-hand.prom"}, nil},
+		{"ray", []string{"ray-vllm-hand.prom"}, nil},
+		{"nim", []string{"nim-hand.prom"}, nil},
 	} {
 		t.Run(tc.engine, func(t *testing.T) {
 			sim := normaliseBytes(t, simPayload(t, tc.engine))
 			if sim.Engine != tc.engine {
 				t.Fatalf("simulator payload detected as %q", sim.Engine)
 			}
-			real := scrapeFixture(t, tc.file)
+			var body []byte
+			for _, f := range tc.files {
+				body = append(body, readFixture(t, f)...)
+				body = append(body, '\n')
+			}
+			real := normaliseBytes(t, body)
+			if real.Engine != tc.engine {
+				t.Fatalf("%v detected as %q", tc.files, real.Engine)
+			}
 			want := availableSignals(real)
+			got := availableSignals(sim)
+			if strings.HasSuffix(tc.files[0], "-hand.prom") {
+				for _, sig := range want {
+					if !slices.Contains(got, sig) {
+						t.Errorf("vllm_sim --engine=%s signals %v lack %s of %v", tc.engine, got, sig, tc.files)
+					}
+				}
+				return
+			}
 			want = append(want, tc.simOnly...)
 			slices.Sort(want)
-			got := availableSignals(sim)
 			slices.Sort(got)
 			if !slices.Equal(got, want) {
-				t.Errorf("vllm_sim --engine=%s signals %v\nreal payload (+ %v) %v", tc.engine, got, tc.simOnly, want)
+				t.Errorf("vllm_sim --engine=%s signals %v\n%v (+ %v) %v", tc.engine, got, tc.files, tc.simOnly, want)
 			}
 		})
 	}
@@ -337,6 +403,13 @@ func TestEachProfileEntryIsRead(t *testing.T) {
 				if dumps(&q) == full {
 					t.Errorf("%s: scalar rule %d source %q: removing it changes nothing", p.Engine, i, p.Scalars[i].Sources[j].Family)
 				}
+			}
+		}
+		for i, f := range p.RequestSuccess {
+			q := *p
+			q.RequestSuccess = slices.Delete(slices.Clone(p.RequestSuccess), i, i+1)
+			if dumps(&q) == full {
+				t.Errorf("%s: request success family %q: removing it changes nothing", p.Engine, f)
 			}
 		}
 		for i := range p.Histograms {
@@ -437,4 +510,192 @@ func simMetrics(t *testing.T, srv *httptest.Server) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// TestSleepStateOfRealPayload: vLLM 0.29's vllm:engine_sleep_state, as the
+// real capture has it (awake), and with the 1 moved to each other state,
+// gives the sleep level 0, 1 (weights offloaded) and 2 (discard all).
+func TestSleepStateOfRealPayload(t *testing.T) {
+	body := string(readFixture(t, "vllm-0.29-sleep.prom"))
+	const state = `vllm:engine_sleep_state{engine="0",model_name="qwen2.5-1.5b",sleep_state="%s"} %s`
+	for level, asleep := range []string{"awake", "weights_offloaded", "discard_all"} {
+		b := body
+		for _, st := range []string{"awake", "weights_offloaded", "discard_all"} {
+			v := "0.0"
+			if st == asleep {
+				v = "1.0"
+			}
+			was := fmt.Sprintf(state, st, "1.0")
+			if !strings.Contains(b, was) {
+				was = fmt.Sprintf(state, st, "0.0")
+			}
+			if !strings.Contains(b, was) {
+				t.Fatalf("the capture has no %s", was)
+			}
+			b = strings.Replace(b, was, fmt.Sprintf(state, st, v), 1)
+		}
+		s := normaliseBytes(t, []byte(b))
+		if m := s.Models["qwen2.5-1.5b"]; m == nil || m.SleepLevel != float64(level) {
+			t.Errorf("sleep_state %s: snapshot %s, want sleep_level %d", asleep, dumpSnapshot(s), level)
+		}
+	}
+}
+
+// TestSimulatorSurfaceMatchesRealPayload: every family that vllm_sim
+// --engine=X and the engine's real payload both serve has the same type,
+// and where the real series carry the model label the profile reads, the
+// simulator's do too. HELP texts are not compared: they change between
+// releases (SGLang added full stops after 0.4, the llama.cpp fork words
+// them its own way), and the simulator follows the source its profile cites.
+func TestSimulatorSurfaceMatchesRealPayload(t *testing.T) {
+	// Prometheus' text parser, which keeps every family and type.
+	decode := func(body []byte) map[string]*dto.MetricFamily {
+		t.Helper()
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fs, err := p.TextToMetricFamilies(bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	for _, tc := range []struct {
+		engine string
+		files  []string
+	}{
+		{"sglang", []string{"sglang-0.4-docs.prom"}},
+		{"triton", []string{"triton-trtllm-readme-2026.prom", "triton-base-23.11.prom"}},
+		{"llamacpp", []string{"llamacpp-ik-pr695.prom"}},
+		{"vllm", []string{"vllm-0.29-sleep.prom"}},
+	} {
+		t.Run(tc.engine, func(t *testing.T) {
+			p, _ := ProfileOf(tc.engine)
+			sim := decode(simPayload(t, tc.engine))
+			common := 0
+			for _, f := range tc.files {
+				for name, real := range decode(readFixture(t, f)) {
+					s := sim[name]
+					if s == nil {
+						continue
+					}
+					common++
+					if s.GetType() != real.GetType() {
+						t.Errorf("%s: simulator %v, %s %v", name, s.GetType(), f, real.GetType())
+					}
+					named := func(m *dto.Metric) bool {
+						if p.VLLMPrefixes != nil {
+							_, ok := labelValue(m, lModel)
+							return ok
+						}
+						_, ok := p.modelOf(m)
+						return ok
+					}
+					if !slices.ContainsFunc(real.GetMetric(), named) {
+						continue // the real one names no model here either (vllm:cache_config_info)
+					}
+					for _, m := range s.GetMetric() {
+						if !named(m) {
+							t.Errorf("%s: simulator series %v without the model label of the profile", name, m.GetLabel())
+						}
+					}
+				}
+			}
+			if common < 5 {
+				t.Errorf("only %d families in common with %v", common, tc.files)
+			}
+		})
+	}
+}
+
+// TestRayPrefixes: older Ray exports vLLM's families as ray_vllm:*, newer
+// Ray as ray_vllm_* (OpenTelemetry-safe names): both read the same.
+func TestRayPrefixes(t *testing.T) {
+	underscore := readFixture(t, "ray-vllm-hand.prom")
+	colon := bytes.ReplaceAll(underscore, []byte("ray_vllm_"), []byte("ray_vllm:"))
+	if bytes.Equal(colon, underscore) {
+		t.Fatal("the fixture has no ray_vllm_ family")
+	}
+	a, b := normaliseBytes(t, underscore), normaliseBytes(t, colon)
+	a.Time, b.Time = time.Time{}, time.Time{}
+	if a.Engine != "ray" || dumpSnapshot(a) != dumpSnapshot(b) {
+		t.Errorf("ray_vllm_ read as\n%s\nray_vllm: read as\n%s", dumpSnapshot(a), dumpSnapshot(b))
+	}
+}
+
+// TestSleepFromIsSleeping: a vLLM whose /metrics has no
+// vllm:engine_sleep_state (0.10 names) is asked GET /is_sleeping at each
+// scrape: vllm_server_sleep_level is 0 awake, 1 asleep (the route does not
+// tell the level; the simulator sleeps at level 2), 0 after POST /wake_up.
+// A server that does not answer /is_sleeping with JSON is asked once and
+// has no sleep level.
+func TestSleepFromIsSleeping(t *testing.T) {
+	cfg := simulator.DefaultConfig()
+	cfg.MetricsNames = simulator.MetricsV010
+	sim, err := simulator.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	defer func() { srv.Close(); _ = sim.Close() }()
+	if bytes.Contains(simMetrics(t, srv), []byte("vllm:engine_sleep_state")) {
+		t.Fatal("the simulator's 0.10 names have vllm:engine_sleep_state")
+	}
+	reg := prometheus.NewPedanticRegistry()
+	m := NewManager(testOptions(reg, nil))
+	if err := m.Apply(configFor(t, srv.URL, "10s", 4)); err != nil {
+		t.Fatal(err)
+	}
+	s := m.target("a")
+	level := func() (float64, bool) {
+		s.scrapeOnce(context.Background())
+		return gathered(t, reg, "vllm_server_sleep_level", map[string]string{"target": "a"})
+	}
+	post := func(path string) {
+		resp, err := srv.Client().Post(srv.URL+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for _, step := range []struct {
+		post string
+		want float64
+	}{{"", 0}, {"/sleep?level=2", 1}, {"/wake_up", 0}} {
+		if step.post != "" {
+			post(step.post)
+		}
+		if v, ok := level(); !ok || v != step.want {
+			t.Errorf("after %q: vllm_server_sleep_level = %g (present %v), want %g", step.post, v, ok, step.want)
+		}
+		if m.Sleeping("a") != (step.want > 0) {
+			t.Errorf("after %q: Sleeping = %v", step.post, m.Sleeping("a"))
+		}
+	}
+	s.client.CloseIdleConnections()
+
+	// A server answering every path with its metrics text.
+	var asked atomic.Int32
+	text := readFixture(t, "v010.prom")
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/is_sleeping" {
+			asked.Add(1)
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(text)
+	}))
+	defer other.Close()
+	reg = prometheus.NewPedanticRegistry()
+	m = NewManager(testOptions(reg, nil))
+	if err := m.Apply(configFor(t, other.URL, "10s", 4)); err != nil {
+		t.Fatal(err)
+	}
+	s = m.target("a")
+	for range 3 {
+		if v, ok := level(); ok {
+			t.Errorf("vllm_server_sleep_level = %g from a server without /is_sleeping", v)
+		}
+	}
+	s.client.CloseIdleConnections()
+	if n := asked.Load(); n != 1 {
+		t.Errorf("/is_sleeping asked %d times over 3 scrapes, want once", n)
+	}
 }

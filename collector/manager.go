@@ -467,6 +467,11 @@ func (s *scraper) noteEngineLocked(snap *Snapshot) {
 	}
 	s.unknownWarned = true
 	seen := scrubAll(s.red, snap.FamiliesSeen)
+	if s.engine != "" {
+		level.Warn(s.logger).Log("msg", "the target's /metrics matches no engine profile: the profile its engine key names reads none of its families, so no engine signal is read from it",
+			"engine_key", s.engine, "families_seen", strings.Join(seen, ","), "engines", strings.Join(Engines(), ","))
+		return
+	}
 	level.Warn(s.logger).Log("msg", "the target's /metrics matches no engine profile: no engine signal is read from it; set the target's engine key if it is one of the engines",
 		"families_seen", strings.Join(seen, ","), "engines", strings.Join(Engines(), ","))
 }

@@ -47,6 +47,7 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-label-reserved-index.yml", "target \"sim\": label name \"index\" is reserved"},
 		{"invalid-max-concurrent.yml", "global: max_concurrent_probes must be at least 1, got 0"},
 		{"invalid-max-num-seqs.yml", "target \"sim\": max_num_seqs must not be negative, got -1"},
+		{"invalid-engine.yml", "target \"sim\": unknown engine \"tgi\" (one of vllm, ray, sglang, trtllm, triton, llamacpp, dynamo, nim)"},
 		{"invalid-max-tokens.yml", "module \"short_completion\": max_tokens must be at least 1, got 0"},
 		{"invalid-metrics-path.yml", "target \"sim\": metrics_path \"metrics\" must start with /"},
 		{"invalid-module-timeout.yml", "module \"short_completion\": not a valid duration string: \"-1s\""},

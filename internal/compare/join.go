@@ -141,20 +141,24 @@ func clamp01(v float64) float64 {
 // (vLLM counts an adapter's traffic under its base model_name), the same
 // name in another case (Dynamo's frontend lower-cases its model label), or
 // the one model a server reports under another name (Triton's model name).
+//
+// The base comes first: /v1/models maps every model it lists, to itself
+// or to an adapter's base, and that name is then looked for in /metrics.
 func serverModelOf(v *collector.View, probeModel string) string {
-	if _, ok := v.Model(probeModel); ok {
-		return probeModel
-	}
+	name := probeModel
 	if base := v.Base[probeModel]; base != "" {
-		return base
+		name = base
+	}
+	if _, ok := v.Model(name); ok {
+		return name
 	}
 	for _, mv := range v.Models {
-		if strings.EqualFold(mv.Name, probeModel) {
+		if strings.EqualFold(mv.Name, name) {
 			return mv.Name
 		}
 	}
 	if len(v.Models) == 1 {
 		return v.Models[0].Name
 	}
-	return probeModel
+	return name
 }

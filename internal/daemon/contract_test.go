@@ -102,7 +102,8 @@ func diff(a, b []string) (onlyA []string) {
 func TestMetricNamesMatchDocs(t *testing.T) {
 	// vllm_server_spec_decode_regression_ratio needs a baseline imported
 	// from vllm bench serve runs with speculative decoding, which a baseline
-	// benched here has not (internal/compare and internal/baseline test it).
+	// benched here has not (internal/compare's TestSpecDecodeRegression
+	// tests it).
 	documented := slices.DeleteFunc(documentedNames(t), func(n string) bool {
 		return n == "vllm_server_spec_decode_regression_ratio"
 	})

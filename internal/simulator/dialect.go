@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Engines vllm_sim can speak (Config.Engine): the same scheduler and
@@ -50,12 +51,16 @@ type dialect struct {
 	// health answers GET /health (and extraHealth) with this body on 200.
 	health      []byte
 	extraHealth []string
+	// extraMetrics serve /metrics's exposition on other paths too: NIM's
+	// default is /v1/metrics (NVIDIA's "Observability for NVIDIA NIM for
+	// LLMs").
+	extraMetrics []string
 }
 
 var dialects = map[string]dialect{
 	EngineVLLM:   {errorShape: ErrorShapeNested, sleep: true, ownedBy: "vllm"},
 	EngineRay:    {errorShape: ErrorShapeNested, ownedBy: "vllm"},
-	EngineNIM:    {errorShape: ErrorShapeNested, ownedBy: "system", extraHealth: []string{"/v1/health/ready", "/v1/health/live"}},
+	EngineNIM:    {errorShape: ErrorShapeNested, ownedBy: "system", extraHealth: []string{"/v1/health/ready", "/v1/health/live"}, extraMetrics: []string{"/v1/metrics"}},
 	EngineSGLang: {errorShape: ErrorShapeFlat, ownedBy: "sglang", extraHealth: []string{"/health_generate"}},
 	EngineTRTLLM: {errorShape: ErrorShapeFlat, ownedBy: "tensorrt_llm"},
 	EngineTriton: {errorShape: ErrorShapeDetail, noUsage: true, ownedBy: "triton", extraHealth: []string{"/v2/health/ready", "/health/ready"}},
@@ -72,8 +77,13 @@ func EngineNames() []string {
 
 func (s *Simulator) dialect() dialect { return dialects[s.cfg.Engine] }
 
-// llamaCppErrorType maps a status to the OpenAI type names llama-server uses.
-func llamaCppErrorType(status int) string {
+// llamaCppErrorType maps a status to the OpenAI type names llama-server
+// uses, and a prompt longer than the context to its own
+// exceed_context_size_error.
+func llamaCppErrorType(status int, msg string) string {
+	if status == http.StatusBadRequest && strings.Contains(msg, "exceeds the available context size") {
+		return "exceed_context_size_error"
+	}
 	switch status {
 	case http.StatusUnauthorized:
 		return "authentication_error"
@@ -201,6 +211,12 @@ func (s *Simulator) renderTRTLLM() []byte {
 	x.gauge("trtllm_kv_cache_tokens_per_block", "Number of tokens per KV cache block", gs, func(*group) float64 { return float64(s.cfg.BlockSize) })
 	x.plainCounter("trtllm_prompt_tokens_total", "Cumulative number of prompt (input) tokens processed.", gs, c(func(m *engineMetrics) *counter { return &m.promptTokens }))
 	x.plainCounter("trtllm_generation_tokens_total", "Cumulative number of generation (output) tokens produced.", gs, c(func(m *engineMetrics) *counter { return &m.genTokens }))
+	x.header("trtllm_request_success_total", "Count of successfully processed requests.", "counter")
+	for _, g := range gs {
+		for _, r := range finishReasonsV1 {
+			x.sample("trtllm_request_success_total", with(g.labels, lbl{"finished_reason", r}), g.counter(func(m *engineMetrics) *counter { return m.success[r] }))
+		}
+	}
 	if s.cfg.SpecDecodeTokens > 0 {
 		x.plainCounter("trtllm_spec_decode_num_draft_tokens_total", "Total number of draft tokens proposed.", gs, c(func(m *engineMetrics) *counter { return &m.specDraftTokens }))
 		x.plainCounter("trtllm_spec_decode_num_accepted_tokens_total", "Total number of draft tokens accepted.", gs, c(func(m *engineMetrics) *counter { return &m.specAccepted }))

@@ -70,7 +70,7 @@ func errorBody(shape string, status int, msg string, param *string) []byte {
 			Code    int    `json:"code"`
 			Message string `json:"message"`
 			Type    string `json:"type"`
-		}{status, msg, llamaCppErrorType(status)}}
+		}{status, msg, llamaCppErrorType(status, msg)}}
 	default:
 		v = struct {
 			Error errorInfo `json:"error"`

@@ -202,6 +202,32 @@ func (s *Simulator) newGenRequest(r *http.Request, arrival time.Time, chat bool,
 	return g, nil
 }
 
+// engineContextCheck is the context-length check of engines whose server
+// words it differently from vLLM's: SGLang's tokenizer manager
+// (python/sglang/srt/managers/tokenizer_manager.py, _validate_one_request)
+// and llama-server's exceed_context_size_error (tools/server), which
+// refuses a prompt that does not fit and stops generating at the end of
+// the context. Nil for the others, which vLLM's checks then apply to.
+func (s *Simulator) engineContextCheck(P, L int, maxTokens *int) error {
+	switch s.cfg.Engine {
+	case EngineSGLang:
+		if P >= L {
+			return &apiError{http.StatusBadRequest, fmt.Sprintf("The input (%d tokens) is longer than the model's context length (%d tokens).", P, L), nil}
+		}
+		if maxTokens != nil && *maxTokens >= 1 && P+*maxTokens >= L {
+			M := *maxTokens
+			return &apiError{http.StatusBadRequest, fmt.Sprintf("Requested token count exceeds the model's maximum context length of %d tokens. "+
+				"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
+				"Please reduce the number of tokens in the input messages or the completion to fit within the limit.", L, P+M, P, M), nil}
+		}
+	case EngineLlamaCpp:
+		if P >= L {
+			return &apiError{http.StatusBadRequest, fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", P, L), nil}
+		}
+	}
+	return nil
+}
+
 // finishGenRequest counts the prompt, applies vLLM's context-length checks
 // and decides how many tokens will be generated.
 func (s *Simulator) finishGenRequest(g *genRequest, text string, tokenIDs int, maxTokens *int, minTokens int, ignoreEOS bool) error {
@@ -212,6 +238,9 @@ func (s *Simulator) finishGenRequest(g *genRequest, text string, tokenIDs int, m
 	}
 	g.promptHash = hashString(text) ^ uint64(tokenIDs)
 	L, P := s.cfg.MaxModelLen, g.promptTokens
+	if err := s.engineContextCheck(P, L, maxTokens); err != nil {
+		return err
+	}
 	legacy := s.cfg.MetricsNames == MetricsLegacy
 	if P >= L {
 		if legacy {
@@ -224,6 +253,10 @@ func (s *Simulator) finishGenRequest(g *genRequest, text string, tokenIDs int, m
 		M = *maxTokens
 		if M < 1 {
 			return &apiError{http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d.", M), strPtr("max_tokens")}
+		}
+		if P+M > L && s.cfg.Engine == EngineLlamaCpp {
+			// llama-server stops generating where the context ends.
+			M = L - P
 		}
 		if P+M > L {
 			if legacy {

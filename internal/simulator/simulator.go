@@ -167,6 +167,9 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("GET /version", s.handleVersion)
 	mux.HandleFunc("GET /load", s.handleLoad)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	for _, p := range s.dialect().extraMetrics {
+		mux.HandleFunc("GET "+p, s.handleMetrics)
+	}
 	mux.HandleFunc("GET /admin/config", s.handleAdminGet)
 	mux.HandleFunc("POST /admin/config", s.handleAdminPost)
 	methodNotAllowed := func(w http.ResponseWriter, r *http.Request) {

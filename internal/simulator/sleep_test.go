@@ -101,6 +101,10 @@ func TestEngineSurfaces(t *testing.T) {
 			if code, _ := get(t, ts.URL+"/health"); code != http.StatusOK {
 				t.Errorf("/health = %d", code)
 			}
+			// NIM serves its metrics on /v1/metrics by default.
+			if code, body := get(t, ts.URL+"/v1/metrics"); (code == http.StatusOK && strings.Contains(body, "\n"+tc.family+"{")) != (tc.engine == EngineNIM) {
+				t.Errorf("/v1/metrics = %d: NIM's own path, and only NIM's", code)
+			}
 			if code, _ := get(t, ts.URL+"/is_sleeping"); (code == http.StatusOK) != (tc.engine == EngineVLLM) {
 				t.Errorf("/is_sleeping = %d: sleep mode is vLLM's own", code)
 			}

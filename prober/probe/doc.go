@@ -27,7 +27,8 @@
 // inference-extension Endpoint Picker's ResourceExhausted/ServiceUnavailable,
 // llm-d's x-llm-d-request-dropped-reason, a 429 with Retry-After and no
 // per-key quota, production-stack's 503 "temporarily unavailable"),
-// context_length (400 whose message contains "maximum context length"),
+// context_length (400 whose message says the request exceeds the context:
+// vLLM's and SGLang's wordings, llama-server's exceed_context_size_error),
 // model_not_found (404 NotFoundError or "does not exist"; also /v1/models
 // listing no model when the target names none), http_4xx (other non-2xx below
 // 500), http_5xx, stream_error (a mid-stream {"error":...} event or

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,7 @@ func TestProbeEachEngine(t *testing.T) {
 					}
 					best = min(best, res.TTFT)
 				}
+				t.Logf("%s: TTFT %v (best of 5), configured %v", kind, best, ttft)
 				if d := absDur(best - ttft); d > ttft/10 {
 					t.Errorf("%s: TTFT %v (best of 5), configured %v: off by %v, more than 10 %%", kind, best, ttft, d)
 				}
@@ -91,5 +93,45 @@ func TestProbeTimingsWithoutUsage(t *testing.T) {
 	if !res.Success || res.OutputTokens != 3 || !res.OutputTokensFromTimings || res.OutputTokensEstimated() {
 		t.Errorf("success %v (%s %s), output %d, from timings %v, estimated %v; want 3 from timings",
 			res.Success, res.Reason, res.Err, res.OutputTokens, res.OutputTokensFromTimings, res.OutputTokensEstimated())
+	}
+}
+
+// TestProbeContextLengthEachEngine: a prompt longer than the context fails
+// with context_length on every engine, in each one's own words (SGLang's
+// and llama-server's differ from vLLM's); max_tokens beyond the context
+// does too, except on llama.cpp, which stops generating at the end of the
+// context: a success with fewer tokens.
+func TestProbeContextLengthEachEngine(t *testing.T) {
+	words := map[string]string{
+		simulator.EngineSGLang:   "is longer than the model's context length",
+		simulator.EngineLlamaCpp: "exceed_context_size_error: request (",
+	}
+	for _, engine := range simulator.EngineNames() {
+		t.Run(engine, func(t *testing.T) {
+			_, ts, cfg := startSim(t, func(c *simulator.Config) { c.Engine, c.MaxModelLen = engine, 64 })
+			long, err := Compile(config.ProberCompletions, config.Module{Prober: config.ProberCompletions, MaxTokens: 4,
+				Prompt: strings.Repeat("many words ", 100)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := long.Run(context.Background(), ts.Client(), Call{BaseURL: ts.URL, Model: cfg.Model, StallTimeout: 2 * time.Second})
+			if res.Success || res.Reason != ReasonContextLength || res.StatusCode != http.StatusBadRequest {
+				t.Errorf("prompt over the context: success %v, reason %s, status %d, err %q; want context_length", res.Success, res.Reason, res.StatusCode, res.Err)
+			}
+			if w, ok := words[engine]; ok && !strings.Contains(res.Err, w) {
+				t.Errorf("prompt over the context: %q, want %s's words %q", res.Err, engine, w)
+			}
+			res = simSpec(t, config.ProberChat, 100).Run(context.Background(), ts.Client(),
+				Call{BaseURL: ts.URL, Model: cfg.Model, StallTimeout: 2 * time.Second})
+			if engine == simulator.EngineLlamaCpp {
+				if !res.Success || res.OutputTokens == 0 || res.OutputTokens >= 100 {
+					t.Errorf("max_tokens over the context on llama.cpp: success %v (%s %s), %d tokens; want a success cut at the context", res.Success, res.Reason, res.Err, res.OutputTokens)
+				}
+				return
+			}
+			if res.Success || res.Reason != ReasonContextLength {
+				t.Errorf("max_tokens over the context: success %v, reason %s, err %q; want context_length", res.Success, res.Reason, res.Err)
+			}
+		})
 	}
 }

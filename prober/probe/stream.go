@@ -518,7 +518,7 @@ func classifyHTTPError(status int, h http.Header, body []byte) (Reason, string) 
 		return ReasonUnauthorized, text
 	case status == http.StatusTooManyRequests:
 		return ReasonRateLimited, text
-	case status == http.StatusBadRequest && strings.Contains(lower, "maximum context length"):
+	case status == http.StatusBadRequest && isContextLength(typ, lower):
 		return ReasonContextLength, text
 	case status == http.StatusNotFound && (typ == "NotFoundError" || strings.Contains(lower, "does not exist")):
 		return ReasonModelNotFound, text
@@ -529,6 +529,18 @@ func classifyHTTPError(status int, h http.Header, body []byte) (Reason, string) 
 		return ReasonRedirect, text + " (a redirect, not followed: follow_redirects is false)"
 	}
 	return ReasonHTTP4xx, text
+}
+
+// isContextLength reports whether a 400's error type and lower-cased
+// message say the request does not fit the model's context: vLLM's and
+// SGLang's "maximum context length", SGLang's "is longer than the model's
+// context length" (its prompt check), llama-server's
+// exceed_context_size_error ("exceeds the available context size").
+func isContextLength(typ, lowerMsg string) bool {
+	return typ == "exceed_context_size_error" ||
+		strings.Contains(lowerMsg, "maximum context length") ||
+		strings.Contains(lowerMsg, "longer than the model's context length") ||
+		strings.Contains(lowerMsg, "exceeds the available context size")
 }
 
 // isRedirect reports whether net/http's client follows status when a

@@ -347,6 +347,12 @@ func TestStreamFailureReasons(t *testing.T) {
 			want: ReasonContextLength, wantErr: "HTTP 400 BadRequestError: 'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778). None"},
 		{name: "context length flat", h: errorHandler(400, `{"object":"error","message":"This model's maximum context length is 2048 tokens. However, you requested 3000 tokens (2900 in the messages, 100 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`),
 			want: ReasonContextLength, wantErr: "HTTP 400 BadRequestError: This model's maximum context length is 2048 tokens. However, you requested 3000 tokens (2900 in the messages, 100 in the completion). Please reduce the length of the messages or completion."},
+		// SGLang's prompt check (python/sglang/srt/managers/tokenizer_manager.py).
+		{name: "context length sglang input", h: errorHandler(400, `{"object":"error","message":"The input (5000 tokens) is longer than the model's context length (4096 tokens).","type":"BadRequestError","param":null,"code":400}`),
+			want: ReasonContextLength, wantErr: "HTTP 400 BadRequestError: The input (5000 tokens) is longer than the model's context length (4096 tokens)."},
+		// llama-server's (tools/server: exceed_context_size_error with n_prompt_tokens and n_ctx).
+		{name: "context length llama.cpp", h: errorHandler(400, `{"error":{"code":400,"message":"request (9412 tokens) exceeds the available context size (8192 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9412,"n_ctx":8192}}`),
+			want: ReasonContextLength, wantErr: "HTTP 400 exceed_context_size_error: request (9412 tokens) exceeds the available context size (8192 tokens), try increasing it"},
 		{name: "model not found nested", h: errorHandler(404, `{"error":{"message":"The model `+"`x`"+` does not exist.","type":"NotFoundError","param":"model","code":404}}`), want: ReasonModelNotFound, wantErr: "HTTP 404 NotFoundError: The model `x` does not exist."},
 		{name: "model not found flat", h: errorHandler(404, `{"object":"error","message":"The model `+"`x`"+` does not exist.","type":"NotFoundError","param":null,"code":404}`), want: ReasonModelNotFound, wantErr: "HTTP 404 NotFoundError: The model `x` does not exist."},
 		{name: "404 route", h: errorHandler(404, `{"detail":"Not Found"}`), want: ReasonHTTP4xx, wantErr: "HTTP 404: Not Found"},
