@@ -666,8 +666,8 @@ func TestSleepFromIsSleeping(t *testing.T) {
 		if v, ok := level(); !ok || v != step.want {
 			t.Errorf("after %q: vllm_server_sleep_level = %g (present %v), want %g", step.post, v, ok, step.want)
 		}
-		if m.Sleeping("a") != (step.want > 0) {
-			t.Errorf("after %q: Sleeping = %v", step.post, m.Sleeping("a"))
+		if sleeping, known := m.SleepState("a"); sleeping != (step.want > 0) || !known {
+			t.Errorf("after %q: SleepState = %v, %v", step.post, sleeping, known)
 		}
 	}
 	s.client.CloseIdleConnections()

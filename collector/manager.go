@@ -498,11 +498,16 @@ func sleepLevelOf(snap *Snapshot) int {
 	return level
 }
 
-// Sleeping reports whether target's engine said, at its last scrape, that
-// it sleeps (vLLM's sleep mode).
-func (m *Manager) Sleeping(target string) (sleeping bool) {
-	m.withTarget(target, func(s *scraper) { sleeping = s.up && s.last.SleepLevel > 0 })
-	return sleeping
+// SleepState reports whether target's engine said, at its last scrape, that
+// it sleeps (vLLM's sleep mode). known is false when the collector cannot
+// tell: it does not scrape target (a probe-only vantage, scrape_metrics:
+// false), the last scrape failed, or the engine does not say.
+func (m *Manager) SleepState(target string) (sleeping, known bool) {
+	m.withTarget(target, func(s *scraper) {
+		known = s.up && s.last.SleepLevel >= 0
+		sleeping = known && s.last.SleepLevel > 0
+	})
+	return sleeping, known
 }
 
 // nameUnlabeledModel gives the model of an engine whose series name none

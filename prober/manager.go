@@ -18,6 +18,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
+	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
@@ -72,7 +73,7 @@ type Manager struct {
 	// load tells a probe the load it met over its lifetime (Options.Load).
 	load func(target string, from, to time.Time) (load float64, ok bool)
 	// sleeping is Options.Sleeping.
-	sleeping func(target string) bool
+	sleeping func(target string) (sleeping, known bool)
 	// urlProbes is the token pool of URL probes (urlprobe.go), apart from
 	// every target's.
 	urlProbes TokenPool
@@ -140,8 +141,10 @@ type Options struct {
 	RecordPrefix string
 	// Sleeping tells whether a target's engine reports sleep (vLLM's sleep
 	// mode); a probe that fails then fails with reason sleeping.
-	// collector.Manager's Sleeping fits. Nil: never.
-	Sleeping func(target string) bool
+	// collector.Manager's SleepState fits. Where it does not know (nil, or
+	// known false: nothing scrapes the target's /metrics), a failed probe
+	// of a target that is not a gateway asks the target's GET /is_sleeping.
+	Sleeping func(target string) (sleeping, known bool)
 }
 
 // NewManager returns a Manager of opts.
@@ -517,6 +520,35 @@ type probeSpec struct {
 	tgt            *target
 }
 
+// sleepCheckTimeout bounds the GET /is_sleeping a failed probe asks when
+// nothing else tells whether the engine sleeps.
+const sleepCheckTimeout = 2 * time.Second
+
+// engineSleeps tells whether the engine of the target a probe failed on
+// with reason sleeps: from the collector's last scrape where it knows,
+// else, when the target answered the probe with an HTTP error, from its own
+// GET /is_sleeping (vLLM serves it in dev mode; an error, a 404 included,
+// reads as awake). A target that did not answer (a timeout, a refused
+// connection) is not asked again, nor a gateway, whose answer would be one
+// backend's. ctx is the loop's: the probe's own may be spent.
+func (m *Manager) engineSleeps(ctx context.Context, s probeSpec, reason probe.Reason) bool {
+	if m.sleeping != nil {
+		if sleeping, known := m.sleeping(s.target); known {
+			return sleeping
+		}
+	}
+	if reason != probe.ReasonHTTP5xx && reason != probe.ReasonHTTP4xx {
+		return false
+	}
+	if s.tgt == nil || s.tgt.cfg.Gateway != nil || s.client == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, sleepCheckTimeout)
+	defer cancel()
+	sleeping, err := vllmapi.IsSleeping(ctx, s.client, s.url)
+	return err == nil && sleeping
+}
+
 // snapshot copies what the next probe of p needs, and moves p on to its next
 // question. m.mu must be held.
 func (m *Manager) snapshot(p *pair) probeSpec {
@@ -533,6 +565,7 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 // called once the probe counts as an attempt (after model resolution, so
 // that the attempt carries the resolved model label).
 func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *probe.Result {
+	loop := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	begin := m.now() // the manager's clock, which tests pin
@@ -548,7 +581,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *probe
 		res.E2E = res.Duration
 	}
 	res.Scrub(s.red)
-	if !res.Success && m.sleeping != nil && m.sleeping(s.target) {
+	if !res.Success && m.engineSleeps(loop, s, res.Reason) {
 		res.Reason = probe.ReasonSleeping
 	}
 	res.Load = math.NaN()

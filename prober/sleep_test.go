@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ targets:
 	defer func() { cancel(); <-done }()
 
 	opts := testOptions(nil, nil)
-	opts.Sleeping = cm.Sleeping
+	opts.Sleeping = cm.SleepState
 	m := NewManager(opts)
 	if err := m.Apply(conf); err != nil {
 		t.Fatal(err)
@@ -56,7 +57,7 @@ targets:
 	}
 	waitSleeping := func(want bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); cm.Sleeping("t") != want; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); sleeping(cm, "t") != want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("collector never read sleeping=%v", want)
 			}
@@ -100,4 +101,54 @@ func sleepLevel(t *testing.T, reg *prometheus.Registry) float64 {
 	n, err := testutil.GatherAndCount(reg, "vllm_server_sleep_level")
 	t.Fatalf("%d vllm_server_sleep_level series (%v), want 1", n, err)
 	return -1
+}
+
+func sleeping(cm *servercollector.Manager, target string) bool {
+	s, _ := cm.SleepState(target)
+	return s
+}
+
+// TestProbeOfSleepingEngineNothingScrapes: where nothing scrapes the target's
+// /metrics (a probe-only vantage), a failed probe asks the target's GET
+// /is_sleeping, and a sleeping engine's failure reads sleeping; awake, a
+// failure keeps its own reason.
+func TestProbeOfSleepingEngineNothingScrapes(t *testing.T) {
+	_, ts, cfg := startSim(t, nil)
+	conf := loadConfig(t, `
+global: {probe_interval: 1h, probe_only: true}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 3}
+targets:
+  - {name: t, url: `+ts.URL+`, model: `+cfg.Model+`}
+`)
+	for _, known := range []bool{false, true} {
+		t.Run(fmt.Sprintf("collector knows %v", known), func(t *testing.T) {
+			opts := testOptions(nil, nil)
+			if known {
+				// A collector that scrapes and says awake wins over the target.
+				opts.Sleeping = func(string) (bool, bool) { return false, true }
+			}
+			m := NewManager(opts)
+			if err := m.Apply(conf); err != nil {
+				t.Fatal(err)
+			}
+			post := func(path string) {
+				t.Helper()
+				resp, err := ts.Client().Post(ts.URL+path, "", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			post("/sleep?level=1")
+			defer post("/wake_up")
+			res, _, err := m.ProbeNow(context.Background(), "t", "short")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]probe.Reason{false: probe.ReasonSleeping, true: probe.ReasonHTTP5xx}[known]; res.Success || res.Reason != want {
+				t.Errorf("probe of a sleeping engine: success %v, reason %q (%s); want reason %s", res.Success, res.Reason, res.Err, want)
+			}
+		})
+	}
 }
