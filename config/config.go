@@ -446,7 +446,9 @@ func checkDocuments(data []byte) error {
 	dec := yaml3.NewDecoder(bytes.NewReader(data))
 	var first, second yaml3.Node
 	if err := dec.Decode(&first); err != nil {
-		return nil // empty: the defaults; otherwise yaml.v2 has said it
+		// Empty: the defaults. Otherwise yaml.v2, which decoded the
+		// document first, has reported what is wrong with it.
+		return nil //nolint:nilerr // not this check's error to report
 	}
 	if err := decodeerr.YAML11Bools(&first, reflect.TypeFor[Config]()); err != nil {
 		return err
@@ -539,7 +541,7 @@ func (c *Config) validate(dir string) error {
 	if err := g.Gate.validate(); err != nil {
 		return fmt.Errorf("global: gate: %w", err)
 	}
-	if err := g.Vantages.validate(); err != nil {
+	if err := (&g.Vantages).validate(); err != nil {
 		return fmt.Errorf("global: %w", err)
 	}
 	for _, bs := range []struct {
