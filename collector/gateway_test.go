@@ -203,16 +203,7 @@ func TestGatewayExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.target("gw").scrapeGatewayOnce(context.Background())
-	var b strings.Builder
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := gatherText(t, reg)
 	golden := filepath.Join("testdata", "gateways", "export-epp-flow.golden")
 	if *update {
 		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
@@ -282,6 +273,22 @@ func TestGatewayScrapedOnItsInterval(t *testing.T) {
 	}
 }
 
+// gatherText is what reg exposes, in the text format.
+func gatherText(t *testing.T, reg prometheus.Gatherer) *strings.Builder {
+	t.Helper()
+	var b strings.Builder
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &b
+}
+
 func hasFamily(mfs []*dto.MetricFamily, name string) bool {
 	for _, mf := range mfs {
 		if mf.GetName() == name {
@@ -303,16 +310,7 @@ func TestGatewayBackendSecretScrubbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.target("gw").scrapeGatewayOnce(context.Background())
-	var b strings.Builder
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := gatherText(t, reg)
 	if strings.Contains(b.String(), "sim3") || !strings.Contains(b.String(), `backend="`+redact.Placeholder+`"`) {
 		t.Errorf("the backend named after a secret is not the placeholder:\n%s", b.String())
 	}
