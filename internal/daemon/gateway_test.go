@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -128,12 +129,17 @@ targets:
 		}
 		return true
 	})
-	// The gateway's /metrics is read at every collection, with the default
+	// The gateway's /metrics is read by its scrape loop, with the default
 	// scrape timeout (10s): a loaded machine may miss a shorter one.
 	waitFor(t, 30*time.Second, "HAProxy's /metrics read", func() bool {
 		v, ok := sample(t, reg, "vllm_gateway_up", map[string]string{"target": "gw"})
 		return ok && v == 1
 	})
+	// The target page shows the gateway's last scrape, as an engine's.
+	if code, page := f.get("/target?name=gw"); code != http.StatusOK ||
+		!regexp.MustCompile(`id="last-scrape"><span class="ok">up at [^<]*; read by the gateway profiles`).MatchString(page) {
+		t.Errorf("target page of the gateway: %d, no last scrape read by the gateway profiles:\n%s", code, page)
+	}
 	code, body := f.get("/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)

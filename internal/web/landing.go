@@ -268,7 +268,7 @@ var targetTemplate = template.Must(template.New("target").Funcs(pageFuncs).Parse
 <tr><th>Labels</th><td>{{or .Labels "-"}}</td></tr>
 <tr><th>/health</th><td>{{template "up" .}}{{if .Checked}}{{if .HealthUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
 <tr><th>/v1/models</th><td>{{template "up" .}}{{if .Checked}}{{if .ModelsUp}}<span class="ok">up</span>{{else}}<span class="fail">down</span>{{end}}{{end}}</td></tr>
-<tr><th>/metrics</th><td id="last-scrape">{{if .Gateway}}<span class="unknown">read by the gateway profiles at every scrape of vllm_prober (vllm_gateway_*)</span>{{else if not .Scraped}}<span class="unknown">not scraped (scrape_metrics: false)</span>{{else if .Scrape}}<span class="{{if .ScrapeBad}}fail{{else}}ok{{end}}">{{.Scrape}}</span>{{else}}<span class="unknown">not scraped yet</span>{{end}}</td></tr>
+<tr><th>/metrics</th><td id="last-scrape">{{if not .Scraped}}<span class="unknown">not scraped (scrape_metrics: false)</span>{{else if .Scrape}}<span class="{{if .ScrapeBad}}fail{{else}}ok{{end}}">{{.Scrape}}</span>{{else}}<span class="unknown">not scraped yet</span>{{end}}</td></tr>
 </table>
 {{- with .Gateway}}{{template "gateway" .}}{{end}}
 {{- if .Summary}}
@@ -387,8 +387,12 @@ func (h *handler) targetPage(t *config.Target, ts prober.TargetStatus, stats []p
 	}
 	page := targetPage{TargetStatus: ts, Labels: labelText(t.Labels), Scraped: t.ScrapeMetrics, Summary: spanTargets(h.summaryRows(h.opts.Running(), own, now))}
 	page.ScrapeOnly = !t.Probe
-	if page.Gateway = h.gatewayTableOf(t); t.ScrapeMetrics && page.Gateway == nil {
+	page.Gateway = h.gatewayTableOf(t)
+	if t.ScrapeMetrics {
 		page.Scrape, page.ScrapeBad = h.scrapeText(t.Name, now, 300)
+		if page.Gateway != nil && page.Scrape != "" {
+			page.Scrape += "; read by the gateway profiles (vllm_gateway_*)"
+		}
 	}
 	page.URL = s.scrub(ts.URL)
 	page.TargetStatus.Modules = nil
