@@ -518,6 +518,7 @@ type probeSpec struct {
 	red            Redactor
 	promptEstimate int
 	tgt            *target
+	gateway        bool // the target is a gateway (config.Target.Gateway)
 }
 
 // sleepCheckTimeout bounds the GET /is_sleeping a failed probe asks when
@@ -540,7 +541,7 @@ func (m *Manager) engineSleeps(ctx context.Context, s probeSpec, reason probe.Re
 	if reason != probe.ReasonHTTP5xx && reason != probe.ReasonHTTP4xx {
 		return false
 	}
-	if s.tgt == nil || s.tgt.cfg.Gateway != nil || s.client == nil {
+	if s.tgt == nil || s.gateway || s.client == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, sleepCheckTimeout)
@@ -557,6 +558,7 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 		target: p.key.target, module: p.key.module,
 		url: p.tgt.cfg.URL, client: p.tgt.client, spec: p.spec, model: pairModel(p), seq: p.seq,
 		timeout: p.timeout, stall: p.stall, red: m.red, promptEstimate: p.promptCost(), tgt: p.tgt,
+		gateway: p.tgt.cfg.Gateway != nil,
 	}
 }
 
