@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -44,17 +45,7 @@ targets:
 	if err := m.Apply(conf); err != nil {
 		t.Fatal(err)
 	}
-	post := func(path string) {
-		t.Helper()
-		resp, err := ts.Client().Post(ts.URL+path, "", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("POST %s: %s", path, resp.Status)
-		}
-	}
+	post := func(path string) { postSim(t, ts, path) }
 	waitSleeping := func(want bool) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); sleeping(cm, "t") != want; time.Sleep(10 * time.Millisecond) {
@@ -103,6 +94,19 @@ func sleepLevel(t *testing.T, reg *prometheus.Registry) float64 {
 	return -1
 }
 
+// postSim POSTs to path on the simulator ts (its /sleep and /wake_up).
+func postSim(t *testing.T, ts *httptest.Server, path string) {
+	t.Helper()
+	resp, err := ts.Client().Post(ts.URL+path, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %s", path, resp.Status)
+	}
+}
+
 func sleeping(cm *servercollector.Manager, target string) bool {
 	s, _ := cm.SleepState(target)
 	return s
@@ -132,14 +136,7 @@ targets:
 			if err := m.Apply(conf); err != nil {
 				t.Fatal(err)
 			}
-			post := func(path string) {
-				t.Helper()
-				resp, err := ts.Client().Post(ts.URL+path, "", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-			}
+			post := func(path string) { postSim(t, ts, path) }
 			post("/sleep?level=1")
 			defer post("/wake_up")
 			res, _, err := m.ProbeNow(context.Background(), "t", "short")
