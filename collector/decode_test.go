@@ -262,6 +262,7 @@ func FuzzDecodeFamilies(f *testing.F) {
 	}
 	f.Add([]byte("<html>\n"), false)
 	f.Add([]byte("vllm:num_requests_running{model_name=\"m\"} 1\n"), false)
+	f.Add([]byte("vllm:spec_decode_num_drafts_total{model_name=\"m\"} 1\n"), false)
 	f.Fuzz(func(t *testing.T, body []byte, openMetrics bool) {
 		format := expfmt.FmtText
 		if openMetrics {

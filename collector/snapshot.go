@@ -282,13 +282,11 @@ func normaliseVLLM(fs families, s *Snapshot) {
 		engines[model][engine] = struct{}{}
 		return m
 	}
-	// Every family that names a model registers it, so a model is known even
-	// when it exposes only some of the series below.
-	for _, name := range []string{
-		mRunning, mWaiting, mWaitingByReason, mSwapped, mKVUsage, mGPUCacheUsage, mCPUCacheUsage,
-		mPromptTokens, mGenTokens, mPreemptions, mPrefixQueries, mPrefixHits, mGPUPrefixQ, mGPUPrefixH,
-		mRequestSuccess, mTTFT, mITL, mTPOTOld, mE2E, mQueue,
-	} {
+	// Every family read here that names a model registers it, so a model is
+	// known even when it exposes only some of the series below, and every
+	// rule below finds its model registered (a target sending only, say, the
+	// speculative-decoding counters must not crash the collector).
+	for name := range vllmFamilies {
 		fs.perModel(name, func(model, engine string, _ *dto.Metric) { get(model, engine) })
 	}
 

@@ -394,3 +394,25 @@ func TestScrapeErrors(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestNormaliseEveryFamilyAlone: a target may send any one family the
+// collector reads without the others (a server exposing only its
+// speculative-decoding counters). Each alone names its model and reads
+// without a panic, in the text the collector decodes.
+func TestNormaliseEveryFamilyAlone(t *testing.T) {
+	for _, name := range keys(vllmFamilies) {
+		t.Run(name, func(t *testing.T) {
+			body := name + `{model_name="m",engine="0"} 1` + "\n"
+			fs, err := decodeFamilies(strings.NewReader(body), expfmt.FmtText, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Forced, as an engine key in the configuration does: detection
+			// needs more than one family.
+			s := normalise(fs, time.Unix(0, 0), "vllm", nil)
+			if s.Models["m"] == nil {
+				t.Errorf("model m not registered by %s alone: %v", name, keys(s.Models))
+			}
+		})
+	}
+}
