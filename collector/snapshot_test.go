@@ -395,24 +395,35 @@ func TestScrapeErrors(t *testing.T) {
 	}
 }
 
-// TestNormaliseEveryFamilyAlone: a target may send any one family the
-// collector reads without the others (a server exposing only its
-// speculative-decoding counters). Each alone names its model and reads
-// without a panic, in the text the collector decodes.
+// TestNormaliseEveryFamilyAlone: a target may send any one family an engine
+// profile reads without the others (a vLLM server exposing only its
+// speculative-decoding counters). Forced to that engine, as a target's engine
+// key does (detection needs more), each family alone names its model and
+// reads without a panic.
 func TestNormaliseEveryFamilyAlone(t *testing.T) {
-	for _, name := range keys(vllmFamilies) {
-		t.Run(name, func(t *testing.T) {
-			body := name + `{model_name="m",engine="0"} 1` + "\n"
-			fs, err := decodeFamilies(strings.NewReader(body), expfmt.FmtText, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Forced, as an engine key in the configuration does: detection
-			// needs more than one family.
-			s := normalise(fs, time.Unix(0, 0), "vllm", nil)
-			if s.Models["m"] == nil {
-				t.Errorf("model m not registered by %s alone: %v", name, keys(s.Models))
-			}
-		})
+	for _, engine := range Engines() {
+		p, _ := ProfileOf(engine)
+		labels := `{engine="0"}` // an engine that names no model
+		switch {
+		case p.VLLMPrefixes != nil: // read by vLLM's rules
+			labels = `{model_name="m",engine="0"}`
+		case len(p.ModelLabels) > 0:
+			labels = `{` + p.ModelLabels[0] + `="m",engine="0"}`
+		}
+		for _, name := range p.Families() {
+			t.Run(engine+"/"+name, func(t *testing.T) {
+				fs, err := decodeFamilies(strings.NewReader(name+labels+" 1\n"), expfmt.FmtText, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := normalise(fs, time.Unix(0, 0), engine, nil)
+				if s.Engine != engine {
+					t.Fatalf("engine = %q, want the forced %q", s.Engine, engine)
+				}
+				if len(s.Models) != 1 {
+					t.Errorf("models = %v, want the one %s names", keys(s.Models), name)
+				}
+			})
+		}
 	}
 }
