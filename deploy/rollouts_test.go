@@ -15,6 +15,10 @@ import (
 	"github.com/vllm-prober/vllm_prober/internal/rolloutcheck"
 )
 
+// promQL parses the expressions the tests check, as Prometheus does with
+// its default options.
+var promQL = parser.NewParser(parser.Options{})
+
 // decodeStrict decodes a rendered object into one of the tools' own Go types,
 // refusing any field the type does not have.
 func decodeStrict(t *testing.T, o any, into any) {
@@ -101,7 +105,7 @@ func TestArgoAnalysisTemplates(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %s: %v", r.name, m.Name, err)
 				}
-				if _, err := parser.ParseExpr(q); err != nil {
+				if _, err := promQL.ParseExpr(q); err != nil {
 					t.Errorf("%s: %s: query %q: %v", r.name, m.Name, q, err)
 				}
 				if addr, _ := rolloutcheck.ArgoArgs(m.Provider.Prometheus.Address, args); !strings.HasPrefix(addr, "http") {
@@ -220,7 +224,7 @@ func TestFlaggerTemplates(t *testing.T) {
 				t.Errorf("%s: %s: %v", r.name, m.Name, err)
 				continue
 			}
-			if _, err := parser.ParseExpr(q); err != nil {
+			if _, err := promQL.ParseExpr(q); err != nil {
 				t.Errorf("%s: %s: query %q: %v", r.name, m.Name, q, err)
 			}
 			if pass, why := rolloutcheck.FlaggerCheck(nil, m.ThresholdRange); pass {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
 )
 
 var update = flag.Bool("update", false, "rewrite alerts/ rule files and dashboards/ from the generator")
@@ -74,7 +75,7 @@ func TestRenderRoundTrips(t *testing.T) {
 	}
 	var got []rulefmt.Rule
 	for _, name := range RuleFileNames() {
-		rg, errs := rulefmt.Parse(files[name], false, model.UTF8Validation)
+		rg, errs := rulefmt.Parse(files[name], false, model.UTF8Validation, parser.NewParser(parser.Options{}))
 		if len(errs) > 0 {
 			t.Fatalf("%s: %v", name, errs)
 		}

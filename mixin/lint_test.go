@@ -18,6 +18,10 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 )
 
+// promQL parses the expressions the tests check, as Prometheus does with
+// its default options.
+var promQL = parser.NewParser(parser.Options{})
+
 // dashboardLinterRules are the rule names of grafana/dashboard-linter v0.1.1
 // (the `name:` of each rule in its lint/rule_*.go; target-job-rule and
 // target-instance-rule are built by newTargetRequiredMatcherRule). A .lint key
@@ -87,7 +91,7 @@ func TestLintFileMatchesDashboards(t *testing.T) {
 		for _, panel := range d.Panels {
 			panels[panel.Title] = true
 			for _, tg := range panel.Targets {
-				e, err := parser.ParseExpr(strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
+				e, err := promQL.ParseExpr(strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
 				if err != nil {
 					t.Errorf("%s / %s: %v", d.Title, panel.Title, err)
 					continue
@@ -177,7 +181,7 @@ func TestMissingSignalPanelsCarryHint(t *testing.T) {
 		for _, panel := range d.Panels {
 			need, have := map[string]bool{}, map[string]bool{}
 			for _, tg := range panel.Targets {
-				e, err := parser.ParseExpr(strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
+				e, err := promQL.ParseExpr(strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
 				if err != nil {
 					t.Fatalf("%s / %s: %v", d.Title, panel.Title, err)
 				}
@@ -342,7 +346,7 @@ func TestLegendsNameEveryGroupingLabel(t *testing.T) {
 				if tg.Table {
 					continue
 				}
-				e, err := parser.ParseExpr(strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
+				e, err := promQL.ParseExpr(strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
 				if err != nil {
 					t.Fatalf("%s / %s: %v", d.Title, panel.Title, err)
 				}

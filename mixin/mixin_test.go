@@ -343,7 +343,7 @@ func TestExpressionsParseAndUseKnownNames(t *testing.T) {
 	}
 	used := map[string]bool{}
 	for where, q := range qs {
-		e, err := parser.ParseExpr(q)
+		e, err := promQL.ParseExpr(q)
 		if err != nil {
 			t.Errorf("%s: %v\n%s", where, err, q)
 			continue
@@ -393,7 +393,7 @@ func TestNameCheckCatchesUnknownNames(t *testing.T) {
 		`vllm_probe_sucess{job="x"} == 0`,    // typo
 		`{__name__="vllm_probe_ttft_total"}`, // not exported
 	} {
-		e, err := parser.ParseExpr(q)
+		e, err := promQL.ParseExpr(q)
 		if err != nil {
 			t.Fatal(err)
 		}

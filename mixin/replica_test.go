@@ -16,7 +16,7 @@ import (
 func TestSLIRulesAggregateReplicasAway(t *testing.T) {
 	replica := strings.Split(replicaLabels, ", ")
 	check := func(where, expr string) {
-		e, err := parser.ParseExpr(expr)
+		e, err := promQL.ParseExpr(expr)
 		if err != nil {
 			t.Fatalf("%s: %v", where, err)
 		}
