@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -382,6 +383,11 @@ func TestScrapeErrors(t *testing.T) {
 		case "/garbage":
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			_, _ = w.Write([]byte("vllm:num_requests_running{model_name=\"m\" 1\n"))
+		case "/bare-name":
+			// A bare name inside the braces: Prometheus' parsers panicked
+			// on it before prometheus/prometheus#18225 was fixed.
+			w.Header().Set("Content-Type", r.URL.Query().Get("type"))
+			_, _ = w.Write([]byte("{A} 0\n"))
 		}
 	}))
 	defer srv.Close()
@@ -392,6 +398,12 @@ func TestScrapeErrors(t *testing.T) {
 	_, err = Scrape(context.Background(), srv.Client(), srv.URL+"/garbage")
 	if err == nil || !strings.HasPrefix(err.Error(), "decoding metrics: line 1: ") {
 		t.Errorf("err = %v", err)
+	}
+	for _, typ := range []string{"text/plain; version=0.0.4", "application/openmetrics-text; version=1.0.0"} {
+		_, err = Scrape(context.Background(), srv.Client(), srv.URL+"/bare-name?type="+url.QueryEscape(typ))
+		if err == nil || !strings.HasPrefix(err.Error(), "decoding metrics: line 1: ") {
+			t.Errorf("%s: err = %v", typ, err)
+		}
 	}
 }
 
