@@ -279,6 +279,16 @@ func FuzzDecodeFamilies(f *testing.F) {
 		if whole != filtered {
 			t.Fatalf("filtered snapshot differs:\n%s\nunfiltered:\n%s", filtered, whole)
 		}
+		// The other readers of a decoded body must not panic on it either:
+		// the gateway profiles, and each engine's profile forced by a
+		// target's engine key (one per input, picked by its length).
+		fs, err := decodeFamilies(bytes.NewReader(body), format, false)
+		if err != nil {
+			t.Fatalf("decoded once, failed the second time: %v", err)
+		}
+		normaliseGateway(fs)
+		forced := append([]string{""}, Engines()...)
+		normalise(fs, time.Unix(0, 0), forced[len(body)%len(forced)], nil)
 	})
 }
 
