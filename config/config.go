@@ -499,11 +499,17 @@ var (
 	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 
-// ReservedLabels are label names the exporter sets itself; static target labels may not use them.
+// ReservedLabels are label names the exporter's series carry themselves
+// (vantage is added to every series by --vantage): a target label of one of
+// these names, static or discovered, would collide with the series' own, so
+// the configuration refuses it and discovery drops it. internal/daemon's
+// TestMetricNamesMatchDocs walks every exported series and fails for a label
+// name missing here.
 var ReservedLabels = []string{
 	"target", "module", "model", "reason", "kind", "state", "stat", "resource", "metric",
 	"baseline", "load", "load_type", "finished_reason", "le", "job", "instance", "version",
 	"max_model_len", "block_size", "kv_cache_size_tokens", "metrics_schema", "ttft_includes_queue", "signal", "base_model", "source", "index", "count", "member",
+	"engine", "vantage", "backend", "gateway", "result", "role", "quantile",
 }
 
 func (c *Config) validate(dir string) error {

@@ -495,3 +495,24 @@ func TestHistogramsAndMetrics(t *testing.T) {
 		t.Errorf("metrics.disable = %v", got)
 	}
 }
+
+// TestEveryReservedLabelRefused: a static target label or a target_defaults
+// label named as one of the prober's own series' labels (engine, vantage,
+// reason, le, ...) is refused at load, by --config.check and at reload, with
+// a sentence naming it. Accepted, engine crashed /metrics with a vantage set,
+// and vantage made every probe and server family fail to gather.
+func TestEveryReservedLabelRefused(t *testing.T) {
+	for _, name := range ReservedLabels {
+		for _, tc := range []struct{ where, text, want string }{
+			{"target", "targets:\n  - {name: sim, url: \"http://127.0.0.1:8000\", labels: {" + name + ": x}}\n",
+				`target "sim": label name "` + name + `" is reserved`},
+			{"target_defaults", "file_sd_configs: [{files: [x.json]}]\ntarget_defaults: {labels: {" + name + ": x}}\n",
+				`target_defaults: label name "` + name + `" is reserved`},
+		} {
+			_, err := Load([]byte("modules: {short: {prober: completions, prompt: hi}}\n"+tc.text), t.TempDir())
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("%s label %q: err = %v, want %q", tc.where, name, err, tc.want)
+			}
+		}
+	}
+}
