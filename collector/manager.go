@@ -19,6 +19,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/safemetric"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 )
@@ -38,6 +39,7 @@ type Manager struct {
 	logger  log.Logger
 	clients ClientPool // shared between targets of equal HTTP client config (and with the prober)
 	red     Scrubber
+	errs    *safemetric.Errors
 
 	mu         sync.Mutex
 	targets    map[string]*scraper // by target name
@@ -59,6 +61,10 @@ type Options struct {
 	// Redactor scrubs the texts and label values the targets send of the
 	// configured secrets; nil scrubs nothing.
 	Redactor Scrubber
+	// Errors counts and logs the series that cannot be built (a target
+	// label colliding with a series' own, a label value that is not valid
+	// UTF-8); nil leaves them out silently. No series panics the collection.
+	Errors *safemetric.Errors
 }
 
 // ClientPool lends the HTTP client of an http_client_config: targets of
@@ -99,6 +105,7 @@ func NewManager(opts Options) *Manager {
 		window:  time.Duration(config.DefaultGlobal.RateWindow),
 		clients: opts.Clients,
 		red:     opts.Redactor,
+		errs:    opts.Errors,
 	}
 	if m.red == nil {
 		m.red = (*redact.Redactor)(nil) // a nil Redactor scrubs nothing

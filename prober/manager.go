@@ -17,6 +17,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/safemetric"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
@@ -39,6 +40,7 @@ func SkipReasons() []string { return []string{SkipBudget, SkipInFlight, SkipConc
 type Manager struct {
 	reg    prometheus.Registerer
 	logger log.Logger
+	errs   *safemetric.Errors
 
 	mu           sync.Mutex
 	cfg          *config.Config
@@ -131,6 +133,10 @@ type Options struct {
 	// HistoryLimit is how many recent results (and, on top, recent
 	// failures) each pair keeps (default DefaultHistoryLimit).
 	HistoryLimit int
+	// Errors counts and logs the series that cannot be built (a label
+	// twice, a value that is not valid UTF-8); nil leaves them out
+	// silently. No series panics or empties the collection.
+	Errors *safemetric.Errors
 	// Load tells a probe the load its target had over its lifetime [from,
 	// to], as running + waiting + 1 (Result.Load); collector.Manager's
 	// LoadDuring fits. Without one Result.Load is NaN.
@@ -174,6 +180,7 @@ func NewManager(opts Options) *Manager {
 		},
 		offset:   scheduleOffset,
 		red:      opts.Redactor,
+		errs:     opts.Errors,
 		clients:  opts.Clients,
 		load:     opts.Load,
 		sleeping: opts.Sleeping,

@@ -1,9 +1,11 @@
 package prober
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -393,6 +395,10 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, ls *labelSet) {
 type labelSet struct {
 	names, values []string // the pair's label names and values
 	base          []*dto.LabelPair
+	// err is why the pair's series cannot be exported (a label name twice,
+	// a value that is not valid UTF-8), checked once as NewConstMetric
+	// would at every series; the pair's series are then left out.
+	err error
 
 	mu    sync.Mutex
 	extra map[[2]string][]*dto.LabelPair // by extra label name and value
@@ -401,6 +407,7 @@ type labelSet struct {
 func newLabelSet(names, values []string) *labelSet {
 	ls := &labelSet{names: names, values: values, extra: map[[2]string][]*dto.LabelPair{}}
 	ls.base = labelPairsOf(names, values)
+	ls.err = checkLabels(names, values)
 	return ls
 }
 
@@ -415,6 +422,20 @@ func (ls *labelSet) with(name, value string) []*dto.LabelPair {
 	lp := labelPairsOf(append(slices.Clone(ls.names), name), append(slices.Clone(ls.values), value))
 	ls.extra[key] = lp
 	return lp
+}
+
+// checkLabels is what NewConstMetric checks of a series' labels: each name
+// once, each value valid UTF-8.
+func checkLabels(names, values []string) error {
+	for i, n := range names {
+		if slices.Contains(names[:i], n) {
+			return fmt.Errorf("label %q twice", n)
+		}
+		if !utf8.ValidString(values[i]) {
+			return fmt.Errorf("label %s value %q is not valid UTF-8", n, values[i])
+		}
+	}
+	return nil
 }
 
 // labelPairsOf are the label pairs of names and values, sorted by name as
@@ -509,11 +530,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.mu.Unlock()
 	for i := range rows {
+		if err := rows[i].ls.err; err != nil {
+			m.errs.Report(rows[i].ls.values[0], err)
+			continue
+		}
 		rows[i].s.collect(ch, d, rows[i].ls)
 	}
 	for _, h := range healths {
-		ch <- prometheus.MustNewConstMetric(d.healthUp, prometheus.GaugeValue, b2f(h.health), h.lv...)
-		ch <- prometheus.MustNewConstMetric(d.modelsUp, prometheus.GaugeValue, b2f(h.up), h.lv...)
+		m.errs.Send(ch, h.lv[0], d.healthUp, prometheus.GaugeValue, b2f(h.health), h.lv...)
+		m.errs.Send(ch, h.lv[0], d.modelsUp, prometheus.GaugeValue, b2f(h.up), h.lv...)
 	}
 }
 
