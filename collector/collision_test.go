@@ -43,13 +43,20 @@ func TestCollisionNeverPanics(t *testing.T) {
 	if err != nil && !strings.Contains(err.Error(), "engine") {
 		t.Errorf("gather: %v", err)
 	}
-	up, errors := 0, 0.0
+	up := 0
 	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "vllm_server_up":
+		if mf.GetName() == "vllm_server_up" {
 			up = len(mf.GetMetric())
-		case "vllm_prober_collect_errors_total":
-			errors = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	// The counter is collected beside the collector, maybe before it
+	// counted: read it once the collection is over.
+	errors := 0.0
+	if mfs, _ := reg.Gather(); mfs != nil {
+		for _, mf := range mfs {
+			if mf.GetName() == "vllm_prober_collect_errors_total" {
+				errors = mf.GetMetric()[0].GetCounter().GetValue()
+			}
 		}
 	}
 	if up != 2 {

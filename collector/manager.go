@@ -40,6 +40,7 @@ type Manager struct {
 	clients ClientPool // shared between targets of equal HTTP client config (and with the prober)
 	red     Scrubber
 	errs    *safemetric.Errors
+	dropped *prometheus.CounterVec // values left out by the bounds (bounds.go)
 
 	mu         sync.Mutex
 	targets    map[string]*scraper // by target name
@@ -65,6 +66,9 @@ type Options struct {
 	// label colliding with a series' own, a label value that is not valid
 	// UTF-8); nil leaves them out silently. No series panics the collection.
 	Errors *safemetric.Errors
+	// DroppedValues counts the label values a target sent past the bounds
+	// (bounds.go); nil: NewDroppedValues, unregistered.
+	DroppedValues *prometheus.CounterVec
 }
 
 // ClientPool lends the HTTP client of an http_client_config: targets of
@@ -106,6 +110,10 @@ func NewManager(opts Options) *Manager {
 		clients: opts.Clients,
 		red:     opts.Redactor,
 		errs:    opts.Errors,
+		dropped: opts.DroppedValues,
+	}
+	if m.dropped == nil {
+		m.dropped = NewDroppedValues()
 	}
 	if m.red == nil {
 		m.red = (*redact.Redactor)(nil) // a nil Redactor scrubs nothing
@@ -128,7 +136,8 @@ type scraper struct {
 	interval   time.Duration
 	timeout    time.Duration
 	logger     log.Logger
-	red        Scrubber         // scrubs the label values the target sends (scrub.go)
+	red        Scrubber // scrubs the label values the target sends (scrub.go)
+	dropped    *prometheus.CounterVec
 	now        func() time.Time // when set (tests), overrides snapshot timestamps
 
 	cancel context.CancelFunc // nil while not running
@@ -251,6 +260,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 				timeout:    cfg.ScrapeTimeout(w.t),
 				logger:     log.With(m.logger, "target", name),
 				red:        m.red,
+				dropped:    m.dropped,
 				needInfo:   true,
 			}
 			m.targets[name] = s
@@ -369,6 +379,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	snap, err := ScrapeEngine(sctx, s.client, s.metricsURL, s.engine)
 	dur := time.Since(start)
 	scrubSnapshot(s.red, s.logger, snap)
+	countDropped(s.dropped, boundSnapshot(snap))
 	if snap != nil && s.now != nil {
 		snap.Time = s.now()
 	}
@@ -403,6 +414,9 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 		info, infoErr = FetchServerInfo(ictx, s.client, s.baseURL)
 		icancel()
 		info.scrub(s.red, s.logger)
+		if n := info.bound(); n > 0 {
+			countDropped(s.dropped, map[string]int{droppedServedModel: n})
+		}
 		if infoErr != nil {
 			level.Debug(s.logger).Log("msg", "reading server info failed", "err", infoErr)
 		}

@@ -245,7 +245,12 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering the collection error counter: %w", err)
 	}
-	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients, Redactor: d.red, Errors: collectErrs})
+	droppedValues := collector.NewDroppedValues()
+	if err := reg.Register(droppedValues); err != nil {
+		return nil, fmt.Errorf("registering the collector's metrics: %w", err)
+	}
+	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients, Redactor: d.red,
+		Errors: collectErrs, DroppedValues: droppedValues})
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
 		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Errors: collectErrs, Load: d.coll.LoadDuring,
 		RecordPrefix: recordPrefix(opts.ShardIndex, opts.ShardCount),
