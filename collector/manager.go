@@ -38,6 +38,7 @@ type Manager struct {
 	logger  log.Logger
 	clients ClientPool // shared between targets of equal HTTP client config (and with the prober)
 	red     Scrubber
+	quiet   func(ctx context.Context, target string)
 
 	mu         sync.Mutex
 	targets    map[string]*scraper // by target name
@@ -59,6 +60,12 @@ type Options struct {
 	// Redactor scrubs the texts and label values the targets send of the
 	// configured secrets; nil scrubs nothing.
 	Redactor Scrubber
+	// Quiet, when set, returns once vllm_prober has no probe of the target
+	// in flight, or when ctx ends (the prober's Manager.WaitIdle). A scrape
+	// waits for it, up to half its interval, so that the running and
+	// waiting requests it reads are not vllm_prober's own probe (see
+	// scraper.waitQuiet). nil: scrapes never wait.
+	Quiet func(ctx context.Context, target string)
 }
 
 // ClientPool lends the HTTP client of an http_client_config: targets of
@@ -99,6 +106,7 @@ func NewManager(opts Options) *Manager {
 		window:  time.Duration(config.DefaultGlobal.RateWindow),
 		clients: opts.Clients,
 		red:     opts.Redactor,
+		quiet:   opts.Quiet,
 	}
 	if m.red == nil {
 		m.red = (*redact.Redactor)(nil) // a nil Redactor scrubs nothing
@@ -121,8 +129,9 @@ type scraper struct {
 	interval   time.Duration
 	timeout    time.Duration
 	logger     log.Logger
-	red        Scrubber         // scrubs the label values the target sends (scrub.go)
-	now        func() time.Time // when set (tests), overrides snapshot timestamps
+	red        Scrubber                                 // scrubs the label values the target sends (scrub.go)
+	quiet      func(ctx context.Context, target string) // Options.Quiet
+	now        func() time.Time                         // when set (tests), overrides snapshot timestamps
 
 	cancel context.CancelFunc // nil while not running
 	done   chan struct{}
@@ -244,6 +253,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 				timeout:    cfg.ScrapeTimeout(w.t),
 				logger:     log.With(m.logger, "target", name),
 				red:        m.red,
+				quiet:      m.quiet,
 				needInfo:   true,
 			}
 			m.targets[name] = s
@@ -326,7 +336,28 @@ func (s *scraper) loop(ctx context.Context) {
 	if s.gateway {
 		once = s.scrapeGatewayOnce
 	}
-	schedule.Run(ctx, s.interval, scrapeOffset(s.name, s.interval), true, once)
+	schedule.Run(ctx, s.interval, scrapeOffset(s.name, s.interval), true, func(ctx context.Context) {
+		s.waitQuiet(ctx)
+		once(ctx)
+	})
+}
+
+// waitQuiet waits, up to half the scrape interval, until vllm_prober has no
+// probe of the target in flight. The scrape's phase and the probes' phases
+// are independent hashes of their names; where the scrape fell inside the
+// prober's own probe, every scrape of an idle server read one request
+// running (llama-server, one target, 6 scrapes of 6). Waiting keeps the
+// server's own running and waiting gauges as they are, where subtracting
+// the prober's probes in flight would guess: a probe in flight may be
+// queued, running, or already finished at the server. A target probed
+// without a pause of half the scrape interval is scraped anyway.
+func (s *scraper) waitQuiet(ctx context.Context) {
+	if s.quiet == nil || s.interval <= 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.interval/2)
+	defer cancel()
+	s.quiet(wctx, s.name)
 }
 
 // scrapeGatewayOnce scrapes a gateway's /metrics and keeps its view. A
