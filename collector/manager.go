@@ -23,7 +23,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 )
 
-// infoRetry is how long after a failed /version or /v1/models read the
+// infoRetry is how long after a failed /version (/props) or /v1/models read the
 // collector tries again; a successful read is repeated only when the server
 // looks new or restarted.
 const infoRetry = 30 * time.Second
@@ -424,7 +424,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	var infoErr error
 	if fetchInfo {
 		ictx, icancel := context.WithTimeout(ctx, s.timeout)
-		info, infoErr = FetchServerInfo(ictx, s.client, s.baseURL)
+		info, infoErr = FetchServerInfo(ictx, s.client, s.baseURL, snap.Engine)
 		icancel()
 		info.scrub(s.red, s.logger)
 		if infoErr != nil {
@@ -568,6 +568,13 @@ func restarted(prev, cur *Snapshot) bool {
 	}
 	for name, c := range cur.Models {
 		p := prev.Models[name]
+		if p == nil && name == unlabeledModel && len(prev.Models) == 1 {
+			// An engine whose series name no model (llama.cpp): cur is
+			// compared before it is named after /v1/models, as prev was.
+			for _, only := range prev.Models {
+				p = only
+			}
+		}
 		if p == nil {
 			continue
 		}
