@@ -753,3 +753,37 @@ func BenchmarkPackHeaders(b *testing.B) {
 		packHeaders(req, resp)
 	}
 }
+
+// TestModelMatchesOllamaLatestTag: Ollama lists a model created as "tiny"
+// as "tiny:latest" and answers requests for "tiny"; a target configured
+// with "tiny" reads the model as up. Another tag is another model.
+func TestModelMatchesOllamaLatestTag(t *testing.T) {
+	_, ts := newFake(t, "tiny:latest")
+	cfg := loadConfig(t, `
+global: {probe_interval: 1h}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+  - {name: untagged, url: `+ts.URL+`, model: tiny}
+  - {name: tagged, url: `+ts.URL+`, model: "tiny:latest"}
+  - {name: other, url: `+ts.URL+`, model: "tiny:q4"}
+`)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	mt := m.testMetrics()
+	waitFor(t, "checks", func() bool {
+		st := m.Status()
+		return st[0].Checked && st[1].Checked && st[2].Checked
+	})
+	for _, c := range []struct {
+		target, model string
+		want          float64
+	}{{"untagged", "tiny", 1}, {"tagged", "tiny:latest", 1}, {"other", "tiny:q4", 0}} {
+		if mu := counter(t, mt.modelsUp.WithLabelValues(c.target, c.model)); mu != c.want {
+			t.Errorf("%s (model %q, listed tiny:latest): models_up %v, want %v", c.target, c.model, mu, c.want)
+		}
+	}
+}

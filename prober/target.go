@@ -161,7 +161,7 @@ func (t *target) check(ctx context.Context) {
 		if t.cfg.Models != "" {
 			modelsUp = t.listed(ids)
 		} else if t.cfg.Model != "" {
-			modelsUp = slices.Contains(ids, t.cfg.Model)
+			modelsUp = slices.ContainsFunc(ids, func(id string) bool { return sameModel(id, t.cfg.Model) })
 		} else if len(ids) > 0 {
 			modelsUp = true
 			t.resolved(ids[0])
