@@ -787,3 +787,52 @@ targets:
 		}
 	}
 }
+
+// TestOllamaHealthPath: Ollama serves no /health (404) but answers GET /
+// with 200 "Ollama is running" (ollama/ollama server/routes.go). Without a
+// health_path its health reads down while every probe succeeds, so that
+// VLLMEndpointDown would fire for ever and VLLMEngineHung could never;
+// with health_path: / it reads up, and down once the server stops
+// answering.
+func TestOllamaHealthPath(t *testing.T) {
+	f, _ := newFake(t, "tiny:latest")
+	ollama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/health":
+			http.NotFound(w, r)
+		case r.URL.Path == "/" && f.mode.Load() != "dead":
+			_, _ = w.Write([]byte("Ollama is running"))
+		case r.URL.Path == "/":
+			w.WriteHeader(http.StatusBadGateway)
+		default:
+			f.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(ollama.Close)
+	cfg := loadConfig(t, `
+global: {probe_interval: 30ms}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+  - {name: default, url: `+ollama.URL+`, model: tiny}
+  - {name: ollama, url: `+ollama.URL+`, model: tiny, health_path: /}
+`)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	mt := m.testMetrics()
+	waitFor(t, "checks", func() bool {
+		st := m.Status()
+		return st[0].Checked && st[1].Checked
+	})
+	if h := counter(t, mt.healthUp.WithLabelValues("default", "tiny")); h != 0 {
+		t.Errorf("without health_path: health_up %v, want 0 (/health is a 404)", h)
+	}
+	if h, mu := counter(t, mt.healthUp.WithLabelValues("ollama", "tiny")), counter(t, mt.modelsUp.WithLabelValues("ollama", "tiny")); h != 1 || mu != 1 {
+		t.Errorf("health_path /: health_up %v models_up %v, want 1 and 1", h, mu)
+	}
+	f.mode.Store("dead")
+	waitFor(t, "health_up 0", func() bool { return counter(t, mt.healthUp.WithLabelValues("ollama", "tiny")) == 0 })
+}

@@ -105,9 +105,10 @@ func Models(ctx context.Context, client *http.Client, base string, header http.H
 	return list.Data, nil
 }
 
-// Health reports whether /health answers 200 OK.
-func Health(ctx context.Context, client *http.Client, base string) error {
-	_, err := get(ctx, client, base, "/health", nil)
+// Health reports whether the health check path (vLLM's /health, or what
+// an engine without it serves) answers 200 OK.
+func Health(ctx context.Context, client *http.Client, base, path string) error {
+	_, err := get(ctx, client, base, path, nil)
 	return err
 }
 
