@@ -511,7 +511,7 @@ vllm_probe_success{model="mb",module="short",target="b",zone="z1"} 1
 
 func TestManagerHealthAndModels(t *testing.T) {
 	f, ts := newFake(t, "served")
-	cfg := loadConfig(t, `
+	mt := checkedManager(t, `
 global: {probe_interval: 30ms}
 modules:
   short: {prober: completions, prompt: hi, max_tokens: 5}
@@ -519,16 +519,6 @@ targets:
   - {name: ok, url: `+ts.URL+`, model: served}
   - {name: wrong, url: `+ts.URL+`, model: absent}
 `)
-	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	running(t, m)
-	mt := m.testMetrics()
-	waitFor(t, "checks", func() bool {
-		st := m.Status()
-		return st[0].Checked && st[1].Checked
-	})
 	if h, mu := counter(t, mt.healthUp.WithLabelValues("ok", "served")), counter(t, mt.modelsUp.WithLabelValues("ok", "served")); h != 1 || mu != 1 {
 		t.Errorf("ok: health_up %v models_up %v", h, mu)
 	}
@@ -537,6 +527,26 @@ targets:
 	}
 	f.mode.Store("dead")
 	waitFor(t, "health_up 0", func() bool { return counter(t, mt.healthUp.WithLabelValues("ok", "served")) == 0 })
+}
+
+// checkedManager runs a Manager on the configuration yaml until every
+// target has had its health and models check.
+func checkedManager(t *testing.T, yaml string) testMetrics {
+	t.Helper()
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
+	if err := m.Apply(loadConfig(t, yaml)); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	waitFor(t, "checks", func() bool {
+		for _, st := range m.Status() {
+			if !st.Checked {
+				return false
+			}
+		}
+		return true
+	})
+	return m.testMetrics()
 }
 
 // TestSecretNeverLeaks probes the simulator with an API key from
@@ -759,7 +769,7 @@ func BenchmarkPackHeaders(b *testing.B) {
 // with "tiny" reads the model as up. Another tag is another model.
 func TestModelMatchesOllamaLatestTag(t *testing.T) {
 	_, ts := newFake(t, "tiny:latest")
-	cfg := loadConfig(t, `
+	mt := checkedManager(t, `
 global: {probe_interval: 1h}
 modules:
   short: {prober: completions, prompt: hi, max_tokens: 5}
@@ -768,16 +778,6 @@ targets:
   - {name: tagged, url: `+ts.URL+`, model: "tiny:latest"}
   - {name: other, url: `+ts.URL+`, model: "tiny:q4"}
 `)
-	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	running(t, m)
-	mt := m.testMetrics()
-	waitFor(t, "checks", func() bool {
-		st := m.Status()
-		return st[0].Checked && st[1].Checked && st[2].Checked
-	})
 	for _, c := range []struct {
 		target, model string
 		want          float64
@@ -809,7 +809,7 @@ func TestOllamaHealthPath(t *testing.T) {
 		}
 	}))
 	t.Cleanup(ollama.Close)
-	cfg := loadConfig(t, `
+	mt := checkedManager(t, `
 global: {probe_interval: 30ms}
 modules:
   short: {prober: completions, prompt: hi, max_tokens: 5}
@@ -817,16 +817,6 @@ targets:
   - {name: default, url: `+ollama.URL+`, model: tiny}
   - {name: ollama, url: `+ollama.URL+`, model: tiny, health_path: /}
 `)
-	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	running(t, m)
-	mt := m.testMetrics()
-	waitFor(t, "checks", func() bool {
-		st := m.Status()
-		return st[0].Checked && st[1].Checked
-	})
 	if h := counter(t, mt.healthUp.WithLabelValues("default", "tiny")); h != 0 {
 		t.Errorf("without health_path: health_up %v, want 0 (/health is a 404)", h)
 	}

@@ -3,7 +3,6 @@ package probe
 import (
 	"context"
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,14 +17,7 @@ import (
 // reads. net/http sends it again on a new connection, once.
 func TestProbeSurvivesServerClosingEachStream(t *testing.T) {
 	sim, _, _ := simtest.Start(t, nil)
-	var posts atomic.Int64
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			posts.Add(1)
-		}
-		sim.Handler().ServeHTTP(w, r)
-	})
-	url, _ := simtest.CloseEach(t, h, 300*time.Millisecond)
+	url, posts := simtest.CloseEach(t, sim.Handler(), 300*time.Millisecond)
 	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	defer client.CloseIdleConnections()
 	for _, kind := range []string{config.ProberCompletions, config.ProberChat} {

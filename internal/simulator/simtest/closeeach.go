@@ -21,8 +21,9 @@ import (
 // without reading whatever the client sent on it meanwhile. A client that
 // reuses the pooled connection within linger writes its next request into
 // a connection the server no longer reads: it gets EOF or a reset before
-// any response byte. It returns the base URL and the count of requests the
-// handler was given (a request sent into a closing connection never is).
+// any response byte. It returns the base URL and the count of POST
+// requests (completions, chat, ...) the handler was given: a request sent
+// into a closing connection never is.
 // Everything stops when the test ends.
 func CloseEach(t testing.TB, h http.Handler, linger time.Duration) (string, *atomic.Int64) {
 	t.Helper()
@@ -86,7 +87,9 @@ func serveOne(ctx context.Context, c net.Conn, h http.Handler, served *atomic.In
 	req.RemoteAddr = c.RemoteAddr().String()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	served.Add(1)
+	if req.Method == http.MethodPost {
+		served.Add(1)
+	}
 	w := &chunkedWriter{bw: bufio.NewWriter(c), header: http.Header{}}
 	h.ServeHTTP(w, req.WithContext(rctx))
 	return w.finish()
