@@ -224,3 +224,48 @@ targets:
 		t.Errorf("after the recovery: up %v, down since %v", st.Up, st.DownSince)
 	}
 }
+
+// TestScrapeWaitsForQuietAtMostHalfItsInterval: a scrape waits for the
+// target's probes in flight to end (Options.Quiet), but a target that is
+// never quiet is still scraped, half an interval late.
+func TestScrapeWaitsForQuietAtMostHalfItsInterval(t *testing.T) {
+	srv := newFakeVLLM(t)
+	asked := make(chan string, 16)
+	opts := testOptions(nil, nil)
+	opts.Quiet = func(ctx context.Context, target string) {
+		asked <- target
+		<-ctx.Done() // a probe always in flight
+	}
+	m := NewManager(opts)
+	if err := m.Apply(testConfig(t, fmt.Sprintf(`
+global: {scrape_interval: 1s, scrape_timeout: 500ms}
+modules:
+  short: {prober: completions, prompt: "hi"}
+targets:
+  - {name: a, url: %s}
+`, srv.URL))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if target := <-asked; target != "a" {
+		t.Errorf("Quiet asked for %q", target)
+	}
+	deadline := time.After(3 * time.Second)
+	for {
+		if st, ok := m.LastScrape("a"); ok {
+			if waited := st.At.Sub(start); waited < 450*time.Millisecond {
+				t.Errorf("the scrape started %s after the loop, want after half its interval of waiting", waited)
+			}
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatal("a target never quiet was not scraped")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
