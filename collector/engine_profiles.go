@@ -219,8 +219,8 @@ var tritonProfile = &Profile{
 // build has. No queue-time histogram, no sleep mode.
 //
 // prompt_tokens_total counts the prompt tokens the server evaluated, and
-// prompt_tokens_cached_total (release v0.4.0, commit 80fb11a) those it took
-// from a slot's cache: their sum is the usage.prompt_tokens of the requests,
+// prompt_tokens_cached_total (release v0.4.0, commit 80fb11a: "reused from
+// the cache", the testdata capture) those it took from a slot's cache: their sum is the usage.prompt_tokens of the requests,
 // as vLLM's prompt_tokens_total counts, and the cached share is the prefix
 // cache's hit ratio. Without the cached counter (older builds) the prompt
 // tokens are the evaluated ones. tokens_predicted_seconds_total over

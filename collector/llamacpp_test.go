@@ -27,8 +27,8 @@ type fakeLlamaServer struct {
 
 func newFakeLlamaServer(t *testing.T) *fakeLlamaServer {
 	t.Helper()
-	metrics := readFixture(t, "llamacpp-0.4.0-hand.prom")
-	props := readFixture(t, "llamacpp-0.4.0-props-hand.json")
+	metrics := readFixture(t, "llamacpp-0.4.0.prom")
+	props := readFixture(t, "llamacpp-0.4.0-props.json")
 	f := &fakeLlamaServer{hits: map[string]int{}}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -39,8 +39,8 @@ func newFakeLlamaServer(t *testing.T) *fakeLlamaServer {
 		case "/metrics":
 			body := metrics
 			if restarted {
-				body = bytes.ReplaceAll(body, []byte("llamacpp:prompt_tokens_total 2821"), []byte("llamacpp:prompt_tokens_total 12"))
-				body = bytes.ReplaceAll(body, []byte("llamacpp:tokens_predicted_total 3552"), []byte("llamacpp:tokens_predicted_total 8"))
+				body = bytes.ReplaceAll(body, []byte("llamacpp:prompt_tokens_total 45"), []byte("llamacpp:prompt_tokens_total 12"))
+				body = bytes.ReplaceAll(body, []byte("llamacpp:tokens_predicted_total 56"), []byte("llamacpp:tokens_predicted_total 8"))
 			}
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			_, _ = w.Write(body)
@@ -94,7 +94,7 @@ targets:
 	want := `
 # HELP vllm_server_info Server facts from /version, /v1/models and the engine's /metrics (engine profile, vLLM's metrics schema and cache config); always 1.
 # TYPE vllm_server_info gauge
-vllm_server_info{block_size="",engine="llamacpp",kv_cache_size_tokens="",max_model_len="4096",metrics_schema="",model="small",target="a",ttft_includes_queue="true",version="b1-80fb11a"} 1
+vllm_server_info{block_size="",engine="llamacpp",kv_cache_size_tokens="",max_model_len="2048",metrics_schema="",model="small",target="a",ttft_includes_queue="true",version="b1-80fb11a"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "vllm_server_info"); err != nil {
 		t.Error(err)

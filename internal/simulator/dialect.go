@@ -309,12 +309,12 @@ func (s *Simulator) renderLlamaCpp() []byte {
 	x.plainCounter("llamacpp:prompt_tokens_total", "Number of prompt tokens processed.", gs, func(g *group) float64 {
 		return g.counter(func(m *engineMetrics) *counter { return &m.promptTokens }) - hits(g)
 	})
-	x.plainCounter("llamacpp:prompt_tokens_cached_total", "Number of prompt tokens retrieved from the cache.", gs, hits)
+	x.plainCounter("llamacpp:prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", gs, hits)
 	_, prefill := s.histSum(func(m *engineMetrics) *histogram { return m.prefill })
-	x.plainCounter("llamacpp:prompt_seconds_total", "Prompt process time", gs, func(*group) float64 { return prefill })
+	x.plainCounter("llamacpp:prompt_seconds_total", "Total time spent processing prompts", gs, func(*group) float64 { return prefill })
 	x.plainCounter("llamacpp:tokens_predicted_total", "Number of generation tokens processed.", gs, c(func(m *engineMetrics) *counter { return &m.genTokens }))
 	_, decode := s.histSum(func(m *engineMetrics) *histogram { return m.decode })
-	x.plainCounter("llamacpp:tokens_predicted_seconds_total", "Predict process time", gs, func(*group) float64 { return decode })
+	x.plainCounter("llamacpp:tokens_predicted_seconds_total", "Total time spent generating tokens", gs, func(*group) float64 { return decode })
 	if s.cfg.SpecDecodeTokens > 0 {
 		x.plainCounter("llamacpp:spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", gs, c(func(m *engineMetrics) *counter { return &m.specDraftTokens }))
 		x.plainCounter("llamacpp:spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model", gs, c(func(m *engineMetrics) *counter { return &m.specAccepted }))
