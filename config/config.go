@@ -258,6 +258,9 @@ type Target struct {
 	TokenBudgetPerHour int `yaml:"token_budget_per_hour,omitempty"`
 	// MetricsPath is where the collector scrapes vLLM's own metrics.
 	MetricsPath string `yaml:"metrics_path"`
+	// HealthPath is the path of the target's health check ("": /health,
+	// vLLM's). An engine without /health names one it serves (Ollama: /).
+	HealthPath string `yaml:"health_path,omitempty"`
 	// Engine forces the engine profile /metrics is read with (one of
 	// Engines); empty detects it from the families present.
 	Engine string `yaml:"engine,omitempty"`
@@ -301,6 +304,15 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
+// HealthCheckPath is the path the target's health check asks: its
+// health_path, else vLLM's /health.
+func (t *Target) HealthCheckPath() string {
+	if t.HealthPath == "" {
+		return "/health"
+	}
+	return t.HealthPath
+}
+
 func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 	*t = DefaultTarget
 	type plain Target
@@ -878,6 +890,9 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	}
 	if !strings.HasPrefix(t.MetricsPath, "/") {
 		return fmt.Errorf("metrics_path %q must start with /", t.MetricsPath)
+	}
+	if t.HealthPath != "" && !strings.HasPrefix(t.HealthPath, "/") {
+		return fmt.Errorf("health_path %q must start with /", t.HealthPath)
 	}
 	if t.Engine != "" && !slices.Contains(Engines, t.Engine) {
 		return fmt.Errorf("unknown engine %q (one of %s)", t.Engine, strings.Join(Engines, ", "))

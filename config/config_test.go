@@ -50,6 +50,7 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-engine.yml", "target \"sim\": unknown engine \"tgi\" (one of vllm, ray, sglang, trtllm, triton, llamacpp, dynamo, nim)"},
 		{"invalid-max-tokens.yml", "module \"short_completion\": max_tokens must be at least 1, got 0"},
 		{"invalid-metrics-path.yml", "target \"sim\": metrics_path \"metrics\" must start with /"},
+		{"invalid-health-path.yml", "target \"sim\": health_path \"health\" must start with /"},
 		{"invalid-module-timeout.yml", "module \"short_completion\": not a valid duration string: \"-1s\""},
 		{"invalid-module-twice.yml", "target \"sim\": module \"short_completion\" listed twice"},
 		{"invalid-native-factor.yml", "global: native_histogram_bucket_factor must be greater than 1, got 1"},

@@ -105,6 +105,14 @@ func (m *Manager) removePair(p *pair) {
 	delete(m.pairs, p.key)
 }
 
+// sameModel tells whether the id a server lists names the configured model:
+// the same id, or, for a model without a tag, Ollama's "<model>:latest",
+// as Ollama lists a model created without a tag and answers requests that
+// name it without one.
+func sameModel(id, model string) bool {
+	return id == model || !strings.Contains(model, ":") && id == model+":latest"
+}
+
 // listed takes the ids a check listed, on a target with models set: it
 // adds the pairs of new matching ids and removes those of ids no longer
 // listed. It reports whether any matched. The lock must be held.

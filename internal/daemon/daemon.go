@@ -237,7 +237,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("registering the discovery metrics: %w", err)
 	}
 
-	// The runtime graph is a DAG, each built once from what it reads: the
+	// The runtime graph is a DAG but for one edge, each built once from what it reads: the
 	// collector reads its targets' /metrics; the prober reads the
 	// collector's load (the load a probe met over its lifetime); compare
 	// joins both with the baselines.
@@ -249,8 +249,11 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	if err := reg.Register(droppedValues); err != nil {
 		return nil, fmt.Errorf("registering the collector's metrics: %w", err)
 	}
+	// The one edge back: a scrape waits until the target has no probe in
+	// flight (collector.Options.Quiet), read from the prober once it runs.
 	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients, Redactor: d.red,
-		Errors: collectErrs, DroppedValues: droppedValues})
+		Errors: collectErrs, DroppedValues: droppedValues,
+		Quiet: func(ctx context.Context, target string) { d.probes.WaitIdle(ctx, target) }})
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
 		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Errors: collectErrs, Load: d.coll.LoadDuring,
 		RecordPrefix: recordPrefix(opts.ShardIndex, opts.ShardCount),
