@@ -15,7 +15,7 @@
 #                   source that the npm package node-llama-cpp ships (needs npm, cmake, g++)
 #   all             every one of them
 #
-# None of them can be had with `go install` (their go.mod files carry replace
+# None of the Go tools can be had with `go install` (their go.mod files carry replace
 # directives), and Debian ships none of them (Debian's prometheus is 2.42), so each
 # is built as the main module from the proxy's source zip. Cold, on a 2-core machine:
 # Prometheus about 4 minutes, kube-apiserver about 5, etcd about 30 s, Argo Rollouts
