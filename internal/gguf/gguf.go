@@ -23,6 +23,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 )
 
@@ -287,9 +288,15 @@ func (m Model) Write(dst io.Writer) error {
 	}
 	w.pad()
 	rng := rand.New(rand.NewPCG(m.Seed, 0x6767756620763300))
+	var row []byte
 	for i, t := range ts {
 		typ := m.typeOf(t)
 		std := 1 / math.Sqrt(float64(t.ne0))
+		size := 4
+		if typ == ggmlF16 {
+			size = 2
+		}
+		row = slices.Grow(row[:0], t.ne0*size)[:t.ne0*size]
 		for r := 0; r < t.ne1; r++ {
 			zero := t.name == "output.weight" && (types[r] == TypeControl || types[r] == TypeByte || types[r] == TypeUnknown)
 			for c := 0; c < t.ne0; c++ {
@@ -302,10 +309,14 @@ func (m Model) Write(dst io.Writer) error {
 					}
 				}
 				if typ == ggmlF16 {
-					w.u16(f16(v))
+					binary.LittleEndian.PutUint16(row[c*2:], f16(v))
 				} else {
-					w.u32(math.Float32bits(v))
+					binary.LittleEndian.PutUint32(row[c*4:], math.Float32bits(v))
 				}
+			}
+			w.raw(row)
+			if w.err != nil {
+				return w.err
 			}
 		}
 		w.zeros(pad(sizes[i]) - sizes[i])
@@ -340,7 +351,6 @@ func (w *writer) raw(p []byte) {
 	w.err = err
 }
 
-func (w *writer) u16(v uint16) { binary.LittleEndian.PutUint16(w.b[:2], v); w.raw(w.b[:2]) }
 func (w *writer) u32(v uint32) { binary.LittleEndian.PutUint32(w.b[:4], v); w.raw(w.b[:4]) }
 func (w *writer) u64(v uint64) { binary.LittleEndian.PutUint64(w.b[:8], v); w.raw(w.b[:8]) }
 func (w *writer) str(s string) { w.u64(uint64(len(s))); w.raw([]byte(s)) }
