@@ -117,3 +117,44 @@ func (s *Spec) goodputOpenSLO() (bad, total string) {
 	}
 	return sum(`,result="bad"`), sum("")
 }
+
+// goodputJudged is the probes of each module judged over the last hour.
+const goodputJudged = `sum by (module) (increase(` + goodputMetric + `{` + probeSel + `}[1h]))`
+
+// goodputRow is the endpoint dashboard's goodput row: the attainment per
+// module, and per objective (like the TTFT/TPOT attainment tiles of vLLM's
+// own overview dashboard, but from the probes, whatever the objective).
+func goodputRow() row {
+	return row{Title: "Goodput", Panels: []panel{
+		{Type: "stat", Title: "Goodput attainment (1h)", W: 6, H: 7, Unit: "percentunit", Min: f64(0), Max: f64(1),
+			Description: "Share of the probes of each module that were good over the last hour: succeeded and met every latency objective of the module (slos in the prober's configuration: ttft, tpot, itl_p99, e2e), worst model (" + GoodputRatioRecord + "1h). GuideLLM calls it slo_attainment. VLLMGoodputBudgetBurn burns on it against slos.goodput of mixin/slo.yml.",
+			NoValue:     "no module has goodput objectives",
+			Thresholds:  []threshold{{"red", nil}, {"orange", f64(0.95)}, {"green", f64(0.99)}},
+			Targets:     []target{{Expr: `min by (module) (` + GoodputRatioRecord + `1h{` + probeSel + `})`, Legend: "{{module}}"}}},
+		{Type: "stat", Title: "Attainment per objective (1h)", W: 9, H: 7, Unit: "percentunit", Min: f64(0), Max: f64(1),
+			Description: "Per module and objective, the share of the hour's judged probes that did not miss it (1 − vllm_probe_objective_misses_total ÷ vllm_probe_goodput_probes_total): which objective costs the goodput. A failed probe misses no objective here; it is bad in the goodput attainment.",
+			NoValue:     "no module has goodput objectives",
+			Thresholds:  []threshold{{"red", nil}, {"orange", f64(0.95)}, {"green", f64(0.99)}},
+			Targets: []target{{Expr: `1 - sum by (module, objective) (increase(` + objectiveMetric + `{` + probeSel + `}[1h])) / on (module) group_left () (` + goodputJudged + ` > 0)`,
+				Legend: "{{module}} {{objective}}"}}},
+		{Type: "timeseries", Title: "Goodput attainment", W: 9, H: 7, Unit: "percentunit", Min: f64(0), Max: f64(1),
+			Description: "Goodput attainment per module over 5m and 1h (" + GoodputRatioRecord + "5m / 1h), worst model.",
+			NoValue:     "no module has goodput objectives",
+			Targets: []target{
+				{Expr: `min by (module) (` + GoodputRatioRecord + `5m{` + probeSel + `})`, Legend: "5m {{module}}"},
+				{Expr: `min by (module) (` + GoodputRatioRecord + `1h{` + probeSel + `})`, Legend: "1h {{module}}"},
+			}},
+	}}
+}
+
+// goodputFleetRow is the fleet dashboard's goodput row: every target's
+// attainment per module, one tile each.
+func goodputFleetRow() row {
+	return row{Title: "Goodput", Panels: []panel{
+		{Type: "stat", Title: "Goodput attainment (1h)", W: 24, H: 6, Unit: "percentunit", Min: f64(0), Max: f64(1),
+			Description: "Per target and module with goodput objectives (slos in the prober's configuration), the share of the last hour's probes that succeeded and met every objective (" + GoodputRatioRecord + "1h), worst model.",
+			NoValue:     "no module has goodput objectives",
+			Thresholds:  []threshold{{"red", nil}, {"orange", f64(0.95)}, {"green", f64(0.99)}},
+			Targets:     []target{{Expr: `min by (target, module) (` + GoodputRatioRecord + `1h{` + probeSel + `})`, Legend: "{{target}} {{module}}"}}},
+	}}
+}

@@ -273,7 +273,11 @@ func ServeJSON(rep *Report, lr *LevelResult) []byte {
 	o.add("total_input_tokens", m.TotalInput)
 	o.add("total_output_tokens", m.TotalOutput)
 	o.add("request_throughput", m.RequestThroughput)
-	o.add("request_goodput", nil)
+	if lr.Goodput != nil {
+		o.add("request_goodput", lr.Goodput.RequestGoodput)
+	} else {
+		o.add("request_goodput", nil)
+	}
 	o.add("output_throughput", m.OutputThroughput)
 	o.add("total_token_throughput", m.TotalTokenThroughput)
 	if rep.SaveDetailed {
