@@ -81,6 +81,9 @@ func TestBenchGoodputOnSimulator(t *testing.T) {
 		if want := float64(g.Good) / lr.Metrics.Duration.Seconds(); g.RequestGoodput != want {
 			t.Errorf("concurrency %d: request goodput %v, want good/duration %v", c, g.RequestGoodput, want)
 		}
+		if p := Point(rep, lr); p.RequestGoodput == nil || *p.RequestGoodput != g.RequestGoodput {
+			t.Errorf("concurrency %d: the baseline point's request_goodput is %v, want %v", c, p.RequestGoodput, g.RequestGoodput)
+		}
 		if c <= 2 && g.Attainment != 1 || c >= 3 && g.Attainment >= 0.9 {
 			t.Errorf("concurrency %d: attainment %v (TPOT mean %.1f ms)", c, g.Attainment, lr.Metrics.TPOT.Mean*1000)
 		}

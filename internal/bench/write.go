@@ -450,6 +450,9 @@ func Point(rep *Report, lr *LevelResult) baseline.Point {
 		ITL:                  stats(&m.ITL, rep.Percentiles),
 		E2E:                  stats(&m.E2E, rep.Percentiles),
 	}
+	if lr.Goodput != nil {
+		p.RequestGoodput = fp(lr.Goodput.RequestGoodput)
+	}
 	if m.Completed > 0 {
 		p.OutputThroughputPerRequest = stats(&m.OutputTPSPerRequest, rep.Percentiles)
 		p.InputThroughputPerRequest = stats(&m.InputTPSPerRequest, rep.Percentiles)
