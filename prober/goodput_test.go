@@ -13,31 +13,6 @@ import (
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
-// gathered returns the value of the series of family name whose labels
-// include want, and whether there is one.
-func gathered(t *testing.T, reg prometheus.Gatherer, name string, want map[string]string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for k, v := range want {
-				if labelValue(m, k) != v {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
 // TestGoodputOnSimulator probes vllm_sim (TTFT 50 ms, ITL 10 ms) with two
 // modules: one whose objectives the probes meet, one whose TPOT objective
 // (2 ms) successful probes miss. The first counts good probes, the second
@@ -80,11 +55,14 @@ targets:
 	lastOf(t, m, "sim", "misses_tpot", "", 0)
 	stop()
 
+	model := m.Model("sim")
+	goodput, misses := family{m: m, name: metricGoodput}, family{m: m, name: metricObjectiveMisses}
 	for _, c := range []struct {
 		module, result string
 		want           float64
 	}{{"meets", "good", 1}, {"meets", "bad", 0}, {"misses_tpot", "good", 0}, {"misses_tpot", "bad", 1}} {
-		got, ok := gathered(t, reg, metricGoodput, map[string]string{"module": c.module, "result": c.result})
+		lv := []string{"sim", c.module, model, c.result}
+		got, ok := counter(t, goodput.WithLabelValues(lv...)), goodput.has(lv...)
 		if !ok || got != c.want {
 			t.Errorf("%s{module=%q,result=%q} = %v (present %v), want %v", metricGoodput, c.module, c.result, got, ok, c.want)
 		}
@@ -98,7 +76,8 @@ targets:
 		{"misses_tpot", "e2e", 0, false}, // not set for this module
 		{"meets", "ttft", 0, true}, {"meets", "e2e", 0, true}, {"meets", "tpot", 0, false},
 	} {
-		got, ok := gathered(t, reg, metricObjectiveMisses, map[string]string{"module": c.module, "objective": c.objective})
+		lv := []string{"sim", c.module, model, c.objective}
+		got, ok := counter(t, misses.WithLabelValues(lv...)), misses.has(lv...)
 		if ok != c.present || got != c.want {
 			t.Errorf("%s{module=%q,objective=%q} = %v (present %v), want %v (present %v)", metricObjectiveMisses, c.module, c.objective, got, ok, c.want, c.present)
 		}
