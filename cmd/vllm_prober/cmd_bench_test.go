@@ -367,7 +367,8 @@ func TestBenchCommandGoodputFlags(t *testing.T) {
 		{[]string{"--goodput", "tpot:50", "--goodput-target", "1.5"}, "--goodput-target: 1.5 is not in (0, 1]"},
 		{[]string{"--goodput", "tpot:50", "--goodput-target", "0.9", "--concurrency", "4"}, "--goodput-target: the search chooses the concurrencies itself"},
 	} {
-		args := append([]string{"bench", "--url", "http://127.0.0.1:1", "--out", t.TempDir()}, c.args...)
+		// --ready-timeout: a flag let through fails in a second instead of waiting for the server.
+		args := append([]string{"bench", "--url", "http://127.0.0.1:1", "--out", t.TempDir(), "--ready-timeout", "1s"}, c.args...)
 		code, _, stderr := runBenchCLI(t, context.Background(), args...)
 		if code != 1 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.want)
