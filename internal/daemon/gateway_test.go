@@ -191,6 +191,17 @@ targets:
 		t.Errorf("%d share series summing to %v, want 5 summing to 1", n, sum)
 	}
 
+	// The gate of the gateway against s1: its own probes average s3 out
+	// (latency_ratio 1.5 passes), its members do not: 503 naming s3.
+	code, gate := f.get("/gate?target=gw&reference=s1&latency_ratio=1.5&window=1h")
+	if code != http.StatusServiceUnavailable || !strings.Contains(gate, `"reason":"member s3 of the gateway answers its direct probes`) ||
+		!strings.Contains(gate, `"slowest_member":"s3"`) || !strings.Contains(gate, `"result":"pass"`) {
+		t.Errorf("/gate of the gateway: %d, want 503 naming s3 while its own rows pass:\n%s", code, gate)
+	}
+	if code, _ := f.get("/gate?target=gw&reference=s1&member_ratio=1"); code != http.StatusBadRequest {
+		t.Errorf("/gate with member_ratio=1: %d, want 400", code)
+	}
+
 	// HAProxy's own view, read by its profile and not as an engine's.
 	if v, ok := sample(t, reg, "vllm_gateway_up", map[string]string{"target": "gw"}); !ok || v != 1 {
 		t.Errorf("vllm_gateway_up{target=gw} %v (%v), want 1", v, ok)
