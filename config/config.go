@@ -193,6 +193,10 @@ type Message struct {
 	Content string `yaml:"content"`
 }
 
+// MaxPrefillTokens bounds a module's prefill_tokens: a prompt this long is
+// already more than most models' context.
+const MaxPrefillTokens = 1 << 18
+
 // Module describes one kind of probe request.
 type Module struct {
 	Prober      string    `yaml:"prober"`
@@ -204,6 +208,12 @@ type Module struct {
 	// Nonce puts a per-probe random token at the front of the prompt so that
 	// prefix caching cannot hide a TTFT regression.
 	Nonce bool `yaml:"nonce"`
+	// PrefillTokens > 0 puts a fresh random prefix of about this many tokens
+	// in front of every probe's prompt (after the nonce): a long prompt no
+	// prefix cache has seen, so that a disaggregated gateway (llm-d's
+	// prefill/decode decider, which disaggregates only above a number of
+	// uncached tokens) sends the probe through its prefill pool. 0: off.
+	PrefillTokens int `yaml:"prefill_tokens,omitempty"`
 	// Timeout and StallTimeout override the global values when set.
 	Timeout      model.Duration `yaml:"timeout,omitempty"`
 	StallTimeout model.Duration `yaml:"stall_timeout,omitempty"`
@@ -728,6 +738,9 @@ func (m *Module) validate() error {
 	}
 	if m.MaxTokens < 1 {
 		return fmt.Errorf("max_tokens must be at least 1, got %d", m.MaxTokens)
+	}
+	if m.PrefillTokens < 0 || m.PrefillTokens > MaxPrefillTokens {
+		return fmt.Errorf("prefill_tokens must be between 0 and %d, got %d", MaxPrefillTokens, m.PrefillTokens)
 	}
 	if m.Temperature < 0 || math.IsNaN(m.Temperature) || math.IsInf(m.Temperature, 0) {
 		return fmt.Errorf("temperature must not be negative, got %g", m.Temperature)
