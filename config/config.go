@@ -86,6 +86,17 @@ var (
 
 // Engines are the values of a target's engine key: the engines the
 // collector has a profile for (collector.Engines, which a test keeps equal).
+// Roles are the values of a target's role in a disaggregated (prefill/decode)
+// fleet: a prefill pod, a decode pod, or one that does both.
+var Roles = []string{RolePrefill, RoleDecode, RoleBoth}
+
+// The values of Target.Role.
+const (
+	RolePrefill = "prefill"
+	RoleDecode  = "decode"
+	RoleBoth    = "both"
+)
+
 var Engines = []string{"vllm", "ray", "sglang", "trtllm", "triton", "llamacpp", "dynamo", "nim"}
 
 // Config is the whole configuration file.
@@ -268,6 +279,10 @@ type Target struct {
 	TokenBudgetPerHour int `yaml:"token_budget_per_hour,omitempty"`
 	// MetricsPath is where the collector scrapes vLLM's own metrics.
 	MetricsPath string `yaml:"metrics_path"`
+	// Role is the target's part in a disaggregated fleet (Roles: prefill,
+	// decode, both), "" when it has none; exported as the role label of the
+	// gateway series that name it (docs/metrics.md, "Gateway joins").
+	Role string `yaml:"role,omitempty"`
 	// Engine forces the engine profile /metrics is read with (one of
 	// Engines); empty detects it from the families present.
 	Engine string `yaml:"engine,omitempty"`
@@ -888,6 +903,9 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	}
 	if t.Engine != "" && !slices.Contains(Engines, t.Engine) {
 		return fmt.Errorf("unknown engine %q (one of %s)", t.Engine, strings.Join(Engines, ", "))
+	}
+	if t.Role != "" && !slices.Contains(Roles, t.Role) {
+		return fmt.Errorf("unknown role %q (one of %s)", t.Role, strings.Join(Roles, ", "))
 	}
 	if dir != "" {
 		t.HTTPClientConfig.SetDirectory(dir)

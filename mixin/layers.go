@@ -147,7 +147,7 @@ func (s *Spec) layerAlerts() []Rule {
 				"(",
 				"  count without ("+VantageLabel+") ("+spread+")",
 				"  == on (job, target, module) group_left ()",
-				"  count without ("+VantageLabel+", member) ("+spread+")",
+				"  count without ("+VantageLabel+", member, role) ("+spread+")",
 				")",
 			)),
 			"A member behind a gateway is markedly slower than the others.",

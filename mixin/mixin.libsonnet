@@ -917,7 +917,7 @@
         rules: [
           {
             alert: "VLLMGatewayMemberSlow",
-            expr: "(\n  min without (vantage) (max without (instance, pod) (vllm_gateway_member_spread_ratio{%(proberSelector)s})) \u003e %(gatewayMemberSlowThreshold)g\n  and on (job, target, module, member)\n  (\n    count without (vantage) (max without (instance, pod) (vllm_gateway_member_spread_ratio{%(proberSelector)s}))\n    == on (job, target, module) group_left ()\n    count without (vantage, member) (max without (instance, pod) (vllm_gateway_member_spread_ratio{%(proberSelector)s}))\n  )\n)\n* on (job, target, module) group_left (model)\ngroup by (job, target, module, model) (vllm_probe_attempts_total{%(proberSelector)s})" % $._config,
+            expr: "(\n  min without (vantage) (max without (instance, pod) (vllm_gateway_member_spread_ratio{%(proberSelector)s})) \u003e %(gatewayMemberSlowThreshold)g\n  and on (job, target, module, member)\n  (\n    count without (vantage) (max without (instance, pod) (vllm_gateway_member_spread_ratio{%(proberSelector)s}))\n    == on (job, target, module) group_left ()\n    count without (vantage, member, role) (max without (instance, pod) (vllm_gateway_member_spread_ratio{%(proberSelector)s}))\n  )\n)\n* on (job, target, module) group_left (model)\ngroup by (job, target, module, model) (vllm_probe_attempts_total{%(proberSelector)s})" % $._config,
             'for': "10m",
             labels: {
               "severity": "warning",
