@@ -86,6 +86,17 @@ var (
 
 // Engines are the values of a target's engine key: the engines the
 // collector has a profile for (collector.Engines, which a test keeps equal).
+// Roles are the values of a target's role in a disaggregated (prefill/decode)
+// fleet: a prefill pod, a decode pod, or one that does both.
+var Roles = []string{RolePrefill, RoleDecode, RoleBoth}
+
+// The values of Target.Role.
+const (
+	RolePrefill = "prefill"
+	RoleDecode  = "decode"
+	RoleBoth    = "both"
+)
+
 var Engines = []string{"vllm", "ray", "sglang", "trtllm", "triton", "llamacpp", "dynamo", "nim"}
 
 // Config is the whole configuration file.
@@ -196,6 +207,10 @@ type Message struct {
 	Content string `yaml:"content"`
 }
 
+// MaxPrefillTokens bounds a module's prefill_tokens: a prompt this long is
+// already more than most models' context.
+const MaxPrefillTokens = 1 << 18
+
 // Module describes one kind of probe request.
 type Module struct {
 	Prober      string    `yaml:"prober"`
@@ -207,6 +222,12 @@ type Module struct {
 	// Nonce puts a per-probe random token at the front of the prompt so that
 	// prefix caching cannot hide a TTFT regression.
 	Nonce bool `yaml:"nonce"`
+	// PrefillTokens > 0 puts a fresh random prefix of about this many tokens
+	// in front of every probe's prompt (after the nonce): a long prompt no
+	// prefix cache has seen, so that a disaggregated gateway (llm-d's
+	// prefill/decode decider, which disaggregates only above a number of
+	// uncached tokens) sends the probe through its prefill pool. 0: off.
+	PrefillTokens int `yaml:"prefill_tokens,omitempty"`
 	// Timeout and StallTimeout override the global values when set.
 	Timeout      model.Duration `yaml:"timeout,omitempty"`
 	StallTimeout model.Duration `yaml:"stall_timeout,omitempty"`
@@ -267,6 +288,10 @@ type Target struct {
 	// HealthPath is the path of the target's health check ("": /health,
 	// vLLM's). An engine without /health names one it serves (Ollama: /).
 	HealthPath string `yaml:"health_path,omitempty"`
+	// Role is the target's part in a disaggregated fleet (Roles: prefill,
+	// decode, both), "" when it has none; exported as the role label of the
+	// gateway series that name it (docs/metrics.md, "Gateway joins").
+	Role string `yaml:"role,omitempty"`
 	// Engine forces the engine profile /metrics is read with (one of
 	// Engines); empty detects it from the families present.
 	Engine string `yaml:"engine,omitempty"`
@@ -529,7 +554,7 @@ var ReservedLabels = []string{
 	"target", "module", "model", "reason", "kind", "state", "stat", "resource", "metric",
 	"baseline", "load", "load_type", "finished_reason", "le", "job", "instance", "version",
 	"max_model_len", "block_size", "kv_cache_size_tokens", "metrics_schema", "ttft_includes_queue", "signal", "base_model", "source", "index", "count", "member",
-	"engine", "vantage", "backend", "gateway", "result", "role", "quantile",
+	"engine", "vantage", "backend", "gateway", "result", "role", "quantile", "objective",
 }
 
 func (c *Config) validate(dir string) error {
@@ -769,6 +794,9 @@ func (m *Module) validate() error {
 	if m.MaxTokens < 1 {
 		return fmt.Errorf("max_tokens must be at least 1, got %d", m.MaxTokens)
 	}
+	if m.PrefillTokens < 0 || m.PrefillTokens > MaxPrefillTokens {
+		return fmt.Errorf("prefill_tokens must be between 0 and %d, got %d", MaxPrefillTokens, m.PrefillTokens)
+	}
 	if m.Temperature < 0 || math.IsNaN(m.Temperature) || math.IsInf(m.Temperature, 0) {
 		return fmt.Errorf("temperature must not be negative, got %g", m.Temperature)
 	}
@@ -918,6 +946,9 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	}
 	if t.Engine != "" && !slices.Contains(Engines, t.Engine) {
 		return fmt.Errorf("unknown engine %q (one of %s)", t.Engine, strings.Join(Engines, ", "))
+	}
+	if t.Role != "" && !slices.Contains(Roles, t.Role) {
+		return fmt.Errorf("unknown role %q (one of %s)", t.Role, strings.Join(Roles, ", "))
 	}
 	if dir != "" {
 		t.HTTPClientConfig.SetDirectory(dir)

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,12 +185,6 @@ func (o *Options) module() config.Module {
 	return mod
 }
 
-// promptWords feed random prompts; each is one token in common BPE vocabularies.
-var promptWords = strings.Fields(`the of and to in is for on that with as it at by from this be are was or
-an which one all we can has more but not what about when your their will there if so out up use time new
-how any these may other than its only into over such some most data model system each user after first
-well also between where both under while load cache token stream batch server queue memory latency`)
-
 // prompts returns the prompt of every request of a level.
 func prompts(o *Options, lv Level, n int) []string {
 	out := make([]string, n)
@@ -203,14 +196,7 @@ func prompts(o *Options, lv Level, n int) []string {
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, levelSeed(lv)))
 	for i := range out {
-		var b strings.Builder
-		for j := 0; j < o.RandomInputLen; j++ {
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(promptWords[rng.IntN(len(promptWords))])
-		}
-		out[i] = b.String()
+		out[i] = probe.RandomWords(rng, o.RandomInputLen)
 	}
 	return out
 }

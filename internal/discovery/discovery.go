@@ -21,6 +21,7 @@
 //	__metrics_path__  target_defaults.metrics_path (/metrics)
 //	__model__         target_defaults.model, when set
 //	__engine__        target_defaults.engine, when set
+//	__role__          target_defaults.role, when set
 //	__price_per_hour__  target_defaults.price_per_hour, when set
 //	__meta_*          the discoverer's labels (__meta_filepath, __meta_url,
 //	                  __meta_kubernetes_pod_label_<name>, ...)
@@ -32,6 +33,9 @@
 //	__metrics_path__  where vLLM's /metrics is scraped
 //	__model__         the served model name ("" means: ask /v1/models)
 //	__engine__        the engine profile of its /metrics ("" means: detect it)
+//	__role__          its role in a prefill/decode fleet: prefill, decode or
+//	                  both (llm-d's llm-d.ai/role value prefill-decode is both;
+//	                  "" means none)
 //	__price_per_hour__  the price of an hour of its hardware ("" means: none);
 //	                  a value that is not a positive number is dropped with a
 //	                  warning and counted, and the target kept without a price
@@ -76,6 +80,9 @@ const (
 	// PriceLabel sets the target's price_per_hour, e.g. from a pod
 	// annotation or a node's GPU product mapped to a price by relabelling.
 	PriceLabel = "__price_per_hour__"
+	// RoleLabel sets the target's role (config.Roles), e.g. from llm-d's pod
+	// label llm-d.ai/role.
+	RoleLabel = "__role__"
 )
 
 // PublishDelay is how long the daemon's discovery manager gathers the
@@ -214,6 +221,9 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 	if template.Engine != "" {
 		lb.Set(EngineLabel, template.Engine)
 	}
+	if template.Role != "" {
+		lb.Set(RoleLabel, template.Role)
+	}
 	if template.PricePerHour != nil {
 		lb.Set(PriceLabel, config.FormatPrice(*template.PricePerHour))
 	}
@@ -250,6 +260,13 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 	t.MetricsPath = metricsPath
 	if t.Engine = lb.Get(EngineLabel); t.Engine != "" && !slices.Contains(config.Engines, t.Engine) {
 		return nil, nil, nil, fmt.Errorf("__engine__ %q is not one of %s", t.Engine, strings.Join(config.Engines, ", "))
+	}
+	t.Role = lb.Get(RoleLabel)
+	if t.Role == "prefill-decode" { // llm-d's value for a pod that does both
+		t.Role = config.RoleBoth
+	}
+	if t.Role != "" && !slices.Contains(config.Roles, t.Role) {
+		return nil, nil, nil, fmt.Errorf("__role__ %q is not one of %s", t.Role, strings.Join(config.Roles, ", "))
 	}
 	t.PricePerHour = nil
 	if v := lb.Get(PriceLabel); v != "" {
