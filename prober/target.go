@@ -152,14 +152,14 @@ func (t *target) modelsRefused() { t.modelsStale = true }
 // them.
 func (t *target) check(ctx context.Context) {
 	t.host.Lock()
-	client, base, timeout, name, red := t.client, t.cfg.URL, t.timeout, t.cfg.Name, t.host.redactor()
+	client, base, healthPath, timeout, name, red := t.client, t.cfg.URL, t.cfg.HealthCheckPath(), t.timeout, t.cfg.Name, t.host.redactor()
 	begin := t.host.now()
 	list := t.modelsAt.IsZero() || t.modelsStale || begin.Sub(t.modelsAt) >= t.modelsRefresh
 	t.host.Unlock()
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	healthUp := vllmapi.Health(ctx, client, base) == nil
+	healthUp := vllmapi.Health(ctx, client, base, healthPath) == nil
 	var (
 		ids  []string
 		fail *probe.Result
@@ -190,7 +190,7 @@ func (t *target) check(ctx context.Context) {
 		if t.cfg.Models != "" {
 			modelsUp = t.listed(ids)
 		} else if t.cfg.Model != "" {
-			modelsUp = slices.Contains(ids, t.cfg.Model)
+			modelsUp = slices.ContainsFunc(ids, func(id string) bool { return sameModel(id, t.cfg.Model) })
 		} else if len(ids) > 0 {
 			modelsUp = true
 			t.resolved(ids[0])
