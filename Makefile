@@ -11,8 +11,10 @@
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
 # best effort) with `go install`; promtool and prometheus (the end-to-end tests
 # run a real Prometheus), chromium (the real-browser tests), and gcc with
-# libc6-dev for `go test -race` (which needs cgo), with apt-get when running as
-# root. A test skipped because a tool is missing is listed at the end.
+# libc6-dev for `go test -race` (which needs cgo), haproxy (the gateway tests)
+# and prometheus-alertmanager (Alertmanager and amtool: the vantage and inhibit
+# tests), with apt-get when running as root. A test skipped because a tool is
+# missing is listed at the end.
 
 GO       ?= go
 GOOS     ?= $(shell $(GO) env GOOS)
@@ -246,8 +248,25 @@ haproxy:
 		fi; \
 	fi
 
+# Alertmanager and amtool: the vantage proof (e2e/vantages_test.go, which make
+# e2e requires) sends its alerts to a real Alertmanager, and the inhibit example
+# of docs/runbook.md is checked with amtool (mixin/inhibit_test.go). Debian's
+# prometheus-alertmanager installs both (the server as prometheus-alertmanager);
+# installed as root like haproxy, otherwise those tests are skipped (make test)
+# or fail saying what to install (make e2e).
+.PHONY: alertmanager
+alertmanager:
+	@if ! command -v amtool >/dev/null 2>&1 || { ! command -v alertmanager >/dev/null 2>&1 && ! command -v prometheus-alertmanager >/dev/null 2>&1; }; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo ">> installing Alertmanager and amtool for the vantage and inhibit tests (Debian package prometheus-alertmanager)"; \
+			DEBIAN_FRONTEND=noninteractive scripts/apt-install.sh prometheus-alertmanager; \
+		else \
+			echo "!! alertmanager or amtool is missing and cannot be installed (not root): the inhibit test will be skipped and make e2e's vantage test fails (apt-get install prometheus-alertmanager)" >&2; \
+		fi; \
+	fi
+
 .PHONY: tools-test
-tools-test: promtool helm cc chromium haproxy
+tools-test: promtool helm cc chromium haproxy alertmanager
 
 # Copy the rule files and dashboards into the chart, where .Files.Get can see
 # them. deploy/chart_test.go fails when the copies are stale.

@@ -63,6 +63,7 @@ var (
 		ScrapeTimeout:       model.Duration(10 * time.Second),
 		RateWindow:          model.Duration(time.Minute),
 		StallTimeout:        model.Duration(15 * time.Second),
+		ModelsRefresh:       model.Duration(5 * time.Minute),
 		MaxConcurrentProbes: 16,
 		Buckets:             DefaultBuckets,
 		TokenLatencyBuckets: DefaultTokenLatencyBuckets,
@@ -129,6 +130,10 @@ type Global struct {
 	// StallTimeout fails a probe as "stalled" when no new event arrives for this
 	// long while the stream stays open. Modules may override it.
 	StallTimeout model.Duration `yaml:"stall_timeout"`
+	// ModelsRefresh is how often a probed target's GET /v1/models is read
+	// again; a probe whose model the target refuses (model_not_found) reads
+	// it at the target's next check, whatever this says.
+	ModelsRefresh model.Duration `yaml:"models_refresh_interval"`
 	// MaxConcurrentProbes caps probes in flight across all targets.
 	MaxConcurrentProbes int `yaml:"max_concurrent_probes"`
 	// Buckets are the classic histogram bucket upper bounds of the probe TTFT
@@ -569,6 +574,7 @@ func (c *Config) validate(dir string) error {
 		{"probe_interval", g.ProbeInterval}, {"probe_timeout", g.ProbeTimeout},
 		{"scrape_interval", g.ScrapeInterval}, {"scrape_timeout", g.ScrapeTimeout},
 		{"rate_window", g.RateWindow}, {"stall_timeout", g.StallTimeout},
+		{"models_refresh_interval", g.ModelsRefresh},
 	} {
 		if d.d <= 0 {
 			return fmt.Errorf("global: %s must be greater than 0", d.name)

@@ -542,6 +542,9 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 	p.keepSample(res)
 	p.lastEnd = unixSeconds(end)
 	p.series.observe(res, p.lastEnd, m.recordID(p, id))
+	if res.Reason == probe.ReasonModelNotFound && p.tgt != nil {
+		p.tgt.modelsRefused()
+	}
 	if !res.Success {
 		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
 			"reason", res.Reason, "err", res.Err)
