@@ -101,6 +101,9 @@ type Config struct {
 	// URLProbes lets /probe probe URLs that are not configured targets
 	// (Prometheus Operator Probe objects); nil means off.
 	URLProbes *URLProbes `yaml:"url_probes,omitempty"`
+	// SLOs are the latency objectives of goodput (slos.go) for every module
+	// that sets none of its own; nil: no goodput series.
+	SLOs *Objectives `yaml:"slos,omitempty"`
 }
 
 // Global holds settings that apply to every target unless a target overrides them.
@@ -227,6 +230,9 @@ type Module struct {
 	ToolChoice     any             `yaml:"tool_choice,omitempty"`
 	// ExpectedDimension fails embeddings probes whose vector has another length (0: any).
 	ExpectedDimension int `yaml:"expected_dimension,omitempty"`
+	// SLOs are this module's goodput objectives, replacing the top-level
+	// slos. After validation it holds the effective objectives (nil: none).
+	SLOs *Objectives `yaml:"slos,omitempty"`
 }
 
 // Target is one vLLM endpoint.
@@ -343,8 +349,9 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		Targets   []*deferred          `yaml:"targets"`
 		Baselines []BaselineRef        `yaml:"baselines,omitempty"`
 		// Decoded later, like targets, for errors with context.
-		Discovery sdSections `yaml:",inline"`
-		URLProbes *deferred  `yaml:"url_probes,omitempty"`
+		Discovery sdSections  `yaml:",inline"`
+		URLProbes *deferred   `yaml:"url_probes,omitempty"`
+		SLOs      *Objectives `yaml:"slos,omitempty"`
 	}
 	var raw plain
 	if err := unmarshal(&raw); err != nil {
@@ -376,6 +383,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		c.Targets = append(c.Targets, t)
 	}
 	c.Baselines = raw.Baselines
+	c.SLOs = raw.SLOs
 	if err := raw.Discovery.decode(&c.Discovery); err != nil {
 		return err
 	}
@@ -603,6 +611,11 @@ func (c *Config) validate(dir string) error {
 		}
 		// Only scrape-only targets (modules: none, probe: false): nothing to probe with.
 	}
+	if c.SLOs != nil {
+		if err := c.SLOs.validate(); err != nil {
+			return fmt.Errorf("slos: %w", err)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
 		m := c.Modules[name]
 		if err := m.validateChecks(name); err != nil {
@@ -610,6 +623,15 @@ func (c *Config) validate(dir string) error {
 		}
 		if err := m.validate(); err != nil {
 			return fmt.Errorf("module %q: %w", name, err)
+		}
+		if m.SLOs != nil {
+			if err := m.SLOs.validate(); err != nil {
+				return fmt.Errorf("module %q: slos: %w", name, err)
+			}
+		} else if c.SLOs != nil {
+			o := *c.SLOs
+			m.SLOs = &o
+			c.Modules[name] = m
 		}
 	}
 

@@ -35,6 +35,8 @@ const (
 	metricAnswerCorrect      = "vllm_probe_answer_correct"
 	metricAnswerChecks       = "vllm_probe_answer_checks_total"
 	metricEmbeddingDimension = "vllm_probe_embedding_dimension"
+	metricGoodput            = "vllm_probe_goodput_probes_total"
+	metricObjectiveMisses    = "vllm_probe_objective_misses_total"
 )
 
 // The prober's series are rendered at Collect from per-pair state, as the
@@ -118,6 +120,7 @@ type descs struct {
 	tokens, attempts, failures, skipped                      *prometheus.Desc
 	healthUp, modelsUp                                       *prometheus.Desc
 	correct, checks, dimension                               *prometheus.Desc
+	goodput, objectiveMisses                                 *prometheus.Desc
 }
 
 // newDescs returns the families of the long-lived series with the given static label names.
@@ -147,6 +150,9 @@ func newDescsLabels(pair, tgt []string) *descs {
 		correct:   d(metricAnswerCorrect, "1 if the answer of the last checked probe of the target and module passed its expect, else 0.", pair),
 		checks:    d(metricAnswerChecks, "Answer checks of probes by result (correct, wrong).", with("result")),
 		dimension: d(metricEmbeddingDimension, "Length of the vector of the last embeddings probe that returned one.", pair),
+		goodput: d(metricGoodput, "Probes of a module with goodput objectives (slos) by result: good (succeeded and met every objective) or bad (failed, or missed one).",
+			with("result")),
+		objectiveMisses: d(metricObjectiveMisses, "Successful probes of a module with goodput objectives that missed the objective (ttft, tpot, itl_p99, e2e).", with("objective")),
 	}
 	for i := range numHists {
 		ds.latency[i] = d(histNames[i], histHelps[i], pair)
@@ -155,8 +161,9 @@ func newDescsLabels(pair, tgt []string) *descs {
 }
 
 var (
-	tokenKinds   = [2]string{"prompt", "output"}
-	checkResults = [2]string{"correct", "wrong"}
+	tokenKinds     = [2]string{"prompt", "output"}
+	checkResults   = [2]string{"correct", "wrong"}
+	goodputResults = [2]string{"good", "bad"}
 )
 
 // series is what the series of one pair (or of one probe /probe ran) say:
@@ -175,6 +182,12 @@ type series struct {
 	failures []float64  // by probe.Reasons()
 	skipped  [3]float64 // by SkipReasons()
 	checks   [2]float64 // by checkResults
+	// objectives are the module's goodput objectives (nil: no goodput
+	// series); goodput counts probes by goodputResults, misses successful
+	// probes that missed each objective, by config.ObjectiveNames.
+	objectives *config.Objectives
+	goodput    [2]float64
+	misses     [4]float64
 	// failShown and skipShown say how a scheduled pair's failure and skip
 	// reasons render (reasonState): a reason's series appears once it
 	// occurs, not at 0 in advance.
@@ -283,6 +296,7 @@ func (s *series) observe(r *probe.Result, end float64, recordID string) {
 			s.checks[1]++
 		}
 	}
+	s.judge(r)
 	if !r.Success {
 		s.success = 0
 		if i := slices.Index(probe.Reasons(), r.Reason); i >= 0 {
@@ -312,6 +326,30 @@ func (s *series) observe(r *probe.Result, end float64, recordID string) {
 	}
 	s.outputTPS, s.hasTPS = r.OutputTokensPerSecond(), true
 	s.outputEst = b2f(r.OutputTokensEstimated())
+}
+
+// judge counts r against the goodput objectives, if any: a failed probe is
+// bad, a successful one good when it missed none.
+func (s *series) judge(r *probe.Result) {
+	if s.objectives == nil {
+		return
+	}
+	if !r.Success {
+		s.goodput[1]++
+		return
+	}
+	good := true
+	for i, miss := range s.objectives.Misses(r.Latencies()) {
+		if miss {
+			s.misses[i]++
+			good = false
+		}
+	}
+	if good {
+		s.goodput[0]++
+	} else {
+		s.goodput[1]++
+	}
 }
 
 // snapshot copies s for rendering outside the Manager's lock (the
@@ -358,6 +396,16 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, ls *labelSet) {
 	for i, r := range checkResults {
 		if s.allChecks || s.checks[i] > 0 {
 			counter(d.checks, s.checks[i], "result", r)
+		}
+	}
+	if s.objectives != nil {
+		for i, r := range goodputResults {
+			counter(d.goodput, s.goodput[i], "result", r)
+		}
+		for i, set := range s.objectives.Has() {
+			if set {
+				counter(d.objectiveMisses, s.misses[i], "objective", config.ObjectiveNames()[i])
+			}
 		}
 	}
 	if s.observed {

@@ -75,6 +75,7 @@ func (m *Manager) syncPairs(t *target) {
 			restart := !ok || p.interval != interval
 			p.tgt, p.spec, p.interval = t, spec, interval
 			p.series.allChecks = spec.ChecksAnswers()
+			p.series.objectives = mc.SLOs
 			if hdr, ok := m.gatewayRoles[t.cfg.Name]; ok {
 				if p.samples == nil {
 					p.samples = &sampleRing{}

@@ -131,7 +131,7 @@ func TestMetricNamesMatchDocs(t *testing.T) {
 global: {probe_interval: 200ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms, burst: {token_budget_per_hour: 100000}}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
-  checked: {prober: completions, prompt: "Say hello.", max_tokens: 8, expect: {regex: "\\w"}}
+  checked: {prober: completions, prompt: "Say hello.", max_tokens: 8, expect: {regex: "\\w"}, slos: {ttft: 2s, tpot: 100ms}}
   embed: {prober: embeddings, prompt: "Say hello."}
 baselines: [{name: simbase, file: %s}]
 targets:
