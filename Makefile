@@ -6,7 +6,7 @@
 #   make test     check + go test -race + promtool rules checks + chart tests
 #   make lint     check + golangci-lint + govulncheck (slower; not part of test)
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
-#   make e2e      the slow end-to-end tests on Prometheus 3.x and a kube-apiserver (built once, cached)
+#   make e2e      the slow end-to-end tests on Prometheus 3.x, a kube-apiserver and llama.cpp's llama-server (built once, cached)
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
 # best effort) with `go install`; promtool and prometheus (the end-to-end tests
@@ -268,7 +268,7 @@ rules:
 # scripts/e2e-tools.sh builds once and caches (Prometheus 3.x today). Each tool
 # in E2E_TOOLS is built (or found in the cache) first and its directory exported
 # as E2E_<TOOL>_DIR (E2E_PROMETHEUS3_DIR, E2E_SLOTH_DIR, E2E_PINT_DIR, E2E_KUBERNETES_DIR,
-# E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR, E2E_EPP_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
+# E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR, E2E_EPP_DIR, E2E_LLAMA_SERVER_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
 # Tests that need a tool skip in `make test` (saying so) and run here. To add
 # end-to-end tests, append to the lists:
 #   E2E_TOOLS += kubernetes etcd
@@ -281,6 +281,9 @@ E2E_TOOLS   += kubernetes etcd argo-rollouts
 # The inference extension's Endpoint Picker v1.5.0 on that API server, behind
 # the test's own ext_proc data plane (e2e/epp_test.go).
 E2E_TOOLS   += epp
+# llama.cpp's llama-server, a real engine, serving models internal/gguf writes
+# (e2e/llamacpp_test.go); built from the llama.cpp source of node-llama-cpp on npm.
+E2E_TOOLS   += llama-server
 E2E_RUN     ?= .
 E2E_TIMEOUT ?= 60m
 

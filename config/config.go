@@ -101,6 +101,9 @@ type Config struct {
 	// URLProbes lets /probe probe URLs that are not configured targets
 	// (Prometheus Operator Probe objects); nil means off.
 	URLProbes *URLProbes `yaml:"url_probes,omitempty"`
+	// SLOs are the latency objectives of goodput (slos.go) for every module
+	// that sets none of its own; nil: no goodput series.
+	SLOs *Objectives `yaml:"slos,omitempty"`
 }
 
 // Global holds settings that apply to every target unless a target overrides them.
@@ -227,6 +230,9 @@ type Module struct {
 	ToolChoice     any             `yaml:"tool_choice,omitempty"`
 	// ExpectedDimension fails embeddings probes whose vector has another length (0: any).
 	ExpectedDimension int `yaml:"expected_dimension,omitempty"`
+	// SLOs are this module's goodput objectives, replacing the top-level
+	// slos. After validation it holds the effective objectives (nil: none).
+	SLOs *Objectives `yaml:"slos,omitempty"`
 }
 
 // Target is one vLLM endpoint.
@@ -258,6 +264,9 @@ type Target struct {
 	TokenBudgetPerHour int `yaml:"token_budget_per_hour,omitempty"`
 	// MetricsPath is where the collector scrapes vLLM's own metrics.
 	MetricsPath string `yaml:"metrics_path"`
+	// HealthPath is the path of the target's health check ("": /health,
+	// vLLM's). An engine without /health names one it serves (Ollama: /).
+	HealthPath string `yaml:"health_path,omitempty"`
 	// Engine forces the engine profile /metrics is read with (one of
 	// Engines); empty detects it from the families present.
 	Engine string `yaml:"engine,omitempty"`
@@ -301,6 +310,15 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
+// HealthCheckPath is the path the target's health check asks: its
+// health_path, else vLLM's /health.
+func (t *Target) HealthCheckPath() string {
+	if t.HealthPath == "" {
+		return "/health"
+	}
+	return t.HealthPath
+}
+
 func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 	*t = DefaultTarget
 	type plain Target
@@ -331,8 +349,9 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		Targets   []*deferred          `yaml:"targets"`
 		Baselines []BaselineRef        `yaml:"baselines,omitempty"`
 		// Decoded later, like targets, for errors with context.
-		Discovery sdSections `yaml:",inline"`
-		URLProbes *deferred  `yaml:"url_probes,omitempty"`
+		Discovery sdSections  `yaml:",inline"`
+		URLProbes *deferred   `yaml:"url_probes,omitempty"`
+		SLOs      *Objectives `yaml:"slos,omitempty"`
 	}
 	var raw plain
 	if err := unmarshal(&raw); err != nil {
@@ -364,6 +383,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		c.Targets = append(c.Targets, t)
 	}
 	c.Baselines = raw.Baselines
+	c.SLOs = raw.SLOs
 	if err := raw.Discovery.decode(&c.Discovery); err != nil {
 		return err
 	}
@@ -499,11 +519,17 @@ var (
 	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 
-// ReservedLabels are label names the exporter sets itself; static target labels may not use them.
+// ReservedLabels are label names the exporter's series carry themselves
+// (vantage is added to every series by --vantage): a target label of one of
+// these names, static or discovered, would collide with the series' own, so
+// the configuration refuses it and discovery drops it. internal/daemon's
+// TestMetricNamesMatchDocs walks every exported series and fails for a label
+// name missing here.
 var ReservedLabels = []string{
 	"target", "module", "model", "reason", "kind", "state", "stat", "resource", "metric",
 	"baseline", "load", "load_type", "finished_reason", "le", "job", "instance", "version",
 	"max_model_len", "block_size", "kv_cache_size_tokens", "metrics_schema", "ttft_includes_queue", "signal", "base_model", "source", "index", "count", "member",
+	"engine", "vantage", "backend", "gateway", "result", "role", "quantile",
 }
 
 func (c *Config) validate(dir string) error {
@@ -585,6 +611,11 @@ func (c *Config) validate(dir string) error {
 		}
 		// Only scrape-only targets (modules: none, probe: false): nothing to probe with.
 	}
+	if c.SLOs != nil {
+		if err := c.SLOs.validate(); err != nil {
+			return fmt.Errorf("slos: %w", err)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
 		m := c.Modules[name]
 		if err := m.validateChecks(name); err != nil {
@@ -592,6 +623,15 @@ func (c *Config) validate(dir string) error {
 		}
 		if err := m.validate(); err != nil {
 			return fmt.Errorf("module %q: %w", name, err)
+		}
+		if m.SLOs != nil {
+			if err := m.SLOs.validate(); err != nil {
+				return fmt.Errorf("module %q: slos: %w", name, err)
+			}
+		} else if c.SLOs != nil {
+			o := *c.SLOs
+			m.SLOs = &o
+			c.Modules[name] = m
 		}
 	}
 
@@ -872,6 +912,9 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	}
 	if !strings.HasPrefix(t.MetricsPath, "/") {
 		return fmt.Errorf("metrics_path %q must start with /", t.MetricsPath)
+	}
+	if t.HealthPath != "" && !strings.HasPrefix(t.HealthPath, "/") {
+		return fmt.Errorf("health_path %q must start with /", t.HealthPath)
 	}
 	if t.Engine != "" && !slices.Contains(Engines, t.Engine) {
 		return fmt.Errorf("unknown engine %q (one of %s)", t.Engine, strings.Join(Engines, ", "))

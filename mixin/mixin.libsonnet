@@ -509,6 +509,71 @@
           },
         ],
       },
+      {
+        name: "vllm_prober.goodput.rules",
+        rules: [
+          {
+            record: "target_module:vllm_probe_goodput_probes:increase5m",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s}[5m]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput_bad:increase5m",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s,result=\"bad\"}[5m]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput:ratio_rate5m",
+            expr: "clamp(\n  1 - target_module:vllm_probe_goodput_bad:increase5m\n    / (target_module:vllm_probe_goodput_probes:increase5m \u003e 0),\n  0, 1\n)",
+          },
+          {
+            record: "target_module:vllm_probe_goodput_probes:increase30m",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s}[30m]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput_bad:increase30m",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s,result=\"bad\"}[30m]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput:ratio_rate30m",
+            expr: "clamp(\n  1 - target_module:vllm_probe_goodput_bad:increase30m\n    / (target_module:vllm_probe_goodput_probes:increase30m \u003e 0),\n  0, 1\n)",
+          },
+          {
+            record: "target_module:vllm_probe_goodput_probes:increase1h",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s}[1h]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput_bad:increase1h",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s,result=\"bad\"}[1h]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput:ratio_rate1h",
+            expr: "clamp(\n  1 - target_module:vllm_probe_goodput_bad:increase1h\n    / (target_module:vllm_probe_goodput_probes:increase1h \u003e 0),\n  0, 1\n)",
+          },
+          {
+            record: "target_module:vllm_probe_goodput_probes:increase6h",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s}[6h]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput_bad:increase6h",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s,result=\"bad\"}[6h]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput:ratio_rate6h",
+            expr: "clamp(\n  1 - target_module:vllm_probe_goodput_bad:increase6h\n    / (target_module:vllm_probe_goodput_probes:increase6h \u003e 0),\n  0, 1\n)",
+          },
+          {
+            record: "target_module:vllm_probe_goodput_probes:increase3d",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s}[3d]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput_bad:increase3d",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s,result=\"bad\"}[3d]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput:ratio_rate3d",
+            expr: "clamp(\n  1 - target_module:vllm_probe_goodput_bad:increase3d\n    / (target_module:vllm_probe_goodput_probes:increase3d \u003e 0),\n  0, 1\n)",
+          },
+        ],
+      },
     ],
   },
 
@@ -885,6 +950,54 @@
               "summary": "vLLM end-to-end latency error budget is burning too fast.",
               "description": "{{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) is burning its e2e error budget {{ printf \"%%.2f\" $value }} times faster than sustainable over 3d (and over 6h); objective: %(e2eTarget)g%% of successful probes complete within 10s." % $._config,
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllme2ebudgetburn",
+            },
+          },
+          {
+            alert: "VLLMGoodputBudgetBurn",
+            expr: "(\n  (1 - target_module:vllm_probe_goodput:ratio_rate1h) / (1 - 0.99) \u003e 14.4\n  and\n  (1 - target_module:vllm_probe_goodput:ratio_rate5m) / (1 - 0.99) \u003e 14.4\n)\nand\ntarget_module:vllm_probe_goodput_bad:increase1h \u003e= 3",
+            'for': "2m",
+            labels: {
+              "severity": "critical",
+              "slo": "goodput",
+              "long_window": "1h",
+              "short_window": "5m",
+            },
+            annotations: {
+              "summary": "vLLM goodput error budget is burning too fast.",
+              "description": "{{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) is burning its goodput error budget {{ printf \"%.2f\" $value }} times faster than sustainable over 1h (and over 5m); objective: 99% of probes succeed and meet every latency objective of their module.",
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgoodputbudgetburn",
+            },
+          },
+          {
+            alert: "VLLMGoodputBudgetBurn",
+            expr: "(\n  (1 - target_module:vllm_probe_goodput:ratio_rate6h) / (1 - 0.99) \u003e 6\n  and\n  (1 - target_module:vllm_probe_goodput:ratio_rate30m) / (1 - 0.99) \u003e 6\n)\nand\ntarget_module:vllm_probe_goodput_bad:increase6h \u003e= 3",
+            'for': "15m",
+            labels: {
+              "severity": "critical",
+              "slo": "goodput",
+              "long_window": "6h",
+              "short_window": "30m",
+            },
+            annotations: {
+              "summary": "vLLM goodput error budget is burning too fast.",
+              "description": "{{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) is burning its goodput error budget {{ printf \"%.2f\" $value }} times faster than sustainable over 6h (and over 30m); objective: 99% of probes succeed and meet every latency objective of their module.",
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgoodputbudgetburn",
+            },
+          },
+          {
+            alert: "VLLMGoodputBudgetBurn",
+            expr: "(\n  (1 - target_module:vllm_probe_goodput:ratio_rate3d) / (1 - 0.99) \u003e 1\n  and\n  (1 - target_module:vllm_probe_goodput:ratio_rate6h) / (1 - 0.99) \u003e 1\n)\nand\ntarget_module:vllm_probe_goodput_bad:increase3d \u003e= 3",
+            'for': "3h",
+            labels: {
+              "severity": "warning",
+              "slo": "goodput",
+              "long_window": "3d",
+              "short_window": "6h",
+            },
+            annotations: {
+              "summary": "vLLM goodput error budget is burning too fast.",
+              "description": "{{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) is burning its goodput error budget {{ printf \"%.2f\" $value }} times faster than sustainable over 3d (and over 6h); objective: 99% of probes succeed and meet every latency objective of their module.",
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgoodputbudgetburn",
             },
           },
         ],

@@ -52,6 +52,7 @@ const (
 	SLOAvailability = "availability"
 	SLOTTFT         = "ttft"
 	SLOE2E          = "e2e"
+	SLOGoodput      = "goodput"
 )
 
 // sli describes one SLO for the generator.
@@ -65,14 +66,14 @@ type sli struct {
 }
 
 func (s *Spec) slis() []sli {
-	return []sli{
+	return append([]sli{
 		{SLOAvailability, "VLLMAvailabilityBudgetBurn", "probes succeed", s.SLOs.Availability,
 			"target_module:vllm_probe_success:ratio_rate", "target_module:vllm_probe_failures:increase"},
 		{SLOTTFT, "VLLMTTFTBudgetBurn", "successful probes see their first token within " + formatFloat(s.SLOs.TTFT.ThresholdSeconds) + "s",
 			s.SLOs.TTFT, "target_module:vllm_probe_ttft_within_slo:ratio_rate", "target_module:vllm_probe_ttft_over_slo:increase"},
 		{SLOE2E, "VLLME2EBudgetBurn", "successful probes complete within " + formatFloat(s.SLOs.E2E.ThresholdSeconds) + "s",
 			s.SLOs.E2E, "target_module:vllm_probe_e2e_within_slo:ratio_rate", "target_module:vllm_probe_e2e_over_slo:increase"},
-	}
+	}, s.goodputSLIs()...)
 }
 
 // replicaLabels name the prober replica a series was scraped from, never the
@@ -468,7 +469,7 @@ func (s *Spec) AlertGroups() []Group {
 					"and",
 					x.bad+long+" >= "+strconv.Itoa(s.MinBadProbes),
 				),
-				fmt.Sprintf("vLLM %s error budget is burning too fast.", map[string]string{SLOAvailability: "availability", SLOTTFT: "time-to-first-token", SLOE2E: "end-to-end latency"}[x.name]),
+				fmt.Sprintf("vLLM %s error budget is burning too fast.", map[string]string{SLOAvailability: "availability", SLOTTFT: "time-to-first-token", SLOE2E: "end-to-end latency", SLOGoodput: "goodput"}[x.name]),
 				whoM+` is burning its `+x.name+` error budget `+value+` times faster than sustainable over `+long+` (and over `+short+`); objective: `+formatFloat(x.objective.Objective)+`% of `+x.what+`.`,
 				Label{"slo", x.name}, Label{"long_window", long}, Label{"short_window", short},
 			)
@@ -545,7 +546,7 @@ type generatedFile struct {
 // builder here: a method on Spec (for a new section of slo.yml) in a new file.
 func ruleFiles() []generatedFile {
 	return []generatedFile{
-		{RulesFile, []func(*Spec) []Group{(*Spec).RecordingGroups, (*Spec).RolloutGroups, (*Spec).SeasonalGroups, (*Spec).CostGroups}},
+		{RulesFile, []func(*Spec) []Group{(*Spec).RecordingGroups, (*Spec).RolloutGroups, (*Spec).SeasonalGroups, (*Spec).CostGroups, (*Spec).GoodputGroups}},
 		{AlertsFile, []func(*Spec) []Group{(*Spec).AlertGroups}},
 	}
 }

@@ -79,6 +79,10 @@ type SLOs struct {
 	TTFT Objective `yaml:"ttft"`
 	// E2E: share of successful probes whose end-to-end latency is at most ThresholdSeconds.
 	E2E Objective `yaml:"e2e"`
+	// Goodput: share of probes that are good (succeeded and met every
+	// latency objective the prober's configuration sets for the module);
+	// nil: no goodput SLO (goodput.go).
+	Goodput *Objective `yaml:"goodput,omitempty"`
 }
 
 // Objective is a target percentage (99.5 means 99.5 %) and, for latency SLOs, the
@@ -230,6 +234,7 @@ func (s *Spec) Validate() error {
 			add("slos.%s.shed_is_failure is used by the availability SLO only", o.name)
 		}
 	}
+	errs = append(errs, s.validateGoodput()...)
 	for _, a := range s.alertSpecs() {
 		if !slices.Contains(validSeverities, a.spec.Severity) {
 			add("alerts.%s.severity %q must be one of %s", a.key, a.spec.Severity, strings.Join(validSeverities, ", "))

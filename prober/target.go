@@ -136,12 +136,12 @@ func (t *target) resolved(model string) {
 // check runs one /health and /v1/models check of t and records it.
 func (t *target) check(ctx context.Context) {
 	t.host.Lock()
-	client, base, timeout, name, red := t.client, t.cfg.URL, t.timeout, t.cfg.Name, t.host.redactor()
+	client, base, healthPath, timeout, name, red := t.client, t.cfg.URL, t.cfg.HealthCheckPath(), t.timeout, t.cfg.Name, t.host.redactor()
 	t.host.Unlock()
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	healthUp := vllmapi.Health(ctx, client, base) == nil
+	healthUp := vllmapi.Health(ctx, client, base, healthPath) == nil
 	ids, fail := probe.ListModels(ctx, client, base, red)
 	warnHeldModels(t.host.logger(), name, ids)
 	if fail != nil {
@@ -161,7 +161,7 @@ func (t *target) check(ctx context.Context) {
 		if t.cfg.Models != "" {
 			modelsUp = t.listed(ids)
 		} else if t.cfg.Model != "" {
-			modelsUp = slices.Contains(ids, t.cfg.Model)
+			modelsUp = slices.ContainsFunc(ids, func(id string) bool { return sameModel(id, t.cfg.Model) })
 		} else if len(ids) > 0 {
 			modelsUp = true
 			t.resolved(ids[0])

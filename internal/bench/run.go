@@ -53,6 +53,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if len(opts.RequestRates) > 0 {
 			maxc = max(maxc, opts.Requests)
 		}
+		if opts.GoodputTarget > 0 {
+			maxc = max(maxc, opts.GoodputMaxConcurrency)
+		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = maxc + 2
 		tr.MaxIdleConns = maxc + 2
@@ -98,16 +101,34 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if !found {
 		level.Warn(opts.Logger).Log("msg", "model not listed by /v1/models; sending it anyway", "model", rep.Model)
 	}
-	for _, lv := range opts.Levels() {
+	rep.Goodput = opts.Goodput
+	level := func(lv Level) (*LevelResult, error) {
 		lr, err := runLevel(ctx, client, &opts, spec, rep.Model, lv)
 		if err != nil {
-			return rep, fmt.Errorf("%s: %w", lv, err)
+			return nil, fmt.Errorf("%s: %w", lv, err)
 		}
 		rep.Levels = append(rep.Levels, lr)
 		if opts.Summary != nil {
 			if err := WriteSummary(opts.Summary, lr, opts.Percentiles); err != nil {
-				return rep, err
+				return lr, err
 			}
+		}
+		return lr, nil
+	}
+	if opts.Goodput != nil && opts.GoodputTarget > 0 {
+		var err error
+		rep.GoodputSearch, err = searchGoodput(ctx, opts.GoodputTarget, opts.GoodputMaxConcurrency, func(c int) (float64, error) {
+			lr, err := level(Level{Type: LoadConcurrency, Value: float64(c)})
+			if err != nil {
+				return 0, err
+			}
+			return lr.Goodput.Attainment, nil
+		})
+		return rep, err
+	}
+	for _, lv := range opts.Levels() {
+		if _, err := level(lv); err != nil {
+			return rep, err
 		}
 	}
 	return rep, nil
@@ -354,6 +375,9 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 	}
 	lr.Results, lr.Texts = results, texts
 	lr.Metrics = Calculate(results, duration, o.Percentiles)
+	if o.Goodput != nil {
+		lr.Goodput = judgeGoodput(results, duration, o.Goodput)
+	}
 	lr.Server = poller.stats()
 	return lr, nil
 }

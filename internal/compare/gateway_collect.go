@@ -123,7 +123,7 @@ func (c *Collector) joinGateway(g gatewayTarget, now time.Time) []GatewayModuleJ
 func (c *Collector) collectGateways(ch chan<- prometheus.Metric, st *state, now time.Time) {
 	gauge := func(desc *prometheus.Desc, v float64, lv ...string) {
 		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, lv...)
+			c.errs.Send(ch, lv[0], desc, prometheus.GaugeValue, v, lv...)
 		}
 	}
 	for _, g := range st.gateways {
