@@ -108,3 +108,36 @@ func sanitizeToken(s string) string {
 	}
 	return b.String()
 }
+
+// Admission refusals: an engine that protects its own latency refuses work
+// at admission, before it queues it. Such a refusal is ReasonOverloaded: the
+// engine is up and did what it was configured to do, so it is neither
+// http_5xx (a failure) nor shed (which names a gateway's shedding). The
+// shapes, from vLLM's vllm/v1/engine/exceptions.py (GracefulHTTPError
+// subclasses raised by AsyncLLM's admission check on --max-num-queued-reqs
+// and --max-num-queued-tokens, vllm-project/vllm#49445), each with a
+// fixture in testdata/shed/:
+//
+//   - QueueOverflowError, 503 "Request queue full." (--max-num-queued-reqs);
+//   - MaxPendingTokensError, 503 "Request queue reached max pending tokens
+//     limit." (--max-num-queued-tokens);
+//   - MaxTierPendingTokensError, 429 "Request queue reached max pending
+//     tokens for tier." (a tier's share of the same queue).
+//
+// The same file's TooManyRequestsError (429 "Rate limit reached for given
+// tier.") is a per-tier quota: rate_limited, as any other quota.
+var admissionRefusals = map[string]int{
+	"Request queue full.":                                503,
+	"Request queue reached max pending tokens limit.":    503,
+	"Request queue reached max pending tokens for tier.": 429,
+}
+
+// classifyOverload says whether a non-2xx answer is an engine's admission
+// refusal, and why (a short phrase for the probe's error text). msg is the
+// error body's message: only an exact message with its own status matches.
+func classifyOverload(status int, msg string) (string, bool) {
+	if want, ok := admissionRefusals[strings.TrimSpace(msg)]; ok && want == status {
+		return "engine refused at admission (queue limit)", true
+	}
+	return "", false
+}

@@ -64,6 +64,10 @@ func TestShedShapes(t *testing.T) {
 		"production-stack-scaled-to-zero-503": ReasonShed,
 		"quota-429":                           ReasonRateLimited,
 		"engine-503":                          ReasonHTTP5xx,
+		"vllm-queue-full-503":                 ReasonOverloaded,
+		"vllm-max-pending-tokens-503":         ReasonOverloaded,
+		"vllm-tier-pending-tokens-429":        ReasonOverloaded,
+		"vllm-tier-rate-limit-429":            ReasonRateLimited,
 	}
 	files, err := filepath.Glob("testdata/shed/*.http")
 	if err != nil || len(files) != len(want) {
