@@ -157,3 +157,18 @@ func foldForTest(s string) string {
 	}
 	return b.String()
 }
+
+// TestScrubTailCutInEscape: a text cut inside a \u escape that follows the
+// start of a secret (a stream broken mid-echo) loses that start too.
+func TestScrubTailCutInEscape(t *testing.T) {
+	r := New(`Zq07Wm7x"\<&>/+=? %`)
+	for _, text := range []string{
+		`a | b=<secret> | c=Zq07Wm7x\"\\<&>/+=\u`,
+		`a | b=<secret> | c=Zq07Wm7x\"\\<&>/+=\u00`,
+		`c=Zq07Wm7x\"\\<&>/+=\`,
+	} {
+		if got := r.ScrubTail(text); strings.Contains(got, "Zq07") {
+			t.Errorf("ScrubTail(%q) = %q", text, got)
+		}
+	}
+}

@@ -339,10 +339,13 @@ func (r *Redactor) ScrubTail(s string) string {
 	if st == nil {
 		return s
 	}
+	// A cut may also fall inside an escape (`…\u00`): the secret's start
+	// before it is what counts.
+	t := trimPartialEscape(s)
 	best := 0
 	for _, f := range st.secrets {
-		for k := min(len(f)-1, len(s)); k >= minSecretLen && k > best; k-- {
-			if strings.HasSuffix(s, f[:k]) {
+		for k := min(len(f)-1, len(t)); k >= minSecretLen && k > best; k-- {
+			if strings.HasSuffix(t, f[:k]) {
 				best = k
 				break
 			}
@@ -351,7 +354,29 @@ func (r *Redactor) ScrubTail(s string) string {
 	if best == 0 {
 		return s
 	}
-	return s[:len(s)-best] + Placeholder
+	return t[:len(t)-best] + Placeholder
+}
+
+// trimPartialEscape is s without a JSON escape cut short at its end ("\",
+// "\u", "\u0" … "\u002").
+func trimPartialEscape(s string) string {
+	i := strings.LastIndexByte(s, '\\')
+	if i < 0 || len(s)-i > 5 {
+		return s
+	}
+	tail := s[i+1:]
+	if tail == "" {
+		return s[:i]
+	}
+	if tail[0] != 'u' {
+		return s
+	}
+	for _, c := range tail[1:] {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return s
+		}
+	}
+	return s[:i]
 }
 
 // Label returns the value a label, or a page field, may hold for s, a string
