@@ -6,13 +6,15 @@
 #   make test     check + go test -race + promtool rules checks + chart tests
 #   make lint     check + golangci-lint + govulncheck (slower; not part of test)
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
-#   make e2e      the slow end-to-end tests on Prometheus 3.x and a kube-apiserver (built once, cached)
+#   make e2e      the slow end-to-end tests on Prometheus 3.x, a kube-apiserver and llama.cpp's llama-server (built once, cached)
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
 # best effort) with `go install`; promtool and prometheus (the end-to-end tests
 # run a real Prometheus), chromium (the real-browser tests), and gcc with
-# libc6-dev for `go test -race` (which needs cgo), with apt-get when running as
-# root. A test skipped because a tool is missing is listed at the end.
+# libc6-dev for `go test -race` (which needs cgo), haproxy (the gateway tests)
+# and prometheus-alertmanager (Alertmanager and amtool: the vantage and inhibit
+# tests), with apt-get when running as root. A test skipped because a tool is
+# missing is listed at the end.
 
 GO       ?= go
 GOOS     ?= $(shell $(GO) env GOOS)
@@ -246,8 +248,25 @@ haproxy:
 		fi; \
 	fi
 
+# Alertmanager and amtool: the vantage proof (e2e/vantages_test.go, which make
+# e2e requires) sends its alerts to a real Alertmanager, and the inhibit example
+# of docs/runbook.md is checked with amtool (mixin/inhibit_test.go). Debian's
+# prometheus-alertmanager installs both (the server as prometheus-alertmanager);
+# installed as root like haproxy, otherwise those tests are skipped (make test)
+# or fail saying what to install (make e2e).
+.PHONY: alertmanager
+alertmanager:
+	@if ! command -v amtool >/dev/null 2>&1 || { ! command -v alertmanager >/dev/null 2>&1 && ! command -v prometheus-alertmanager >/dev/null 2>&1; }; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo ">> installing Alertmanager and amtool for the vantage and inhibit tests (Debian package prometheus-alertmanager)"; \
+			DEBIAN_FRONTEND=noninteractive scripts/apt-install.sh prometheus-alertmanager; \
+		else \
+			echo "!! alertmanager or amtool is missing and cannot be installed (not root): the inhibit test will be skipped and make e2e's vantage test fails (apt-get install prometheus-alertmanager)" >&2; \
+		fi; \
+	fi
+
 .PHONY: tools-test
-tools-test: promtool helm cc chromium haproxy
+tools-test: promtool helm cc chromium haproxy alertmanager
 
 # Copy the rule files and dashboards into the chart, where .Files.Get can see
 # them. deploy/chart_test.go fails when the copies are stale.
@@ -268,7 +287,7 @@ rules:
 # scripts/e2e-tools.sh builds once and caches (Prometheus 3.x today). Each tool
 # in E2E_TOOLS is built (or found in the cache) first and its directory exported
 # as E2E_<TOOL>_DIR (E2E_PROMETHEUS3_DIR, E2E_SLOTH_DIR, E2E_PINT_DIR, E2E_KUBERNETES_DIR,
-# E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR, E2E_EPP_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
+# E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR, E2E_EPP_DIR, E2E_LLAMA_SERVER_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
 # Tests that need a tool skip in `make test` (saying so) and run here. To add
 # end-to-end tests, append to the lists:
 #   E2E_TOOLS += kubernetes etcd
@@ -281,6 +300,9 @@ E2E_TOOLS   += kubernetes etcd argo-rollouts
 # The inference extension's Endpoint Picker v1.5.0 on that API server, behind
 # the test's own ext_proc data plane (e2e/epp_test.go).
 E2E_TOOLS   += epp
+# llama.cpp's llama-server, a real engine, serving models internal/gguf writes
+# (e2e/llamacpp_test.go); built from the llama.cpp source of node-llama-cpp on npm.
+E2E_TOOLS   += llama-server
 E2E_RUN     ?= .
 E2E_TIMEOUT ?= 60m
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-prober/vllm_prober/internal/safemetric"
 )
 
 // descs are the exported families for one set of static label names.
@@ -83,43 +85,43 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 		gw := s.gw
 		s.mu.Unlock()
 		if gw == nil {
-			ch <- prometheus.MustNewConstMetric(gwUpDesc, prometheus.GaugeValue, 0, s.name)
+			m.errs.Send(ch, s.name, gwUpDesc, prometheus.GaugeValue, 0, s.name)
 			return
 		}
-		ch <- prometheus.MustNewConstMetric(gwUpDesc, prometheus.GaugeValue, 1, s.name)
-		gw.collect(s.name, ch)
+		m.errs.Send(ch, s.name, gwUpDesc, prometheus.GaugeValue, 1, s.name)
+		gw.collect(s.name, ch, m.errs)
 		return
 	}
 	static := s.labelValues
 	tl := append([]string{s.name}, static...)
-	ch <- prometheus.MustNewConstMetric(d.up, prometheus.GaugeValue, b2f(s.up), tl...)
-	ch <- prometheus.MustNewConstMetric(d.duration, prometheus.GaugeValue, s.duration, tl...)
+	m.errs.Send(ch, s.name, d.up, prometheus.GaugeValue, b2f(s.up), tl...)
+	m.errs.Send(ch, s.name, d.duration, prometheus.GaugeValue, s.duration, tl...)
 	v, ok := s.viewLocked()
 	s.mu.Unlock()
 	if !ok {
 		return // no stale derived series while the server does not answer
 	}
-	ch <- prometheus.MustNewConstMetric(d.recognized, prometheus.GaugeValue, b2f(v.latest.Engine != EngineUnknown),
+	m.errs.Send(ch, s.name, d.recognized, prometheus.GaugeValue, b2f(v.latest.Engine != EngineUnknown),
 		append(slices.Clone(tl), v.latest.Engine)...)
 	for i, ok := range signalAvailability(v.latest) {
-		ch <- prometheus.MustNewConstMetric(d.signal, prometheus.GaugeValue, b2f(ok), append(slices.Clone(tl), signals[i].name)...)
+		m.errs.Send(ch, s.name, d.signal, prometheus.GaugeValue, b2f(ok), append(slices.Clone(tl), signals[i].name)...)
 	}
 	for _, id := range slices.Sorted(maps.Keys(v.Base)) {
-		ch <- prometheus.MustNewConstMetric(d.servedModel, prometheus.GaugeValue, 1,
+		m.errs.Send(ch, s.name, d.servedModel, prometheus.GaugeValue, 1,
 			append(append([]string{s.name, id}, static...), v.Base[id])...)
 	}
 	for _, mv := range v.Models {
-		collectModel(ch, d, &v, &mv, append([]string{s.name, mv.Name}, static...))
+		collectModel(ch, m.errs, s.name, d, &v, &mv, append([]string{s.name, mv.Name}, static...))
 	}
 }
 
 // collectModel sends the series of one model of a scraped target; labels
 // are its target, model and static label values.
-func collectModel(ch chan<- prometheus.Metric, d *descs, v *View, mv *ModelView, labels []string) {
+func collectModel(ch chan<- prometheus.Metric, errs *safemetric.Errors, target string, d *descs, v *View, mv *ModelView, labels []string) {
 	with := func(extra ...string) []string { return append(slices.Clone(labels), extra...) }
 	gauge := func(desc *prometheus.Desc, v float64, lv []string) {
 		if !math.IsNaN(v) {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, lv...)
+			errs.Send(ch, target, desc, prometheus.GaugeValue, v, lv...)
 		}
 	}
 	mod := mv.Model
@@ -127,7 +129,7 @@ func collectModel(ch chan<- prometheus.Metric, d *descs, v *View, mv *ModelView,
 	if n, ok := v.info.MaxModelLen[mv.Name]; ok {
 		maxLen = strconv.Itoa(n)
 	}
-	ch <- prometheus.MustNewConstMetric(d.info, prometheus.GaugeValue, 1,
+	errs.Send(ch, target, d.info, prometheus.GaugeValue, 1,
 		with(v.latest.Engine, v.info.Version, maxLen, formatCount(mod.BlockSize), formatCount(mod.KVCapacityTokens), v.latest.Schema,
 			strconv.FormatBool(mv.TTFTIncludesQueue))...)
 	gauge(d.sleepLevel, mod.SleepLevel, labels)

@@ -67,8 +67,8 @@ func (m *Model) hist(f HistField) **Histogram {
 // ScalarRule with Max, the maximum) of its series that carry every label
 // value of Match, times Scale. Over and Times, when set, divide or
 // multiply the result by another source's value for the same model (a
-// used/max block ratio, blocks × tokens per block); the model must expose
-// both.
+// used/max block ratio, blocks × tokens per block), and Plus adds one
+// (evaluated and cached prompt tokens); the model must expose both.
 type Source struct {
 	Family string
 	Match  map[string]string
@@ -77,6 +77,7 @@ type Source struct {
 	// histogram of per-request sizes is a counter of its own.
 	HistogramSum bool
 	Over, Times  *Source
+	Plus         *Source
 }
 
 // ScalarRule fills Field from the first of Sources that the model exposes:
@@ -159,6 +160,7 @@ func (p *Profile) Families() []string {
 		set[s.Family] = true
 		addSource(s.Over)
 		addSource(s.Times)
+		addSource(s.Plus)
 	}
 	for _, r := range p.Scalars {
 		for i := range r.Sources {
@@ -425,6 +427,13 @@ func (p *Profile) readSource(fs families, src *Source, model string, useMax bool
 			return 0, false
 		}
 		v *= f
+	}
+	if src.Plus != nil {
+		a, ok := p.readSource(fs, src.Plus, model, useMax)
+		if !ok {
+			return 0, false
+		}
+		v += a
 	}
 	return v, true
 }

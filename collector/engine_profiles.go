@@ -217,6 +217,17 @@ var tritonProfile = &Profile{
 // (ggml-org/llama.cpp #13660) and lives on in forks; the latency
 // histograms come from tools/server/server-metrics.cpp, which not every
 // build has. No queue-time histogram, no sleep mode.
+//
+// prompt_tokens_total counts the prompt tokens the server evaluated, and
+// prompt_tokens_cached_total (release v0.4.0, commit 80fb11a: "reused from
+// the cache", the testdata capture) those it took from a slot's cache: their sum is the usage.prompt_tokens of the requests,
+// as vLLM's prompt_tokens_total counts, and the cached share is the prefix
+// cache's hit ratio. Without the cached counter (older builds) the prompt
+// tokens are the evaluated ones. tokens_predicted_seconds_total over
+// tokens_predicted_total is the server's mean decode time per output token
+// (a mean ITL with no quantiles) where the build has no ITL histogram.
+var llamacppPrompt = Source{Family: "llamacpp:prompt_tokens_total", Plus: &Source{Family: "llamacpp:prompt_tokens_cached_total"}}
+
 var llamacppProfile = &Profile{
 	Engine: "llamacpp",
 	Detect: []string{
@@ -227,7 +238,9 @@ var llamacppProfile = &Profile{
 		scalarRule(FieldRunning, "llamacpp:requests_processing"),
 		scalarRule(FieldWaiting, "llamacpp:requests_deferred"),
 		{Field: FieldKVUsage, Max: true, Sources: []Source{{Family: "llamacpp:kv_cache_usage_ratio"}}},
-		scalarRule(FieldPromptTokens, "llamacpp:prompt_tokens_total"),
+		{Field: FieldPromptTokens, Sources: []Source{llamacppPrompt, {Family: "llamacpp:prompt_tokens_total"}}},
+		{Field: FieldPrefixCacheQueries, Sources: []Source{llamacppPrompt}},
+		scalarRule(FieldPrefixCacheHits, "llamacpp:prompt_tokens_cached_total"),
 		scalarRule(FieldGenerationTokens, "llamacpp:tokens_predicted_total"),
 		scalarRule(FieldSpecDrafts, "llamacpp:spec_decode_num_drafts_total"),
 		scalarRule(FieldSpecDraftTokens, "llamacpp:spec_decode_num_draft_tokens_total"),
@@ -235,7 +248,10 @@ var llamacppProfile = &Profile{
 	},
 	Histograms: []HistRule{
 		histRule(HistTTFT, "llamacpp:time_to_first_token_seconds"),
-		histRule(HistITL, "llamacpp:inter_token_latency_seconds"),
+		{Field: HistITL, Sources: []HistSource{
+			{Family: "llamacpp:inter_token_latency_seconds"},
+			{SumFamily: "llamacpp:tokens_predicted_seconds_total", CountFamilies: []string{"llamacpp:tokens_predicted_total"}},
+		}},
 		histRule(HistE2E, "llamacpp:e2e_request_latency_seconds"),
 		histRule(HistPrefill, "llamacpp:request_prefill_time_seconds"),
 	},

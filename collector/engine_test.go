@@ -36,6 +36,7 @@ var engineFixtures = []struct {
 	{"triton-base-23.11.prom", "triton"},
 	{"triton-trtllm-readme-2026.prom", "triton"},
 	{"llamacpp-ik-pr695.prom", "llamacpp"},
+	{"llamacpp-0.4.0.prom", "llamacpp"},
 	{"vllm-0.29-sleep.prom", "vllm"},
 	{"vllm-spec-decode-hand.prom", "vllm"},
 	{"trtllm-serve-hand.prom", "trtllm"},
@@ -83,7 +84,11 @@ func TestEngineStatedValues(t *testing.T) {
 		{"triton-base-23.11.prom", want{"tensorrt_llm", nan, 0, nan, nan, nan, nan, -1, -1, 0, 0}},
 		// The README's current block: waiting 1, the fraction 0.4875 over used/max.
 		{"triton-trtllm-readme-2026.prom", want{"tensorrt_llm", 0, 1, 0.4875, nan, nan, 6239 * 64, -1, -1, -1, -1}},
-		{"llamacpp-ik-pr695.prom", want{"default", 0, 0, 0.491063, 6886, 3469, nan, -1, -1, -1, -1}},
+		// No cached counter: the prompt tokens are the evaluated ones; the
+		// decode seconds over the predicted tokens make a mean ITL of 3469.
+		{"llamacpp-ik-pr695.prom", want{"default", 0, 0, 0.491063, 6886, 3469, nan, -1, 3469, -1, -1}},
+		// Evaluated 45 + cached 40 prompt tokens, as the requests' usage counts.
+		{"llamacpp-0.4.0.prom", want{"default", 0, 0, nan, 45 + 40, 56, nan, -1, 56, -1, -1}},
 		// Idle after 10 requests: 530 prompt and 584 generated tokens, 574 inter-token gaps.
 		{"vllm-0.29-sleep.prom", want{"qwen2.5-1.5b", 0, 0, 0, 530, 584, 322944, 10, 574, 10, 10}},
 		{"trtllm-serve-hand.prom", want{"nvidia/Llama-3.1-8B-Instruct-FP8", 3, 1, 0.25, 500, 2000, 32000, 5, -1, -1, -1}},
@@ -268,8 +273,11 @@ func simPayload(t *testing.T, engine string) []byte {
 	}
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(func() { srv.Close(); _ = sim.Close() })
+	// The third prompt repeats the second, long enough to fill blocks: it
+	// hits the prefix cache.
+	prefix := strings.Repeat("a shared system prompt ", 40)
 	for i := range 3 {
-		body := fmt.Sprintf(`{"model":%q,"prompt":"hello %d","max_tokens":5}`, cfg.Model, i)
+		body := fmt.Sprintf(`{"model":%q,"prompt":"%shello %d","max_tokens":5}`, cfg.Model, prefix, min(i, 1))
 		resp, err := srv.Client().Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -313,7 +321,10 @@ func TestSimulatorMatchesRealPayload(t *testing.T) {
 		// (histogram_latencies=true) nor any token counter.
 		{"triton", []string{"triton-trtllm-readme-2026.prom", "triton-base-23.11.prom"}, []string{"ttft"}},
 		// The fork's build has no speculative decoding and no server-metrics.cpp histograms.
-		{"llamacpp", []string{"llamacpp-ik-pr695.prom"}, []string{"e2e", "itl", "spec_decode", "ttft"}},
+		// It has no cached-prompt counter either (prefix_cache).
+		{"llamacpp", []string{"llamacpp-ik-pr695.prom"}, []string{"e2e", "prefix_cache", "spec_decode", "ttft"}},
+		// Upstream v0.4.0 has no KV usage gauge and this build no server-metrics.cpp histograms.
+		{"llamacpp", []string{"llamacpp-0.4.0.prom"}, []string{"e2e", "kv_cache_usage", "ttft"}},
 		{"vllm", []string{"vllm-0.29-sleep.prom"}, []string{"spec_decode"}},
 		// No real payload found: those written from each engine's source (a subset).
 		{"trtllm", []string{"trtllm-serve-hand.prom"}, nil},

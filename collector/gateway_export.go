@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-prober/vllm_prober/internal/safemetric"
 )
 
 // Stable names of a gateway's own view (GatewayView), whatever the gateway.
@@ -31,25 +33,25 @@ var (
 // backends than this exports the first ones in name order only.
 const maxGatewayBackends = 256
 
-func (v *GatewayView) collect(target string, ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(gwInfoDesc, prometheus.GaugeValue, 1, target, v.Gateway)
+func (v *GatewayView) collect(target string, ch chan<- prometheus.Metric, errs *safemetric.Errors) {
+	errs.Send(ch, target, gwInfoDesc, prometheus.GaugeValue, 1, target, v.Gateway)
 	if v.HasReadyEndpoints {
-		ch <- prometheus.MustNewConstMetric(gwReadyDesc, prometheus.GaugeValue, v.ReadyEndpoints, target)
+		errs.Send(ch, target, gwReadyDesc, prometheus.GaugeValue, v.ReadyEndpoints, target)
 	}
 	if v.HasQueue {
-		ch <- prometheus.MustNewConstMetric(gwQueueDesc, prometheus.GaugeValue, v.Queue, target)
+		errs.Send(ch, target, gwQueueDesc, prometheus.GaugeValue, v.Queue, target)
 	}
 	if v.HasAdmitted {
-		ch <- prometheus.MustNewConstMetric(gwAdmittedDesc, prometheus.CounterValue, v.Admitted, target)
+		errs.Send(ch, target, gwAdmittedDesc, prometheus.CounterValue, v.Admitted, target)
 		for _, r := range RejectReasons() {
-			ch <- prometheus.MustNewConstMetric(gwRejectedDesc, prometheus.CounterValue, v.Rejected[r], target, r)
+			errs.Send(ch, target, gwRejectedDesc, prometheus.CounterValue, v.Rejected[r], target, r)
 		}
-		ch <- prometheus.MustNewConstMetric(gwTotalDesc, prometheus.CounterValue, v.Total(), target)
+		errs.Send(ch, target, gwTotalDesc, prometheus.CounterValue, v.Total(), target)
 	}
 	for i, name := range slices.Sorted(maps.Keys(v.Backends)) {
 		if i >= maxGatewayBackends {
 			break
 		}
-		ch <- prometheus.MustNewConstMetric(gwBackendDesc, prometheus.CounterValue, v.Backends[name], target, name)
+		errs.Send(ch, target, gwBackendDesc, prometheus.CounterValue, v.Backends[name], target, name)
 	}
 }

@@ -19,11 +19,12 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/safemetric"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 )
 
-// infoRetry is how long after a failed /version or /v1/models read the
+// infoRetry is how long after a failed /version (/props) or /v1/models read the
 // collector tries again; a successful read is repeated only when the server
 // looks new or restarted.
 const infoRetry = 30 * time.Second
@@ -38,6 +39,9 @@ type Manager struct {
 	logger  log.Logger
 	clients ClientPool // shared between targets of equal HTTP client config (and with the prober)
 	red     Scrubber
+	errs    *safemetric.Errors
+	dropped *prometheus.CounterVec // values left out by the bounds (bounds.go)
+	quiet   func(ctx context.Context, target string)
 
 	mu         sync.Mutex
 	targets    map[string]*scraper // by target name
@@ -59,6 +63,19 @@ type Options struct {
 	// Redactor scrubs the texts and label values the targets send of the
 	// configured secrets; nil scrubs nothing.
 	Redactor Scrubber
+	// Errors counts and logs the series that cannot be built (a target
+	// label colliding with a series' own, a label value that is not valid
+	// UTF-8); nil leaves them out silently. No series panics the collection.
+	Errors *safemetric.Errors
+	// DroppedValues counts the label values a target sent past the bounds
+	// (bounds.go); nil: NewDroppedValues, unregistered.
+	DroppedValues *prometheus.CounterVec
+	// Quiet, when set, returns once vllm_prober has no probe of the target
+	// in flight, or when ctx ends (the prober's Manager.WaitIdle). A scrape
+	// waits for it, up to half its interval, so that the running and
+	// waiting requests it reads are not vllm_prober's own probe (see
+	// scraper.waitQuiet). nil: scrapes never wait.
+	Quiet func(ctx context.Context, target string)
 }
 
 // ClientPool lends the HTTP client of an http_client_config: targets of
@@ -99,6 +116,12 @@ func NewManager(opts Options) *Manager {
 		window:  time.Duration(config.DefaultGlobal.RateWindow),
 		clients: opts.Clients,
 		red:     opts.Redactor,
+		errs:    opts.Errors,
+		dropped: opts.DroppedValues,
+		quiet:   opts.Quiet,
+	}
+	if m.dropped == nil {
+		m.dropped = NewDroppedValues()
 	}
 	if m.red == nil {
 		m.red = (*redact.Redactor)(nil) // a nil Redactor scrubs nothing
@@ -121,8 +144,10 @@ type scraper struct {
 	interval   time.Duration
 	timeout    time.Duration
 	logger     log.Logger
-	red        Scrubber         // scrubs the label values the target sends (scrub.go)
-	now        func() time.Time // when set (tests), overrides snapshot timestamps
+	red        Scrubber                                 // scrubs the label values the target sends (scrub.go)
+	dropped    *prometheus.CounterVec                   // Options.DroppedValues
+	quiet      func(ctx context.Context, target string) // Options.Quiet
+	now        func() time.Time                         // when set (tests), overrides snapshot timestamps
 
 	cancel context.CancelFunc // nil while not running
 	done   chan struct{}
@@ -244,6 +269,8 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 				timeout:    cfg.ScrapeTimeout(w.t),
 				logger:     log.With(m.logger, "target", name),
 				red:        m.red,
+				dropped:    m.dropped,
+				quiet:      m.quiet,
 				needInfo:   true,
 			}
 			m.targets[name] = s
@@ -326,7 +353,28 @@ func (s *scraper) loop(ctx context.Context) {
 	if s.gateway {
 		once = s.scrapeGatewayOnce
 	}
-	schedule.Run(ctx, s.interval, scrapeOffset(s.name, s.interval), true, once)
+	schedule.Run(ctx, s.interval, scrapeOffset(s.name, s.interval), true, func(ctx context.Context) {
+		s.waitQuiet(ctx)
+		once(ctx)
+	})
+}
+
+// waitQuiet waits, up to half the scrape interval, until vllm_prober has no
+// probe of the target in flight. The scrape's phase and the probes' phases
+// are independent hashes of their names; where the scrape fell inside the
+// prober's own probe, every scrape of an idle server read one request
+// running (llama-server, one target, 6 scrapes of 6). Waiting keeps the
+// server's own running and waiting gauges as they are, where subtracting
+// the prober's probes in flight would guess: a probe in flight may be
+// queued, running, or already finished at the server. A target probed
+// without a pause of half the scrape interval is scraped anyway.
+func (s *scraper) waitQuiet(ctx context.Context) {
+	if s.quiet == nil || s.interval <= 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.interval/2)
+	defer cancel()
+	s.quiet(wctx, s.name)
 }
 
 // scrapeGatewayOnce scrapes a gateway's /metrics and keeps its view. A
@@ -362,6 +410,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	snap, err := ScrapeEngine(sctx, s.client, s.metricsURL, s.engine)
 	dur := time.Since(start)
 	scrubSnapshot(s.red, s.logger, snap)
+	countDropped(s.dropped, boundSnapshot(snap))
 	if snap != nil && s.now != nil {
 		snap.Time = s.now()
 	}
@@ -393,9 +442,12 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	var infoErr error
 	if fetchInfo {
 		ictx, icancel := context.WithTimeout(ctx, s.timeout)
-		info, infoErr = FetchServerInfo(ictx, s.client, s.baseURL)
+		info, infoErr = FetchServerInfo(ictx, s.client, s.baseURL, snap.Engine)
 		icancel()
 		info.scrub(s.red, s.logger)
+		if n := info.bound(); n > 0 {
+			countDropped(s.dropped, map[string]int{droppedServedModel: n})
+		}
 		if infoErr != nil {
 			level.Debug(s.logger).Log("msg", "reading server info failed", "err", infoErr)
 		}
@@ -537,6 +589,13 @@ func restarted(prev, cur *Snapshot) bool {
 	}
 	for name, c := range cur.Models {
 		p := prev.Models[name]
+		if p == nil && name == unlabeledModel && len(prev.Models) == 1 {
+			// An engine whose series name no model (llama.cpp): cur is
+			// compared before it is named after /v1/models, as prev was.
+			for _, only := range prev.Models {
+				p = only
+			}
+		}
 		if p == nil {
 			continue
 		}

@@ -131,26 +131,44 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ServerInfo is what /version and /v1/models say about a server.
+// ServerInfo is what /version (llama-server: /props) and /v1/models say
+// about a server.
 type ServerInfo struct {
-	Version     string         // /version "version"; "" when unknown
-	MaxModelLen map[string]int // /v1/models max_model_len by model id
+	Version     string         // /version "version", llama-server's /props "build_info"; "" when unknown
+	MaxModelLen map[string]int // /v1/models max_model_len by model id (llama-server: /props n_ctx)
 	// Base maps every model id of /v1/models to the model whose name its
 	// traffic is counted under in /metrics: a LoRA adapter's parent (vLLM
 	// lists adapters with parent = the base model and root = the adapter's
 	// path; serving_models.py, show_available_models), else the id itself.
 	Base map[string]string
+	// Slots is how many requests the server runs at once when it says so
+	// (llama-server's /props total_slots, its --parallel); 0 when unknown.
+	Slots int
 }
 
-// FetchServerInfo reads baseURL/version and baseURL/v1/models. It returns what
-// it could read together with an error naming what failed.
-func FetchServerInfo(ctx context.Context, client *http.Client, baseURL string) (ServerInfo, error) {
+// FetchServerInfo reads what a server of engine (a profile's Engine, "" or
+// any other for vLLM's API) says of itself: baseURL/version, or
+// llama-server's baseURL/props, and baseURL/v1/models. It returns what it
+// could read together with an error naming what failed. A path the server
+// does not serve (404) is no error: there is nothing to read there, and
+// asking again would only repeat the 404.
+func FetchServerInfo(ctx context.Context, client *http.Client, baseURL, engine string) (ServerInfo, error) {
 	info := ServerInfo{MaxModelLen: map[string]int{}, Base: map[string]string{}}
 	var errs []error
-	if v, err := vllmapi.Version(ctx, client, baseURL); err != nil {
-		errs = append(errs, fmt.Errorf("reading /version: %w", err))
-	} else {
-		info.Version = v
+	nCtx := 0
+	switch engine {
+	case llamacppProfile.Engine:
+		if p, err := vllmapi.LlamaCppProps(ctx, client, baseURL); err != nil && !notServed(err) {
+			errs = append(errs, fmt.Errorf("reading /props: %w", err))
+		} else if err == nil {
+			info.Version, info.Slots, nCtx = p.BuildInfo, p.TotalSlots, p.DefaultGenerationSettings.NCtx
+		}
+	default:
+		if v, err := vllmapi.Version(ctx, client, baseURL); err != nil && !notServed(err) {
+			errs = append(errs, fmt.Errorf("reading /version: %w", err))
+		} else {
+			info.Version = v
+		}
 	}
 	if models, err := vllmapi.Models(ctx, client, baseURL, nil); err != nil {
 		errs = append(errs, fmt.Errorf("reading /v1/models: %w", err))
@@ -163,8 +181,11 @@ func FetchServerInfo(ctx context.Context, client *http.Client, baseURL string) (
 			if d.ID == "" {
 				continue
 			}
-			if d.MaxModelLen > 0 {
+			switch {
+			case d.MaxModelLen > 0:
 				info.MaxModelLen[d.ID] = d.MaxModelLen
+			case nCtx > 0:
+				info.MaxModelLen[d.ID] = nCtx // llama-server serves one model
 			}
 			base := d.ID
 			switch {
@@ -177,6 +198,12 @@ func FetchServerInfo(ctx context.Context, client *http.Client, baseURL string) (
 		}
 	}
 	return info, errors.Join(errs...)
+}
+
+// notServed tells a 404 answer: the server has no such path.
+func notServed(err error) bool {
+	var se *vllmapi.StatusError
+	return errors.As(err, &se) && se.Code == http.StatusNotFound
 }
 
 // joinURL appends path to the target root URL.

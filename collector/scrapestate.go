@@ -15,6 +15,9 @@ type ScrapeState struct {
 	At       time.Time     // when the scrape started
 	Duration time.Duration // how long it took
 	Up       bool          // it succeeded
+	// DownSince is when the outage began: the start of the first failed
+	// scrape since the target was last up (zero while it is up).
+	DownSince time.Time
 	// Err is why it failed ("" when Up). It never holds credentials: the
 	// scrape URL in it is reduced to scheme, host and path (no user
 	// information, no query), and no request header is ever part of it.
@@ -69,6 +72,13 @@ func (s *scraper) noteScrapeLocked(at time.Time, dur time.Duration, err error) {
 	prev, first := s.last, !s.attempted
 	s.attempted = true
 	s.last = ScrapeState{At: at, Duration: dur, Up: err == nil, Err: s.red.String(safeError(err)), SleepLevel: -1}
+	switch {
+	case err == nil:
+	case first || prev.Up:
+		s.last.DownSince = at
+	default:
+		s.last.DownSince = prev.DownSince
+	}
 	if err == nil {
 		// What the payload said is set once it is read (scrapeOnce); until
 		// then the previous scrape's holds.
@@ -82,6 +92,6 @@ func (s *scraper) noteScrapeLocked(at time.Time, dur time.Duration, err error) {
 	case err != nil:
 		level.Debug(s.logger).Log("msg", "scrape of vLLM metrics failed", "err", s.last.Err)
 	case !first && !prev.Up:
-		level.Info(s.logger).Log("msg", "scrape of vLLM metrics succeeded again", "failed_since", prev.At)
+		level.Info(s.logger).Log("msg", "scrape of vLLM metrics succeeded again", "failed_since", prev.DownSince.UTC())
 	}
 }

@@ -179,3 +179,93 @@ func scrapedSnapshot(t *testing.T, srv *fakeVLLM, running, waiting float64) *Sna
 	}
 	return s.ring[len(s.ring)-1]
 }
+
+// TestRecoveryLogsOutageStart: the recovery's failed_since is when the
+// outage began, the first failed scrape of it, not the last failed one.
+func TestRecoveryLogsOutageStart(t *testing.T) {
+	srv := newFakeVLLM(t)
+	var buf syncBuffer
+	m := NewManager(testOptions(nil, level.NewFilter(log.NewLogfmtLogger(&buf), level.AllowInfo())))
+	cfg := testConfig(t, fmt.Sprintf(`
+global: {scrape_interval: 1s, scrape_timeout: 1s}
+modules:
+  short: {prober: completions, prompt: "hi"}
+targets:
+  - {name: a, url: %s}
+`, srv.URL))
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	s := m.target("a")
+	defer s.client.CloseIdleConnections()
+	s.scrapeOnce(context.Background())
+	srv.setFailure(http.StatusServiceUnavailable, false)
+	var began time.Time
+	for i := range 3 {
+		s.scrapeOnce(context.Background())
+		st, _ := m.LastScrape("a")
+		if i == 0 {
+			began = st.At
+		}
+		if st.Up || !st.DownSince.Equal(began) {
+			t.Errorf("failed scrape %d: up %v, down since %v, want since %v", i, st.Up, st.DownSince, began)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.setFailure(http.StatusOK, false)
+	_ = buf.Take()
+	s.scrapeOnce(context.Background())
+	logs := buf.Take()
+	want := "failed_since=" + began.UTC().Format(time.RFC3339Nano)
+	if !strings.Contains(logs, "succeeded again") || !strings.Contains(logs, want) {
+		t.Errorf("recovery log %q lacks %s, the outage's first failed scrape", logs, want)
+	}
+	if st, _ := m.LastScrape("a"); !st.Up || !st.DownSince.IsZero() {
+		t.Errorf("after the recovery: up %v, down since %v", st.Up, st.DownSince)
+	}
+}
+
+// TestScrapeWaitsForQuietAtMostHalfItsInterval: a scrape waits for the
+// target's probes in flight to end (Options.Quiet), but a target that is
+// never quiet is still scraped, half an interval late.
+func TestScrapeWaitsForQuietAtMostHalfItsInterval(t *testing.T) {
+	srv := newFakeVLLM(t)
+	asked := make(chan string, 16)
+	opts := testOptions(nil, nil)
+	opts.Quiet = func(ctx context.Context, target string) {
+		asked <- target
+		<-ctx.Done() // a probe always in flight
+	}
+	m := NewManager(opts)
+	if err := m.Apply(testConfig(t, fmt.Sprintf(`
+global: {scrape_interval: 1s, scrape_timeout: 500ms}
+modules:
+  short: {prober: completions, prompt: "hi"}
+targets:
+  - {name: a, url: %s}
+`, srv.URL))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if target := <-asked; target != "a" {
+		t.Errorf("Quiet asked for %q", target)
+	}
+	deadline := time.After(3 * time.Second)
+	for {
+		if st, ok := m.LastScrape("a"); ok {
+			if waited := st.At.Sub(start); waited < 450*time.Millisecond {
+				t.Errorf("the scrape started %s after the loop, want after half its interval of waiting", waited)
+			}
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatal("a target never quiet was not scraped")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

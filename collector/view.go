@@ -17,7 +17,8 @@ type View struct {
 	// is counted under in /metrics: a LoRA adapter's base model, else the
 	// model itself.
 	Base map[string]string
-	// MaxNumSeqs is the target's configured max_num_seqs (0: unknown).
+	// MaxNumSeqs is the target's configured max_num_seqs, else the
+	// server's own slot count (llama-server's /props); 0: unknown.
 	MaxNumSeqs int
 
 	latest *Snapshot
@@ -66,7 +67,11 @@ func (s *scraper) viewLocked() (View, bool) {
 		return View{}, false
 	}
 	latest := s.ring[len(s.ring)-1]
-	v := View{Base: s.info.Base, MaxNumSeqs: s.maxNumSeqs, latest: latest, info: s.info,
+	maxNumSeqs := s.maxNumSeqs
+	if maxNumSeqs == 0 {
+		maxNumSeqs = s.info.Slots // the server's own count (llama-server's /props)
+	}
+	v := View{Base: s.info.Base, MaxNumSeqs: maxNumSeqs, latest: latest, info: s.info,
 		Models: make([]ModelView, 0, len(latest.Models))}
 	for _, name := range slices.Sorted(maps.Keys(latest.Models)) {
 		v.Models = append(v.Models, ModelView{Name: name, Model: latest.Models[name], Derived: s.derived[name],

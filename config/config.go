@@ -63,6 +63,7 @@ var (
 		ScrapeTimeout:       model.Duration(10 * time.Second),
 		RateWindow:          model.Duration(time.Minute),
 		StallTimeout:        model.Duration(15 * time.Second),
+		ModelsRefresh:       model.Duration(5 * time.Minute),
 		MaxConcurrentProbes: 16,
 		Buckets:             DefaultBuckets,
 		TokenLatencyBuckets: DefaultTokenLatencyBuckets,
@@ -86,6 +87,17 @@ var (
 
 // Engines are the values of a target's engine key: the engines the
 // collector has a profile for (collector.Engines, which a test keeps equal).
+// Roles are the values of a target's role in a disaggregated (prefill/decode)
+// fleet: a prefill pod, a decode pod, or one that does both.
+var Roles = []string{RolePrefill, RoleDecode, RoleBoth}
+
+// The values of Target.Role.
+const (
+	RolePrefill = "prefill"
+	RoleDecode  = "decode"
+	RoleBoth    = "both"
+)
+
 var Engines = []string{"vllm", "ray", "sglang", "trtllm", "triton", "llamacpp", "dynamo", "nim"}
 
 // Config is the whole configuration file.
@@ -101,6 +113,9 @@ type Config struct {
 	// URLProbes lets /probe probe URLs that are not configured targets
 	// (Prometheus Operator Probe objects); nil means off.
 	URLProbes *URLProbes `yaml:"url_probes,omitempty"`
+	// SLOs are the latency objectives of goodput (slos.go) for every module
+	// that sets none of its own; nil: no goodput series.
+	SLOs *Objectives `yaml:"slos,omitempty"`
 }
 
 // Global holds settings that apply to every target unless a target overrides them.
@@ -115,6 +130,10 @@ type Global struct {
 	// StallTimeout fails a probe as "stalled" when no new event arrives for this
 	// long while the stream stays open. Modules may override it.
 	StallTimeout model.Duration `yaml:"stall_timeout"`
+	// ModelsRefresh is how often a probed target's GET /v1/models is read
+	// again; a probe whose model the target refuses (model_not_found) reads
+	// it at the target's next check, whatever this says.
+	ModelsRefresh model.Duration `yaml:"models_refresh_interval"`
 	// MaxConcurrentProbes caps probes in flight across all targets.
 	MaxConcurrentProbes int `yaml:"max_concurrent_probes"`
 	// Buckets are the classic histogram bucket upper bounds of the probe TTFT
@@ -193,6 +212,10 @@ type Message struct {
 	Content string `yaml:"content"`
 }
 
+// MaxPrefillTokens bounds a module's prefill_tokens: a prompt this long is
+// already more than most models' context.
+const MaxPrefillTokens = 1 << 18
+
 // Module describes one kind of probe request.
 type Module struct {
 	Prober      string    `yaml:"prober"`
@@ -204,6 +227,12 @@ type Module struct {
 	// Nonce puts a per-probe random token at the front of the prompt so that
 	// prefix caching cannot hide a TTFT regression.
 	Nonce bool `yaml:"nonce"`
+	// PrefillTokens > 0 puts a fresh random prefix of about this many tokens
+	// in front of every probe's prompt (after the nonce): a long prompt no
+	// prefix cache has seen, so that a disaggregated gateway (llm-d's
+	// prefill/decode decider, which disaggregates only above a number of
+	// uncached tokens) sends the probe through its prefill pool. 0: off.
+	PrefillTokens int `yaml:"prefill_tokens,omitempty"`
 	// Timeout and StallTimeout override the global values when set.
 	Timeout      model.Duration `yaml:"timeout,omitempty"`
 	StallTimeout model.Duration `yaml:"stall_timeout,omitempty"`
@@ -227,6 +256,9 @@ type Module struct {
 	ToolChoice     any             `yaml:"tool_choice,omitempty"`
 	// ExpectedDimension fails embeddings probes whose vector has another length (0: any).
 	ExpectedDimension int `yaml:"expected_dimension,omitempty"`
+	// SLOs are this module's goodput objectives, replacing the top-level
+	// slos. After validation it holds the effective objectives (nil: none).
+	SLOs *Objectives `yaml:"slos,omitempty"`
 }
 
 // Target is one vLLM endpoint.
@@ -258,6 +290,13 @@ type Target struct {
 	TokenBudgetPerHour int `yaml:"token_budget_per_hour,omitempty"`
 	// MetricsPath is where the collector scrapes vLLM's own metrics.
 	MetricsPath string `yaml:"metrics_path"`
+	// HealthPath is the path of the target's health check ("": /health,
+	// vLLM's). An engine without /health names one it serves (Ollama: /).
+	HealthPath string `yaml:"health_path,omitempty"`
+	// Role is the target's part in a disaggregated fleet (Roles: prefill,
+	// decode, both), "" when it has none; exported as the role label of the
+	// gateway series that name it (docs/metrics.md, "Gateway joins").
+	Role string `yaml:"role,omitempty"`
 	// Engine forces the engine profile /metrics is read with (one of
 	// Engines); empty detects it from the families present.
 	Engine string `yaml:"engine,omitempty"`
@@ -301,6 +340,15 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
+// HealthCheckPath is the path the target's health check asks: its
+// health_path, else vLLM's /health.
+func (t *Target) HealthCheckPath() string {
+	if t.HealthPath == "" {
+		return "/health"
+	}
+	return t.HealthPath
+}
+
 func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 	*t = DefaultTarget
 	type plain Target
@@ -331,8 +379,9 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		Targets   []*deferred          `yaml:"targets"`
 		Baselines []BaselineRef        `yaml:"baselines,omitempty"`
 		// Decoded later, like targets, for errors with context.
-		Discovery sdSections `yaml:",inline"`
-		URLProbes *deferred  `yaml:"url_probes,omitempty"`
+		Discovery sdSections  `yaml:",inline"`
+		URLProbes *deferred   `yaml:"url_probes,omitempty"`
+		SLOs      *Objectives `yaml:"slos,omitempty"`
 	}
 	var raw plain
 	if err := unmarshal(&raw); err != nil {
@@ -364,6 +413,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		c.Targets = append(c.Targets, t)
 	}
 	c.Baselines = raw.Baselines
+	c.SLOs = raw.SLOs
 	if err := raw.Discovery.decode(&c.Discovery); err != nil {
 		return err
 	}
@@ -499,11 +549,17 @@ var (
 	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 
-// ReservedLabels are label names the exporter sets itself; static target labels may not use them.
+// ReservedLabels are label names the exporter's series carry themselves
+// (vantage is added to every series by --vantage): a target label of one of
+// these names, static or discovered, would collide with the series' own, so
+// the configuration refuses it and discovery drops it. internal/daemon's
+// TestMetricNamesMatchDocs walks every exported series and fails for a label
+// name missing here.
 var ReservedLabels = []string{
 	"target", "module", "model", "reason", "kind", "state", "stat", "resource", "metric",
 	"baseline", "load", "load_type", "finished_reason", "le", "job", "instance", "version",
 	"max_model_len", "block_size", "kv_cache_size_tokens", "metrics_schema", "ttft_includes_queue", "signal", "base_model", "source", "index", "count", "member",
+	"engine", "vantage", "backend", "gateway", "result", "role", "quantile", "objective",
 }
 
 func (c *Config) validate(dir string) error {
@@ -518,6 +574,7 @@ func (c *Config) validate(dir string) error {
 		{"probe_interval", g.ProbeInterval}, {"probe_timeout", g.ProbeTimeout},
 		{"scrape_interval", g.ScrapeInterval}, {"scrape_timeout", g.ScrapeTimeout},
 		{"rate_window", g.RateWindow}, {"stall_timeout", g.StallTimeout},
+		{"models_refresh_interval", g.ModelsRefresh},
 	} {
 		if d.d <= 0 {
 			return fmt.Errorf("global: %s must be greater than 0", d.name)
@@ -585,6 +642,11 @@ func (c *Config) validate(dir string) error {
 		}
 		// Only scrape-only targets (modules: none, probe: false): nothing to probe with.
 	}
+	if c.SLOs != nil {
+		if err := c.SLOs.validate(); err != nil {
+			return fmt.Errorf("slos: %w", err)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
 		m := c.Modules[name]
 		if err := m.validateChecks(name); err != nil {
@@ -592,6 +654,15 @@ func (c *Config) validate(dir string) error {
 		}
 		if err := m.validate(); err != nil {
 			return fmt.Errorf("module %q: %w", name, err)
+		}
+		if m.SLOs != nil {
+			if err := m.SLOs.validate(); err != nil {
+				return fmt.Errorf("module %q: slos: %w", name, err)
+			}
+		} else if c.SLOs != nil {
+			o := *c.SLOs
+			m.SLOs = &o
+			c.Modules[name] = m
 		}
 	}
 
@@ -728,6 +799,9 @@ func (m *Module) validate() error {
 	}
 	if m.MaxTokens < 1 {
 		return fmt.Errorf("max_tokens must be at least 1, got %d", m.MaxTokens)
+	}
+	if m.PrefillTokens < 0 || m.PrefillTokens > MaxPrefillTokens {
+		return fmt.Errorf("prefill_tokens must be between 0 and %d, got %d", MaxPrefillTokens, m.PrefillTokens)
 	}
 	if m.Temperature < 0 || math.IsNaN(m.Temperature) || math.IsInf(m.Temperature, 0) {
 		return fmt.Errorf("temperature must not be negative, got %g", m.Temperature)
@@ -873,8 +947,14 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	if !strings.HasPrefix(t.MetricsPath, "/") {
 		return fmt.Errorf("metrics_path %q must start with /", t.MetricsPath)
 	}
+	if t.HealthPath != "" && !strings.HasPrefix(t.HealthPath, "/") {
+		return fmt.Errorf("health_path %q must start with /", t.HealthPath)
+	}
 	if t.Engine != "" && !slices.Contains(Engines, t.Engine) {
 		return fmt.Errorf("unknown engine %q (one of %s)", t.Engine, strings.Join(Engines, ", "))
+	}
+	if t.Role != "" && !slices.Contains(Roles, t.Role) {
+		return fmt.Errorf("unknown role %q (one of %s)", t.Role, strings.Join(Roles, ", "))
 	}
 	if dir != "" {
 		t.HTTPClientConfig.SetDirectory(dir)

@@ -50,6 +50,7 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-engine.yml", "target \"sim\": unknown engine \"tgi\" (one of vllm, ray, sglang, trtllm, triton, llamacpp, dynamo, nim)"},
 		{"invalid-max-tokens.yml", "module \"short_completion\": max_tokens must be at least 1, got 0"},
 		{"invalid-metrics-path.yml", "target \"sim\": metrics_path \"metrics\" must start with /"},
+		{"invalid-health-path.yml", "target \"sim\": health_path \"health\" must start with /"},
 		{"invalid-module-timeout.yml", "module \"short_completion\": not a valid duration string: \"-1s\""},
 		{"invalid-module-twice.yml", "target \"sim\": module \"short_completion\" listed twice"},
 		{"invalid-native-factor.yml", "global: native_histogram_bucket_factor must be greater than 1, got 1"},
@@ -493,5 +494,26 @@ func TestHistogramsAndMetrics(t *testing.T) {
 	}
 	if got := cfg.Global.Metrics.Disable; len(got) != 1 {
 		t.Errorf("metrics.disable = %v", got)
+	}
+}
+
+// TestEveryReservedLabelRefused: a static target label or a target_defaults
+// label named as one of the prober's own series' labels (engine, vantage,
+// reason, le, ...) is refused at load, by --config.check and at reload, with
+// a sentence naming it. Accepted, engine crashed /metrics with a vantage set,
+// and vantage made every probe and server family fail to gather.
+func TestEveryReservedLabelRefused(t *testing.T) {
+	for _, name := range ReservedLabels {
+		for _, tc := range []struct{ where, text, want string }{
+			{"target", "targets:\n  - {name: sim, url: \"http://127.0.0.1:8000\", labels: {" + name + ": x}}\n",
+				`target "sim": label name "` + name + `" is reserved`},
+			{"target_defaults", "file_sd_configs: [{files: [x.json]}]\ntarget_defaults: {labels: {" + name + ": x}}\n",
+				`target_defaults: label name "` + name + `" is reserved`},
+		} {
+			_, err := Load([]byte("modules: {short: {prober: completions, prompt: hi}}\n"+tc.text), t.TempDir())
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("%s label %q: err = %v, want %q", tc.where, name, err, tc.want)
+			}
+		}
 	}
 }

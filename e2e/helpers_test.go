@@ -350,7 +350,7 @@ func alertKey(labels map[string]string) string {
 	var parts []string
 	for k, v := range labels {
 		switch k {
-		case "alertname", "alertstate", "job", "instance", "severity", "target", "module", "model", "baseline":
+		case "alertname", "alertstate", "job", "instance", "severity", "target", "module", "model", "baseline", "layer":
 			continue
 		}
 		parts = append(parts, k+"="+v)

@@ -358,7 +358,7 @@ func fleetDashboard() dashboard {
 					Thresholds:  []threshold{{"green", nil}, {"red", f64(1)}},
 					Targets:     []target{{Expr: `count(ALERTS{alertstate="firing", alertname=~"VLLM.*", job=~"$job", target=~"$target"}) or vector(0)`, Legend: "alerts"}}},
 			},
-		}, {
+		}, goodputFleetRow(), {
 			Title: "Firing alerts",
 			Panels: []panel{{Type: "table", Title: "Firing vLLM alerts", W: 24, H: 8, Unit: "none",
 				Description: "Every firing VLLM* alert with its labels (ALERTS{alertstate=\"firing\"}).",
@@ -517,6 +517,7 @@ func endpointDashboard() dashboard {
 					Targets:     []target{{Expr: `min by (resource) (vllm_server_headroom_ratio{` + serverSel + `})`, Legend: "{{resource}}"}}},
 			}},
 			costRow(),
+			goodputRow(),
 			{Title: "Gateway", Panels: []panel{
 				{Type: "timeseries", Title: "Load shed", W: 8, H: 7, Unit: "percentunit", Min: f64(0), Max: f64(1),
 					Description: "Share of probes a gateway refused by load shedding (failure reason shed), per module, over 5m and 1h (target_module:vllm_probe_shed:ratio_rate5m / 1h). Not a failure of the availability SLO by default (slos.availability.shed_is_failure); VLLMGatewayShedding fires above the slo.yml threshold.",

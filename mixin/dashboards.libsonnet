@@ -2949,6 +2949,205 @@
       },
       "id": 31,
       "panels": [],
+      "title": "Goodput",
+      "type": "row"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "Share of the probes of each module that were good over the last hour: succeeded and met every latency objective of the module (slos in the prober's configuration: ttft, tpot, itl_p99, e2e), worst model (target_module:vllm_probe_goodput:ratio_rate1h). GuideLLM calls it slo_attainment. VLLMGoodputBudgetBurn burns on it against slos.goodput of mixin/slo.yml.",
+      "fieldConfig": {
+        "defaults": {
+          "max": 1,
+          "min": 0,
+          "noValue": "no module has goodput objectives",
+          "thresholds": {
+            "mode": "absolute",
+            "steps": [
+              {
+                "color": "red",
+                "value": null
+              },
+              {
+                "color": "orange",
+                "value": 0.95
+              },
+              {
+                "color": "green",
+                "value": 0.99
+              }
+            ]
+          },
+          "unit": "percentunit"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 6,
+        "x": 0,
+        "y": 80
+      },
+      "id": 32,
+      "options": {
+        "colorMode": "background",
+        "graphMode": "area",
+        "reduceOptions": {
+          "calcs": [
+            "lastNotNull"
+          ],
+          "fields": "",
+          "values": false
+        },
+        "textMode": "auto"
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "min by (module) (target_module:vllm_probe_goodput:ratio_rate1h{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "{{module}}",
+          "refId": "A"
+        }
+      ],
+      "title": "Goodput attainment (1h)",
+      "type": "stat"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "Per module and objective, the share of the hour's judged probes that did not miss it (1 − vllm_probe_objective_misses_total ÷ vllm_probe_goodput_probes_total): which objective costs the goodput. A failed probe misses no objective here; it is bad in the goodput attainment.",
+      "fieldConfig": {
+        "defaults": {
+          "max": 1,
+          "min": 0,
+          "noValue": "no module has goodput objectives",
+          "thresholds": {
+            "mode": "absolute",
+            "steps": [
+              {
+                "color": "red",
+                "value": null
+              },
+              {
+                "color": "orange",
+                "value": 0.95
+              },
+              {
+                "color": "green",
+                "value": 0.99
+              }
+            ]
+          },
+          "unit": "percentunit"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 9,
+        "x": 6,
+        "y": 80
+      },
+      "id": 33,
+      "options": {
+        "colorMode": "background",
+        "graphMode": "area",
+        "reduceOptions": {
+          "calcs": [
+            "lastNotNull"
+          ],
+          "fields": "",
+          "values": false
+        },
+        "textMode": "auto"
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "1 - sum by (module, objective) (increase(vllm_probe_objective_misses_total{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[1h])) / on (module) group_left () (sum by (module) (increase(vllm_probe_goodput_probes_total{job=~\"$job\", target=~\"$target\", model=~\"$model\"}[1h])) > 0)",
+          "legendFormat": "{{module}} {{objective}}",
+          "refId": "A"
+        }
+      ],
+      "title": "Attainment per objective (1h)",
+      "type": "stat"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "Goodput attainment per module over 5m and 1h (target_module:vllm_probe_goodput:ratio_rate5m / 1h), worst model.",
+      "fieldConfig": {
+        "defaults": {
+          "max": 1,
+          "min": 0,
+          "noValue": "no module has goodput objectives",
+          "unit": "percentunit"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 9,
+        "x": 15,
+        "y": 80
+      },
+      "id": 34,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "min by (module) (target_module:vllm_probe_goodput:ratio_rate5m{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "5m {{module}}",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "min by (module) (target_module:vllm_probe_goodput:ratio_rate1h{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "1h {{module}}",
+          "refId": "B"
+        }
+      ],
+      "title": "Goodput attainment",
+      "type": "timeseries"
+    },
+    {
+      "collapsed": false,
+      "gridPos": {
+        "h": 1,
+        "w": 24,
+        "x": 0,
+        "y": 87
+      },
+      "id": 35,
+      "panels": [],
       "title": "Gateway",
       "type": "row"
     },
@@ -2971,9 +3170,9 @@
         "h": 7,
         "w": 8,
         "x": 0,
-        "y": 80
+        "y": 88
       },
-      "id": 32,
+      "id": 36,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3025,9 +3224,9 @@
         "h": 7,
         "w": 8,
         "x": 8,
-        "y": 80
+        "y": 88
       },
-      "id": 33,
+      "id": 37,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3070,9 +3269,9 @@
         "h": 7,
         "w": 8,
         "x": 16,
-        "y": 80
+        "y": 88
       },
-      "id": 34,
+      "id": 38,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3117,9 +3316,9 @@
         "h": 7,
         "w": 8,
         "x": 0,
-        "y": 87
+        "y": 95
       },
-      "id": 35,
+      "id": 39,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3162,9 +3361,9 @@
         "h": 7,
         "w": 8,
         "x": 8,
-        "y": 87
+        "y": 95
       },
-      "id": 36,
+      "id": 40,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3225,9 +3424,9 @@
         "h": 7,
         "w": 8,
         "x": 16,
-        "y": 87
+        "y": 95
       },
-      "id": 37,
+      "id": 41,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3268,9 +3467,9 @@
         "h": 1,
         "w": 24,
         "x": 0,
-        "y": 94
+        "y": 102
       },
-      "id": 38,
+      "id": 42,
       "panels": [],
       "title": "Probe health and cost",
       "type": "row"
@@ -3291,9 +3490,9 @@
         "h": 7,
         "w": 6,
         "x": 0,
-        "y": 95
+        "y": 103
       },
-      "id": 39,
+      "id": 43,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3353,9 +3552,9 @@
         "h": 7,
         "w": 6,
         "x": 6,
-        "y": 95
+        "y": 103
       },
-      "id": 40,
+      "id": 44,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3397,9 +3596,9 @@
         "h": 7,
         "w": 6,
         "x": 12,
-        "y": 95
+        "y": 103
       },
-      "id": 41,
+      "id": 45,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3459,9 +3658,9 @@
         "h": 7,
         "w": 6,
         "x": 18,
-        "y": 95
+        "y": 103
       },
-      "id": 42,
+      "id": 46,
       "options": {
         "colorMode": "background",
         "graphMode": "area",
@@ -3504,9 +3703,9 @@
         "h": 7,
         "w": 12,
         "x": 0,
-        "y": 102
+        "y": 110
       },
-      "id": 43,
+      "id": 47,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3548,9 +3747,9 @@
         "h": 7,
         "w": 12,
         "x": 12,
-        "y": 102
+        "y": 110
       },
-      "id": 44,
+      "id": 48,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3601,9 +3800,9 @@
         "h": 5,
         "w": 24,
         "x": 0,
-        "y": 109
+        "y": 117
       },
-      "id": 45,
+      "id": 49,
       "options": {
         "showHeader": true
       },
@@ -4199,6 +4398,84 @@
       },
       "id": 9,
       "panels": [],
+      "title": "Goodput",
+      "type": "row"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "Per target and module with goodput objectives (slos in the prober's configuration), the share of the last hour's probes that succeeded and met every objective (target_module:vllm_probe_goodput:ratio_rate1h), worst model.",
+      "fieldConfig": {
+        "defaults": {
+          "max": 1,
+          "min": 0,
+          "noValue": "no module has goodput objectives",
+          "thresholds": {
+            "mode": "absolute",
+            "steps": [
+              {
+                "color": "red",
+                "value": null
+              },
+              {
+                "color": "orange",
+                "value": 0.95
+              },
+              {
+                "color": "green",
+                "value": 0.99
+              }
+            ]
+          },
+          "unit": "percentunit"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 6,
+        "w": 24,
+        "x": 0,
+        "y": 8
+      },
+      "id": 10,
+      "options": {
+        "colorMode": "background",
+        "graphMode": "area",
+        "reduceOptions": {
+          "calcs": [
+            "lastNotNull"
+          ],
+          "fields": "",
+          "values": false
+        },
+        "textMode": "auto"
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "min by (target, module) (target_module:vllm_probe_goodput:ratio_rate1h{job=~\"$job\", target=~\"$target\", model=~\"$model\"})",
+          "legendFormat": "{{target}} {{module}}",
+          "refId": "A"
+        }
+      ],
+      "title": "Goodput attainment (1h)",
+      "type": "stat"
+    },
+    {
+      "collapsed": false,
+      "gridPos": {
+        "h": 1,
+        "w": 24,
+        "x": 0,
+        "y": 14
+      },
+      "id": 11,
+      "panels": [],
       "title": "Firing alerts",
       "type": "row"
     },
@@ -4218,9 +4495,9 @@
         "h": 8,
         "w": 24,
         "x": 0,
-        "y": 8
+        "y": 15
       },
-      "id": 10,
+      "id": 12,
       "options": {
         "showHeader": true
       },

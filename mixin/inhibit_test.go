@@ -161,7 +161,30 @@ func TestInhibitExampleOnAlertmanager(t *testing.T) {
 	add("alertname=VLLMEndpointUnreachableFromVantage", "job=vllm_prober", "instance=10.0.0.2:10040", "vantage=eu", "target=a", "model=llama-8b", "severity=warning")
 	add("alertname=VLLMEndpointUnreachableFromVantage", "job=vllm_prober", "instance=10.0.0.2:10040", "vantage=eu", "target=b", "model=llama-8b", "severity=warning")
 
+	// Where did it break: gw pages at layer pool (its members degrade), gw2
+	// at layer gateway (its own overhead). Their endpoint-layer pages are
+	// muted; the member page naming m2 is not, nor m1's own page, nor the
+	// endpoint page of target c, which no gateway explains.
+	layer := func(alert, target, layer string, extra ...string) {
+		t.Helper()
+		add(append([]string{"alertname=" + alert, "job=vllm_prober", "target=" + target, "module=chat", "model=llama-8b", "severity=warning", "layer=" + layer}, extra...)...)
+	}
+	layer("VLLMAvailabilityBudgetBurn", "gw", "pool", "slo=availability", "long_window=1h", "short_window=5m")
+	layer("VLLMProbesFailing", "gw", "endpoint", "reason=http_5xx", "instance=10.0.0.1:10040")
+	layer("VLLMGatewayMemberSlow", "gw", "endpoint", "member=m2")
+	layer("VLLMProbesFailing", "m1", "endpoint", "reason=http_5xx", "instance=10.0.0.1:10040")
+	layer("VLLMGatewayOverheadHigh", "gw2", "gateway", "stat=median")
+	layer("VLLMLatencyRegression", "gw2", "endpoint", "metric=ttft", "baseline=h100", "instance=10.0.0.1:10040")
+	layer("VLLMLatencyRegression", "c", "endpoint", "metric=ttft", "baseline=h100", "instance=10.0.0.1:10040")
+
 	want := map[string]bool{ // alertname/target/module -> inhibited
+		"VLLMAvailabilityBudgetBurn/gw/chat":    false,
+		"VLLMProbesFailing/gw/chat":             true,
+		"VLLMGatewayMemberSlow/gw/chat":         false,
+		"VLLMProbesFailing/m1/chat":             false,
+		"VLLMGatewayOverheadHigh/gw2/chat":      false,
+		"VLLMLatencyRegression/gw2/chat":        true,
+		"VLLMLatencyRegression/c/chat":          false,
 		"VLLMEndpointDown/a/":                   false,
 		"VLLMAvailabilityBudgetBurn/a/chat":     true,
 		"VLLMAvailabilityBudgetBurn/a/long":     true,

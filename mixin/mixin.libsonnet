@@ -37,6 +37,12 @@
     gatewaySheddingThreshold: 0.1,
     // alerts.engine_sleeping.threshold of mixin/slo.yml.
     engineSleepingThreshold: 3600,
+    // alerts.gateway_member_slow.threshold of mixin/slo.yml.
+    gatewayMemberSlowThreshold: 1.5,
+    // alerts.gateway_member_failing.threshold of mixin/slo.yml.
+    gatewayMemberFailingThreshold: 0.25,
+    // alerts.gateway_overhead_high.threshold of mixin/slo.yml.
+    gatewayOverheadHighThreshold: 0.5,
     // alerts.latency_unusual_for_this_hour.threshold of mixin/slo.yml.
     latencyUnusualForThisHourThreshold: 3,
     // slos.availability.objective (percent) of mixin/slo.yml.
@@ -509,6 +515,71 @@
           },
         ],
       },
+      {
+        name: "vllm_prober.goodput.rules",
+        rules: [
+          {
+            record: "target_module:vllm_probe_goodput_probes:increase5m",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s}[5m]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput_bad:increase5m",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s,result=\"bad\"}[5m]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput:ratio_rate5m",
+            expr: "clamp(\n  1 - target_module:vllm_probe_goodput_bad:increase5m\n    / (target_module:vllm_probe_goodput_probes:increase5m \u003e 0),\n  0, 1\n)",
+          },
+          {
+            record: "target_module:vllm_probe_goodput_probes:increase30m",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s}[30m]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput_bad:increase30m",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s,result=\"bad\"}[30m]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput:ratio_rate30m",
+            expr: "clamp(\n  1 - target_module:vllm_probe_goodput_bad:increase30m\n    / (target_module:vllm_probe_goodput_probes:increase30m \u003e 0),\n  0, 1\n)",
+          },
+          {
+            record: "target_module:vllm_probe_goodput_probes:increase1h",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s}[1h]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput_bad:increase1h",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s,result=\"bad\"}[1h]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput:ratio_rate1h",
+            expr: "clamp(\n  1 - target_module:vllm_probe_goodput_bad:increase1h\n    / (target_module:vllm_probe_goodput_probes:increase1h \u003e 0),\n  0, 1\n)",
+          },
+          {
+            record: "target_module:vllm_probe_goodput_probes:increase6h",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s}[6h]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput_bad:increase6h",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s,result=\"bad\"}[6h]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput:ratio_rate6h",
+            expr: "clamp(\n  1 - target_module:vllm_probe_goodput_bad:increase6h\n    / (target_module:vllm_probe_goodput_probes:increase6h \u003e 0),\n  0, 1\n)",
+          },
+          {
+            record: "target_module:vllm_probe_goodput_probes:increase3d",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s}[3d]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput_bad:increase3d",
+            expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s,result=\"bad\"}[3d]))" % $._config,
+          },
+          {
+            record: "target_module:vllm_probe_goodput:ratio_rate3d",
+            expr: "clamp(\n  1 - target_module:vllm_probe_goodput_bad:increase3d\n    / (target_module:vllm_probe_goodput_probes:increase3d \u003e 0),\n  0, 1\n)",
+          },
+        ],
+      },
     ],
   },
 
@@ -523,6 +594,7 @@
             'for': "2m",
             labels: {
               "severity": "critical",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vLLM answers /health but does not generate tokens.",
@@ -536,6 +608,7 @@
             'for': "2m",
             labels: {
               "severity": "critical",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vLLM endpoint does not answer /health.",
@@ -549,6 +622,7 @@
             'for': "5m",
             labels: {
               "severity": "warning",
+              "layer": "path",
             },
             annotations: {
               "summary": "vLLM endpoint is unreachable from one vantage only.",
@@ -562,6 +636,7 @@
             'for': "10m",
             labels: {
               "severity": "warning",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vLLM probes are failing.",
@@ -575,6 +650,7 @@
             'for': "5m",
             labels: {
               "severity": "warning",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vllm_prober cannot scrape the vLLM /metrics endpoint.",
@@ -588,6 +664,7 @@
             'for': "1m",
             labels: {
               "severity": "warning",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vLLM engine has been asleep for long.",
@@ -601,6 +678,7 @@
             'for': "5m",
             labels: {
               "severity": "critical",
+              "layer": "path",
             },
             annotations: {
               "summary": "vllm_prober is not being scraped.",
@@ -614,6 +692,7 @@
             'for': "5m",
             labels: {
               "severity": "warning",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vLLM KV cache is nearly full.",
@@ -627,6 +706,7 @@
             'for': "10m",
             labels: {
               "severity": "warning",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "Requests are queueing in vLLM.",
@@ -640,6 +720,7 @@
             'for': "5m",
             labels: {
               "severity": "warning",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vLLM is preempting requests.",
@@ -653,6 +734,7 @@
             'for': "15m",
             labels: {
               "severity": "warning",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vLLM capacity headroom is low.",
@@ -666,6 +748,7 @@
             'for': "30m",
             labels: {
               "severity": "warning",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vLLM output throughput regressed against its baseline.",
@@ -679,6 +762,7 @@
             'for': "30m",
             labels: {
               "severity": "warning",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vLLM latency regressed against its baseline.",
@@ -692,6 +776,7 @@
             'for': "5m",
             labels: {
               "severity": "warning",
+              "layer": "path",
             },
             annotations: {
               "summary": "vllm_prober skips probes: token budget exhausted.",
@@ -705,6 +790,7 @@
             'for': "10m",
             labels: {
               "severity": "warning",
+              "layer": "path",
             },
             annotations: {
               "summary": "vllm_prober failed to reload its configuration.",
@@ -718,6 +804,7 @@
             'for': "5m",
             labels: {
               "severity": "warning",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vLLM answers are wrong.",
@@ -731,6 +818,7 @@
             'for': "5m",
             labels: {
               "severity": "warning",
+              "layer": "gateway",
             },
             annotations: {
               "summary": "A gateway is shedding load.",
@@ -745,7 +833,7 @@
         rules: [
           {
             alert: "VLLMAvailabilityBudgetBurn",
-            expr: "(\n  (1 - target_module:vllm_probe_success:ratio_rate1h) / (1 - %(availabilityTargetRatio)g) \u003e 14.4\n  and\n  (1 - target_module:vllm_probe_success:ratio_rate5m) / (1 - %(availabilityTargetRatio)g) \u003e 14.4\n)\nand\ntarget_module:vllm_probe_failures:increase1h \u003e= 3" % $._config,
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_success:ratio_rate1h) / (1 - %(availabilityTargetRatio)g) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_success:ratio_rate5m) / (1 - %(availabilityTargetRatio)g) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_failures:increase1h \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_success:ratio_rate1h) / (1 - %(availabilityTargetRatio)g) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_success:ratio_rate5m) / (1 - %(availabilityTargetRatio)g) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_failures:increase1h \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_success:ratio_rate1h) / (1 - %(availabilityTargetRatio)g) \u003e 14.4, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_success:ratio_rate1h) / (1 - %(availabilityTargetRatio)g) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_success:ratio_rate5m) / (1 - %(availabilityTargetRatio)g) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_failures:increase1h \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_success:ratio_rate1h) / (1 - %(availabilityTargetRatio)g) \u003e 14.4, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
             'for': "2m",
             labels: {
               "severity": "critical",
@@ -761,7 +849,7 @@
           },
           {
             alert: "VLLMAvailabilityBudgetBurn",
-            expr: "(\n  (1 - target_module:vllm_probe_success:ratio_rate6h) / (1 - %(availabilityTargetRatio)g) \u003e 6\n  and\n  (1 - target_module:vllm_probe_success:ratio_rate30m) / (1 - %(availabilityTargetRatio)g) \u003e 6\n)\nand\ntarget_module:vllm_probe_failures:increase6h \u003e= 3" % $._config,
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_success:ratio_rate6h) / (1 - %(availabilityTargetRatio)g) \u003e 6\n      and\n      (1 - target_module:vllm_probe_success:ratio_rate30m) / (1 - %(availabilityTargetRatio)g) \u003e 6\n    )\n    and\n    target_module:vllm_probe_failures:increase6h \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_success:ratio_rate6h) / (1 - %(availabilityTargetRatio)g) \u003e 6\n      and\n      (1 - target_module:vllm_probe_success:ratio_rate30m) / (1 - %(availabilityTargetRatio)g) \u003e 6\n    )\n    and\n    target_module:vllm_probe_failures:increase6h \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_success:ratio_rate6h) / (1 - %(availabilityTargetRatio)g) \u003e 6, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_success:ratio_rate6h) / (1 - %(availabilityTargetRatio)g) \u003e 6\n      and\n      (1 - target_module:vllm_probe_success:ratio_rate30m) / (1 - %(availabilityTargetRatio)g) \u003e 6\n    )\n    and\n    target_module:vllm_probe_failures:increase6h \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_success:ratio_rate6h) / (1 - %(availabilityTargetRatio)g) \u003e 6, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
             'for': "15m",
             labels: {
               "severity": "critical",
@@ -777,7 +865,7 @@
           },
           {
             alert: "VLLMAvailabilityBudgetBurn",
-            expr: "(\n  (1 - target_module:vllm_probe_success:ratio_rate3d) / (1 - %(availabilityTargetRatio)g) \u003e 1\n  and\n  (1 - target_module:vllm_probe_success:ratio_rate6h) / (1 - %(availabilityTargetRatio)g) \u003e 1\n)\nand\ntarget_module:vllm_probe_failures:increase3d \u003e= 3" % $._config,
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_success:ratio_rate3d) / (1 - %(availabilityTargetRatio)g) \u003e 1\n      and\n      (1 - target_module:vllm_probe_success:ratio_rate6h) / (1 - %(availabilityTargetRatio)g) \u003e 1\n    )\n    and\n    target_module:vllm_probe_failures:increase3d \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_success:ratio_rate3d) / (1 - %(availabilityTargetRatio)g) \u003e 1\n      and\n      (1 - target_module:vllm_probe_success:ratio_rate6h) / (1 - %(availabilityTargetRatio)g) \u003e 1\n    )\n    and\n    target_module:vllm_probe_failures:increase3d \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_success:ratio_rate3d) / (1 - %(availabilityTargetRatio)g) \u003e 1, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_success:ratio_rate3d) / (1 - %(availabilityTargetRatio)g) \u003e 1\n      and\n      (1 - target_module:vllm_probe_success:ratio_rate6h) / (1 - %(availabilityTargetRatio)g) \u003e 1\n    )\n    and\n    target_module:vllm_probe_failures:increase3d \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_success:ratio_rate3d) / (1 - %(availabilityTargetRatio)g) \u003e 1, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
             'for': "3h",
             labels: {
               "severity": "warning",
@@ -793,7 +881,7 @@
           },
           {
             alert: "VLLMTTFTBudgetBurn",
-            expr: "(\n  (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate1h) / (1 - %(ttftTargetRatio)g) \u003e 14.4\n  and\n  (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate5m) / (1 - %(ttftTargetRatio)g) \u003e 14.4\n)\nand\ntarget_module:vllm_probe_ttft_over_slo:increase1h \u003e= 3" % $._config,
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate1h) / (1 - %(ttftTargetRatio)g) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate5m) / (1 - %(ttftTargetRatio)g) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_ttft_over_slo:increase1h \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate1h) / (1 - %(ttftTargetRatio)g) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate5m) / (1 - %(ttftTargetRatio)g) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_ttft_over_slo:increase1h \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_ttft_within_slo:ratio_rate1h) / (1 - %(ttftTargetRatio)g) \u003e 14.4, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate1h) / (1 - %(ttftTargetRatio)g) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate5m) / (1 - %(ttftTargetRatio)g) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_ttft_over_slo:increase1h \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_ttft_within_slo:ratio_rate1h) / (1 - %(ttftTargetRatio)g) \u003e 14.4, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
             'for': "2m",
             labels: {
               "severity": "critical",
@@ -809,7 +897,7 @@
           },
           {
             alert: "VLLMTTFTBudgetBurn",
-            expr: "(\n  (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate6h) / (1 - %(ttftTargetRatio)g) \u003e 6\n  and\n  (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate30m) / (1 - %(ttftTargetRatio)g) \u003e 6\n)\nand\ntarget_module:vllm_probe_ttft_over_slo:increase6h \u003e= 3" % $._config,
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate6h) / (1 - %(ttftTargetRatio)g) \u003e 6\n      and\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate30m) / (1 - %(ttftTargetRatio)g) \u003e 6\n    )\n    and\n    target_module:vllm_probe_ttft_over_slo:increase6h \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate6h) / (1 - %(ttftTargetRatio)g) \u003e 6\n      and\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate30m) / (1 - %(ttftTargetRatio)g) \u003e 6\n    )\n    and\n    target_module:vllm_probe_ttft_over_slo:increase6h \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_ttft_within_slo:ratio_rate6h) / (1 - %(ttftTargetRatio)g) \u003e 6, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate6h) / (1 - %(ttftTargetRatio)g) \u003e 6\n      and\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate30m) / (1 - %(ttftTargetRatio)g) \u003e 6\n    )\n    and\n    target_module:vllm_probe_ttft_over_slo:increase6h \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_ttft_within_slo:ratio_rate6h) / (1 - %(ttftTargetRatio)g) \u003e 6, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
             'for': "15m",
             labels: {
               "severity": "critical",
@@ -825,7 +913,7 @@
           },
           {
             alert: "VLLMTTFTBudgetBurn",
-            expr: "(\n  (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate3d) / (1 - %(ttftTargetRatio)g) \u003e 1\n  and\n  (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate6h) / (1 - %(ttftTargetRatio)g) \u003e 1\n)\nand\ntarget_module:vllm_probe_ttft_over_slo:increase3d \u003e= 3" % $._config,
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate3d) / (1 - %(ttftTargetRatio)g) \u003e 1\n      and\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate6h) / (1 - %(ttftTargetRatio)g) \u003e 1\n    )\n    and\n    target_module:vllm_probe_ttft_over_slo:increase3d \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate3d) / (1 - %(ttftTargetRatio)g) \u003e 1\n      and\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate6h) / (1 - %(ttftTargetRatio)g) \u003e 1\n    )\n    and\n    target_module:vllm_probe_ttft_over_slo:increase3d \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_ttft_within_slo:ratio_rate3d) / (1 - %(ttftTargetRatio)g) \u003e 1, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate3d) / (1 - %(ttftTargetRatio)g) \u003e 1\n      and\n      (1 - target_module:vllm_probe_ttft_within_slo:ratio_rate6h) / (1 - %(ttftTargetRatio)g) \u003e 1\n    )\n    and\n    target_module:vllm_probe_ttft_over_slo:increase3d \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_ttft_within_slo:ratio_rate3d) / (1 - %(ttftTargetRatio)g) \u003e 1, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
             'for': "3h",
             labels: {
               "severity": "warning",
@@ -841,7 +929,7 @@
           },
           {
             alert: "VLLME2EBudgetBurn",
-            expr: "(\n  (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate1h) / (1 - %(e2eTargetRatio)g) \u003e 14.4\n  and\n  (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate5m) / (1 - %(e2eTargetRatio)g) \u003e 14.4\n)\nand\ntarget_module:vllm_probe_e2e_over_slo:increase1h \u003e= 3" % $._config,
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate1h) / (1 - %(e2eTargetRatio)g) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate5m) / (1 - %(e2eTargetRatio)g) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_e2e_over_slo:increase1h \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate1h) / (1 - %(e2eTargetRatio)g) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate5m) / (1 - %(e2eTargetRatio)g) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_e2e_over_slo:increase1h \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_e2e_within_slo:ratio_rate1h) / (1 - %(e2eTargetRatio)g) \u003e 14.4, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate1h) / (1 - %(e2eTargetRatio)g) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate5m) / (1 - %(e2eTargetRatio)g) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_e2e_over_slo:increase1h \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_e2e_within_slo:ratio_rate1h) / (1 - %(e2eTargetRatio)g) \u003e 14.4, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
             'for': "2m",
             labels: {
               "severity": "critical",
@@ -857,7 +945,7 @@
           },
           {
             alert: "VLLME2EBudgetBurn",
-            expr: "(\n  (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate6h) / (1 - %(e2eTargetRatio)g) \u003e 6\n  and\n  (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate30m) / (1 - %(e2eTargetRatio)g) \u003e 6\n)\nand\ntarget_module:vllm_probe_e2e_over_slo:increase6h \u003e= 3" % $._config,
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate6h) / (1 - %(e2eTargetRatio)g) \u003e 6\n      and\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate30m) / (1 - %(e2eTargetRatio)g) \u003e 6\n    )\n    and\n    target_module:vllm_probe_e2e_over_slo:increase6h \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate6h) / (1 - %(e2eTargetRatio)g) \u003e 6\n      and\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate30m) / (1 - %(e2eTargetRatio)g) \u003e 6\n    )\n    and\n    target_module:vllm_probe_e2e_over_slo:increase6h \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_e2e_within_slo:ratio_rate6h) / (1 - %(e2eTargetRatio)g) \u003e 6, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate6h) / (1 - %(e2eTargetRatio)g) \u003e 6\n      and\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate30m) / (1 - %(e2eTargetRatio)g) \u003e 6\n    )\n    and\n    target_module:vllm_probe_e2e_over_slo:increase6h \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_e2e_within_slo:ratio_rate6h) / (1 - %(e2eTargetRatio)g) \u003e 6, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
             'for': "15m",
             labels: {
               "severity": "critical",
@@ -873,7 +961,7 @@
           },
           {
             alert: "VLLME2EBudgetBurn",
-            expr: "(\n  (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate3d) / (1 - %(e2eTargetRatio)g) \u003e 1\n  and\n  (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate6h) / (1 - %(e2eTargetRatio)g) \u003e 1\n)\nand\ntarget_module:vllm_probe_e2e_over_slo:increase3d \u003e= 3" % $._config,
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate3d) / (1 - %(e2eTargetRatio)g) \u003e 1\n      and\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate6h) / (1 - %(e2eTargetRatio)g) \u003e 1\n    )\n    and\n    target_module:vllm_probe_e2e_over_slo:increase3d \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate3d) / (1 - %(e2eTargetRatio)g) \u003e 1\n      and\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate6h) / (1 - %(e2eTargetRatio)g) \u003e 1\n    )\n    and\n    target_module:vllm_probe_e2e_over_slo:increase3d \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_e2e_within_slo:ratio_rate3d) / (1 - %(e2eTargetRatio)g) \u003e 1, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate3d) / (1 - %(e2eTargetRatio)g) \u003e 1\n      and\n      (1 - target_module:vllm_probe_e2e_within_slo:ratio_rate6h) / (1 - %(e2eTargetRatio)g) \u003e 1\n    )\n    and\n    target_module:vllm_probe_e2e_over_slo:increase3d \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_e2e_within_slo:ratio_rate3d) / (1 - %(e2eTargetRatio)g) \u003e 1, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
             'for': "3h",
             labels: {
               "severity": "warning",
@@ -887,6 +975,101 @@
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllme2ebudgetburn",
             },
           },
+          {
+            alert: "VLLMGoodputBudgetBurn",
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_goodput:ratio_rate1h) / (1 - 0.99) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_goodput:ratio_rate5m) / (1 - 0.99) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_goodput_bad:increase1h \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_goodput:ratio_rate1h) / (1 - 0.99) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_goodput:ratio_rate5m) / (1 - 0.99) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_goodput_bad:increase1h \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_goodput:ratio_rate1h) / (1 - 0.99) \u003e 14.4, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_goodput:ratio_rate1h) / (1 - 0.99) \u003e 14.4\n      and\n      (1 - target_module:vllm_probe_goodput:ratio_rate5m) / (1 - 0.99) \u003e 14.4\n    )\n    and\n    target_module:vllm_probe_goodput_bad:increase1h \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_goodput:ratio_rate1h) / (1 - 0.99) \u003e 14.4, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
+            'for': "2m",
+            labels: {
+              "severity": "critical",
+              "slo": "goodput",
+              "long_window": "1h",
+              "short_window": "5m",
+            },
+            annotations: {
+              "summary": "vLLM goodput error budget is burning too fast.",
+              "description": "{{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) is burning its goodput error budget {{ printf \"%.2f\" $value }} times faster than sustainable over 1h (and over 5m); objective: 99% of probes succeed and meet every latency objective of their module.",
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgoodputbudgetburn",
+            },
+          },
+          {
+            alert: "VLLMGoodputBudgetBurn",
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_goodput:ratio_rate6h) / (1 - 0.99) \u003e 6\n      and\n      (1 - target_module:vllm_probe_goodput:ratio_rate30m) / (1 - 0.99) \u003e 6\n    )\n    and\n    target_module:vllm_probe_goodput_bad:increase6h \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_goodput:ratio_rate6h) / (1 - 0.99) \u003e 6\n      and\n      (1 - target_module:vllm_probe_goodput:ratio_rate30m) / (1 - 0.99) \u003e 6\n    )\n    and\n    target_module:vllm_probe_goodput_bad:increase6h \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_goodput:ratio_rate6h) / (1 - 0.99) \u003e 6, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_goodput:ratio_rate6h) / (1 - 0.99) \u003e 6\n      and\n      (1 - target_module:vllm_probe_goodput:ratio_rate30m) / (1 - 0.99) \u003e 6\n    )\n    and\n    target_module:vllm_probe_goodput_bad:increase6h \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_goodput:ratio_rate6h) / (1 - 0.99) \u003e 6, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
+            'for': "15m",
+            labels: {
+              "severity": "critical",
+              "slo": "goodput",
+              "long_window": "6h",
+              "short_window": "30m",
+            },
+            annotations: {
+              "summary": "vLLM goodput error budget is burning too fast.",
+              "description": "{{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) is burning its goodput error budget {{ printf \"%.2f\" $value }} times faster than sustainable over 6h (and over 30m); objective: 99% of probes succeed and meet every latency objective of their module.",
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgoodputbudgetburn",
+            },
+          },
+          {
+            alert: "VLLMGoodputBudgetBurn",
+            expr: "label_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_goodput:ratio_rate3d) / (1 - 0.99) \u003e 1\n      and\n      (1 - target_module:vllm_probe_goodput:ratio_rate6h) / (1 - 0.99) \u003e 1\n    )\n    and\n    target_module:vllm_probe_goodput_bad:increase3d \u003e= 3\n  )\n  unless on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  , \"layer\", \"endpoint\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_goodput:ratio_rate3d) / (1 - 0.99) \u003e 1\n      and\n      (1 - target_module:vllm_probe_goodput:ratio_rate6h) / (1 - 0.99) \u003e 1\n    )\n    and\n    target_module:vllm_probe_goodput_bad:increase3d \u003e= 3\n  )\n  and on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_goodput:ratio_rate3d) / (1 - 0.99) \u003e 1, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"pool\", \"\", \"\"\n)\nor\nlabel_replace(\n  (\n    (\n      (1 - target_module:vllm_probe_goodput:ratio_rate3d) / (1 - 0.99) \u003e 1\n      and\n      (1 - target_module:vllm_probe_goodput:ratio_rate6h) / (1 - 0.99) \u003e 1\n    )\n    and\n    target_module:vllm_probe_goodput_bad:increase3d \u003e= 3\n  )\n  and on (job, target)\n  group by (job, target) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n  unless on (job, target, module)\n  count by (job, target, module) (\n    vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"}\n    and on (job, module, member)\n    label_replace((1 - target_module:vllm_probe_goodput:ratio_rate3d) / (1 - 0.99) \u003e 1, \"member\", \"$1\", \"target\", \"(.+)\")\n  )\n  , \"layer\", \"gateway\", \"\", \"\"\n)" % $._config,
+            'for': "3h",
+            labels: {
+              "severity": "warning",
+              "slo": "goodput",
+              "long_window": "3d",
+              "short_window": "6h",
+            },
+            annotations: {
+              "summary": "vLLM goodput error budget is burning too fast.",
+              "description": "{{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) is burning its goodput error budget {{ printf \"%.2f\" $value }} times faster than sustainable over 3d (and over 6h); objective: 99% of probes succeed and meet every latency objective of their module.",
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgoodputbudgetburn",
+            },
+          },
+        ],
+      },
+      {
+        name: "vllm_prober.layer.alerts",
+        rules: [
+          {
+            alert: "VLLMGatewayMemberSlow",
+            expr: "(\n  min without (vantage) (max without (instance, pod) (vllm_gateway_member_spread_ratio{%(proberSelector)s})) \u003e %(gatewayMemberSlowThreshold)g\n  and on (job, target, module, member)\n  (\n    count without (vantage) (max without (instance, pod) (vllm_gateway_member_spread_ratio{%(proberSelector)s}))\n    == on (job, target, module) group_left ()\n    count without (vantage, member, role) (max without (instance, pod) (vllm_gateway_member_spread_ratio{%(proberSelector)s}))\n  )\n)\n* on (job, target, module) group_left (model)\ngroup by (job, target, module, model) (vllm_probe_attempts_total{%(proberSelector)s})" % $._config,
+            'for': "10m",
+            labels: {
+              "severity": "warning",
+              "layer": "endpoint",
+            },
+            annotations: {
+              "summary": "A member behind a gateway is markedly slower than the others.",
+              "description": "{{ $labels.member }}, a member of gateway {{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}), answers its direct probes with a median time to first token {{ printf \"%%.2f\" $value }} times the median of the gateway's members (threshold %(gatewayMemberSlowThreshold)g) for 10m, from every vantage: that one member is slow, not the gateway or the pool. Probes through the gateway that it serves are slow too." % $._config,
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgatewaymemberslow",
+            },
+          },
+          {
+            alert: "VLLMGatewayMemberFailing",
+            expr: "(\n  (\n    0 * max without (instance, pod, vantage) (vllm_gateway_member_share_ratio{%(proberSelector)s,member!~\"_gateway|_other\"})\n    + on (job, module, member) group_left (model)\n    label_replace(\n      min without (vantage) (\n        (\n          sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!~\"shed|sleeping\"}[10m]))\n          or\n          0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m]))\n        )\n        / (sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m])) \u003e 0)\n      )\n    , \"member\", \"$1\", \"target\", \"(.+)\")\n  ) \u003e %(gatewayMemberFailingThreshold)g\n)\n\u003e on (job, target, module) group_left ()\n(\n  2 * min without (vantage) (\n    (\n      sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!~\"shed|sleeping\"}[10m]))\n      or\n      0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m]))\n    )\n    / (sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m])) \u003e 0)\n  )\n)" % $._config,
+            'for': "5m",
+            labels: {
+              "severity": "warning",
+              "layer": "endpoint",
+            },
+            annotations: {
+              "summary": "A member behind a gateway fails while the gateway still answers.",
+              "description": "{{ $labels.member }}, a member of gateway {{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}), failed {{ printf \"%%.2f\" $value }} of its direct probes over the last 10m (threshold %(gatewayMemberFailingThreshold)g) while the gateway failed less than half that share of its own: the gateway routes around one broken member. Fix or replace that member; the pool is not at fault." % $._config,
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgatewaymemberfailing",
+            },
+          },
+          {
+            alert: "VLLMGatewayOverheadHigh",
+            expr: "(\n  min without (vantage) (max without (instance, pod) (vllm_gateway_overhead_seconds{%(proberSelector)s,stat=\"median\"})) \u003e %(gatewayOverheadHighThreshold)g\n)\n* on (job, target, module) group_left (model)\ngroup by (job, target, module, model) (vllm_probe_attempts_total{%(proberSelector)s})" % $._config,
+            'for': "10m",
+            labels: {
+              "severity": "warning",
+              "layer": "gateway",
+            },
+            annotations: {
+              "summary": "A gateway adds too much time to first token.",
+              "description": "Gateway {{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) adds {{ printf \"%%.2f\" $value }}s to the median time to first token of its members' direct probes (threshold %(gatewayOverheadHighThreshold)gs) for 10m, from every vantage: the gateway's own queue, endpoint picker or data plane is slow while its members answer in time. Call the gateway's owner, not the members'." % $._config,
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgatewayoverheadhigh",
+            },
+          },
         ],
       },
       {
@@ -898,6 +1081,7 @@
             'for': "30m",
             labels: {
               "severity": "warning",
+              "layer": "endpoint",
             },
             annotations: {
               "summary": "vLLM latency is unusual for this hour of the week.",

@@ -52,6 +52,7 @@ const (
 	SLOAvailability = "availability"
 	SLOTTFT         = "ttft"
 	SLOE2E          = "e2e"
+	SLOGoodput      = "goodput"
 )
 
 // sli describes one SLO for the generator.
@@ -65,14 +66,14 @@ type sli struct {
 }
 
 func (s *Spec) slis() []sli {
-	return []sli{
+	return append([]sli{
 		{SLOAvailability, "VLLMAvailabilityBudgetBurn", "probes succeed", s.SLOs.Availability,
 			"target_module:vllm_probe_success:ratio_rate", "target_module:vllm_probe_failures:increase"},
 		{SLOTTFT, "VLLMTTFTBudgetBurn", "successful probes see their first token within " + formatFloat(s.SLOs.TTFT.ThresholdSeconds) + "s",
 			s.SLOs.TTFT, "target_module:vllm_probe_ttft_within_slo:ratio_rate", "target_module:vllm_probe_ttft_over_slo:increase"},
 		{SLOE2E, "VLLME2EBudgetBurn", "successful probes complete within " + formatFloat(s.SLOs.E2E.ThresholdSeconds) + "s",
 			s.SLOs.E2E, "target_module:vllm_probe_e2e_within_slo:ratio_rate", "target_module:vllm_probe_e2e_over_slo:increase"},
-	}
+	}, s.goodputSLIs()...)
 }
 
 // replicaLabels name the prober replica a series was scraped from, never the
@@ -455,7 +456,9 @@ func (s *Spec) AlertGroups() []Group {
 			long, short := br.LongWindow.String(), br.ShortWindow.String()
 			factor := formatFloat(br.Factor)
 			r := s.alert(x.alert, AlertSpec{Severity: br.Severity, For: br.For},
-				lines(
+				// The layer (endpoint, or for a gateway target gateway or
+				// pool) from what its members show: layers.go.
+				s.layeredBurn(x, br, budget, lines(
 					"(",
 					"  (1 - "+x.ratio+long+") / "+budget+" > "+factor,
 					"  and",
@@ -463,8 +466,8 @@ func (s *Spec) AlertGroups() []Group {
 					")",
 					"and",
 					x.bad+long+" >= "+strconv.Itoa(s.MinBadProbes),
-				),
-				fmt.Sprintf("vLLM %s error budget is burning too fast.", map[string]string{SLOAvailability: "availability", SLOTTFT: "time-to-first-token", SLOE2E: "end-to-end latency"}[x.name]),
+				)),
+				fmt.Sprintf("vLLM %s error budget is burning too fast.", map[string]string{SLOAvailability: "availability", SLOTTFT: "time-to-first-token", SLOE2E: "end-to-end latency", SLOGoodput: "goodput"}[x.name]),
 				whoM+` is burning its `+x.name+` error budget `+value+` times faster than sustainable over `+long+` (and over `+short+`); objective: `+formatFloat(x.objective.Objective)+`% of `+x.what+`.`,
 				Label{"slo", x.name}, Label{"long_window", long}, Label{"short_window", short},
 			)
@@ -484,6 +487,11 @@ func (s *Spec) AlertGroups() []Group {
 			"away: they carry no instance or pod label and survive a prober restart.",
 		)},
 	}
+	groups = append(groups, Group{Name: "vllm_prober.layer.alerts", Rules: s.layerAlerts(), Comment: lines(
+		"Where did it break (docs/runbook.md): a member behind a gateway slower than the",
+		"others or failing while the gateway answers (layer endpoint, naming the member),",
+		"and the gateway's own overhead (layer gateway). Every alert carries a layer label.",
+	)})
 	if z := s.seasonalAlerts(); len(z) > 0 {
 		groups = append(groups, Group{Name: "vllm_prober.seasonal.alerts", Rules: z, Comment: lines(
 			"On the seasonal recording rules: a latency unusual for this hour of the week",
@@ -491,7 +499,11 @@ func (s *Spec) AlertGroups() []Group {
 			"than its benchmark.",
 		)})
 	}
-	return groups
+	var burns []string
+	for _, x := range s.slis() {
+		burns = append(burns, x.alert)
+	}
+	return withLayers(groups, burns)
 }
 
 func lines(l ...string) string { return strings.Join(l, "\n") }
@@ -541,7 +553,7 @@ type generatedFile struct {
 // builder here: a method on Spec (for a new section of slo.yml) in a new file.
 func ruleFiles() []generatedFile {
 	return []generatedFile{
-		{RulesFile, []func(*Spec) []Group{(*Spec).RecordingGroups, (*Spec).RolloutGroups, (*Spec).SeasonalGroups, (*Spec).CostGroups}},
+		{RulesFile, []func(*Spec) []Group{(*Spec).RecordingGroups, (*Spec).RolloutGroups, (*Spec).SeasonalGroups, (*Spec).CostGroups, (*Spec).GoodputGroups}},
 		{AlertsFile, []func(*Spec) []Group{(*Spec).AlertGroups}},
 	}
 }

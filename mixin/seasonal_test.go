@@ -149,6 +149,7 @@ tests:
 		b.WriteString("        exp_alerts:\n")
 		for _, target := range c.fire {
 			fmt.Fprintf(&b, `          - exp_labels:
+              layer: 'endpoint'
               job: 'vllm_prober'
               target: '%s'
               module: 'chat'

@@ -43,7 +43,7 @@ tests:
       - eval_time: 12m
         alertname: VLLMEngineSleeping
         exp_alerts:
-          - exp_labels: {job: vllm_prober, instance: 'prober:9116', target: a, model: m, severity: warning}
+          - exp_labels: {job: vllm_prober, instance: 'prober:9116', target: a, model: m, severity: warning, layer: endpoint}
             exp_annotations:
               summary: 'vLLM engine has been asleep for long.'
               description: "a (model m) has reported vLLM's sleep mode (level 1.00) for more than 600s: wake it (POST /wake_up) or take it out of rotation."

@@ -153,14 +153,15 @@ func (s *Spec) pyrraSLOs(native bool) []pyrraSLO {
 			},
 		}
 		switch {
-		case x.name == SLOAvailability:
+		case x.name == SLOAvailability || x.name == SLOGoodput:
+			errors, total := s.ratioCounters(x.name)
 			o.Spec.Indicator.Ratio = &struct {
 				Errors   pyrraMetric `yaml:"errors"`
 				Total    pyrraMetric `yaml:"total"`
 				Grouping []string    `yaml:"grouping"`
 			}{
-				Errors:   pyrraMetric{fmt.Sprintf("vllm_probe_failures_total{%s}", s.failureSel())},
-				Total:    pyrraMetric{fmt.Sprintf("vllm_probe_attempts_total{%s}", job)},
+				Errors:   pyrraMetric{errors},
+				Total:    pyrraMetric{total},
 				Grouping: grouping,
 			}
 		case native:
@@ -237,7 +238,9 @@ func (s *Spec) slothSpec() slothSpec {
 			Objective:   x.objective.Objective,
 			Description: s.sloDescription(x),
 		}
-		if x.name == SLOAvailability {
+		if x.name == SLOGoodput {
+			o.SLI.Events.ErrorQuery, o.SLI.Events.TotalQuery = s.goodputSloth()
+		} else if x.name == SLOAvailability {
 			total := acrossReplicas("", fmt.Sprintf("rate(vllm_probe_attempts_total{%s}[%s])", job, slothWindow))
 			o.SLI.Events.ErrorQuery = acrossReplicas("reason", fmt.Sprintf("rate(vllm_probe_failures_total{%s}[%s])", s.failureSel(), slothWindow)) +
 				" or 0 * " + total
@@ -340,7 +343,10 @@ func (s *Spec) openSLODocs() []any {
 		o.Spec.Indicator.Metadata = oslMeta{Name: sloName(x.name) + "-sli"}
 		rm := &o.Spec.Indicator.Spec.RatioMetric
 		rm.Counter = true
-		if x.name == SLOAvailability {
+		if x.name == SLOGoodput {
+			bad, total := s.goodputOpenSLO()
+			rm.Bad, rm.Total = promQuery(bad), promQuery(total)
+		} else if x.name == SLOAvailability {
 			rm.Bad = promQuery(fmt.Sprintf("sum without (instance, pod, reason) (vllm_probe_failures_total{%s})", s.failureSel()))
 			rm.Total = promQuery(fmt.Sprintf("sum without (instance, pod) (vllm_probe_attempts_total{%s})", job))
 		} else {

@@ -170,8 +170,8 @@ func TestPyrraSpecsValidate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(files) != 3 {
-			t.Errorf("%d Pyrra files, want one per SLO (3)", len(files))
+		if len(files) != len(spec.slis()) {
+			t.Errorf("%d Pyrra files, want one per SLO (%d)", len(files), len(spec.slis()))
 		}
 		for name, b := range files {
 			docs := yamlDocs(t, b)
@@ -186,7 +186,7 @@ func TestPyrraSpecsValidate(t *testing.T) {
 				t.Errorf("%s (native %v) does not validate against Pyrra's CRD: %v", name, native, err)
 			}
 			ind := obj["spec"].(map[string]any)["indicator"].(map[string]any)
-			if _, isNative := ind["latencyNative"]; isNative != native && !strings.Contains(name, SLOAvailability) {
+			if _, isNative := ind["latencyNative"]; isNative != native && !strings.Contains(name, SLOAvailability) && !strings.Contains(name, SLOGoodput) {
 				t.Errorf("%s: latencyNative present = %v, want %v", name, isNative, native)
 			}
 		}
@@ -238,8 +238,8 @@ func TestOpenSLOSpecsValidate(t *testing.T) {
 			t.Errorf("OpenSLO document %d does not validate: %v", i, err)
 		}
 	}
-	if kinds["Service"] != 1 || kinds["SLO"] != 3 {
-		t.Errorf("OpenSLO kinds %v, want 1 Service and 3 SLOs", kinds)
+	if kinds["Service"] != 1 || kinds["SLO"] != 4 {
+		t.Errorf("OpenSLO kinds %v, want 1 Service and 4 SLOs (availability, ttft, e2e, goodput)", kinds)
 	}
 	bad := "apiVersion: openslo/v1\nkind: SLO\nmetadata: {name: x}\nspec: {service: vllm, objectives: [{target: 0.99}]}\n" // no budgetingMethod
 	if err := s.Validate(yamlDocs(t, []byte(bad))[0]); err == nil {
@@ -264,7 +264,7 @@ func TestSlothSpecDecodes(t *testing.T) {
 	if err := dec.Decode(&sp); err != nil {
 		t.Fatalf("Sloth's prometheus/v1 types reject the spec: %v", err)
 	}
-	if sp.Version != slothv1.Version || sp.Service == "" || len(sp.SLOs) != 3 {
+	if sp.Version != slothv1.Version || sp.Service == "" || len(sp.SLOs) != 4 {
 		t.Errorf("version %q service %q, %d SLOs", sp.Version, sp.Service, len(sp.SLOs))
 	}
 	for _, o := range sp.SLOs {
@@ -298,6 +298,11 @@ var slothScenarios = []struct {
         values: '0+2x90'
       - series: 'vllm_probe_time_to_first_token_seconds_count{job="vllm_prober",instance="prober:9116",target="a",module="chat",model="llama-8b"}'
         values: '0+2x90'`, "60m", "85m"},
+	{"goodput: from 61m every probe succeeds but misses its TPOT objective", "VLLMGoodputBudgetBurn", `
+      - series: 'vllm_probe_goodput_probes_total{job="vllm_prober",instance="prober:9116",target="a",module="chat",model="llama-8b",result="good"}'
+        values: '0+2x60 120x30'
+      - series: 'vllm_probe_goodput_probes_total{job="vllm_prober",instance="prober:9116",target="a",module="chat",model="llama-8b",result="bad"}'
+        values: '0x60 2+2x30'`, "60m", "75m"},
 }
 
 // TestSlothRulesAgree generates rules from the Sloth spec with Sloth itself

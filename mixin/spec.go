@@ -79,6 +79,10 @@ type SLOs struct {
 	TTFT Objective `yaml:"ttft"`
 	// E2E: share of successful probes whose end-to-end latency is at most ThresholdSeconds.
 	E2E Objective `yaml:"e2e"`
+	// Goodput: share of probes that are good (succeeded and met every
+	// latency objective the prober's configuration sets for the module);
+	// nil: no goodput SLO (goodput.go).
+	Goodput *Objective `yaml:"goodput,omitempty"`
 }
 
 // Objective is a target percentage (99.5 means 99.5 %) and, for latency SLOs, the
@@ -113,6 +117,12 @@ type Alerts struct {
 	WrongAnswers                   AlertSpec `yaml:"wrong_answers"`
 	GatewayShedding                AlertSpec `yaml:"gateway_shedding"`
 	EngineSleeping                 AlertSpec `yaml:"engine_sleeping"`
+	// The layer alerts of a gateway target (layers.go): a member slower than
+	// the others, a member failing behind a gateway that still answers, the
+	// gateway's own overhead.
+	GatewayMemberSlow    AlertSpec `yaml:"gateway_member_slow"`
+	GatewayMemberFailing AlertSpec `yaml:"gateway_member_failing"`
+	GatewayOverheadHigh  AlertSpec `yaml:"gateway_overhead_high"`
 	// LatencyUnusualForThisHour is the seasonal alert (seasonal.go); its
 	// threshold is a z-score. Required only with a seasonal section.
 	LatencyUnusualForThisHour AlertSpec `yaml:"latency_unusual_for_this_hour,omitempty"`
@@ -229,6 +239,7 @@ func (s *Spec) Validate() error {
 			add("slos.%s.shed_is_failure is used by the availability SLO only", o.name)
 		}
 	}
+	errs = append(errs, s.validateGoodput()...)
 	for _, a := range s.alertSpecs() {
 		if !slices.Contains(validSeverities, a.spec.Severity) {
 			add("alerts.%s.severity %q must be one of %s", a.key, a.spec.Severity, strings.Join(validSeverities, ", "))
@@ -289,6 +300,9 @@ func (s *Spec) alertSpecs() []namedAlertSpec {
 		{"wrong_answers", &a.WrongAnswers, true, true},
 		{"gateway_shedding", &a.GatewayShedding, true, true},
 		{"engine_sleeping", &a.EngineSleeping, true, false},
+		{"gateway_member_slow", &a.GatewayMemberSlow, true, false},
+		{"gateway_member_failing", &a.GatewayMemberFailing, true, true},
+		{"gateway_overhead_high", &a.GatewayOverheadHigh, true, false},
 	}
 	if s.seasonalEnabled() {
 		specs = append(specs, namedAlertSpec{"latency_unusual_for_this_hour", &a.LatencyUnusualForThisHour, true, false})

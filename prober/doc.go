@@ -24,9 +24,10 @@
 //
 // Each probe puts a random nonce at the front of the prompt (chat: of the first
 // user message) unless the module sets nonce: false, and sends
-// X-Request-Id: vllm-prober-<target>-<module>-<nonce>. /health and /v1/models
-// are checked once per interval per target; a target without a configured model
-// probes the first id /v1/models lists.
+// X-Request-Id: vllm-prober-<target>-<module>-<nonce>. /health is checked once
+// per interval per target, /v1/models once per models_refresh_interval while it
+// lists the model (and at the next check after a probe's model was refused);
+// a target without a configured model probes the first id /v1/models lists.
 //
 // Credentials come only from each target's http_client_config; they are
 // scrubbed from every error text and header copy the package keeps.

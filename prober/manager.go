@@ -17,6 +17,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/safemetric"
 	"github.com/vllm-prober/vllm_prober/internal/schedule"
 	"github.com/vllm-prober/vllm_prober/internal/vllmapi"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
@@ -39,6 +40,7 @@ func SkipReasons() []string { return []string{SkipBudget, SkipInFlight, SkipConc
 type Manager struct {
 	reg    prometheus.Registerer
 	logger log.Logger
+	errs   *safemetric.Errors
 
 	mu           sync.Mutex
 	cfg          *config.Config
@@ -50,13 +52,16 @@ type Manager struct {
 	pairs        map[pairKey]*pair
 	order        []*pair // the pairs sorted by target and module (AllStats)
 	historyLimit int
-	recordPrefix string          // Options.RecordPrefix
-	inFlight     int             // probes in flight across all pairs
-	maxInFlight  int             // cfg.Global.MaxConcurrentProbes
-	runCtx       context.Context // non-nil while Run runs
-	wg           sync.WaitGroup
-	now          func() time.Time
-	registered   bool
+	recordPrefix string // Options.RecordPrefix
+	inFlight     int    // probes in flight across all pairs
+	// busy counts each target's probes in flight, whatever started them
+	// (launch), for WaitIdle; a target with none has no entry.
+	busy        map[string]*busyTarget
+	maxInFlight int             // cfg.Global.MaxConcurrentProbes
+	runCtx      context.Context // non-nil while Run runs
+	wg          sync.WaitGroup
+	now         func() time.Time
+	registered  bool
 	// specs are the compiled modules of cfg, by name (compile.go);
 	// compilations counts Compile calls, for tests.
 	specs        map[string]*probe.Spec
@@ -131,6 +136,10 @@ type Options struct {
 	// HistoryLimit is how many recent results (and, on top, recent
 	// failures) each pair keeps (default DefaultHistoryLimit).
 	HistoryLimit int
+	// Errors counts and logs the series that cannot be built (a label
+	// twice, a value that is not valid UTF-8); nil leaves them out
+	// silently. No series panics or empties the collection.
+	Errors *safemetric.Errors
 	// Load tells a probe the load its target had over its lifetime [from,
 	// to], as running + waiting + 1 (Result.Load); collector.Manager's
 	// LoadDuring fits. Without one Result.Load is NaN.
@@ -165,6 +174,7 @@ func NewManager(opts Options) *Manager {
 		logger:       logger,
 		targets:      map[string]*target{},
 		pairs:        map[pairKey]*pair{},
+		busy:         map[string]*busyTarget{},
 		historyLimit: limit,
 		recordPrefix: opts.RecordPrefix,
 		now:          time.Now,
@@ -174,6 +184,7 @@ func NewManager(opts Options) *Manager {
 		},
 		offset:   scheduleOffset,
 		red:      opts.Redactor,
+		errs:     opts.Errors,
 		clients:  opts.Clients,
 		load:     opts.Load,
 		sleeping: opts.Sleeping,
@@ -468,13 +479,46 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 // probe counts as an attempt.
 func (m *Manager) launch(ctx context.Context, p *pair, pool *TokenPool, key string, cost int, started func()) (probeSpec, *probe.Result) {
 	s := m.snapshot(p)
+	b := m.busy[s.target]
+	if b == nil {
+		b = &busyTarget{idle: make(chan struct{})}
+		m.busy[s.target] = b
+	}
+	b.n++
 	m.mu.Unlock()
 	res := m.probe(ctx, s, started)
 	m.mu.Lock()
+	if b.n--; b.n == 0 {
+		close(b.idle)
+		delete(m.busy, s.target)
+	}
 	if pool != nil {
 		m.settle(pool, key, cost, s, res)
 	}
 	return s, res
+}
+
+// busyTarget is one target's probes in flight: idle is closed when the
+// last one ends.
+type busyTarget struct {
+	n    int
+	idle chan struct{}
+}
+
+// WaitIdle returns once no probe of target is in flight, or when ctx ends.
+// The collector waits for it before it scrapes the target, so that the
+// requests it reads running are not the prober's own.
+func (m *Manager) WaitIdle(ctx context.Context, target string) {
+	m.mu.Lock()
+	b := m.busy[target]
+	m.mu.Unlock()
+	if b == nil {
+		return
+	}
+	select {
+	case <-b.idle:
+	case <-ctx.Done():
+	}
 }
 
 // attempt counts a probe of p that started.
@@ -498,6 +542,9 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 	p.keepSample(res)
 	p.lastEnd = unixSeconds(end)
 	p.series.observe(res, p.lastEnd, m.recordID(p, id))
+	if res.Reason == probe.ReasonModelNotFound && p.tgt != nil {
+		p.tgt.modelsRefused()
+	}
 	if !res.Success {
 		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
 			"reason", res.Reason, "err", res.Err)

@@ -511,7 +511,7 @@ vllm_probe_success{model="mb",module="short",target="b",zone="z1"} 1
 
 func TestManagerHealthAndModels(t *testing.T) {
 	f, ts := newFake(t, "served")
-	cfg := loadConfig(t, `
+	mt := checkedManager(t, `
 global: {probe_interval: 30ms}
 modules:
   short: {prober: completions, prompt: hi, max_tokens: 5}
@@ -519,16 +519,6 @@ targets:
   - {name: ok, url: `+ts.URL+`, model: served}
   - {name: wrong, url: `+ts.URL+`, model: absent}
 `)
-	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	running(t, m)
-	mt := m.testMetrics()
-	waitFor(t, "checks", func() bool {
-		st := m.Status()
-		return st[0].Checked && st[1].Checked
-	})
 	if h, mu := counter(t, mt.healthUp.WithLabelValues("ok", "served")), counter(t, mt.modelsUp.WithLabelValues("ok", "served")); h != 1 || mu != 1 {
 		t.Errorf("ok: health_up %v models_up %v", h, mu)
 	}
@@ -537,6 +527,26 @@ targets:
 	}
 	f.mode.Store("dead")
 	waitFor(t, "health_up 0", func() bool { return counter(t, mt.healthUp.WithLabelValues("ok", "served")) == 0 })
+}
+
+// checkedManager runs a Manager on the configuration yaml until every
+// target has had its health and models check.
+func checkedManager(t *testing.T, yaml string) testMetrics {
+	t.Helper()
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
+	if err := m.Apply(loadConfig(t, yaml)); err != nil {
+		t.Fatal(err)
+	}
+	running(t, m)
+	waitFor(t, "checks", func() bool {
+		for _, st := range m.Status() {
+			if !st.Checked {
+				return false
+			}
+		}
+		return true
+	})
+	return m.testMetrics()
 }
 
 // TestSecretNeverLeaks probes the simulator with an API key from
@@ -752,4 +762,67 @@ func BenchmarkPackHeaders(b *testing.B) {
 	for b.Loop() {
 		packHeaders(req, resp)
 	}
+}
+
+// TestModelMatchesOllamaLatestTag: Ollama lists a model created as "tiny"
+// as "tiny:latest" and answers requests for "tiny"; a target configured
+// with "tiny" reads the model as up. Another tag is another model.
+func TestModelMatchesOllamaLatestTag(t *testing.T) {
+	_, ts := newFake(t, "tiny:latest")
+	mt := checkedManager(t, `
+global: {probe_interval: 1h}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+  - {name: untagged, url: `+ts.URL+`, model: tiny}
+  - {name: tagged, url: `+ts.URL+`, model: "tiny:latest"}
+  - {name: other, url: `+ts.URL+`, model: "tiny:q4"}
+`)
+	for _, c := range []struct {
+		target, model string
+		want          float64
+	}{{"untagged", "tiny", 1}, {"tagged", "tiny:latest", 1}, {"other", "tiny:q4", 0}} {
+		if mu := counter(t, mt.modelsUp.WithLabelValues(c.target, c.model)); mu != c.want {
+			t.Errorf("%s (model %q, listed tiny:latest): models_up %v, want %v", c.target, c.model, mu, c.want)
+		}
+	}
+}
+
+// TestOllamaHealthPath: Ollama serves no /health (404) but answers GET /
+// with 200 "Ollama is running" (ollama/ollama server/routes.go). Without a
+// health_path its health reads down while every probe succeeds, so that
+// VLLMEndpointDown would fire for ever and VLLMEngineHung could never;
+// with health_path: / it reads up, and down once the server stops
+// answering.
+func TestOllamaHealthPath(t *testing.T) {
+	f, _ := newFake(t, "tiny:latest")
+	ollama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/health":
+			http.NotFound(w, r)
+		case r.URL.Path == "/" && f.mode.Load() != "dead":
+			_, _ = w.Write([]byte("Ollama is running"))
+		case r.URL.Path == "/":
+			w.WriteHeader(http.StatusBadGateway)
+		default:
+			f.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(ollama.Close)
+	mt := checkedManager(t, `
+global: {probe_interval: 30ms}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 5}
+targets:
+  - {name: default, url: `+ollama.URL+`, model: tiny}
+  - {name: ollama, url: `+ollama.URL+`, model: tiny, health_path: /}
+`)
+	if h := counter(t, mt.healthUp.WithLabelValues("default", "tiny")); h != 0 {
+		t.Errorf("without health_path: health_up %v, want 0 (/health is a 404)", h)
+	}
+	if h, mu := counter(t, mt.healthUp.WithLabelValues("ollama", "tiny")), counter(t, mt.modelsUp.WithLabelValues("ollama", "tiny")); h != 1 || mu != 1 {
+		t.Errorf("health_path /: health_up %v models_up %v, want 1 and 1", h, mu)
+	}
+	f.mode.Store("dead")
+	waitFor(t, "health_up 0", func() bool { return counter(t, mt.healthUp.WithLabelValues("ollama", "tiny")) == 0 })
 }

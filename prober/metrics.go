@@ -1,9 +1,11 @@
 package prober
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -33,6 +35,8 @@ const (
 	metricAnswerCorrect      = "vllm_probe_answer_correct"
 	metricAnswerChecks       = "vllm_probe_answer_checks_total"
 	metricEmbeddingDimension = "vllm_probe_embedding_dimension"
+	metricGoodput            = "vllm_probe_goodput_probes_total"
+	metricObjectiveMisses    = "vllm_probe_objective_misses_total"
 )
 
 // The prober's series are rendered at Collect from per-pair state, as the
@@ -116,6 +120,7 @@ type descs struct {
 	tokens, attempts, failures, skipped                      *prometheus.Desc
 	healthUp, modelsUp                                       *prometheus.Desc
 	correct, checks, dimension                               *prometheus.Desc
+	goodput, objectiveMisses                                 *prometheus.Desc
 }
 
 // newDescs returns the families of the long-lived series with the given static label names.
@@ -145,6 +150,9 @@ func newDescsLabels(pair, tgt []string) *descs {
 		correct:   d(metricAnswerCorrect, "1 if the answer of the last checked probe of the target and module passed its expect, else 0.", pair),
 		checks:    d(metricAnswerChecks, "Answer checks of probes by result (correct, wrong).", with("result")),
 		dimension: d(metricEmbeddingDimension, "Length of the vector of the last embeddings probe that returned one.", pair),
+		goodput: d(metricGoodput, "Probes of a module with goodput objectives (slos) by result: good (succeeded and met every objective) or bad (failed, or missed one).",
+			with("result")),
+		objectiveMisses: d(metricObjectiveMisses, "Successful probes of a module with goodput objectives that missed the objective (ttft, tpot, itl_p99, e2e).", with("objective")),
 	}
 	for i := range numHists {
 		ds.latency[i] = d(histNames[i], histHelps[i], pair)
@@ -153,8 +161,9 @@ func newDescsLabels(pair, tgt []string) *descs {
 }
 
 var (
-	tokenKinds   = [2]string{"prompt", "output"}
-	checkResults = [2]string{"correct", "wrong"}
+	tokenKinds     = [2]string{"prompt", "output"}
+	checkResults   = [2]string{"correct", "wrong"}
+	goodputResults = [2]string{"good", "bad"}
 )
 
 // series is what the series of one pair (or of one probe /probe ran) say:
@@ -173,6 +182,12 @@ type series struct {
 	failures []float64  // by probe.Reasons()
 	skipped  [3]float64 // by SkipReasons()
 	checks   [2]float64 // by checkResults
+	// objectives are the module's goodput objectives (nil: no goodput
+	// series); goodput counts probes by goodputResults, misses successful
+	// probes that missed each objective, by config.ObjectiveNames.
+	objectives *config.Objectives
+	goodput    [2]float64
+	misses     [4]float64
 	// failShown and skipShown say how a scheduled pair's failure and skip
 	// reasons render (reasonState): a reason's series appears once it
 	// occurs, not at 0 in advance.
@@ -281,6 +296,7 @@ func (s *series) observe(r *probe.Result, end float64, recordID string) {
 			s.checks[1]++
 		}
 	}
+	s.judge(r)
 	if !r.Success {
 		s.success = 0
 		if i := slices.Index(probe.Reasons(), r.Reason); i >= 0 {
@@ -310,6 +326,30 @@ func (s *series) observe(r *probe.Result, end float64, recordID string) {
 	}
 	s.outputTPS, s.hasTPS = r.OutputTokensPerSecond(), true
 	s.outputEst = b2f(r.OutputTokensEstimated())
+}
+
+// judge counts r against the goodput objectives, if any: a failed probe is
+// bad, a successful one good when it missed none.
+func (s *series) judge(r *probe.Result) {
+	if s.objectives == nil {
+		return
+	}
+	if !r.Success {
+		s.goodput[1]++
+		return
+	}
+	good := true
+	for i, miss := range s.objectives.Misses(r.Latencies()) {
+		if miss {
+			s.misses[i]++
+			good = false
+		}
+	}
+	if good {
+		s.goodput[0]++
+	} else {
+		s.goodput[1]++
+	}
 }
 
 // snapshot copies s for rendering outside the Manager's lock (the
@@ -358,6 +398,16 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, ls *labelSet) {
 			counter(d.checks, s.checks[i], "result", r)
 		}
 	}
+	if s.objectives != nil {
+		for i, r := range goodputResults {
+			counter(d.goodput, s.goodput[i], "result", r)
+		}
+		for i, set := range s.objectives.Has() {
+			if set {
+				counter(d.objectiveMisses, s.misses[i], "objective", config.ObjectiveNames()[i])
+			}
+		}
+	}
 	if s.observed {
 		gauge(d.success, s.success)
 		gauge(d.lastTimestamp, s.lastEnd)
@@ -393,6 +443,10 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, ls *labelSet) {
 type labelSet struct {
 	names, values []string // the pair's label names and values
 	base          []*dto.LabelPair
+	// err is why the pair's series cannot be exported (a label name twice,
+	// a value that is not valid UTF-8), checked once as NewConstMetric
+	// would at every series; the pair's series are then left out.
+	err error
 
 	mu    sync.Mutex
 	extra map[[2]string][]*dto.LabelPair // by extra label name and value
@@ -401,6 +455,7 @@ type labelSet struct {
 func newLabelSet(names, values []string) *labelSet {
 	ls := &labelSet{names: names, values: values, extra: map[[2]string][]*dto.LabelPair{}}
 	ls.base = labelPairsOf(names, values)
+	ls.err = checkLabels(names, values)
 	return ls
 }
 
@@ -415,6 +470,20 @@ func (ls *labelSet) with(name, value string) []*dto.LabelPair {
 	lp := labelPairsOf(append(slices.Clone(ls.names), name), append(slices.Clone(ls.values), value))
 	ls.extra[key] = lp
 	return lp
+}
+
+// checkLabels is what NewConstMetric checks of a series' labels: each name
+// once, each value valid UTF-8.
+func checkLabels(names, values []string) error {
+	for i, n := range names {
+		if slices.Contains(names[:i], n) {
+			return fmt.Errorf("label %q twice", n)
+		}
+		if !utf8.ValidString(values[i]) {
+			return fmt.Errorf("label %s value %q is not valid UTF-8", n, values[i])
+		}
+	}
+	return nil
 }
 
 // labelPairsOf are the label pairs of names and values, sorted by name as
@@ -509,11 +578,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.mu.Unlock()
 	for i := range rows {
+		if err := rows[i].ls.err; err != nil {
+			m.errs.Report(rows[i].ls.values[0], err)
+			continue
+		}
 		rows[i].s.collect(ch, d, rows[i].ls)
 	}
 	for _, h := range healths {
-		ch <- prometheus.MustNewConstMetric(d.healthUp, prometheus.GaugeValue, b2f(h.health), h.lv...)
-		ch <- prometheus.MustNewConstMetric(d.modelsUp, prometheus.GaugeValue, b2f(h.up), h.lv...)
+		m.errs.Send(ch, h.lv[0], d.healthUp, prometheus.GaugeValue, b2f(h.health), h.lv...)
+		m.errs.Send(ch, h.lv[0], d.modelsUp, prometheus.GaugeValue, b2f(h.up), h.lv...)
 	}
 }
 

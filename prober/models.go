@@ -75,6 +75,7 @@ func (m *Manager) syncPairs(t *target) {
 			restart := !ok || p.interval != interval
 			p.tgt, p.spec, p.interval = t, spec, interval
 			p.series.allChecks = spec.ChecksAnswers()
+			p.series.objectives = mc.SLOs
 			if hdr, ok := m.gatewayRoles[t.cfg.Name]; ok {
 				if p.samples == nil {
 					p.samples = &sampleRing{}
@@ -103,6 +104,14 @@ func (m *Manager) removePair(p *pair) {
 	m.stopPair(p)
 	p.stopped = true
 	delete(m.pairs, p.key)
+}
+
+// sameModel tells whether the id a server lists names the configured model:
+// the same id, or, for a model without a tag, Ollama's "<model>:latest",
+// as Ollama lists a model created without a tag and answers requests that
+// name it without one.
+func sameModel(id, model string) bool {
+	return id == model || !strings.Contains(model, ":") && id == model+":latest"
 }
 
 // listed takes the ids a check listed, on a target with models set: it

@@ -36,6 +36,14 @@ type target struct {
 	checked            bool
 	healthUp, modelsUp bool
 
+	// modelsRefresh is how often the check reads /v1/models again
+	// (global.models_refresh_interval); modelsAt when it last did (zero:
+	// never, or re-resolve); modelsStale asks the next check to read it
+	// whatever modelsAt says: a probe's model was refused.
+	modelsRefresh time.Duration
+	modelsAt      time.Time
+	modelsStale   bool
+
 	pairs []*pair // its pairs, in configuration order
 
 	// scheduled is the token budget of the scheduled probes, keyed by pair
@@ -61,6 +69,7 @@ type targetHost interface {
 	// modelsChanged rebuilds t's pairs after its listed models changed;
 	// the lock must be held.
 	modelsChanged(t *target)
+	now() time.Time
 }
 
 // sync takes t's configuration tc under cfg, and client when its
@@ -71,7 +80,7 @@ func (t *target) sync(cfg *config.Config, tc *config.Target, client *http.Client
 	interval := cfg.ProbeInterval(tc)
 	restart = t.cfg.URL != tc.URL || t.interval != interval || t.cfg.Probe != tc.Probe || client != nil
 	if t.cfg.Model != tc.Model || t.cfg.URL != tc.URL || t.cfg.Models != tc.Models {
-		t.model, t.models = "", nil // re-resolve
+		t.model, t.models, t.modelsAt = "", nil, time.Time{} // re-resolve
 	}
 	if client != nil {
 		if t.client != nil {
@@ -80,6 +89,7 @@ func (t *target) sync(cfg *config.Config, tc *config.Target, client *http.Client
 		t.client = client
 	}
 	t.cfg, t.interval, t.timeout, t.secrets = *tc, interval, cfg.ProbeTimeout(tc, &config.Module{}), secrets
+	t.modelsRefresh = time.Duration(cfg.Global.ModelsRefresh)
 	if tc.Model != "" {
 		t.model = tc.Model
 	}
@@ -133,19 +143,33 @@ func (t *target) resolved(model string) {
 	}
 }
 
-// check runs one /health and /v1/models check of t and records it.
+// modelsRefused asks t's next check to read /v1/models again: a probe's
+// model was refused. The lock must be held.
+func (t *target) modelsRefused() { t.modelsStale = true }
+
+// check runs one /health check of t, and one /v1/models read when it is due
+// (models_refresh_interval, or a probe's model was refused), and records
+// them.
 func (t *target) check(ctx context.Context) {
 	t.host.Lock()
-	client, base, timeout, name, red := t.client, t.cfg.URL, t.timeout, t.cfg.Name, t.host.redactor()
+	client, base, healthPath, timeout, name, red := t.client, t.cfg.URL, t.cfg.HealthCheckPath(), t.timeout, t.cfg.Name, t.host.redactor()
+	begin := t.host.now()
+	list := t.modelsAt.IsZero() || t.modelsStale || begin.Sub(t.modelsAt) >= t.modelsRefresh
 	t.host.Unlock()
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	healthUp := vllmapi.Health(ctx, client, base) == nil
-	ids, fail := probe.ListModels(ctx, client, base, red)
-	warnHeldModels(t.host.logger(), name, ids)
-	if fail != nil {
-		fail.Scrub(red)
+	healthUp := vllmapi.Health(ctx, client, base, healthPath) == nil
+	var (
+		ids  []string
+		fail *probe.Result
+	)
+	if list {
+		ids, fail = probe.ListModels(ctx, client, base, red)
+		warnHeldModels(t.host.logger(), name, ids)
+		if fail != nil {
+			fail.Scrub(red)
+		}
 	}
 	if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
 		return // shutting down or reconfigured
@@ -156,12 +180,17 @@ func (t *target) check(ctx context.Context) {
 	if t.cancel == nil || !t.cfg.Probe {
 		return // removed, or made scrape-only meanwhile
 	}
+	if !list {
+		t.checked, t.healthUp = true, healthUp
+		return
+	}
+	t.modelsStale = false
 	modelsUp := false
 	if fail == nil {
 		if t.cfg.Models != "" {
 			modelsUp = t.listed(ids)
 		} else if t.cfg.Model != "" {
-			modelsUp = slices.Contains(ids, t.cfg.Model)
+			modelsUp = slices.ContainsFunc(ids, func(id string) bool { return sameModel(id, t.cfg.Model) })
 		} else if len(ids) > 0 {
 			modelsUp = true
 			t.resolved(ids[0])
@@ -170,6 +199,12 @@ func (t *target) check(ctx context.Context) {
 		level.Debug(t.host.logger()).Log("msg", "Listing models failed", "target", name, "reason", fail.Reason, "err", fail.Err)
 	}
 	t.checked, t.healthUp, t.modelsUp = true, healthUp, modelsUp
+	// A list that failed, or lacks the model, is read again at the next
+	// check, as before: only a good one lasts models_refresh_interval.
+	t.modelsAt = time.Time{}
+	if modelsUp {
+		t.modelsAt = begin
+	}
 }
 
 // warnHeldModels warns when a model id target lists held a secret: ListModels
@@ -207,6 +242,7 @@ func (h host) release(c *http.Client) { h.m.clients.Release(c) }
 func (h host) phase(target string, interval time.Duration) time.Duration {
 	return h.m.offset(pairKey{target: target}, interval)
 }
+func (h host) now() time.Time { return h.m.now() }
 func (h host) modelsChanged(t *target) {
 	h.m.warnBudgetShare(t)
 	h.m.syncPairs(t)

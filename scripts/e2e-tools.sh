@@ -11,13 +11,15 @@
 #                   module list is refused by the proxy, so go install fails: built from the zip)
 #   epp             the Gateway API Inference Extension Endpoint Picker and its CRDs
 #                   (sigs.k8s.io/gateway-api-inference-extension cmd/epp; exact version only)
+#   llama-server    llama.cpp's OpenAI-compatible server, CPU only, from the llama.cpp
+#                   source that the npm package node-llama-cpp ships (needs npm, cmake, g++)
 #   all             every one of them
 #
-# None of them can be had with `go install` (their go.mod files carry replace
+# None of the Go tools can be had with `go install` (their go.mod files carry replace
 # directives), and Debian ships none of them (Debian's prometheus is 2.42), so each
 # is built as the main module from the proxy's source zip. Cold, on a 2-core machine:
 # Prometheus about 4 minutes, kube-apiserver about 5, etcd about 30 s, Argo Rollouts
-# about 3.5; warm (cached binary) nothing at all.
+# about 3.5, llama-server 7-14 (cmake and g++); warm (cached binary) nothing at all.
 #
 # Cache: ${VLLM_PROBER_TOOLS:-$HOME/.cache/vllm_prober/tools}/NAME-VERSION/, holding the
 # binaries (and, for Argo Rollouts, its crds/). The script prints one line per tool:
@@ -36,6 +38,10 @@ SLOTH_VERSION=${SLOTH_VERSION:-v0.16.0}
 PINT_VERSION=${PINT_VERSION:-v0.87.0}
 # v1.6.0 dropped cmd/epp (it moved to llm-d-router, which the proxy refuses).
 EPP_VERSION=${EPP_VERSION:-v1.5.0}
+# node-llama-cpp 3.21.1 carries llama.cpp release v0.4.0 (commit 80fb11a) as a git
+# bundle; its npm integrity is checked before the tarball is unpacked.
+LLAMA_SERVER_NPM_VERSION=${LLAMA_SERVER_NPM_VERSION:-3.21.1}
+LLAMA_SERVER_NPM_INTEGRITY=${LLAMA_SERVER_NPM_INTEGRITY:-sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg==}
 # Argo Rollouts v1.10.2 needs Go >= 1.26.10; the proxy serves this toolchain. It is
 # used for that build only, never for the project's own go.mod.
 ARGO_ROLLOUTS_TOOLCHAIN=${ARGO_ROLLOUTS_TOOLCHAIN:-go1.27.3}
@@ -70,7 +76,8 @@ dir_of() {
 	etcd) echo "$TOOLS/etcd-$ETCD_VERSION" ;;
 	argo-rollouts) echo "$TOOLS/argo-rollouts-$ARGO_ROLLOUTS_VERSION" ;;
 	epp) echo "$TOOLS/epp-$EPP_VERSION" ;;
-	*) echo "e2e-tools: unknown tool $1 (prometheus3, kubernetes, etcd, argo-rollouts, sloth, pint, epp, all)" >&2; return 2 ;;
+	llama-server) echo "$TOOLS/llama-server-$LLAMA_SERVER_NPM_VERSION" ;;
+	*) echo "e2e-tools: unknown tool $1 (prometheus3, kubernetes, etcd, argo-rollouts, sloth, pint, epp, llama-server, all)" >&2; return 2 ;;
 	esac
 }
 
@@ -192,6 +199,38 @@ build_epp() {
 	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
 }
 
+# llama-server builds from the llama.cpp source inside the npm package node-llama-cpp
+# (llama/gitRelease.bundle): npm pack, integrity check, git clone of the bundle, a
+# CPU-only CMake build of the llama-server target alone. About 7 minutes cold on 2
+# cores. Offline it needs LLAMA_USE_PREBUILT_UI=OFF (ON downloads the web UI at build
+# time) and LLAMA_OPENSSL=OFF. GGML_NATIVE=ON (-march=native) suits a cache that stays
+# on its machine. Only the 15 MB binary is kept (the build tree is about 300 MB).
+build_llama_server() {
+	local out=$1 work=$1.build
+	local pkg=node-llama-cpp-$LLAMA_SERVER_NPM_VERSION.tgz
+	command -v npm >/dev/null && command -v cmake >/dev/null && command -v g++ >/dev/null ||
+		{ echo "e2e-tools: llama-server needs npm, cmake and g++ (scripts/apt-install.sh npm cmake g++)" >&2; return 1; }
+	rm -rf "$work" && mkdir -p "$work/bin"
+	log "building llama-server from node-llama-cpp@$LLAMA_SERVER_NPM_VERSION, about 7 minutes cold"
+	(cd "$work" && npm pack --silent "node-llama-cpp@$LLAMA_SERVER_NPM_VERSION" >/dev/null)
+	local got
+	got="sha512-$(openssl dgst -sha512 -binary "$work/$pkg" | base64 -w0)"
+	[ "$got" = "$LLAMA_SERVER_NPM_INTEGRITY" ] ||
+		{ echo "e2e-tools: $pkg integrity $got, want $LLAMA_SERVER_NPM_INTEGRITY" >&2; return 1; }
+	tar -xzf "$work/$pkg" -C "$work" package/llama/gitRelease.bundle
+	git -c advice.detachedHead=false clone -q "$work/package/llama/gitRelease.bundle" "$work/llama.cpp"
+	rm -rf "$work/package" "$work/$pkg"
+	nice -n 10 cmake -S "$work/llama.cpp" -B "$work/llama.cpp/build" -DCMAKE_BUILD_TYPE=Release \
+		-DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+		-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF \
+		-DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DGGML_NATIVE=ON \
+		>"$work/cmake.log" 2>&1 || { tail -40 "$work/cmake.log" >&2; return 1; }
+	nice -n 10 cmake --build "$work/llama.cpp/build" --target llama-server -j2 \
+		>"$work/build.log" 2>&1 || { tail -40 "$work/build.log" >&2; return 1; }
+	cp "$work/llama.cpp/build/bin/llama-server" "$work/bin/llama-server"
+	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
+}
+
 ensure() {
 	local name=$1 out
 	out=$(dir_of "$name")
@@ -204,6 +243,7 @@ ensure() {
 	etcd) first=etcd ;;
 	argo-rollouts) first=rollouts-controller ;;
 	epp) first=epp ;;
+	llama-server) first=llama-server ;;
 	esac
 	if [ ! -x "$out/$first" ]; then
 		mkdir -p "$TOOLS"
@@ -222,10 +262,10 @@ if [ "${1:-}" = --dir ]; then
 	only_dir=1
 	shift
 fi
-[ "$#" -gt 0 ] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ "$#" -gt 0 ] || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 tools=()
 for t in "$@"; do
-	if [ "$t" = all ]; then tools+=(prometheus3 kubernetes etcd argo-rollouts sloth pint epp); else dir_of "$t" >/dev/null; tools+=("$t"); fi
+	if [ "$t" = all ]; then tools+=(prometheus3 kubernetes etcd argo-rollouts sloth pint epp llama-server); else dir_of "$t" >/dev/null; tools+=("$t"); fi
 done
 for t in "${tools[@]}"; do
 	ensure "$t"

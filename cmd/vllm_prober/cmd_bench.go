@@ -54,6 +54,11 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 	saveDetailed := cmd.Flag("save-detailed", "Add the per-request arrays of `vllm bench serve --save-detailed` (input_lens, output_lens, ttfts, itls, start_times, generated_texts with each whole generated text, errors) to each level's JSON.").Bool()
 	warmup := cmd.Flag("warmup", "Before each level's timed window, send one untimed request (max_tokens 1) per concurrency slot, all at once, so that the first wave "+
 		"leaves on open connections from a warm process; the warm-up requests are not counted. --no-warmup sends the first wave cold.").Default("true").Bool()
+	goodput := cmd.Flag("goodput", "Goodput objectives in vLLM bench serve's syntax, KEY:MILLISECONDS pairs (keys ttft, tpot, e2el, and itl_p99: the 99th percentile of a request's gaps), "+
+		"e.g. --goodput 'ttft:200 tpot:50'; repeatable. A request is good when it succeeded and met every one: each level reports request_goodput and its attainment.").Strings()
+	goodputTarget := cmd.Flag("goodput-target", "With --goodput, instead of --concurrency/--request-rate levels, search the highest concurrency whose attainment (good / all requests, failed ones included) "+
+		"is at least this ratio, e.g. 0.99: doubling from 1, then bisecting to within 10 %, as GuideLLM's goodput profile does.").Float64()
+	goodputMax := cmd.Flag("goodput-max-concurrency", "Highest concurrency the --goodput-target search tries.").Default(strconv.Itoa(bench.DefaultGoodputMaxConcurrency)).Int()
 	gcLimit := cmd.Flag("gc-memory-limit", "During each level's timed window, turn Go's garbage collector off (GOGC=off) with this soft memory limit as its only trigger, "+
 		"so that no collection pauses a measured stream; 0 keeps Go's default collector.").Default("1GiB").Bytes()
 
@@ -76,13 +81,31 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 				Fix: "give a ratio above 0 and at most 1, such as 0.99 (the default)."})
 		}
 		var err error
+		if len(*goodput) > 0 {
+			o, err := config.ParseGoodput(*goodput...)
+			if err != nil {
+				return fail(clierr.Error{Place: "--goodput", Err: err, Fix: "give KEY:MS pairs as vLLM's bench serve takes them, e.g. --goodput 'ttft:200 tpot:50 e2el:2000'."})
+			}
+			opts.Goodput = &o
+		}
+		if *goodputTarget != 0 {
+			switch {
+			case opts.Goodput == nil:
+				return fail(clierr.Error{Place: "--goodput-target", Err: errors.New("no --goodput objectives to meet"), Fix: "give the objectives too, e.g. --goodput 'ttft:200 tpot:50' --goodput-target 0.99."})
+			case !(*goodputTarget > 0 && *goodputTarget <= 1):
+				return fail(clierr.Error{Place: "--goodput-target", Err: fmt.Errorf("%v is not in (0, 1]", *goodputTarget), Fix: "give an attainment ratio such as 0.99."})
+			case *concurrency != "" || *rates != "":
+				return fail(clierr.Error{Place: "--goodput-target", Err: errors.New("the search chooses the concurrencies itself"), Fix: "leave out --concurrency and --request-rate."})
+			}
+			opts.GoodputTarget, opts.GoodputMaxConcurrency = *goodputTarget, *goodputMax
+		}
 		if opts.Concurrencies, err = parseConcurrencies(*concurrency); err != nil {
 			return fail(clierr.Error{Place: "--concurrency", Err: err, Fix: "give positive integers separated by commas, e.g. --concurrency 1,4,16."})
 		}
 		if opts.RequestRates, err = parseRates(*rates); err != nil {
 			return fail(clierr.Error{Place: "--request-rate", Err: err, Fix: "give positive numbers or inf separated by commas, e.g. --request-rate 1,4,inf."})
 		}
-		if len(opts.Concurrencies) == 0 && len(opts.RequestRates) == 0 {
+		if len(opts.Concurrencies) == 0 && len(opts.RequestRates) == 0 && opts.GoodputTarget == 0 {
 			opts.Concurrencies = []int{1, 4, 16}
 		}
 		if opts.Percentiles, err = parseFloats(*percentiles); err != nil {
@@ -107,6 +130,14 @@ func registerBenchCommandsTo(app *kingpin.Application, stdout, stderr io.Writer)
 				return fail(clierr.Error{File: *out, Err: fmt.Errorf("cannot write the results: %w", err), Fix: "check that --out names a writable directory."})
 			}
 			fmt.Fprintf(stderr, "wrote %s\n", strings.Join(files.Paths(*out), ", "))
+		}
+		if s := rep.GoodputSearch; s != nil {
+			capped := ""
+			if s.Capped {
+				capped = " (the search's cap, --goodput-max-concurrency: the server may do more)"
+			}
+			fmt.Fprintf(stdout, "Highest concurrency meeting %s attainment of %s: %d%s\n",
+				strconv.FormatFloat(s.Target, 'g', -1, 64), rep.Goodput, s.Highest, capped)
 		}
 		failing := rep.FailingLevels()
 		if len(failing) > 0 {

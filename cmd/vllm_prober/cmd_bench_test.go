@@ -352,3 +352,26 @@ func TestBenchCommandSaveDetailed(t *testing.T) {
 		t.Errorf("mean of itls %v ms, mean_itl_ms %v", got, rec.MeanITLms)
 	}
 }
+
+// TestBenchCommandGoodputFlags: --goodput takes vLLM's syntax and says what
+// is wrong with a bad pair; --goodput-target needs objectives, a ratio in
+// (0, 1] and no levels of its own.
+func TestBenchCommandGoodputFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--goodput", "ttft:abc"}, `vllm_prober bench: --goodput: goodput objective "ttft:abc": "abc" is not a non-negative number of milliseconds`},
+		{[]string{"--goodput", "itl:5"}, `--goodput: goodput objective "itl:5": unknown key "itl" (keys ttft, tpot, itl_p99, e2el)`},
+		{[]string{"--goodput-target", "0.99"}, "--goodput-target: no --goodput objectives to meet"},
+		{[]string{"--goodput", "tpot:50", "--goodput-target", "1.5"}, "--goodput-target: 1.5 is not in (0, 1]"},
+		{[]string{"--goodput", "tpot:50", "--goodput-target", "0.9", "--concurrency", "4"}, "--goodput-target: the search chooses the concurrencies itself"},
+	} {
+		// --ready-timeout: a flag let through fails in a second instead of waiting for the server.
+		args := append([]string{"bench", "--url", "http://127.0.0.1:1", "--out", t.TempDir(), "--ready-timeout", "1s"}, c.args...)
+		code, _, stderr := runBenchCLI(t, context.Background(), args...)
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.want)
+		}
+	}
+}

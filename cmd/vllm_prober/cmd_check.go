@@ -56,6 +56,7 @@ type checkOptions struct {
 	duration                  time.Duration
 	format                    string
 	th                        compare.Thresholds
+	memberRatio               float64
 }
 
 // isCheckCommand reports whether args select the check command, so that a
@@ -94,6 +95,8 @@ func registerCheckCommandTo(app *kingpin.Application, stdout, stderr io.Writer) 
 		Default(fmt.Sprint(compare.DefaultThresholds.SuccessRatio)).Float64Var(&o.th.SuccessRatio)
 	cmd.Flag("threshold.min-successes", "Fewer successful probes than this (of the endpoint or the reference) are inconclusive.").
 		Default(fmt.Sprint(compare.DefaultThresholds.MinSuccesses)).IntVar(&o.th.MinSuccesses)
+	cmd.Flag("threshold.member-ratio", "With a gateway target of --config.file: its members are probed too, and a member whose median TTFT is above this ratio to the median of the members' medians fails the check, named, even when the gateway's average passes (docs/rollouts.md, \"Gateways\").").
+		Default("1.5").Float64Var(&o.memberRatio)
 
 	return cmd, func(ctx context.Context, logger log.Logger) int {
 		plan, err := o.plan(ctx)
@@ -144,6 +147,13 @@ type checkPlan struct {
 	every          time.Duration
 	th             compare.Thresholds
 	title          string
+	// members are the static members of a gateway target, probed beside
+	// it; memberOf maps its member header values to them, memberRatio is
+	// the spread above which the slowest fails the check.
+	members     []string
+	memberOf    map[string]string
+	memberHdr   string
+	memberRatio float64
 }
 
 // plan validates the flags and builds the configuration. Every error is a
@@ -161,7 +171,10 @@ func (o *checkOptions) plan(ctx context.Context) (*checkPlan, error) {
 	if o.probes < o.th.MinSuccesses {
 		return nil, fmt.Errorf("--probes %d can never reach --threshold.min-successes %d", o.probes, o.th.MinSuccesses)
 	}
-	p := &checkPlan{probes: o.probes, th: o.th}
+	if !(o.memberRatio > 1) {
+		return nil, fmt.Errorf("--threshold.member-ratio %v must be above 1", o.memberRatio)
+	}
+	p := &checkPlan{probes: o.probes, th: o.th, memberRatio: o.memberRatio}
 	if o.concurrency != "auto" {
 		c, err := strconv.ParseFloat(o.concurrency, 64)
 		if err != nil || !(c > 0) || math.IsInf(c, 0) {
@@ -327,6 +340,18 @@ func (o *checkOptions) planFromFile(ctx context.Context, p *checkPlan) error {
 			p.reference = checkReferenceName
 		}
 	}
+	if t.Gateway != nil {
+		// A gateway's members are probed beside it, with its module: a
+		// member slower than the others fails the check by name.
+		for _, name := range cfg.GatewayMembers(t) {
+			m, _ := cfg.Target(name)
+			r := *m
+			r.Modules = []string{p.module}
+			run.Targets = append(run.Targets, r)
+			p.members = append(p.members, name)
+		}
+		p.memberOf, p.memberHdr = cfg.MemberOf(t), t.Gateway.MemberHeader
+	}
 	if o.baselineFile == "" && p.reference == "" && t.Baseline != "" {
 		for _, ref := range cfg.Baselines {
 			if ref.Name != t.Baseline {
@@ -411,6 +436,7 @@ func (p *checkPlan) run(ctx context.Context, logger log.Logger) (compare.Verdict
 		return compare.Verdict{}, fmt.Errorf("configuration: %w", err)
 	}
 	var own, ref []*probe.Result
+	members := map[string][]*probe.Result{}
 	probe := func(target string) (*probe.Result, error) {
 		res, _, err := m.ProbeNow(ctx, target, p.module)
 		if err != nil {
@@ -441,11 +467,25 @@ func (p *checkPlan) run(ctx context.Context, logger log.Logger) (compare.Verdict
 			}
 			ref = append(ref, r)
 		}
+		for _, name := range p.members {
+			r, err := probe(name)
+			if err != nil {
+				return compare.Verdict{}, err
+			}
+			members[name] = append(members[name], r)
+		}
 	}
+	v := p.judge(loadErr, red, own, ref)
+	p.judgeMembers(&v, own, members)
+	return v, nil
+}
+
+// judge compares the target's probes with the reference's or the baseline's.
+func (p *checkPlan) judge(loadErr error, red *redact.Redactor, own, ref []*probe.Result) compare.Verdict {
 	s := sampleOf(own)
 	if p.reference != "" {
 		rs := sampleOf(ref)
-		return compare.Judge(s, rs.Means, &rs, nil, p.th, "reference "+p.reference), nil
+		return compare.Judge(s, rs.Means, &rs, nil, p.th, "reference "+p.reference)
 	}
 	conc, how := p.concurrency, ""
 	if conc == 0 {
@@ -460,7 +500,29 @@ func (p *checkPlan) run(ctx context.Context, logger log.Logger) (compare.Verdict
 	}
 	e, _ := p.curve.Expected(conc) // plan checked the curve
 	exp := compare.ExpectedFromBaseline(e, s.Means.OutputTokens)
-	return compare.Judge(s, exp, nil, nil, p.th, fmt.Sprintf("baseline %s at concurrency %.3g%s", p.baselineName, conc, how)), nil
+	return compare.Judge(s, exp, nil, nil, p.th, fmt.Sprintf("baseline %s at concurrency %.3g%s", p.baselineName, conc, how))
+}
+
+// judgeMembers joins the gateway target's probes with its members' and
+// fails v when one member is slower than the others (compare.JudgeMembers).
+func (p *checkPlan) judgeMembers(v *compare.Verdict, gw []*probe.Result, members map[string][]*probe.Result) {
+	if len(p.members) < 2 {
+		return
+	}
+	samples := func(rs []*probe.Result) []prober.GatewaySample {
+		out := make([]prober.GatewaySample, len(rs))
+		for i, r := range rs {
+			out[i] = prober.SampleOf(r, p.memberHdr)
+		}
+		return out
+	}
+	ms := make(map[string][]prober.GatewaySample, len(members))
+	for name, rs := range members {
+		ms[name] = samples(rs)
+	}
+	if j, ok := compare.JoinGateway(samples(gw), p.memberOf, ms); ok {
+		compare.JudgeMembers(v, j, p.memberRatio)
+	}
 }
 
 func sampleOf(rs []*probe.Result) compare.Sample {

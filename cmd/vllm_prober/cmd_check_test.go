@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
+	"github.com/vllm-prober/vllm_prober/internal/testtool"
 )
 
 // checkSim starts a vllm_sim with its defaults (those
@@ -218,5 +221,60 @@ func TestCheckUnderLoad(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "check", "--url="+url, "--baseline="+checkBaseline, "--baseline.concurrency=lots"); code != 3 || !strings.Contains(errOut, "neither auto nor a positive number") {
 		t.Errorf("--baseline.concurrency=lots: exit %d %q", code, errOut)
+	}
+}
+
+// TestCheckGatewayMembers: `check` of a gateway target (real HAProxy in
+// front of three simulators) probes its members too. With one canary member
+// twice as slow as the others, the gateway's average TTFT passes a 1.5
+// latency ratio against the baseline, yet the check fails with a sentence
+// naming the member; with the members alike it passes.
+func TestCheckGatewayMembers(t *testing.T) {
+	urls := map[string]string{"m1": checkSim(t), "m2": checkSim(t), "m3": checkSim(t)}
+	var servers []string
+	for _, n := range []string{"m1", "m2", "m3"} {
+		servers = append(servers, n+" "+strings.TrimPrefix(urls[n], "http://"))
+	}
+	port := testtool.HAProxyBalancer(t, servers, "", "")
+	cfg := filepath.Join(t.TempDir(), "vllm_prober.yml")
+	baseline, err := filepath.Abs(checkBaseline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+baselines: [{name: sim, file: %q}]
+modules:
+  check: {prober: completions, prompt: "Let's explore some architecture patterns for microservices", max_tokens: 8}
+targets:
+  - {name: m1, url: %q}
+  - {name: m2, url: %q}
+  - {name: m3, url: %q}
+  - name: gw
+    url: http://127.0.0.1:%d
+    scrape_metrics: false
+    baseline: sim
+    gateway: {members: [m1, m2, m3], member_header: X-Served-By}
+`, baseline, urls["m1"], urls["m2"], urls["m3"], port)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"check", "--config.file=" + cfg, "--target=gw", "--probes=6", "--threshold.min-successes=3",
+		"--threshold.latency-ratio=1.5", "--baseline.concurrency=1"}
+	code, out, errOut := runCLI(t, args...)
+	t.Logf("members alike: exit %d\n%s%s", code, out, errOut)
+	if code != 0 {
+		t.Errorf("members alike: exit %d, want 0 (pass)", code)
+	}
+
+	simAdmin(t, urls["m3"], `{"ttft":"100ms"}`)
+	code, out, errOut = runCLI(t, args...)
+	t.Logf("m3 twice as slow: exit %d\n%s%s", code, out, errOut)
+	if code != 1 {
+		t.Errorf("m3 twice as slow: exit %d, want 1 (fail)", code)
+	}
+	if !strings.Contains(out, "member m3 of the gateway answers its direct probes with a median TTFT") {
+		t.Errorf("the verdict does not name m3:\n%s", out)
+	}
+	if !regexp.MustCompile(`TTFT\s+\S+\s+\S+\s+\S+\s+<= 1.5\s+pass`).MatchString(out) {
+		t.Errorf("the gateway's own TTFT row does not pass, so the test does not show the member failing it alone:\n%s", out)
 	}
 }

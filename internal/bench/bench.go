@@ -47,6 +47,8 @@ const (
 	DefaultRequestTimeout = 30 * time.Minute
 	DefaultPollInterval   = time.Second
 	DefaultName           = "bench"
+	// DefaultGoodputMaxConcurrency bounds the goodput search.
+	DefaultGoodputMaxConcurrency = 256
 	// DefaultMinSuccessRatio is the success ratio (completed / sent) below
 	// which a level is not a measurement of the server (issue: a failing run
 	// must never become a silent baseline).
@@ -155,6 +157,16 @@ type Options struct {
 	// measures. 0 leaves the collector alone. It changes process-wide
 	// settings: one Run at a time.
 	GCMemoryLimit int64
+	// Goodput, when set, judges every request against these objectives
+	// (vLLM's --goodput): each level reports its request goodput and its
+	// attainment (LevelResult.Goodput).
+	Goodput *config.Objectives
+	// GoodputTarget in (0, 1], with Goodput, replaces the levels by a search
+	// for the highest concurrency whose attainment is at least this
+	// (Report.GoodputSearch), up to GoodputMaxConcurrency
+	// (DefaultGoodputMaxConcurrency when 0).
+	GoodputTarget         float64
+	GoodputMaxConcurrency int
 	// Client sends every request; nil builds one sized for the largest level.
 	Client *http.Client
 	// Progress receives each level's progress: a progress bar redrawn in place
@@ -191,6 +203,20 @@ func (o *Options) setDefaults() error {
 	if o.URL == "" {
 		errs = append(errs, errors.New("no server URL"))
 	}
+	if o.GoodputTarget != 0 {
+		if o.Goodput == nil {
+			errs = append(errs, errors.New("a goodput target needs goodput objectives"))
+		}
+		if !(o.GoodputTarget > 0 && o.GoodputTarget <= 1) {
+			errs = append(errs, fmt.Errorf("goodput target %v is not in (0, 1]", o.GoodputTarget))
+		}
+		if o.GoodputMaxConcurrency == 0 {
+			o.GoodputMaxConcurrency = DefaultGoodputMaxConcurrency
+		}
+		if o.GoodputMaxConcurrency < 1 {
+			errs = append(errs, fmt.Errorf("goodput max concurrency %d is below 1", o.GoodputMaxConcurrency))
+		}
+	}
 	switch o.Endpoint {
 	case "":
 		o.Endpoint = config.ProberCompletions
@@ -205,8 +231,8 @@ func (o *Options) setDefaults() error {
 	if o.Requests < 1 {
 		errs = append(errs, fmt.Errorf("requests must be at least 1, got %d", o.Requests))
 	}
-	if len(o.Concurrencies) == 0 && len(o.RequestRates) == 0 {
-		errs = append(errs, errors.New("no load level: give at least one concurrency or request rate"))
+	if len(o.Concurrencies) == 0 && len(o.RequestRates) == 0 && o.GoodputTarget == 0 {
+		errs = append(errs, errors.New("no load level: give at least one concurrency or request rate (or a goodput target to search)"))
 	}
 	for _, c := range o.Concurrencies {
 		if c < 1 {
@@ -303,6 +329,10 @@ type Report struct {
 	MinSuccessRatio float64
 	ForceBaseline   bool
 	SaveDetailed    bool
+	// Goodput is the run's objectives (nil: none); GoodputSearch the result
+	// of the search for the highest concurrency meeting GoodputTarget.
+	Goodput       *config.Objectives
+	GoodputSearch *GoodputSearch
 }
 
 // FailingLevels returns the levels whose success ratio is below the run's
@@ -339,6 +369,8 @@ type LevelResult struct {
 	Texts   []string
 	Metrics Metrics
 	Server  ServerStats
+	// Goodput is the level's goodput against Options.Goodput; nil without.
+	Goodput *Goodput
 }
 
 // ServerSample is one /metrics poll, summed over the server's models. Gauges

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +51,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		if len(opts.RequestRates) > 0 {
 			maxc = max(maxc, opts.Requests)
+		}
+		if opts.GoodputTarget > 0 {
+			maxc = max(maxc, opts.GoodputMaxConcurrency)
 		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = maxc + 2
@@ -98,16 +100,34 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if !found {
 		level.Warn(opts.Logger).Log("msg", "model not listed by /v1/models; sending it anyway", "model", rep.Model)
 	}
-	for _, lv := range opts.Levels() {
+	rep.Goodput = opts.Goodput
+	level := func(lv Level) (*LevelResult, error) {
 		lr, err := runLevel(ctx, client, &opts, spec, rep.Model, lv)
 		if err != nil {
-			return rep, fmt.Errorf("%s: %w", lv, err)
+			return nil, fmt.Errorf("%s: %w", lv, err)
 		}
 		rep.Levels = append(rep.Levels, lr)
 		if opts.Summary != nil {
 			if err := WriteSummary(opts.Summary, lr, opts.Percentiles); err != nil {
-				return rep, err
+				return lr, err
 			}
+		}
+		return lr, nil
+	}
+	if opts.Goodput != nil && opts.GoodputTarget > 0 {
+		var err error
+		rep.GoodputSearch, err = searchGoodput(ctx, opts.GoodputTarget, opts.GoodputMaxConcurrency, func(c int) (float64, error) {
+			lr, err := level(Level{Type: LoadConcurrency, Value: float64(c)})
+			if err != nil {
+				return 0, err
+			}
+			return lr.Goodput.Attainment, nil
+		})
+		return rep, err
+	}
+	for _, lv := range opts.Levels() {
+		if _, err := level(lv); err != nil {
+			return rep, err
 		}
 	}
 	return rep, nil
@@ -165,12 +185,6 @@ func (o *Options) module() config.Module {
 	return mod
 }
 
-// promptWords feed random prompts; each is one token in common BPE vocabularies.
-var promptWords = strings.Fields(`the of and to in is for on that with as it at by from this be are was or
-an which one all we can has more but not what about when your their will there if so out up use time new
-how any these may other than its only into over such some most data model system each user after first
-well also between where both under while load cache token stream batch server queue memory latency`)
-
 // prompts returns the prompt of every request of a level.
 func prompts(o *Options, lv Level, n int) []string {
 	out := make([]string, n)
@@ -182,14 +196,7 @@ func prompts(o *Options, lv Level, n int) []string {
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, levelSeed(lv)))
 	for i := range out {
-		var b strings.Builder
-		for j := 0; j < o.RandomInputLen; j++ {
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(promptWords[rng.IntN(len(promptWords))])
-		}
-		out[i] = b.String()
+		out[i] = probe.RandomWords(rng, o.RandomInputLen)
 	}
 	return out
 }
@@ -354,6 +361,9 @@ func runLevel(ctx context.Context, client *http.Client, o *Options, spec *probe.
 	}
 	lr.Results, lr.Texts = results, texts
 	lr.Metrics = Calculate(results, duration, o.Percentiles)
+	if o.Goodput != nil {
+		lr.Goodput = judgeGoodput(results, duration, o.Goodput)
+	}
 	lr.Server = poller.stats()
 	return lr, nil
 }

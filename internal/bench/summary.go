@@ -32,6 +32,9 @@ func WriteSummary(w io.Writer, lr *LevelResult, percentiles []float64) error {
 	intLine("Total input tokens:", m.TotalInput)
 	intLine("Total generated tokens:", m.TotalOutput)
 	fLine("Request throughput (req/s):", m.RequestThroughput)
+	if lr.Goodput != nil { // as vLLM prints it with --goodput
+		fLine("Request goodput (req/s):", lr.Goodput.RequestGoodput)
+	}
 	fLine("Output token throughput (tok/s):", m.OutputThroughput)
 	fLine("Peak output token throughput (tok/s):", m.MaxOutputTokensPerS)
 	fLine("Peak concurrent requests:", float64(m.MaxConcurrentRequests))

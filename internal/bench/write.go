@@ -273,7 +273,11 @@ func ServeJSON(rep *Report, lr *LevelResult) []byte {
 	o.add("total_input_tokens", m.TotalInput)
 	o.add("total_output_tokens", m.TotalOutput)
 	o.add("request_throughput", m.RequestThroughput)
-	o.add("request_goodput", nil)
+	if lr.Goodput != nil {
+		o.add("request_goodput", lr.Goodput.RequestGoodput)
+	} else {
+		o.add("request_goodput", nil)
+	}
 	o.add("output_throughput", m.OutputThroughput)
 	o.add("total_token_throughput", m.TotalTokenThroughput)
 	if rep.SaveDetailed {
@@ -445,6 +449,9 @@ func Point(rep *Report, lr *LevelResult) baseline.Point {
 		TPOT:                 stats(&m.TPOT, rep.Percentiles),
 		ITL:                  stats(&m.ITL, rep.Percentiles),
 		E2E:                  stats(&m.E2E, rep.Percentiles),
+	}
+	if lr.Goodput != nil {
+		p.RequestGoodput = fp(lr.Goodput.RequestGoodput)
 	}
 	if m.Completed > 0 {
 		p.OutputThroughputPerRequest = stats(&m.OutputTPSPerRequest, rep.Percentiles)

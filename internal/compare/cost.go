@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-prober/vllm_prober/collector"
+	"github.com/vllm-prober/vllm_prober/internal/safemetric"
 )
 
 // The cost series of a target with a price_per_hour (docs/metrics.md,
@@ -101,7 +102,7 @@ func liveRates(v *collector.View) (output, tokens float64) {
 }
 
 // collectCost sends the cost series of t, which has a price.
-func collectCost(ch chan<- prometheus.Metric, st *state, v *collector.View, t scraped) {
+func collectCost(ch chan<- prometheus.Metric, errs *safemetric.Errors, st *state, v *collector.View, t scraped) {
 	lv := append([]string{t.name}, t.static...)
 	satOutput, satTokens := 0.0, 0.0
 	if l, ok := st.byTarget[t.name]; ok {
@@ -115,7 +116,7 @@ func collectCost(ch chan<- prometheus.Metric, st *state, v *collector.View, t sc
 	}{{mPrice, *t.price}, {mCostOutput, c.PerMillionOutput}, {mCostTokens, c.PerMillionTokens},
 		{mCostOutputSat, c.PerMillionOutputAtSaturation}, {mCostTokensSat, c.PerMillionTokensAtSaturation}, {mUnused, c.Unused}} {
 		if !math.IsNaN(s.v) && !math.IsInf(s.v, 0) {
-			ch <- prometheus.MustNewConstMetric(st.descs[s.name], prometheus.GaugeValue, s.v, lv...)
+			errs.Send(ch, t.name, st.descs[s.name], prometheus.GaugeValue, s.v, lv...)
 		}
 	}
 }

@@ -27,6 +27,10 @@ const (
 	mGWSpread   = "vllm_gateway_member_spread_ratio"
 	mGWShare    = "vllm_gateway_member_share_ratio"
 	labelMember = "member"
+	// labelRole is the role (config.Roles, "" for none) of the target a
+	// gateway series names: the member's on the member series, the
+	// gateway's own on the overhead. Bounded: three values and none.
+	labelRole = "role"
 )
 
 // gatewayTarget is a gateway of the configuration and its members.
@@ -36,6 +40,8 @@ type gatewayTarget struct {
 	static   []string
 	members  []string          // sorted target names
 	memberOf map[string]string // member header value -> member name
+	role     string            // the gateway's role
+	roles    map[string]string // member name -> its role
 	window   time.Duration
 }
 
@@ -52,8 +58,14 @@ func gatewayTargets(cfg *config.Config, static []string) []gatewayTarget {
 		if t.Gateway == nil {
 			continue
 		}
+		roles := map[string]string{}
+		for _, m := range cfg.GatewayMembers(t) {
+			if mt, ok := cfg.Target(m); ok {
+				roles[m] = mt.Role
+			}
+		}
 		out = append(out, gatewayTarget{name: t.Name, modules: slices.Clone(t.Modules), static: t.StaticLabelValues(static),
-			members: cfg.GatewayMembers(t), memberOf: cfg.MemberOf(t),
+			members: cfg.GatewayMembers(t), memberOf: cfg.MemberOf(t), role: t.Role, roles: roles,
 			window: max(time.Duration(cfg.Global.RateWindow), GatewayWindowProbes*cfg.ProbeInterval(t))})
 	}
 	return out
@@ -63,13 +75,13 @@ func gatewayDescs(static []string, d map[string]*prometheus.Desc) {
 	base := append([]string{labelTarget, labelModule}, static...)
 	d[mGWOverhead] = prometheus.NewDesc(mGWOverhead,
 		"TTFT of the probes through the gateway minus TTFT of the direct probes of its members (pooled), at stat median and p90, over the join window.",
-		append(slices.Clone(base), labelStat), nil)
+		append(slices.Clone(base), labelStat, labelRole), nil)
 	d[mGWSpread] = prometheus.NewDesc(mGWSpread,
 		"Median TTFT of the gateway's slowest member (named by member) over the median of its members' median TTFTs, from their direct probes over the join window; 1 is no outlier.",
-		append(slices.Clone(base), labelMember), nil)
+		append(slices.Clone(base), labelMember, labelRole), nil)
 	d[mGWShare] = prometheus.NewDesc(mGWShare,
 		"Share of the gateway's answered probes over the join window that each member served, by its member header; member _gateway: answered by the gateway itself, _other: by a backend outside its members.",
-		append(slices.Clone(base), labelMember), nil)
+		append(slices.Clone(base), labelMember, labelRole), nil)
 }
 
 // GatewayModuleJoin is one module's join of a gateway.
@@ -123,17 +135,17 @@ func (c *Collector) joinGateway(g gatewayTarget, now time.Time) []GatewayModuleJ
 func (c *Collector) collectGateways(ch chan<- prometheus.Metric, st *state, now time.Time) {
 	gauge := func(desc *prometheus.Desc, v float64, lv ...string) {
 		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, lv...)
+			c.errs.Send(ch, lv[0], desc, prometheus.GaugeValue, v, lv...)
 		}
 	}
 	for _, g := range st.gateways {
 		for _, j := range c.joinGateway(g, now) {
 			base := append([]string{g.name, j.Module}, g.static...)
-			with := func(v string) []string { return append(base[:len(base):len(base)], v) }
-			gauge(st.descs[mGWOverhead], j.OverheadMedian, with("median")...)
-			gauge(st.descs[mGWOverhead], j.OverheadP90, with("p90")...)
+			with := func(v, role string) []string { return append(base[:len(base):len(base)], v, role) }
+			gauge(st.descs[mGWOverhead], j.OverheadMedian, with("median", g.role)...)
+			gauge(st.descs[mGWOverhead], j.OverheadP90, with("p90", g.role)...)
 			if j.Slowest != "" {
-				gauge(st.descs[mGWSpread], j.Spread, with(j.Slowest)...)
+				gauge(st.descs[mGWSpread], j.Spread, with(j.Slowest, g.roles[j.Slowest])...)
 			}
 			if j.Probes == 0 {
 				continue
@@ -142,7 +154,7 @@ func (c *Collector) collectGateways(ch chan<- prometheus.Metric, st *state, now 
 			// a member the gateway stopped sending probes to reads 0, not
 			// absent.
 			for _, m := range append(slices.Clone(j.Members), ShareGateway, ShareOther) {
-				gauge(st.descs[mGWShare], j.Share[m], with(m)...)
+				gauge(st.descs[mGWShare], j.Share[m], with(m, g.roles[m])...)
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func (c *Collector) collectJoined(ch chan<- prometheus.Metric, st *state, server
 		return // no stale joined series while the server does not answer
 	}
 	if t.price != nil {
-		collectCost(ch, st, &v, t)
+		collectCost(ch, c.errs, st, &v, t)
 	}
 	probeModel := c.probes.Model(t.name)
 	if probeModel == "" && len(v.Models) == 1 {
@@ -41,7 +41,7 @@ func (c *Collector) collectJoined(ch chan<- prometheus.Metric, st *state, server
 	saturation, hasSaturation := st.saturation(t.name)
 	gauge := func(desc *prometheus.Desc, v float64, lv ...string) {
 		if !math.IsNaN(v) {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, lv...)
+			c.errs.Send(ch, t.name, desc, prometheus.GaugeValue, v, lv...)
 		}
 	}
 	for i := range v.Models {

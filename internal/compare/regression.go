@@ -31,6 +31,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/baseline"
+	"github.com/vllm-prober/vllm_prober/internal/safemetric"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
 
@@ -83,6 +84,7 @@ type Collector struct {
 	server ServerSource
 	// gateways feeds the gateway joins (gateway_collect.go); nil: none.
 	gateways GatewaySource
+	errs     *safemetric.Errors
 	now      func() time.Time
 
 	mu     sync.RWMutex
@@ -134,6 +136,9 @@ type Options struct {
 	// takes the larger of the rate window and three probe intervals of the
 	// target.
 	Window time.Duration
+	// Errors counts and logs the series that cannot be built; nil leaves
+	// them out silently. No series panics the collection.
+	Errors *safemetric.Errors
 }
 
 // New returns a Collector of opts.
@@ -142,7 +147,7 @@ func New(opts Options) *Collector {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	c := &Collector{logger: logger, probes: opts.Probes, server: opts.Server, gateways: opts.Gateways, window: opts.Window, now: time.Now, state: &state{}}
+	c := &Collector{logger: logger, probes: opts.Probes, server: opts.Server, gateways: opts.Gateways, window: opts.Window, errs: opts.Errors, now: time.Now, state: &state{}}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(c)
 	}
@@ -466,7 +471,7 @@ func (c *Collector) collectSpecDecode(ch chan<- prometheus.Metric, st *state, se
 		if math.IsNaN(r) {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(st.descs[mSpecRatio], prometheus.GaugeValue, r,
+		c.errs.Send(ch, t.name, st.descs[mSpecRatio], prometheus.GaugeValue, r,
 			append(append([]string{t.name, mv.Name}, t.static...), t.baseline)...)
 	}
 }

@@ -97,6 +97,12 @@ type Verdict struct {
 	Successes  int
 	Thresholds Thresholds
 	Rows       []Row
+	// For a gateway target whose members were probed beside it: each
+	// member's median TTFT (seconds), the slowest member and its spread
+	// (its median over the median of the members'); empty otherwise.
+	MemberTTFT    map[string]float64
+	SlowestMember string
+	MemberSpread  float64
 }
 
 // latencyMetrics are the rows a verdict judges, in table order.
@@ -195,6 +201,10 @@ type verdictJSON struct {
 	Successes  int        `json:"successful_probes"`
 	Thresholds Thresholds `json:"thresholds"`
 	Metrics    []rowJSON  `json:"metrics"`
+	// A gateway target's members (Verdict.MemberTTFT), absent otherwise.
+	MemberTTFT    map[string]float64 `json:"member_ttft_seconds,omitempty"`
+	SlowestMember string             `json:"slowest_member,omitempty"`
+	MemberSpread  *float64           `json:"member_spread_ratio,omitempty"`
 }
 
 type rowJSON struct {
@@ -215,7 +225,11 @@ func num(f float64) *float64 {
 // MarshalJSON writes the verdict with NaN values as null.
 func (v Verdict) MarshalJSON() ([]byte, error) {
 	out := verdictJSON{Target: v.Target, Module: v.Module, Window: v.Window.Seconds(), Verdict: v.Result, Reason: v.Reason, Against: v.Against, Probes: v.Probes,
-		Successes: v.Successes, Thresholds: v.Thresholds, Metrics: make([]rowJSON, 0, len(v.Rows))}
+		Successes: v.Successes, Thresholds: v.Thresholds, Metrics: make([]rowJSON, 0, len(v.Rows)),
+		MemberTTFT: v.MemberTTFT, SlowestMember: v.SlowestMember}
+	if v.SlowestMember != "" {
+		out.MemberSpread = num(v.MemberSpread)
+	}
 	for _, r := range v.Rows {
 		res := r.Result
 		if res == "" {
@@ -246,4 +260,26 @@ func liveMean(p prober.Means, m baseline.Metric) float64 {
 		return p.E2E
 	}
 	return math.NaN()
+}
+
+// DefaultMemberRatio is the spread above which a gateway's slowest member
+// fails a verdict (JudgeMembers), as the mixin's VLLMGatewayMemberSlow.
+const DefaultMemberRatio = 1.5
+
+// JudgeMembers adds a gateway's member join j to v and fails v when the
+// slowest member answers its direct probes with a median TTFT above ratio
+// times the median of the members' medians (j.Spread, as
+// vllm_gateway_member_spread_ratio): a canary member slower than the others
+// fails the gate, named, even when the gateway's own probes average it out.
+func JudgeMembers(v *Verdict, j GatewayJoin, ratio float64) {
+	if j.Slowest == "" || math.IsNaN(j.Spread) {
+		return
+	}
+	v.MemberTTFT, v.MemberSpread, v.SlowestMember = j.MemberTTFT, j.Spread, j.Slowest
+	if j.Spread <= ratio {
+		return
+	}
+	v.Result = Fail
+	v.Reason = fmt.Sprintf("member %s of the gateway answers its direct probes with a median TTFT %.2f times the median of the gateway's members (%.4gs against %.4gs; threshold %g): it fails even though the gateway's own probes average it out (the gateway alone: %s)",
+		j.Slowest, j.Spread, j.MemberTTFT[j.Slowest], j.MemberTTFT[j.Slowest]/j.Spread, ratio, v.Reason)
 }

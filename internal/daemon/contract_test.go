@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,7 +16,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/baseline"
 	"github.com/vllm-prober/vllm_prober/internal/bench"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
@@ -128,7 +131,7 @@ func TestMetricNamesMatchDocs(t *testing.T) {
 global: {probe_interval: 200ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms, burst: {token_budget_per_hour: 100000}}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
-  checked: {prober: completions, prompt: "Say hello.", max_tokens: 8, expect: {regex: "\\w"}}
+  checked: {prober: completions, prompt: "Say hello.", max_tokens: 8, expect: {regex: "\\w"}, slos: {ttft: 2s, tpot: 100ms}}
   embed: {prober: embeddings, prompt: "Say hello."}
 baselines: [{name: simbase, file: %s}]
 targets:
@@ -169,7 +172,43 @@ target_defaults:
 			"documented but not exported (after 30s of probes and scrapes): %v\n"+
 			"exported but not documented: %v", missing, extra)
 	}
+	checkLabelsReserved(t, reg, "preset", "fleet")
 	f.stop()
+}
+
+// checkLabelsReserved walks every series reg exports that carries a target's
+// labels (a target label) and fails for a label name of it that
+// config.ReservedLabels does not hold (static, the configured target labels,
+// excepted): a target label of that name would collide with the series' own,
+// so each must be refused at load and dropped from discovered targets. A
+// label a new series gains without being reserved fails here. The vantage
+// label, which the daemon adds to every series, must be reserved too.
+func checkLabelsReserved(t *testing.T, reg prometheus.Gatherer, static ...string) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gathering: %v", err)
+	}
+	missing := map[string][]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if !slices.ContainsFunc(m.GetLabel(), func(lp *dto.LabelPair) bool { return lp.GetName() == "target" }) {
+				continue
+			}
+			for _, lp := range m.GetLabel() {
+				n := lp.GetName()
+				if !slices.Contains(config.ReservedLabels, n) && !slices.Contains(static, n) && !slices.Contains(missing[n], mf.GetName()) {
+					missing[n] = append(missing[n], mf.GetName())
+				}
+			}
+		}
+	}
+	if !slices.Contains(config.ReservedLabels, VantageLabel) {
+		missing[VantageLabel] = []string{"every series, with a vantage"}
+	}
+	for _, n := range slices.Sorted(maps.Keys(missing)) {
+		t.Errorf("label %q of %v is not in config.ReservedLabels: a target label of that name would collide with it", n, missing[n])
+	}
 }
 
 // A target with a baseline: the baseline's points are exported as read from

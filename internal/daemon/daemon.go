@@ -37,6 +37,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/internal/discovery"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
+	"github.com/vllm-prober/vllm_prober/internal/safemetric"
 	"github.com/vllm-prober/vllm_prober/internal/shard"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
@@ -135,8 +136,8 @@ type Daemon struct {
 	sdSets    map[string]promdiscovery.Configs
 	sdRunning bool
 	sdGroups  map[string][]*targetgroup.Group
-	// invalidPrices counts discovered targets with a bad __price_per_hour__.
-	invalidPrices prometheus.Counter
+	// discoveryCounters count what discovery drops: bad prices, reserved labels.
+	discoveryCounters discovery.Counters
 
 	// red is the one redactor: the configuration's secrets (set on every
 	// applied configuration) and the tokens the HTTP clients obtained. The
@@ -231,23 +232,35 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("building the discovery manager: %w", err)
 	}
 	d.sd, d.sdCancel = sd, sdCancel
-	d.invalidPrices = discovery.NewInvalidPrices()
-	if err := reg.Register(d.invalidPrices); err != nil {
+	d.discoveryCounters = discovery.Counters{InvalidPrices: discovery.NewInvalidPrices(), DroppedLabels: discovery.NewDroppedLabels()}
+	if err := errors.Join(reg.Register(d.discoveryCounters.InvalidPrices), reg.Register(d.discoveryCounters.DroppedLabels)); err != nil {
 		return nil, fmt.Errorf("registering the discovery metrics: %w", err)
 	}
 
-	// The runtime graph is a DAG, each built once from what it reads: the
+	// The runtime graph is a DAG but for one edge, each built once from what it reads: the
 	// collector reads its targets' /metrics; the prober reads the
 	// collector's load (the load a probe met over its lifetime); compare
 	// joins both with the baselines.
-	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients, Redactor: d.red})
+	collectErrs, err := safemetric.New(reg, log.With(logger, "component", "collect"))
+	if err != nil {
+		return nil, fmt.Errorf("registering the collection error counter: %w", err)
+	}
+	droppedValues := collector.NewDroppedValues()
+	if err := reg.Register(droppedValues); err != nil {
+		return nil, fmt.Errorf("registering the collector's metrics: %w", err)
+	}
+	// The one edge back: a scrape waits until the target has no probe in
+	// flight (collector.Options.Quiet), read from the prober once it runs.
+	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients, Redactor: d.red,
+		Errors: collectErrs, DroppedValues: droppedValues,
+		Quiet: func(ctx context.Context, target string) { d.probes.WaitIdle(ctx, target) }})
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
-		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Load: d.coll.LoadDuring,
+		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Errors: collectErrs, Load: d.coll.LoadDuring,
 		RecordPrefix: recordPrefix(opts.ShardIndex, opts.ShardCount),
 		Sleeping:     d.coll.SleepState})
 	d.bursts = prober.NewBurster(reg, d.probes)
 	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
-		Probes: compare.FromProber(d.probes), Server: d.coll, Gateways: d.probes, Window: opts.ProbeWindow})
+		Probes: compare.FromProber(d.probes), Server: d.coll, Gateways: d.probes, Window: opts.ProbeWindow, Errors: collectErrs})
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {

@@ -109,9 +109,9 @@ global: {probe_interval: 400ms}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 4}
 targets:
-  - {name: s1, url: %q, labels: {pool: p}}
-  - {name: s2, url: %q, labels: {pool: p}}
-  - {name: s3, url: %q, labels: {pool: p}}
+  - {name: s1, url: %q, labels: {pool: p}, role: decode}
+  - {name: s2, url: %q, labels: {pool: p}, role: decode}
+  - {name: s3, url: %q, labels: {pool: p}, role: prefill}
   - name: gw
     url: http://127.0.0.1:%d
     labels: {pool: p}
@@ -154,7 +154,7 @@ targets:
 		j.MemberTTFT, j.OverheadMedian*1e3, j.OverheadP90*1e3, j.Slowest, j.Spread, j.Share)
 
 	spread := ms["vllm_gateway_member_spread_ratio"]
-	if len(spread) != 1 || spread[0].Metric["member"] != "s3" || spread[0].Metric["target"] != "gw" || spread[0].Value < 1.2 {
+	if len(spread) != 1 || spread[0].Metric["member"] != "s3" || spread[0].Metric["role"] != "prefill" || spread[0].Metric["target"] != "gw" || spread[0].Value < 1.2 {
 		t.Errorf("vllm_gateway_member_spread_ratio %v, want one series naming s3, well above 1 (2 on an idle machine)", spread)
 	}
 	excess := j.MemberTTFT["s3"] - j.MemberTTFT["s1"]
@@ -176,6 +176,9 @@ targets:
 		sum += float64(s.Value)
 		switch m := string(s.Metric["member"]); m {
 		case "s1", "s2", "s3":
+			if want := map[string]string{"s1": "decode", "s2": "decode", "s3": "prefill"}[m]; string(s.Metric["role"]) != want {
+				t.Errorf("share of %s has role %q, want %q (the member's role)", m, s.Metric["role"], want)
+			}
 			if math.Abs(float64(s.Value)-1.0/3) > 0.15 {
 				t.Errorf("share of %s %.2f, want about 1/3 (round robin)", m, s.Value)
 			}
@@ -189,6 +192,17 @@ targets:
 	}
 	if n := len(ms["vllm_gateway_member_share_ratio"]); n != 5 || math.Abs(sum-1) > 1e-9 {
 		t.Errorf("%d share series summing to %v, want 5 summing to 1", n, sum)
+	}
+
+	// The gate of the gateway against s1: its own probes average s3 out
+	// (latency_ratio 1.5 passes), its members do not: 503 naming s3.
+	code, gate := f.get("/gate?target=gw&reference=s1&latency_ratio=1.5&window=1h")
+	if code != http.StatusServiceUnavailable || !strings.Contains(gate, `"reason":"member s3 of the gateway answers its direct probes`) ||
+		!strings.Contains(gate, `"slowest_member":"s3"`) || !strings.Contains(gate, `"result":"pass"`) {
+		t.Errorf("/gate of the gateway: %d, want 503 naming s3 while its own rows pass:\n%s", code, gate)
+	}
+	if code, _ := f.get("/gate?target=gw&reference=s1&member_ratio=1"); code != http.StatusBadRequest {
+		t.Errorf("/gate with member_ratio=1: %d, want 400", code)
 	}
 
 	// HAProxy's own view, read by its profile and not as an engine's.

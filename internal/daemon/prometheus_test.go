@@ -21,14 +21,7 @@ func TestProbeScrapedByPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Prometheus server")
 	}
-	promBin := os.Getenv("PROMETHEUS")
-	if promBin == "" {
-		p, err := exec.LookPath("prometheus")
-		if err != nil {
-			t.Fatalf("this test needs a Prometheus server and none is on $PATH (%v): install Debian's prometheus package, set $PROMETHEUS, or run go test -short", err)
-		}
-		promBin = p
-	}
+	promBin := prometheusBin(t)
 	f := newFixture(t)
 	dir := t.TempDir()
 	promCfg := filepath.Join(dir, "prometheus.yml")
@@ -91,4 +84,18 @@ scrape_configs:
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// prometheusBin is the Prometheus server the tests run: $PROMETHEUS, else
+// prometheus on $PATH (Debian's 2.x).
+func prometheusBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("PROMETHEUS"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("this test needs a Prometheus server and none is on $PATH (%v): install Debian's prometheus package, set $PROMETHEUS, or run go test -short", err)
+	}
+	return p
 }

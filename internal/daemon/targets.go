@@ -125,7 +125,7 @@ func (d *Daemon) applyDiscovery(cfg *config.Config) error {
 func (d *Daemon) targetsOf(cfg *config.Config) []config.Target {
 	targets := cfg.Targets
 	if cfg.Discovery.Enabled() {
-		targets = discovery.TargetsCounting(d.sdGroups, cfg.Targets, cfg.Discovery, log.With(d.logger, "component", "discovery"), d.invalidPrices)
+		targets = discovery.TargetsCounting(d.sdGroups, cfg.Targets, cfg.Discovery, log.With(d.logger, "component", "discovery"), d.discoveryCounters)
 	}
 	own := shard.Targets(targets, d.opts.ShardCount, d.opts.ShardIndex)
 	if d.probeOnly(cfg) {

@@ -21,6 +21,7 @@
 //	__metrics_path__  target_defaults.metrics_path (/metrics)
 //	__model__         target_defaults.model, when set
 //	__engine__        target_defaults.engine, when set
+//	__role__          target_defaults.role, when set
 //	__price_per_hour__  target_defaults.price_per_hour, when set
 //	__meta_*          the discoverer's labels (__meta_filepath, __meta_url,
 //	                  __meta_kubernetes_pod_label_<name>, ...)
@@ -32,6 +33,9 @@
 //	__metrics_path__  where vLLM's /metrics is scraped
 //	__model__         the served model name ("" means: ask /v1/models)
 //	__engine__        the engine profile of its /metrics ("" means: detect it)
+//	__role__          its role in a prefill/decode fleet: prefill, decode or
+//	                  both (llm-d's llm-d.ai/role value prefill-decode is both;
+//	                  "" means none)
 //	__price_per_hour__  the price of an hour of its hardware ("" means: none);
 //	                  a value that is not a positive number is dropped with a
 //	                  warning and counted, and the target kept without a price
@@ -76,6 +80,9 @@ const (
 	// PriceLabel sets the target's price_per_hour, e.g. from a pod
 	// annotation or a node's GPU product mapped to a price by relabelling.
 	PriceLabel = "__price_per_hour__"
+	// RoleLabel sets the target's role (config.Roles), e.g. from llm-d's pod
+	// label llm-d.ai/role.
+	RoleLabel = "__role__"
 )
 
 // PublishDelay is how long the daemon's discovery manager gathers the
@@ -113,7 +120,7 @@ func Sets(cfg config.Discovery) map[string]promdiscovery.Configs {
 // a reload recomputes the list from the groups last sent. A nil logger logs
 // nothing.
 func Targets(groups map[string][]*targetgroup.Group, static []config.Target, cfg config.Discovery, logger log.Logger) []config.Target {
-	return TargetsCounting(groups, static, cfg, logger, nil)
+	return TargetsCounting(groups, static, cfg, logger, Counters{})
 }
 
 // NewInvalidPrices returns the counter TargetsCounting counts discovered
@@ -125,10 +132,29 @@ func NewInvalidPrices() prometheus.Counter {
 	})
 }
 
-// TargetsCounting is Targets, counting in invalidPrices (nil: not counted)
-// the discovered targets whose __price_per_hour__ is not a price: each is
-// kept without one, with a warning.
-func TargetsCounting(groups map[string][]*targetgroup.Group, static []config.Target, cfg config.Discovery, logger log.Logger, invalidPrices prometheus.Counter) []config.Target {
+// NewDroppedLabels returns the counter TargetsCounting counts the labels it
+// dropped from discovered targets in, for the caller to register.
+func NewDroppedLabels() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vllm_prober_discovery_dropped_labels_total",
+		Help: "Labels dropped from discovered targets after relabelling because their name is reserved (a label of the prober's own series, such as engine or vantage) or not a valid label name, counted at each discovery update that relabels them; the target is kept without them.",
+	})
+}
+
+// Counters are what TargetsCounting counts; a nil counter counts nothing.
+type Counters struct {
+	// InvalidPrices counts discovered targets whose __price_per_hour__ is
+	// not a price: each is kept without one.
+	InvalidPrices prometheus.Counter
+	// DroppedLabels counts the labels dropped from discovered targets: a
+	// reserved or invalid name is never passed on to the series.
+	DroppedLabels prometheus.Counter
+}
+
+// TargetsCounting is Targets, counting in c what it drops: the price of a
+// discovered target whose __price_per_hour__ is not a price, and the labels
+// whose names are reserved or invalid. Each is logged; the target is kept.
+func TargetsCounting(groups map[string][]*targetgroup.Group, static []config.Target, cfg config.Discovery, logger log.Logger, c Counters) []config.Target {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
@@ -146,17 +172,23 @@ func TargetsCounting(groups map[string][]*targetgroup.Group, static []config.Tar
 		slices.SortFunc(gs, func(a, b *targetgroup.Group) int { return strings.Compare(a.Source, b.Source) })
 		for _, g := range gs {
 			for ti, tl := range g.Targets {
-				t, priceErr, err := build(template, cfg.RelabelConfigs, g.Labels, tl)
+				t, priceErr, dropped, err := build(template, cfg.RelabelConfigs, g.Labels, tl)
 				if err != nil {
 					level.Error(logger).Log("msg", "Discovered target is not valid, ignoring it", "discovery", sd.Name, "source", g.Source, "index", ti, "err", err)
 					continue
 				}
 				if priceErr != nil {
 					// A bad price costs the target its price, not its probes.
-					if invalidPrices != nil {
-						invalidPrices.Inc()
+					if c.InvalidPrices != nil {
+						c.InvalidPrices.Inc()
 					}
 					level.Warn(logger).Log("msg", "Discovered target has an invalid price, exporting no cost series for it", "target", t.Name, "label", PriceLabel, "err", priceErr)
+				}
+				for _, derr := range dropped {
+					if c.DroppedLabels != nil {
+						c.DroppedLabels.Inc()
+					}
+					level.Warn(logger).Log("msg", "Dropped a label of a discovered target", "target", t.Name, "err", derr)
 				}
 				if t == nil {
 					continue // dropped by relabelling
@@ -177,8 +209,9 @@ func TargetsCounting(groups map[string][]*targetgroup.Group, static []config.Tar
 }
 
 // build relabels one discovered target into a config.Target. It returns nil, nil
-// when relabelling drops the target.
-func build(template config.Target, rules []*relabel.Config, groupLabels, targetLabels model.LabelSet) (out *config.Target, priceErr, err error) {
+// when relabelling drops the target. dropped says why each label it left out
+// (a reserved or invalid name) was.
+func build(template config.Target, rules []*relabel.Config, groupLabels, targetLabels model.LabelSet) (out *config.Target, priceErr error, dropped []error, err error) {
 	lb := labels.NewBuilder(labels.EmptyLabels())
 	lb.Set(model.SchemeLabel, "http")
 	lb.Set(model.MetricsPathLabel, template.MetricsPath)
@@ -187,6 +220,9 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 	}
 	if template.Engine != "" {
 		lb.Set(EngineLabel, template.Engine)
+	}
+	if template.Role != "" {
+		lb.Set(RoleLabel, template.Role)
 	}
 	if template.PricePerHour != nil {
 		lb.Set(PriceLabel, config.FormatPrice(*template.PricePerHour))
@@ -198,23 +234,23 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 		lb.Set(string(n), string(v))
 	}
 	if !relabel.ProcessBuilder(lb, rules...) {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 
 	u, err := targetURL(lb.Get(model.SchemeLabel), lb.Get(model.AddressLabel))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	metricsPath := lb.Get(model.MetricsPathLabel)
 	if !strings.HasPrefix(metricsPath, "/") {
-		return nil, nil, fmt.Errorf("__metrics_path__ %q must start with /", metricsPath)
+		return nil, nil, nil, fmt.Errorf("__metrics_path__ %q must start with /", metricsPath)
 	}
 	name := lb.Get(TargetNameLabel)
 	if name == "" {
 		name = nameFromAddress(lb.Get(model.AddressLabel))
 	}
 	if !targetNameRE.MatchString(name) {
-		return nil, nil, fmt.Errorf("target name %q must match %s", name, targetNameRE)
+		return nil, nil, nil, fmt.Errorf("target name %q must match %s", name, targetNameRE)
 	}
 
 	t := cloneTarget(template)
@@ -223,7 +259,14 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 	t.Model = lb.Get(ModelLabel)
 	t.MetricsPath = metricsPath
 	if t.Engine = lb.Get(EngineLabel); t.Engine != "" && !slices.Contains(config.Engines, t.Engine) {
-		return nil, nil, fmt.Errorf("__engine__ %q is not one of %s", t.Engine, strings.Join(config.Engines, ", "))
+		return nil, nil, nil, fmt.Errorf("__engine__ %q is not one of %s", t.Engine, strings.Join(config.Engines, ", "))
+	}
+	t.Role = lb.Get(RoleLabel)
+	if t.Role == "prefill-decode" { // llm-d's value for a pod that does both
+		t.Role = config.RoleBoth
+	}
+	if t.Role != "" && !slices.Contains(config.Roles, t.Role) {
+		return nil, nil, nil, fmt.Errorf("__role__ %q is not one of %s", t.Role, strings.Join(config.Roles, ", "))
 	}
 	t.PricePerHour = nil
 	if v := lb.Get(PriceLabel); v != "" {
@@ -233,13 +276,12 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 			t.PricePerHour = &p
 		}
 	}
-	var lerr error
 	lb.Range(func(l labels.Label) {
-		if lerr != nil || strings.HasPrefix(l.Name, "__") {
+		if strings.HasPrefix(l.Name, "__") {
 			return
 		}
 		if err := checkLabelName(l.Name); err != nil {
-			lerr = err
+			dropped = append(dropped, err)
 			return
 		}
 		if t.Labels == nil {
@@ -247,10 +289,7 @@ func build(template config.Target, rules []*relabel.Config, groupLabels, targetL
 		}
 		t.Labels[l.Name] = l.Value
 	})
-	if lerr != nil {
-		return nil, nil, lerr
-	}
-	return &t, priceErr, nil
+	return &t, priceErr, dropped, nil
 }
 
 // targetURL is a target's URL from the __scheme__ and __address__ labels

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 
@@ -131,7 +132,6 @@ relabel_configs:
 		addr   string
 		err    string
 	}{
-		{model.LabelSet{"job": "vllm"}, "h:1", `label name "job" is reserved: rename or drop it with relabel_configs`},
 		{model.LabelSet{"scheme": "ftp"}, "h:1", `__scheme__ "ftp" is not http or https`},
 		{model.LabelSet{"name": "-bad"}, "h:1", `target name "-bad" must match ^[A-Za-z0-9][A-Za-z0-9_.:-]*$`},
 		{model.LabelSet{"path": "metrics"}, "h:1", `__metrics_path__ "metrics" must start with /`},
@@ -157,6 +157,34 @@ relabel_configs:
 		}
 		if strings.Contains(logs.String(), "hunter2") {
 			t.Errorf("the log shows a credential: %s", logs)
+		}
+	}
+}
+
+// TestReservedLabelsDropped: a discovered label (a group label of file_sd, a
+// relabelled pod label) whose name is one of the prober's own series' labels
+// is dropped from the target, logged and counted; the target is kept with its
+// other labels. Passed on, engine crashed the daemon's /metrics with a vantage
+// set and vantage emptied it.
+func TestReservedLabelsDropped(t *testing.T) {
+	cfg := loadConfig(t, "file_sd_configs: [{files: [x.json]}]")
+	for _, name := range config.ReservedLabels {
+		logs := &logBuffer{}
+		dropped := NewDroppedLabels()
+		g := group("x.json:0", model.LabelSet{model.LabelName(name): "vllm", "zone": "eu-1"}, "pod:8000")
+		got := TargetsCounting(map[string][]*targetgroup.Group{"file_sd_configs[0]": {g}}, nil, cfg, logs.logger(), Counters{DroppedLabels: dropped})
+		if len(got) != 1 || got[0].Name != "pod:8000" {
+			t.Fatalf("%s: targets %v, want pod:8000 kept", name, names(got))
+		}
+		if want := map[string]string{"zone": "eu-1"}; !reflect.DeepEqual(got[0].Labels, want) {
+			t.Errorf("%s: labels %v, want %v", name, got[0].Labels, want)
+		}
+		if n := testutil.ToFloat64(dropped); n != 1 {
+			t.Errorf("%s: vllm_prober_discovery_dropped_labels_total = %v, want 1", name, n)
+		}
+		want := `level=warn msg="Dropped a label of a discovered target" target=pod:8000 err="label name \"` + name + `\" is reserved: rename or drop it with relabel_configs"`
+		if got := strings.TrimSpace(logs.String()); got != want {
+			t.Errorf("%s: log\n got: %s\nwant: %s", name, got, want)
 		}
 	}
 }

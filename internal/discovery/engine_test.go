@@ -69,7 +69,7 @@ func TestEngineRecipes(t *testing.T) {
 	} {
 		t.Run(tc.engine, func(t *testing.T) {
 			got := TargetsCounting(map[string][]*targetgroup.Group{"file_sd_configs[0]": {{Source: "pods", Targets: pods}}},
-				nil, loadConfig(t, recipes[i]), nil, nil)
+				nil, loadConfig(t, recipes[i]), nil, Counters{})
 			if strings.Join(names(got), ",") != strings.Join(tc.want, ",") {
 				t.Fatalf("targets %v, want %v", names(got), tc.want)
 			}
@@ -95,7 +95,7 @@ relabel_configs:
 	got := TargetsCounting(map[string][]*targetgroup.Group{"file_sd_configs[0]": {{Source: "pods", Targets: []model.LabelSet{
 		{model.AddressLabel: "a:8000", "__meta_engine": "tgi"},
 		{model.AddressLabel: "b:8000", "__meta_engine": "sglang"},
-	}}}}, nil, cfg, logs.logger(), nil)
+	}}}}, nil, cfg, logs.logger(), Counters{})
 	if len(got) != 1 || got[0].Engine != "sglang" {
 		t.Errorf("targets %v, want only b with engine sglang", got)
 	}

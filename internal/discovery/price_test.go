@@ -57,7 +57,7 @@ func TestRelabellingPrice(t *testing.T) {
 		pod("negative", model.LabelSet{ann: "-1"}),
 		pod("currency", model.LabelSet{ann: "$2.50"}),
 		pod("nan", model.LabelSet{ann: "NaN"}),
-	}}}}, nil, cfg, logs.logger(), invalid)
+	}}}}, nil, cfg, logs.logger(), Counters{InvalidPrices: invalid})
 	want := map[string]float64{"h100": 2.5, "a100": 1.29, "annotated": 4.75, "other-gpu": 3}
 	if len(got) != 8 {
 		t.Fatalf("targets %v, want all 8: a bad price drops the price, never the target", names(got))

@@ -302,8 +302,19 @@ func (s *Simulator) renderLlamaCpp() []byte {
 	c := func(f func(*engineMetrics) *counter) func(*group) float64 {
 		return func(g *group) float64 { return g.counter(f) }
 	}
-	x.plainCounter("llamacpp:prompt_tokens_total", "Number of prompt tokens processed.", gs, c(func(m *engineMetrics) *counter { return &m.promptTokens }))
+	// prompt_tokens_total counts the evaluated prompt tokens, and
+	// prompt_tokens_cached_total those taken from the slot's cache; the
+	// seconds counters are the prompt evaluation and decode times.
+	hits := c(func(m *engineMetrics) *counter { return &m.prefixHits })
+	x.plainCounter("llamacpp:prompt_tokens_total", "Number of prompt tokens processed.", gs, func(g *group) float64 {
+		return g.counter(func(m *engineMetrics) *counter { return &m.promptTokens }) - hits(g)
+	})
+	x.plainCounter("llamacpp:prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", gs, hits)
+	_, prefill := s.histSum(func(m *engineMetrics) *histogram { return m.prefill })
+	x.plainCounter("llamacpp:prompt_seconds_total", "Total time spent processing prompts", gs, func(*group) float64 { return prefill })
 	x.plainCounter("llamacpp:tokens_predicted_total", "Number of generation tokens processed.", gs, c(func(m *engineMetrics) *counter { return &m.genTokens }))
+	_, decode := s.histSum(func(m *engineMetrics) *histogram { return m.decode })
+	x.plainCounter("llamacpp:tokens_predicted_seconds_total", "Total time spent generating tokens", gs, func(*group) float64 { return decode })
 	if s.cfg.SpecDecodeTokens > 0 {
 		x.plainCounter("llamacpp:spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", gs, c(func(m *engineMetrics) *counter { return &m.specDraftTokens }))
 		x.plainCounter("llamacpp:spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model", gs, c(func(m *engineMetrics) *counter { return &m.specAccepted }))

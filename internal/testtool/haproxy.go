@@ -64,12 +64,22 @@ func HAProxy(t testing.TB, cfg func(port int) string) int {
 // It returns the frontend's port on 127.0.0.1.
 func HAProxyBalancer(t testing.TB, servers []string, frontend, backends string) int {
 	t.Helper()
+	return HAProxyBalancerGlobal(t, "", servers, frontend, backends)
+}
+
+// HAProxyBalancerGlobal is HAProxyBalancer with global holding the lines of
+// a global section (e.g. lua-load), none when empty.
+func HAProxyBalancerGlobal(t testing.TB, global string, servers []string, frontend, backends string) int {
+	t.Helper()
+	if global != "" {
+		global = "global\n" + global
+	}
 	var list strings.Builder
 	for _, s := range servers {
 		fmt.Fprintf(&list, "  server %s\n", s)
 	}
 	return HAProxy(t, func(port int) string {
-		return fmt.Sprintf(`defaults
+		return global + fmt.Sprintf(`defaults
   mode http
   option http-no-delay
   timeout connect 5s

@@ -1,6 +1,6 @@
 // Package vllmapi is vllm_prober's one client of vLLM's informational API:
 // GET /v1/models, /health and /version (vLLM's
-// vllm/entrypoints/openai/api_server.py). The prober, the collector and
+// vllm/entrypoints/openai/api_server.py), and llama-server's /props. The prober, the collector and
 // bench use it with the client the caller gives (from internal/httpclient,
 // which sets the User-Agent). Errors never carry the request URL, which may
 // hold userinfo.
@@ -105,9 +105,10 @@ func Models(ctx context.Context, client *http.Client, base string, header http.H
 	return list.Data, nil
 }
 
-// Health reports whether /health answers 200 OK.
-func Health(ctx context.Context, client *http.Client, base string) error {
-	_, err := get(ctx, client, base, "/health", nil)
+// Health reports whether the health check path (vLLM's /health, or what
+// an engine without it serves) answers 200 OK.
+func Health(ctx context.Context, client *http.Client, base, path string) error {
+	_, err := get(ctx, client, base, path, nil)
 	return err
 }
 
@@ -124,6 +125,30 @@ func Version(ctx context.Context, client *http.Client, base string) (string, err
 		return "", &DecodeError{Path: "/version", Err: err}
 	}
 	return v.Version, nil
+}
+
+// Props is what llama.cpp's llama-server says of itself on GET /props
+// (ggml-org/llama.cpp tools/server/server-context.cpp, get_props): its
+// build, the context of one slot and the number of slots (--parallel).
+type Props struct {
+	BuildInfo                 string `json:"build_info"`
+	TotalSlots                int    `json:"total_slots"`
+	DefaultGenerationSettings struct {
+		NCtx int `json:"n_ctx"`
+	} `json:"default_generation_settings"`
+}
+
+// LlamaCppProps reads llama-server's GET /props.
+func LlamaCppProps(ctx context.Context, client *http.Client, base string) (Props, error) {
+	var p Props
+	body, err := get(ctx, client, base, "/props", nil)
+	if err != nil {
+		return p, err
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return p, &DecodeError{Path: "/props", Err: err}
+	}
+	return p, nil
 }
 
 // IsSleeping returns /is_sleeping's "is_sleeping": whether vLLM's sleep

@@ -29,7 +29,7 @@ func TestClient(t *testing.T) {
 	defer srv.Close()
 	ctx := context.Background()
 	c := srv.Client()
-	if err := Health(ctx, c, srv.URL); err != nil {
+	if err := Health(ctx, c, srv.URL, "/health"); err != nil {
 		t.Errorf("Health: %v", err)
 	}
 	if v, err := Version(ctx, c, srv.URL+"/"); err != nil || v != "0.11.0" {

@@ -394,6 +394,22 @@ func (h *handler) gateHandler(w http.ResponseWriter, r *http.Request) {
 		textResponse(w, http.StatusBadRequest, "%s", err)
 		return
 	}
+	if t.Gateway != nil && h.cmp != nil {
+		// A gateway target: its slowest member against the others, from
+		// their direct probes over the gateway's join window.
+		ratio := compare.DefaultMemberRatio
+		if s := q.Get("member_ratio"); s != "" {
+			if ratio, err = strconv.ParseFloat(s, 64); err != nil || !(ratio > 1) {
+				textResponse(w, http.StatusBadRequest, "member_ratio %q is not a number above 1", s)
+				return
+			}
+		}
+		for _, j := range h.cmp.GatewayJoins(t.Name) {
+			if j.Module == module {
+				compare.JudgeMembers(&v, j.GatewayJoin, ratio)
+			}
+		}
+	}
 	b, err := v.MarshalJSON()
 	if err != nil {
 		textResponse(w, http.StatusInternalServerError, "encoding the verdict: %s", err)

@@ -2,7 +2,8 @@ package main
 
 // With -floor the program measures, instead of the daemon, the least any Go
 // client spends on the same network exchanges: a child process that, for
-// each target, every 30 s checks /health and /v1/models and streams the
+// each target, every 30 s checks /health (and every 5 min /v1/models, the
+// default models_refresh_interval) and streams the
 // probe's completion (64 tokens, each event read and timestamped as it
 // arrives, none decoded), and every 15 s reads /metrics whole, decoding
 // nothing. It keeps no series and renders no /metrics. The daemon's CPU
@@ -37,6 +38,9 @@ type floorSpec struct {
 	URLs    []string
 	Targets int
 	Model   string
+	// Distinct: every target has a host:port and a connection pool of its
+	// own, as the daemon holds one per target host.
+	Distinct bool
 }
 
 // maybeRunFloorChild runs the floor client and exits when this process was
@@ -54,9 +58,13 @@ func maybeRunFloorChild() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	// As prometheus/common's clients: many idle connections, no compression.
-	client := &http.Client{Transport: &http.Transport{
-		MaxIdleConns: 20000, MaxIdleConnsPerHost: 1000, DisableCompression: true, IdleConnTimeout: 5 * time.Minute,
-	}}
+	newClient := func() *http.Client {
+		return &http.Client{Transport: &http.Transport{
+			MaxIdleConns: 20000, MaxIdleConnsPerHost: 1000, DisableCompression: true, IdleConnTimeout: 5 * time.Minute,
+		}}
+	}
+	shared := newClient()
+	targetURL := targetURLs(spec.URLs, spec.Distinct)
 	var streams, tokens, scrapes, failures atomic.Int64
 	body, _ := json.Marshal(map[string]any{
 		"model": spec.Model, "prompt": "Let's explore some architecture patterns for microservices",
@@ -64,7 +72,10 @@ func maybeRunFloorChild() {
 	})
 	var wg sync.WaitGroup
 	for i := range spec.Targets {
-		base := spec.URLs[i%len(spec.URLs)]
+		base, client := targetURL(i), shared
+		if spec.Distinct {
+			client = newClient()
+		}
 		// Spread over the interval, as the daemon spreads its targets.
 		offset := time.Duration(i) * 15 * time.Second / time.Duration(spec.Targets)
 		wg.Go(func() {
@@ -84,7 +95,11 @@ func maybeRunFloorChild() {
 				if n%2 != 0 {
 					continue
 				}
-				for _, path := range []string{"/health", "/v1/models"} {
+				paths := []string{"/health"}
+				if n%20 == 0 { // every 5 min: models_refresh_interval's default
+					paths = append(paths, "/v1/models")
+				}
+				for _, path := range paths {
 					if err := floorGet(ctx, client, base+path); err != nil {
 						failures.Add(1)
 					}
@@ -163,13 +178,16 @@ func floorStream(ctx context.Context, client *http.Client, url string, body []by
 
 // floorRun starts the simulators and the floor child, waits warmup, and
 // prints the child's CPU and peak RSS per target over duration.
-func floorRun(targets, sims int, duration, warmup, sample time.Duration) error {
-	urls, stop, err := startSims(sims, false)
+func floorRun(targets, sims int, distinct bool, duration, warmup, sample time.Duration) error {
+	if distinct {
+		sims = 1
+	}
+	urls, stop, err := startSims(sims, distinct)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	raw, err := json.Marshal(floorSpec{URLs: urls, Targets: targets, Model: simulator.DefaultConfig().Model})
+	raw, err := json.Marshal(floorSpec{URLs: urls, Targets: targets, Model: simulator.DefaultConfig().Model, Distinct: distinct})
 	if err != nil {
 		return err
 	}
@@ -194,8 +212,12 @@ func floorRun(targets, sims int, duration, warmup, sample time.Duration) error {
 	}
 	defer stopChild()
 	fmt.Print("P2 floor: the network exchanges alone\n", perfutil.Machine())
-	fmt.Printf("targets=%d over %d simulators: every 30 s /health, /v1/models and a 64-token stream, every 15 s /metrics; warm-up %s, measured %s\n\n",
-		targets, sims, warmup, duration)
+	hosts := fmt.Sprintf("%d simulators, one connection pool", sims)
+	if distinct {
+		hosts = fmt.Sprintf("%d distinct host:ports, a connection pool each", targets)
+	}
+	fmt.Printf("targets=%d over %s: every 30 s /health and a 64-token stream, every 15 s /metrics, every 5 min /v1/models; warm-up %s, measured %s\n\n",
+		targets, hosts, warmup, duration)
 	time.Sleep(warmup)
 	pid := cmd.Process.Pid
 	p0, err := perfutil.ReadProc(pid)

@@ -18,7 +18,7 @@
 //
 //	go run ./perf/footprint [-targets 1000] [-duration 2m] [-shards 1]
 //	go run ./perf/footprint -baselines [-sizes 100,300,1000]
-//	go run ./perf/footprint -floor [-targets 1000]
+//	go run ./perf/footprint -floor [-distinct] [-targets 1000]
 //
 // With -floor it measures, instead of the daemon, a client that makes the
 // same requests and decodes nothing: the floor of any prober (floor.go).
@@ -26,6 +26,8 @@
 // With -distinct every target has a host:port of its own (127.0.x.y), as in a
 // real fleet, instead of sharing -sims; the goroutines and sockets per target
 // then show what one connection pool per distinct http_client_config costs.
+// With -floor -distinct the floor child holds a connection pool per target
+// too, as the daemon must when every pod is its own host: the honest floor.
 package main
 
 import (
@@ -71,7 +73,7 @@ func main() {
 	floor := flag.Bool("floor", false, "measure instead a client that makes the same requests and decodes nothing (floor.go)")
 	flag.Parse()
 	if *floor {
-		if err := floorRun(*targets, *sims, *duration, *warmup, *sample); err != nil {
+		if err := floorRun(*targets, *sims, *distinct, *duration, *warmup, *sample); err != nil {
 			fmt.Fprintln(os.Stderr, "footprint:", err)
 			os.Exit(1)
 		}
@@ -119,6 +121,16 @@ type replica struct {
 	probes     float64 // probes started during the measurement
 }
 
+// targetURLs returns the URL of the i-th target: the simulators' in turn,
+// or with distinct a host:port of its own on the first simulator's port.
+func targetURLs(urls []string, distinct bool) func(i int) string {
+	if !distinct {
+		return func(i int) string { return urls[i%len(urls)] }
+	}
+	port := urls[0][strings.LastIndexByte(urls[0], ':')+1:]
+	return func(i int) string { return fmt.Sprintf("http://127.0.%d.%d:%s", 1+i/250, 1+i%250, port) }
+}
+
 func run(targets, sims, shards int, distinct bool, duration, warmup, sample time.Duration, profileDir string, env []string) error {
 	if err := shard.Validate(shards, 0); err != nil {
 		return err
@@ -137,11 +149,7 @@ func run(targets, sims, shards int, distinct bool, duration, warmup, sample time
 		return err
 	}
 	defer stop()
-	targetURL := func(i int) string { return urls[i%len(urls)] }
-	if distinct {
-		port := urls[0][strings.LastIndexByte(urls[0], ':')+1:]
-		targetURL = func(i int) string { return fmt.Sprintf("http://127.0.%d.%d:%s", 1+i/250, 1+i%250, port) }
-	}
+	targetURL := targetURLs(urls, distinct)
 	var b strings.Builder
 	b.WriteString(`global:
   probe_interval: 30s

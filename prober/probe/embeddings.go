@@ -58,6 +58,7 @@ func embed(ctx context.Context, client *http.Client, req StreamRequest, mod *con
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	res.RequestHeader = redactHeader(hreq.Header)
+	replayOnStaleConn(hreq)
 	if req.Gate != nil {
 		req.Gate()
 	}

@@ -61,7 +61,7 @@ func TestProbeEachEngine(t *testing.T) {
 					t.Errorf("%s: TTFT %v (best of 5), configured %v: off by %v, more than 10 %%", kind, best, ttft, d)
 				}
 			}
-			if err := vllmapi.Health(context.Background(), ts.Client(), ts.URL); err != nil {
+			if err := vllmapi.Health(context.Background(), ts.Client(), ts.URL, "/health"); err != nil {
 				t.Errorf("/health: %v", err)
 			}
 			models, err := vllmapi.Models(context.Background(), ts.Client(), ts.URL, nil)

@@ -2,7 +2,11 @@ package probe
 
 import (
 	"net/http"
+	"slices"
 	"time"
+
+	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/percentile"
 )
 
 // Reason is why a probe failed. The set is bounded: it is a label value.
@@ -171,4 +175,21 @@ func TPOT(ttft, e2e time.Duration, outputTokens int) (time.Duration, bool) {
 		return 0, false
 	}
 	return (e2e - ttft) / time.Duration(outputTokens-1), true
+}
+
+// Latencies are what the probe measured, for judging it against goodput
+// objectives (config.Objectives): TTFT, TPOT (0 with one output token, as
+// vLLM's bench counts it), the 99th percentile of its ITLs (numpy's linear
+// method, 0 with none) and E2E.
+func (r *Result) Latencies() config.Latencies {
+	l := config.Latencies{TTFT: r.TTFT, TPOT: r.TPOT, E2E: r.E2E}
+	if len(r.ITLs) > 0 {
+		s := make([]float64, len(r.ITLs))
+		for i, d := range r.ITLs {
+			s[i] = d.Seconds()
+		}
+		slices.Sort(s)
+		l.ITLP99 = time.Duration(percentile.Linear(s, 99) * float64(time.Second))
+	}
+	return l
 }

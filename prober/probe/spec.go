@@ -59,7 +59,7 @@ func (s *Spec) PromptEstimate() int {
 		longest = max(longest, len(q.Prompt))
 	}
 	n += longest
-	return n/3 + 1 + PromptSlack
+	return n/3 + 1 + PromptSlack + s.mod.PrefillTokens
 }
 
 // PromptSlack covers the variation of the nonce's tokenisation between probes.
@@ -104,6 +104,9 @@ func (s *Spec) Run(ctx context.Context, client *http.Client, c Call) Result {
 		mod = withPrompt(mod, c.Prompt)
 	}
 	prompt := promptOf(&mod)
+	if mod.PrefillTokens > 0 {
+		prompt = freshWords(mod.PrefillTokens) + " " + prompt
+	}
 	if mod.Nonce {
 		prompt = nonce + " " + prompt
 	}

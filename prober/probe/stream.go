@@ -236,6 +236,7 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
 	s.res.RequestHeader = redactHeader(hreq.Header)
+	replayOnStaleConn(hreq)
 
 	if req.Gate != nil {
 		req.Gate()
@@ -639,6 +640,27 @@ func redactURL(raw string) string {
 }
 
 // redactHeader copies h with the values of credential-carrying headers replaced.
+// replayOnStaleConn lets net/http send hreq again, once per pooled
+// connection, when it failed on a reused keep-alive connection before any
+// byte of a response: the server had closed that connection (llama.cpp's
+// llama-server closes it after every streamed response while it answers
+// `Keep-Alive: timeout=5, max=100`), so the request never reached a
+// handler. net/http replays a POST only when its body can be rewound
+// (GetBody, which http.NewRequestWithContext sets for a bytes.Reader) and
+// its Header holds an Idempotency-Key entry; a nil one marks it without
+// sending the header (net/http.Transport's documentation). A request on a
+// new connection, or one whose response had begun, is never sent again. A
+// key the configured headers already set is kept as it is.
+func replayOnStaleConn(hreq *http.Request) {
+	if _, ok := hreq.Header["Idempotency-Key"]; ok {
+		return
+	}
+	if _, ok := hreq.Header["X-Idempotency-Key"]; ok {
+		return
+	}
+	hreq.Header["Idempotency-Key"] = nil
+}
+
 func redactHeader(h http.Header) http.Header {
 	out := make(http.Header, len(h))
 	for k, vs := range h {
