@@ -21,7 +21,9 @@ import (
 //     endpoint at all, an outage that stays http_5xx.
 //   - The llm-d router's x-llm-d-request-dropped-reason header, on its flow
 //     control outcomes (rejected-saturated, rejected-ttl-expired, ...), except
-//     rejected-no-endpoints, the same outage as above.
+//     rejected-no-endpoints, the same outage as above; only on a 429 or a 503,
+//     the statuses of a refusal: on any other (a 500, a 401, a 404) the
+//     status's own reason stands.
 //   - A 429 with Retry-After and no sign of a per-key quota (no RateLimit-* or
 //     X-RateLimit-* header, no quota error code in the body): a gateway's queue
 //     is full (HAProxy's `http-request return status 429 ... hdr retry-after`).
@@ -43,7 +45,8 @@ const droppedNoEndpoints = "rejected-no-endpoints"
 // classifyShed says whether a non-2xx answer is load shedding, and why (a short
 // phrase that names the shape, for the probe's error text).
 func classifyShed(status int, h http.Header, body []byte, msg string) (string, bool) {
-	if v := strings.ToLower(strings.TrimSpace(h.Get(headerDroppedReason))); v != "" {
+	refusal := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
+	if v := strings.ToLower(strings.TrimSpace(h.Get(headerDroppedReason))); v != "" && refusal {
 		if v == droppedNoEndpoints {
 			return "", false
 		}
