@@ -89,7 +89,11 @@ targets:
 	stop2 := running(t, m2)
 	waitFor(t, "ten health checks", func() bool { return count2("GET /health") >= 10 })
 	stop2()
-	if h, l := count2("GET /health"), count2("GET /v1/models"); l < h-2 {
-		t.Errorf("%d /v1/models beside %d /health with the probes' model refused: want one per check", l, h)
+	// Every check after a refused probe reads the list: about one per check.
+	// On a loaded machine probes and checks of 40 ms interleave unevenly, so
+	// the bound is a third of the checks; without the refusal trigger the
+	// list is read once.
+	if h, l := count2("GET /health"), count2("GET /v1/models"); 3*l < h {
+		t.Errorf("%d /v1/models beside %d /health with the probes' model refused: want about one per check", l, h)
 	}
 }
