@@ -623,7 +623,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *probe
 	res := m.resolveModel(ctx, &s, begin)
 	started()
 	if res == nil {
-		r := m.run(ctx, s.spec, s.client, probe.Call{BaseURL: s.url, Target: s.target, Model: s.model, StallTimeout: s.stall, Seq: s.seq, Redact: s.red})
+		r := m.run(ctx, s.spec, s.client, probe.Call{BaseURL: s.url, Target: s.target, Model: s.model, StallTimeout: s.stall, Seq: s.seq, Redact: s.red, Gateway: s.gateway})
 		res = &r
 	}
 	end := m.now()
