@@ -35,7 +35,7 @@ func fixedLayer(alert string) string {
 		// The prober itself is the observer's side of the path.
 		"VLLMProberAbsent", "VLLMProberConfigReloadFailed", "VLLMProbeBudgetExhausted":
 		return LayerPath
-	case "VLLMGatewayShedding", "VLLMGatewayOverheadHigh":
+	case "VLLMGatewayShedding", "VLLMGatewaySheddingOutage", "VLLMGatewayOverheadHigh":
 		return LayerGateway
 	default:
 		return LayerEndpoint

@@ -43,6 +43,8 @@
     gatewayMemberFailingThreshold: 0.25,
     // alerts.gateway_overhead_high.threshold of mixin/slo.yml.
     gatewayOverheadHighThreshold: 0.5,
+    // alerts.gateway_shedding_outage.threshold of mixin/slo.yml.
+    gatewaySheddingOutageThreshold: 0.9,
     // alerts.latency_unusual_for_this_hour.threshold of mixin/slo.yml.
     latencyUnusualForThisHourThreshold: 3,
     // slos.availability.objective (percent) of mixin/slo.yml.
@@ -824,6 +826,20 @@
               "summary": "A gateway is shedding load.",
               "description": "{{ printf \"%%.2f\" $value }} of the probes of {{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) were refused by load shedding over the last 10m (threshold %(gatewaySheddingThreshold)g): the pool behind the gateway is saturated; add capacity or lower the sheddable load." % $._config,
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgatewayshedding",
+            },
+          },
+          {
+            alert: "VLLMGatewaySheddingOutage",
+            expr: "(\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[15m]))\n    / (sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[15m])) \u003e 0)\n) \u003e %(gatewaySheddingOutageThreshold)g\nand\nsum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"shed\"}[15m])) \u003e= 3" % $._config,
+            'for': "15m",
+            labels: {
+              "severity": "critical",
+              "layer": "gateway",
+            },
+            annotations: {
+              "summary": "A gateway sheds nearly every request: an outage to its users.",
+              "description": "{{ printf \"%%.2f\" $value }} of the probes of {{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) were refused by load shedding over the last 15m (threshold %(gatewaySheddingOutageThreshold)g): the gateway is up but serves almost nobody; treat it as an outage (docs/runbook.md, VLLMGatewaySheddingOutage)." % $._config,
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgatewaysheddingoutage",
             },
           },
         ],

@@ -451,6 +451,21 @@ func (s *Spec) AlertGroups() []Group {
 				),
 				"A gateway is shedding load.",
 				value+` of the probes of `+whoM+` were refused by load shedding over the last `+a.GatewayShedding.Window.String()+` (threshold `+th(a.GatewayShedding)+`): the pool behind the gateway is saturated; add capacity or lower the sheddable load.`)),
+		// Shedding nearly everything for a sustained window is an outage to
+		// the gateway's users: it pages, whatever shed_is_failure says.
+		optionalSeries("vllm_probe_failures_total",
+			"Only probes through a gateway that sheds load ever fail with reason=\"shed\".",
+			s.alert("VLLMGatewaySheddingOutage", a.GatewaySheddingOutage,
+				lines(
+					"(",
+					"  "+acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s,reason=\"shed\"}[%s])", job, a.GatewaySheddingOutage.Window)),
+					"    / ("+acrossReplicas("", fmt.Sprintf("increase(vllm_probe_attempts_total{%s}[%s])", job, a.GatewaySheddingOutage.Window))+" > 0)",
+					") > "+th(a.GatewaySheddingOutage),
+					"and",
+					acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s,reason=\"shed\"}[%s])", job, a.GatewaySheddingOutage.Window))+" >= "+strconv.Itoa(s.MinBadProbes),
+				),
+				"A gateway sheds nearly every request: an outage to its users.",
+				value+` of the probes of `+whoM+` were refused by load shedding over the last `+a.GatewaySheddingOutage.Window.String()+` (threshold `+th(a.GatewaySheddingOutage)+`): the gateway is up but serves almost nobody; treat it as an outage (docs/runbook.md, VLLMGatewaySheddingOutage).`)),
 	}
 
 	var slo []Rule

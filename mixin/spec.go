@@ -124,6 +124,10 @@ type Alerts struct {
 	GatewayMemberSlow    AlertSpec `yaml:"gateway_member_slow"`
 	GatewayMemberFailing AlertSpec `yaml:"gateway_member_failing"`
 	GatewayOverheadHigh  AlertSpec `yaml:"gateway_overhead_high"`
+	// GatewaySheddingOutage: a gateway shedding nearly every probe (above
+	// its threshold) for a sustained window is an outage to its users,
+	// whatever shed_is_failure says.
+	GatewaySheddingOutage AlertSpec `yaml:"gateway_shedding_outage"`
 	// LatencyUnusualForThisHour is the seasonal alert (seasonal.go); its
 	// threshold is a z-score. Required only with a seasonal section.
 	LatencyUnusualForThisHour AlertSpec `yaml:"latency_unusual_for_this_hour,omitempty"`
@@ -304,6 +308,7 @@ func (s *Spec) alertSpecs() []namedAlertSpec {
 		{"gateway_member_slow", &a.GatewayMemberSlow, true, false},
 		{"gateway_member_failing", &a.GatewayMemberFailing, true, true},
 		{"gateway_overhead_high", &a.GatewayOverheadHigh, true, false},
+		{"gateway_shedding_outage", &a.GatewaySheddingOutage, true, true},
 	}
 	if s.seasonalEnabled() {
 		specs = append(specs, namedAlertSpec{"latency_unusual_for_this_hour", &a.LatencyUnusualForThisHour, true, false})

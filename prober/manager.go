@@ -580,7 +580,10 @@ const sleepCheckTimeout = 2 * time.Second
 // GET /is_sleeping (vLLM serves it in dev mode; an error, a 404 included,
 // reads as awake). A target that did not answer (a timeout, a refused
 // connection) is not asked again, nor a gateway, whose answer would be one
-// backend's. ctx is the loop's: the probe's own may be spent.
+// backend's. ctx is the probe's own: the check stays within the probe's
+// deadline (and sleepCheckTimeout), so that it never holds the pair past
+// the probe's timeout, where the next probe would skip as in flight; a probe
+// whose deadline is spent reads as awake.
 func (m *Manager) engineSleeps(ctx context.Context, s probeSpec, reason probe.Reason) bool {
 	if m.sleeping != nil {
 		if sleeping, known := m.sleeping(s.target); known {
@@ -616,14 +619,13 @@ func (m *Manager) snapshot(p *pair) probeSpec {
 // called once the probe counts as an attempt (after model resolution, so
 // that the attempt carries the resolved model label).
 func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *probe.Result {
-	loop := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	begin := m.now() // the manager's clock, which tests pin
 	res := m.resolveModel(ctx, &s, begin)
 	started()
 	if res == nil {
-		r := m.run(ctx, s.spec, s.client, probe.Call{BaseURL: s.url, Target: s.target, Model: s.model, StallTimeout: s.stall, Seq: s.seq, Redact: s.red})
+		r := m.run(ctx, s.spec, s.client, probe.Call{BaseURL: s.url, Target: s.target, Model: s.model, StallTimeout: s.stall, Seq: s.seq, Redact: s.red, Gateway: s.gateway})
 		res = &r
 	}
 	end := m.now()
@@ -632,7 +634,7 @@ func (m *Manager) probe(ctx context.Context, s probeSpec, started func()) *probe
 		res.E2E = res.Duration
 	}
 	res.Scrub(s.red)
-	if !res.Success && m.engineSleeps(loop, s, res.Reason) {
+	if !res.Success && m.engineSleeps(ctx, s, res.Reason) {
 		res.Reason = probe.ReasonSleeping
 	}
 	res.Load = math.NaN()

@@ -87,7 +87,7 @@ func embed(ctx context.Context, client *http.Client, req StreamRequest, mod *con
 		return fail(reason, "reading embeddings: "+msg)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		reason, msg := classifyHTTPError(resp.StatusCode, resp.Header, b)
+		reason, msg := classifyHTTPError(resp.StatusCode, resp.Header, b, req.Gateway)
 		return fail(reason, msg)
 	}
 	if len(b) > maxEmbeddingBody {

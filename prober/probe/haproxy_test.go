@@ -68,7 +68,7 @@ backend vllm
 	probe := func() Result {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return Stream(ctx, &http.Client{Transport: &http.Transport{}}, StreamRequest{
+		return Stream(ctx, &http.Client{Transport: &http.Transport{}}, StreamRequest{Gateway: true,
 			BaseURL: url, Kind: config.ProberCompletions,
 			Body: map[string]any{"model": "m", "prompt": "p", "max_tokens": 2},
 		})

@@ -71,6 +71,11 @@ type StreamRequest struct {
 	// before every cut, so that no part of a secret straddling a cut
 	// survives. nil scrubs nothing.
 	Redact Scrubber
+	// Gateway says the target is a declared gateway (config gateway:):
+	// only a gateway's refusals in the documented shapes of load shedding
+	// (shed.go) are ReasonShed; an ordinary target's 429 stays rate_limited,
+	// its 5xx http_5xx, whatever headers or body they carry.
+	Gateway bool
 	// Gate, when set, is called once the request is built, just before it
 	// is sent and before t0: a caller that sends a wave of requests at once
 	// (bench's first wave) blocks in it, so that the wave leaves with only

@@ -9,7 +9,10 @@ import (
 // Load shedding: a gateway (or router) refusing work because the pool behind it
 // is saturated, by design, says so in one of a few documented shapes. Such a
 // refusal is ReasonShed, not rate_limited (a per-key quota) nor http_5xx (a
-// failure). The shapes, each with a fixture in testdata/shed/:
+// failure). Only a target declared a gateway (config gateway:) sheds: the
+// same shapes from an ordinary target (an engine, a proxy that copies an
+// upstream's headers) keep their plain reasons, so that a real failure never
+// hides as shedding. The shapes, each with a fixture in testdata/shed/:
 //
 //   - The Gateway API Inference Extension's Endpoint Picker (v1.5.0, and the
 //     llm-d router that continues it) answers with an Envoy ImmediateResponse,

@@ -48,9 +48,11 @@ func serveRaw(t *testing.T, file string) *httptest.Server {
 }
 
 // TestShedShapes probes one real or documented refusal per fixture (README.md
-// in testdata/shed names each one's source) and compares the reason and error
-// text with golden.txt. The reasons are also asserted here, so that a change
-// of classification cannot pass by rewriting the golden file alone.
+// in testdata/shed names each one's source), as a declared gateway, and
+// compares the reason and error text with golden.txt. The reasons are also
+// asserted here, so that a change of classification cannot pass by
+// rewriting the golden file alone. From an ordinary target, the same answers
+// keep their plain reasons (plain): only a gateway sheds.
 func TestShedShapes(t *testing.T) {
 	want := map[string]Reason{
 		"epp-sheddable-429":                   ReasonShed,
@@ -69,6 +71,16 @@ func TestShedShapes(t *testing.T) {
 		"vllm-tier-pending-tokens-429":        ReasonOverloaded,
 		"vllm-tier-rate-limit-429":            ReasonRateLimited,
 	}
+	plain := map[Reason]Reason{ReasonShed: ReasonHTTP5xx}
+	plainOf := func(name string) Reason {
+		if w := want[name]; w != ReasonShed {
+			return w
+		}
+		if strings.HasSuffix(name, "-429") {
+			return ReasonRateLimited
+		}
+		return plain[ReasonShed]
+	}
 	files, err := filepath.Glob("testdata/shed/*.http")
 	if err != nil || len(files) != len(want) {
 		t.Fatalf("fixtures: %d files (%v), want %d", len(files), err, len(want))
@@ -78,12 +90,18 @@ func TestShedShapes(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(file), ".http")
 		for _, kind := range []string{config.ProberCompletions, config.ProberEmbeddings} {
 			srv := serveRaw(t, file)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			res := Stream(ctx, srv.Client(), StreamRequest{
-				BaseURL: srv.URL, Kind: kind,
-				Body: map[string]any{"model": "m", "prompt": "p", "input": "p", "max_tokens": 2},
-			})
-			cancel()
+			probe := func(gateway bool) Result {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				return Stream(ctx, srv.Client(), StreamRequest{
+					BaseURL: srv.URL, Kind: kind, Gateway: gateway,
+					Body: map[string]any{"model": "m", "prompt": "p", "input": "p", "max_tokens": 2},
+				})
+			}
+			if r := probe(false); r.Reason != plainOf(name) {
+				t.Errorf("%s (%s) from an ordinary target: reason %q, want %q (%s)", name, kind, r.Reason, plainOf(name), r.Err)
+			}
+			res := probe(true)
 			w, ok := want[name]
 			if !ok {
 				t.Errorf("%s: no expectation for this fixture", name)
@@ -130,8 +148,48 @@ func TestDroppedReasonOnlyOnRefusals(t *testing.T) {
 		http.StatusBadGateway:          ReasonHTTP5xx,
 	} {
 		body := []byte(`{"error":{"message":"CUDA error: an illegal memory access","type":"InternalServerError"}}`)
-		if got, text := classifyHTTPError(status, h, body); got != want {
+		if got, text := classifyHTTPError(status, h, body, true); got != want {
 			t.Errorf("HTTP %d with %s: reason %q (%s), want %q", status, headerDroppedReason, got, text, want)
+		}
+	}
+}
+
+// TestShedOnlyFromGateways: the llm-d dropped-reason header makes a
+// declared gateway's 429 or 503 shed, never its 500 (a CUDA error), 401 or
+// 404; from an ordinary target no shape sheds: its 429 with Retry-After
+// stays rate_limited, its 503 http_5xx.
+func TestShedOnlyFromGateways(t *testing.T) {
+	for _, c := range []struct {
+		status  int
+		gateway bool
+		header  map[string]string
+		body    string
+		want    Reason
+	}{
+		{500, true, map[string]string{headerDroppedReason: "rejected-saturated"}, `{"error":{"message":"CUDA error: out of memory","type":"InternalServerError"}}`, ReasonHTTP5xx},
+		{401, true, map[string]string{headerDroppedReason: "rejected-saturated"}, `{"error":"Unauthorized"}`, ReasonUnauthorized},
+		{404, true, map[string]string{headerDroppedReason: "rejected-saturated"}, `{"error":{"message":"The model m does not exist.","type":"NotFoundError"}}`, ReasonModelNotFound},
+		{429, true, map[string]string{headerDroppedReason: "rejected-saturated"}, `dropped`, ReasonShed},
+		{503, true, map[string]string{headerDroppedReason: "rejected-ttl-expired"}, `dropped`, ReasonShed},
+		{429, false, map[string]string{headerDroppedReason: "rejected-saturated"}, `dropped`, ReasonRateLimited},
+		{429, false, map[string]string{"Retry-After": "1"}, `{"error":{"message":"per-key budget spent"}}`, ReasonRateLimited},
+		{503, false, map[string]string{headerDroppedReason: "rejected-ttl-expired"}, `dropped`, ReasonHTTP5xx},
+		{503, false, nil, "inference error: ServiceUnavailable - request timed out in queue", ReasonHTTP5xx},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			for k, v := range c.header {
+				w.Header().Set(k, v)
+			}
+			w.WriteHeader(c.status)
+			fmt.Fprint(w, c.body)
+		}))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res := Stream(ctx, srv.Client(), StreamRequest{BaseURL: srv.URL, Kind: config.ProberCompletions, Gateway: c.gateway,
+			Body: map[string]any{"model": "m", "prompt": "p", "max_tokens": 2}})
+		cancel()
+		srv.Close()
+		if res.Reason != c.want {
+			t.Errorf("HTTP %d %v (gateway %v): reason %q, want %q (%s)", c.status, c.header, c.gateway, res.Reason, c.want, res.Err)
 		}
 	}
 }

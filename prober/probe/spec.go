@@ -91,6 +91,8 @@ type Call struct {
 	Redact Scrubber
 	// Gate is StreamRequest.Gate.
 	Gate func()
+	// Gateway is StreamRequest.Gateway.
+	Gateway bool
 }
 
 // Run sends one probe of the spec and returns its measurement, the output
@@ -132,6 +134,7 @@ func (s *Spec) Run(ctx context.Context, client *http.Client, c Call) Result {
 		FullText:     c.Output != nil,
 		Redact:       c.Redact,
 		Gate:         c.Gate,
+		Gateway:      c.Gateway,
 	}
 	res, gen := send(ctx, client, req, &mod)
 	if c.Output != nil && gen != nil {
@@ -182,7 +185,7 @@ func ListModels(ctx context.Context, client *http.Client, base string, red Scrub
 		switch {
 		case errors.As(err, &status):
 			res.StatusCode = status.Code
-			reason, msg := classifyHTTPError(status.Code, nil, status.Body)
+			reason, msg := classifyHTTPError(status.Code, nil, status.Body, false)
 			res.Reason, res.Err = reason, sanitize(red, "/v1/models: "+msg)
 			res.ErrorBody = excerpt(red, status.Body, maxErrorExcerpt)
 		case errors.As(err, &decode):

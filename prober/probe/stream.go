@@ -263,7 +263,7 @@ func (s *streamer) run(ctx context.Context, client *http.Client, req StreamReque
 			b = []byte(s.red.ScrubTail(string(b)))
 		}
 		s.res.ErrorBody = excerpt(s.red, b, maxErrorExcerpt)
-		reason, msg := classifyHTTPError(resp.StatusCode, resp.Header, b)
+		reason, msg := classifyHTTPError(resp.StatusCode, resp.Header, b, req.Gateway)
 		s.fail(reason, "%s", msg)
 		return
 	}
@@ -500,8 +500,9 @@ func classifyTransportError(ctx context.Context, err error) (Reason, string) {
 }
 
 // classifyHTTPError maps a non-2xx response to a reason and a message. h may
-// be nil (no headers to read).
-func classifyHTTPError(status int, h http.Header, body []byte) (Reason, string) {
+// be nil (no headers to read). gateway says the target is a declared
+// gateway: only then is a refusal read as load shedding (classifyShed).
+func classifyHTTPError(status int, h http.Header, body []byte, gateway bool) (Reason, string) {
 	typ, msg := parseErrorBody(body)
 	text := fmt.Sprintf("HTTP %d", status)
 	if typ != "" {
@@ -513,7 +514,7 @@ func classifyHTTPError(status int, h http.Header, body []byte) (Reason, string) 
 	if why, ok := classifyOverload(status, msg); ok {
 		return ReasonOverloaded, why + ": " + text
 	}
-	if why, ok := classifyShed(status, h, body, msg); ok {
+	if why, ok := classifyShed(status, h, body, msg); ok && gateway {
 		return ReasonShed, why + ": " + text
 	}
 	lower := strings.ToLower(msg)
