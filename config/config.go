@@ -204,6 +204,7 @@ var OptionalFamilies = []string{
 	"vllm_probe_output_tokens_per_second",
 	"vllm_probe_duration_seconds",
 	"vllm_probe_tokens_total",
+	"vllm_probe_time_to_first_answer_token_seconds",
 }
 
 // Message is one chat message of a chat module.
