@@ -32,6 +32,7 @@ const (
 	ReasonTruncated     Reason = "truncated"       // the stream ended without data: [DONE]
 	ReasonMalformed     Reason = "malformed"       // bad JSON, an oversize line or event, wrong content type
 	ReasonEmptyOutput   Reason = "empty_output"    // [DONE] arrived but no event carried generated text
+	ReasonNoAnswer      Reason = "no_answer"       // require_answer: the output within max_tokens was reasoning only
 	// ReasonSleeping is a failure while the target's engine reported sleep
 	// (vLLM's sleep mode): the prober sets it over the reason the failure
 	// itself had (a 503, a timeout), which the error text still gives.
@@ -44,7 +45,7 @@ func Reasons() []Reason {
 		ReasonConnection, ReasonDNS, ReasonTLS, ReasonTimeout, ReasonStalled,
 		ReasonUnauthorized, ReasonRateLimited, ReasonShed, ReasonOverloaded, ReasonContextLength, ReasonModelNotFound,
 		ReasonHTTP4xx, ReasonHTTP5xx, ReasonRedirect, ReasonStreamError, ReasonTruncated, ReasonMalformed,
-		ReasonEmptyOutput, ReasonWrongAnswer, ReasonInvalidStructured, ReasonInvalidEmbedding,
+		ReasonEmptyOutput, ReasonNoAnswer, ReasonWrongAnswer, ReasonInvalidStructured, ReasonInvalidEmbedding,
 		ReasonSleeping,
 	}
 }
