@@ -204,6 +204,7 @@ var OptionalFamilies = []string{
 	"vllm_probe_output_tokens_per_second",
 	"vllm_probe_duration_seconds",
 	"vllm_probe_tokens_total",
+	"vllm_probe_time_to_first_answer_token_seconds",
 }
 
 // Message is one chat message of a chat module.
@@ -259,6 +260,10 @@ type Module struct {
 	// SLOs are this module's goodput objectives, replacing the top-level
 	// slos. After validation it holds the effective objectives (nil: none).
 	SLOs *Objectives `yaml:"slos,omitempty"`
+	// RequireAnswer (chat and responses) fails a probe whose output within
+	// max_tokens is reasoning only, with no answer text or tool call: a
+	// reasoning model whose thinking used up the budget (reason no_answer).
+	RequireAnswer bool `yaml:"require_answer,omitempty"`
 }
 
 // Target is one vLLM endpoint.
@@ -808,6 +813,9 @@ func (m *Module) validate() error {
 	}
 	if m.Timeout < 0 || m.StallTimeout < 0 {
 		return errors.New("timeout and stall_timeout must not be negative")
+	}
+	if m.RequireAnswer && m.Prober != ProberChat && m.Prober != ProberResponses {
+		return fmt.Errorf("require_answer is for the chat and responses probers, not %s", m.Prober)
 	}
 	for _, k := range []string{"model", "stream", "stream_options", "prompt", "messages", "input"} {
 		if _, ok := m.ExtraBody[k]; ok {

@@ -172,6 +172,7 @@ targets:
 			t.Errorf("probe failed: %s: %s", res.Reason, res.Err)
 		}
 		res.TTFT = 62500 * time.Microsecond
+		res.TTFA = res.TTFT // completions: the first text is the answer
 		res.ITLs = []time.Duration{15625 * time.Microsecond, 15625 * time.Microsecond, 15625 * time.Microsecond, 15625 * time.Microsecond}
 		res.E2E = 125 * time.Millisecond
 		res.TPOT = 15625 * time.Microsecond

@@ -21,6 +21,7 @@ const (
 	metricLastSuccess        = "vllm_probe_last_success_timestamp_seconds"
 	metricDuration           = "vllm_probe_duration_seconds"
 	metricTTFT               = "vllm_probe_time_to_first_token_seconds"
+	metricTTFA               = "vllm_probe_time_to_first_answer_token_seconds"
 	metricITL                = "vllm_probe_inter_token_latency_seconds"
 	metricTPOT               = "vllm_probe_time_per_output_token_seconds"
 	metricE2E                = "vllm_probe_e2e_latency_seconds"
@@ -76,6 +77,7 @@ const (
 	histITL
 	histTPOT
 	histE2E
+	histTTFA
 	numHists
 )
 
@@ -101,12 +103,13 @@ func (o histOpts) newHistogram(i int) prometheus.Histogram {
 }
 
 var (
-	histNames = [numHists]string{metricTTFT, metricITL, metricTPOT, metricE2E}
+	histNames = [numHists]string{metricTTFT, metricITL, metricTPOT, metricE2E, metricTTFA}
 	histHelps = [numHists]string{
 		"Time from sending the request to the first event carrying generated text, of successful probes.",
 		"Gaps between consecutive content events of successful probes.",
 		"(End-to-end latency - time to first token) / (output tokens - 1) of successful probes with more than one output token.",
 		"Time from sending the request to the last content event, of successful probes.",
+		"Time from sending the request to the first event carrying answer text or a tool call, not only reasoning, of successful probes that got an answer: the time to first token of a reasoning model's answer.",
 	}
 )
 
@@ -315,6 +318,9 @@ func (s *series) observe(r *probe.Result, end float64, recordID string) {
 		return // an embeddings probe: no tokens to time
 	}
 	observe(s.histogram(histTTFT), r.TTFT.Seconds(), ex)
+	if r.TTFA > 0 && s.hist.on(metricTTFA) {
+		observe(s.histogram(histTTFA), r.TTFA.Seconds(), ex)
+	}
 	if s.hist.on(metricITL) {
 		itl := s.histogram(histITL)
 		for _, d := range r.ITLs {

@@ -93,6 +93,13 @@ type Config struct {
 	// (0: no speculative decoding); SpecAcceptRate the share accepted.
 	SpecDecodeTokens int
 	SpecAcceptRate   float64
+
+	// ReasoningTokens, as a reasoning model behind one of vLLM's reasoning
+	// parsers (DeepSeek-R1, Qwen3), makes the first N tokens of a streamed
+	// chat completion reasoning: their deltas carry reasoning_content instead
+	// of content, and the usage counts them in
+	// completion_tokens_details.reasoning_tokens. 0: no reasoning.
+	ReasoningTokens int
 }
 
 // DefaultConfig returns the defaults documented in docs/simulator.md.
@@ -166,6 +173,9 @@ func (c *Config) validate() error {
 	}
 	if c.SpecDecodeTokens < 0 || c.SpecAcceptRate < 0 || c.SpecAcceptRate > 1 {
 		errs = append(errs, fmt.Errorf("spec decode tokens must not be negative and the accept rate must be in [0, 1], got %d and %g", c.SpecDecodeTokens, c.SpecAcceptRate))
+	}
+	if c.ReasoningTokens < 0 {
+		errs = append(errs, fmt.Errorf("reasoning tokens must not be negative, got %d", c.ReasoningTokens))
 	}
 	if c.EmbeddingDimension < 1 {
 		errs = append(errs, fmt.Errorf("embedding dimension must be at least 1, got %d", c.EmbeddingDimension))

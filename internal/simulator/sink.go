@@ -96,7 +96,12 @@ func (o *streamSink) first() error {
 func (o *streamSink) token(k int, finish string, text []byte) error {
 	b := append(o.buf[:0], o.prefix...)
 	if o.g.chat {
-		b = append(b, `{"index":0,"delta":{"content":`...)
+		if k <= o.s.cfg.ReasoningTokens {
+			// vLLM's reasoning parsers put the thinking in its own field.
+			b = append(b, `{"index":0,"delta":{"reasoning_content":`...)
+		} else {
+			b = append(b, `{"index":0,"delta":{"content":`...)
+		}
 		b = append(b, text...)
 		b = append(b, `},"logprobs":null,"finish_reason":`...)
 		if finish == "" {
@@ -190,6 +195,12 @@ func (o *streamSink) end(prompt, completion int) error {
 		b := append(o.buf[:0], o.prefix...)
 		b = append(b, "],"...)
 		b = appendUsage(b, prompt, completion)
+		if r := min(o.s.cfg.ReasoningTokens, completion); o.g.chat && r > 0 {
+			// OpenAI's usage.completion_tokens_details, as vLLM fills it.
+			b = append(b[:len(b)-1], `,"completion_tokens_details":{"reasoning_tokens":`...)
+			b = appendInt(b, r)
+			b = append(b, "}}"...)
+		}
 		b = append(b, "}\n\n"...)
 		o.buf = b
 		if err := o.send(b, "usage", completion); err != nil {

@@ -52,7 +52,9 @@ func (d *chunkDecoder) decode(data []byte) (streamEvent, error) {
 	for _, ch := range c.Choices {
 		d := ch.Delta
 		switch {
-		case ch.Text.set || d.Content.set || d.ReasoningContent.set || d.Reasoning.set || d.ToolCalls.set:
+		case ch.Text.set || d.Content.set || d.ToolCalls.set:
+			content, ev.answer = true, true
+		case d.ReasoningContent.set || d.Reasoning.set:
 			content = true
 		case d.Role.set:
 			role = true
@@ -73,6 +75,9 @@ func (d *chunkDecoder) decode(data []byte) (streamEvent, error) {
 	}
 	if c.Usage != nil {
 		ev.usage, ev.promptTokens, ev.completion = true, c.Usage.PromptTokens, c.Usage.CompletionTokens
+		if c.Usage.CompletionTokensDetails != nil {
+			ev.reasoning = c.Usage.CompletionTokensDetails.ReasoningTokens
+		}
 	}
 	if c.Timings != nil {
 		ev.predicted = c.Timings.PredictedN
@@ -127,6 +132,11 @@ type chunk struct {
 	Usage *struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
+		// OpenAI's completion_tokens_details, which vLLM fills for a
+		// reasoning model: the reasoning share of completion_tokens.
+		CompletionTokensDetails *struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
 	} `json:"usage"`
 	// llama-server's timings object, in the last chunk: predicted_n is the
 	// number of tokens it generated.

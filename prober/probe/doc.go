@@ -35,8 +35,9 @@
 // finish_reason "error"; responses: an error or response.failed event),
 // truncated (the stream ended without data: [DONE]; responses: without
 // response.completed), malformed (bad JSON, an oversize line or event, a 2xx
-// that is not text/event-stream) and empty_output (the stream completed
-// without generated text).
+// that is not text/event-stream), empty_output (the stream completed
+// without generated text) and no_answer (a module with require_answer got
+// reasoning only within max_tokens).
 //
 // # Output checks
 //

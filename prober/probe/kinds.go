@@ -170,6 +170,13 @@ type streamEvent struct {
 	promptTokens, completion int
 	// predicted is llama.cpp's timings.predicted_n (0: none).
 	predicted int
+	// answer is set on an EventContent that carries answer text or a tool
+	// call, not only reasoning (reasoning_content, reasoning, the Responses
+	// API's reasoning_text).
+	answer bool
+	// reasoning is usage's reasoning tokens
+	// (completion_tokens_details.reasoning_tokens, output_tokens_details).
+	reasoning int
 	// finishErr is vLLM's finish_reason "error".
 	finishErr bool
 	err       string

@@ -108,6 +108,7 @@ func (responsesDecoder) decode(data []byte) (streamEvent, error) {
 	case e.Type == "response.output_text.delta", e.Type == "response.reasoning_text.delta":
 		if e.Delta != nil && *e.Delta != "" {
 			ev.kind = EventContent
+			ev.answer = e.Type == "response.output_text.delta"
 		} else {
 			ev.kind = EventEmpty
 		}

@@ -32,6 +32,7 @@ const (
 	ReasonTruncated     Reason = "truncated"       // the stream ended without data: [DONE]
 	ReasonMalformed     Reason = "malformed"       // bad JSON, an oversize line or event, wrong content type
 	ReasonEmptyOutput   Reason = "empty_output"    // [DONE] arrived but no event carried generated text
+	ReasonNoAnswer      Reason = "no_answer"       // require_answer: the output within max_tokens was reasoning only
 	// ReasonSleeping is a failure while the target's engine reported sleep
 	// (vLLM's sleep mode): the prober sets it over the reason the failure
 	// itself had (a 503, a timeout), which the error text still gives.
@@ -44,7 +45,7 @@ func Reasons() []Reason {
 		ReasonConnection, ReasonDNS, ReasonTLS, ReasonTimeout, ReasonStalled,
 		ReasonUnauthorized, ReasonRateLimited, ReasonShed, ReasonOverloaded, ReasonContextLength, ReasonModelNotFound,
 		ReasonHTTP4xx, ReasonHTTP5xx, ReasonRedirect, ReasonStreamError, ReasonTruncated, ReasonMalformed,
-		ReasonEmptyOutput, ReasonWrongAnswer, ReasonInvalidStructured, ReasonInvalidEmbedding,
+		ReasonEmptyOutput, ReasonNoAnswer, ReasonWrongAnswer, ReasonInvalidStructured, ReasonInvalidEmbedding,
 		ReasonSleeping,
 	}
 }
@@ -123,6 +124,14 @@ type Result struct {
 	// For a failed probe E2E is t0 → the failure (a stalled or timed-out probe:
 	// the cut) and TPOT is 0: a failure has no per-token latency.
 	TTFT, E2E, TPOT time.Duration
+	// TTFA (time to first answer token) is t0 → the first event carrying
+	// answer text or a tool call, not only reasoning; equal to TTFT for a
+	// model that does not reason, 0 when no answer came. GuideLLM's time to
+	// first output token, AIPerf's time_to_first_output_token.
+	TTFA time.Duration
+	// ReasoningTokens is the usage's reasoning share of OutputTokens
+	// (completion_tokens_details.reasoning_tokens); 0 when none was reported.
+	ReasoningTokens int
 	// Duration is the whole probe, model resolution included, failures too
 	// (vllm_probe_duration_seconds, as blackbox_exporter's probe_duration_seconds).
 	Duration time.Duration

@@ -141,6 +141,10 @@ func (s *Spec) Run(ctx context.Context, client *http.Client, c Call) Result {
 		*c.Output = gen.text.String()
 	}
 	s.checks.apply(&res, gen, check, c.Redact)
+	if mod.RequireAnswer && res.Success && res.TTFA == 0 {
+		res.Success, res.Reason = false, ReasonNoAnswer
+		res.Err = fmt.Sprintf("no answer within max_tokens %d: the output was reasoning only (%d reasoning tokens of %d)", mod.MaxTokens, res.ReasoningTokens, res.OutputTokens)
+	}
 	res.Model = c.Model
 	return res
 }

@@ -319,6 +319,7 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 		contentEvents int
 		usageOut      int
 		haveUsage     bool
+		answered      bool            // an event carried answer text (TTFA)
 		predictedN    int             // llama.cpp's timings.predicted_n
 		text          strings.Builder // the start of the generated text, as sent
 		textDone      bool            // text holds enough to cut (textEnough)
@@ -379,6 +380,7 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 		if ev.usage {
 			haveUsage = true
 			usageOut = ev.completion
+			s.res.ReasoningTokens = ev.reasoning
 			s.res.PromptTokens = ev.promptTokens
 		}
 		if ev.predicted > 0 {
@@ -405,6 +407,9 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			if !textDone {
 				s.dec.text(&text, data)
 				textDone = s.textEnough(&text)
+			}
+			if ev.answer && !answered {
+				s.res.TTFA, answered = now, true
 			}
 			if contentEvents == 0 {
 				s.res.TTFT = now
