@@ -418,16 +418,16 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		return
 	}
 	if p.inFlight && (!p.burstHolds || p.scheduledNext != nil) {
-		p.series.skip(SkipInFlight)
+		p.series.skip(SkipInFlight, unixSeconds(m.now()))
 		return
 	}
 	cost := p.worstCost()
 	if !p.tgt.scheduled.Allows(m.now(), p.tgt.cfg.TokenBudgetPerHour, budgetShare(p.tgt), p.key.model, cost) {
-		p.series.skip(SkipBudget)
+		p.series.skip(SkipBudget, unixSeconds(m.now()))
 		return
 	}
 	if m.inFlight >= m.maxInFlight {
-		p.series.skip(SkipConcurrency)
+		p.series.skip(SkipConcurrency, unixSeconds(m.now()))
 		return
 	}
 	// A burst probe in the pair's slot hands it to this probe when it ends
