@@ -79,6 +79,8 @@ type Manager struct {
 	load func(target string, from, to time.Time) (load float64, ok bool)
 	// sleeping is Options.Sleeping.
 	sleeping func(target string) (sleeping, known bool)
+	// scrapeAnswered is Options.ScrapeAnswered.
+	scrapeAnswered func(target string) (at time.Time, ok bool)
 	// urlProbes is the token pool of URL probes (urlprobe.go), apart from
 	// every target's.
 	urlProbes TokenPool
@@ -154,6 +156,13 @@ type Options struct {
 	// known false: nothing scrapes the target's /metrics), a failed probe
 	// of a target that is not a gateway asks the target's GET /is_sleeping.
 	Sleeping func(target string) (sleeping, known bool)
+	// ScrapeAnswered tells when the last scrape of a target's /metrics
+	// started, ok only when it succeeded; collector.Manager's
+	// ScrapeAnswered fits. A probed target whose /metrics answered within
+	// two scrape intervals, and whose probes succeed, is up
+	// (vllm_probe_health_up) without a GET /health; without one (nil, or
+	// not ok) the target's /health is asked.
+	ScrapeAnswered func(target string) (at time.Time, ok bool)
 }
 
 // NewManager returns a Manager of opts.
@@ -188,6 +197,8 @@ func NewManager(opts Options) *Manager {
 		clients:  opts.Clients,
 		load:     opts.Load,
 		sleeping: opts.Sleeping,
+
+		scrapeAnswered: opts.ScrapeAnswered,
 	}
 }
 

@@ -147,7 +147,7 @@ func newDescsLabels(pair, tgt []string) *descs {
 		attempts:  d(metricAttempts, "Probes started.", pair),
 		failures:  d(metricFailures, "Failed probes by reason.", with("reason")),
 		skipped:   d(metricSkipped, "Scheduled probes not started, by reason (budget, in_flight, concurrency).", with("reason")),
-		healthUp:  d(metricHealthUp, "1 if the target's /health answered 200 at the last check, else 0.", tgt),
+		healthUp:  d(metricHealthUp, "1 if the target answered at the last check (its /metrics scrape when scraped and its probes succeed, else /health with 200), else 0.", tgt),
 		modelsUp:  d(metricModelsUp, "1 if the target's /v1/models answered and listed the probed model at the last check, else 0.", tgt),
 		correct:   d(metricAnswerCorrect, "1 if the answer of the last checked probe of the target and module passed its expect, else 0.", pair),
 		checks:    d(metricAnswerChecks, "Answer checks of probes by result (correct, wrong).", with("result")),
