@@ -117,7 +117,7 @@ func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scrape
 
 // collectModel sends the series of one model of a scraped target; labels
 // are its target, model and static label values.
-func collectModel(ch chan<- prometheus.Metric, errs *safemetric.Errors, target string, d *descs, v *View, mv *ModelView, labels []string) {
+func collectModel(ch chan<- prometheus.Metric, errs safemetric.Sender, target string, d *descs, v *View, mv *ModelView, labels []string) {
 	with := func(extra ...string) []string { return append(slices.Clone(labels), extra...) }
 	gauge := func(desc *prometheus.Desc, v float64, lv []string) {
 		if !math.IsNaN(v) {

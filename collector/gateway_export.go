@@ -33,7 +33,7 @@ var (
 // backends than this exports the first ones in name order only.
 const maxGatewayBackends = 256
 
-func (v *GatewayView) collect(target string, ch chan<- prometheus.Metric, errs *safemetric.Errors) {
+func (v *GatewayView) collect(target string, ch chan<- prometheus.Metric, errs safemetric.Sender) {
 	errs.Send(ch, target, gwInfoDesc, prometheus.GaugeValue, 1, target, v.Gateway)
 	if v.HasReadyEndpoints {
 		errs.Send(ch, target, gwReadyDesc, prometheus.GaugeValue, v.ReadyEndpoints, target)

@@ -39,7 +39,7 @@ type Manager struct {
 	logger  log.Logger
 	clients ClientPool // shared between targets of equal HTTP client config (and with the prober)
 	red     Scrubber
-	errs    *safemetric.Errors
+	errs    safemetric.Sender
 	dropped *prometheus.CounterVec // values left out by the bounds (bounds.go)
 	quiet   func(ctx context.Context, target string)
 
@@ -66,7 +66,9 @@ type Options struct {
 	// Errors counts and logs the series that cannot be built (a target
 	// label colliding with a series' own, a label value that is not valid
 	// UTF-8); nil leaves them out silently. No series panics the collection.
-	Errors *safemetric.Errors
+	Errors interface {
+		Report(target string, err error)
+	}
 	// DroppedValues counts the label values a target sent past the bounds
 	// (bounds.go); nil: NewDroppedValues, unregistered.
 	DroppedValues *prometheus.CounterVec
@@ -116,7 +118,7 @@ func NewManager(opts Options) *Manager {
 		window:  time.Duration(config.DefaultGlobal.RateWindow),
 		clients: opts.Clients,
 		red:     opts.Redactor,
-		errs:    opts.Errors,
+		errs:    safemetric.NewSender(opts.Errors),
 		dropped: opts.DroppedValues,
 		quiet:   opts.Quiet,
 	}

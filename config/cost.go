@@ -35,16 +35,29 @@ func validatePrice(p *float64) error {
 	return checkPrice(*p)
 }
 
-// checkPrice refuses what no hardware costs: a price must be a positive,
-// finite number. A zero price would show every cost as zero, which the cost
-// series never do: a target that costs nothing to account for has no
-// price_per_hour.
+// MinPrice and MaxPrice bound a price_per_hour. Above MaxPrice the fleet's
+// cost rules (sums of prices over many targets and hours) can overflow to
+// +Inf; below MinPrice the cost of one token, a price divided by seconds and
+// tokens, can underflow to exactly 0, which the cost series never show.
+const (
+	MinPrice = 1e-6
+	MaxPrice = 1e6
+)
+
+// checkPrice refuses what no hardware costs: a price must be a finite number
+// from MinPrice to MaxPrice. A zero price would show every cost as zero,
+// which the cost series never do: a target that costs nothing to account
+// for has no price_per_hour.
 func checkPrice(v float64) error {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		return fmt.Errorf("price_per_hour %v is not a finite number", v)
 	case v <= 0:
 		return fmt.Errorf("price_per_hour %v must be greater than 0 (leave it unset for a target without a price)", v)
+	case v < MinPrice:
+		return fmt.Errorf("price_per_hour %v is below the smallest price, %v (its costs would round to 0: state the price in a smaller unit)", v, MinPrice)
+	case v > MaxPrice:
+		return fmt.Errorf("price_per_hour %v is above the largest price, %v (the fleet's cost sums would overflow: state the price in a larger unit)", v, MaxPrice)
 	}
 	return nil
 }

@@ -31,6 +31,10 @@ func TestPricePerHour(t *testing.T) {
 			`target "sim": price_per_hour +Inf is not a finite number`, 0},
 		{"text", "targets:\n  - name: sim\n    url: http://127.0.0.1:8000\n    price_per_hour: cheap\n",
 			"cannot unmarshal !!str `cheap` into a number", 0},
+		{"huge", "targets:\n  - name: sim\n    url: http://127.0.0.1:8000\n    price_per_hour: 1e308\n",
+			`target "sim": price_per_hour 1e+308 is above the largest price, 1e+06`, 0},
+		{"tiny", "targets:\n  - name: sim\n    url: http://127.0.0.1:8000\n    price_per_hour: 5e-324\n",
+			`target "sim": price_per_hour 5e-324 is below the smallest price, 1e-06`, 0},
 		{"defaults negative", "file_sd_configs: [{files: [x.json]}]\ntarget_defaults:\n  price_per_hour: -3\n",
 			"target_defaults: price_per_hour -3 must be greater than 0", 0},
 	} {
@@ -61,14 +65,18 @@ func TestPricePerHour(t *testing.T) {
 
 func TestParsePrice(t *testing.T) {
 	for in, want := range map[string]string{
-		"2.5":   "",
-		"1e1":   "",
-		"0":     `price_per_hour 0 must be greater than 0`,
-		"-2":    `price_per_hour -2 must be greater than 0`,
-		"NaN":   `price_per_hour NaN is not a finite number`,
-		"+Inf":  `price_per_hour +Inf is not a finite number`,
-		"$2.50": `price_per_hour "$2.50" is not a number`,
-		"":      `price_per_hour "" is not a number`,
+		"2.5":    "",
+		"1e1":    "",
+		"0":      `price_per_hour 0 must be greater than 0`,
+		"-2":     `price_per_hour -2 must be greater than 0`,
+		"NaN":    `price_per_hour NaN is not a finite number`,
+		"+Inf":   `price_per_hour +Inf is not a finite number`,
+		"$2.50":  `price_per_hour "$2.50" is not a number`,
+		"1e308":  `price_per_hour 1e+308 is above the largest price, 1e+06`,
+		"1e+06":  "",
+		"5e-324": `price_per_hour 5e-324 is below the smallest price, 1e-06`,
+		"1e-06":  "",
+		"":       `price_per_hour "" is not a number`,
 	} {
 		v, err := ParsePrice(in)
 		switch {

@@ -139,6 +139,8 @@ modules:
     prompt: %q
     max_tokens: %d
     ignore_eos: true
+    # Goodput objectives the simulator meets: the goodput panels have data.
+    slos: {ttft: 2s, tpot: 100ms, e2e: 10s}
   answer:
     prober: completions
     prompt: "What is 2+2? Answer with the number only."

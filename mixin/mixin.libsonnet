@@ -72,7 +72,7 @@
           },
           {
             record: "target_module:vllm_probe_failures:increase5m",
-            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[5m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[5m]))\n)" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!~\"shed|overloaded\"}[5m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[5m]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate5m",
@@ -108,7 +108,7 @@
           },
           {
             record: "target_module:vllm_probe_failures:increase30m",
-            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[30m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[30m]))\n)" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!~\"shed|overloaded\"}[30m]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[30m]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate30m",
@@ -144,7 +144,7 @@
           },
           {
             record: "target_module:vllm_probe_failures:increase1h",
-            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[1h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[1h]))\n)" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!~\"shed|overloaded\"}[1h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[1h]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate1h",
@@ -180,7 +180,7 @@
           },
           {
             record: "target_module:vllm_probe_failures:increase6h",
-            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[6h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[6h]))\n)" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!~\"shed|overloaded\"}[6h]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[6h]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate6h",
@@ -216,7 +216,7 @@
           },
           {
             record: "target_module:vllm_probe_failures:increase3d",
-            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!=\"shed\"}[3d]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[3d]))\n)" % $._config,
+            expr: "min without (vantage) (\n  sum without (instance, pod, reason) (increase(vllm_probe_failures_total{%(proberSelector)s,reason!~\"shed|overloaded\"}[3d]))\n  or\n  0 * sum without (instance, pod) (increase(vllm_probe_attempts_total{%(proberSelector)s}[3d]))\n)" % $._config,
           },
           {
             record: "target_module:vllm_probe_success:ratio_rate3d",

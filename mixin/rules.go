@@ -201,10 +201,12 @@ func (s *Spec) RecordingGroups() []Group {
 			)
 		}
 	}
-	shed := "A probe a gateway refused by load shedding (reason \"shed\") counts as a failure."
+	shed := "A probe a gateway refused by load shedding (reason \"shed\") or an engine refused at\n" +
+		"admission (reason \"overloaded\") counts as a failure."
 	if !s.SLOs.Availability.ShedIsFailure {
-		shed = "A probe a gateway refused by load shedding (reason \"shed\") is not a failure of the\n" +
-			"availability SLI (slos.availability.shed_is_failure: false); vllm_probe_shed:* count them."
+		shed = "A probe a gateway refused by load shedding (reason \"shed\") or an engine refused at\n" +
+			"admission (reason \"overloaded\") is not a failure of the availability SLI\n" +
+			"(slos.availability.shed_is_failure: false); vllm_probe_shed:* count the shed ones."
 	}
 	return []Group{{Name: "vllm_prober.slo.rules", Rules: rules, Comment: lines(
 		"Every rule sums the prober replica away (without ("+replicaLabels+")): a prober",
@@ -260,12 +262,14 @@ func indent(s, p string) string {
 func (s *Spec) jobSel() string { return fmt.Sprintf("job=%q", s.ProberJob) }
 
 // failureSel selects the probe failures that count against the availability
-// SLO: all of them, or all but load shedding (slos.availability.shed_is_failure).
+// SLO: all of them, or all but refusals by design (slos.availability.shed_is_failure):
+// a gateway's load shedding (reason "shed") and an engine's admission refusal
+// at its queue limit (reason "overloaded").
 func (s *Spec) failureSel() string {
 	if s.SLOs.Availability.ShedIsFailure {
 		return s.jobSel()
 	}
-	return s.jobSel() + `,reason!="shed"`
+	return s.jobSel() + `,reason!~"shed|overloaded"`
 }
 
 func (s *Spec) runbook(alert string) string {

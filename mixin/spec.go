@@ -91,7 +91,8 @@ type Objective struct {
 	Objective        float64 `yaml:"objective"`
 	ThresholdSeconds float64 `yaml:"threshold_seconds,omitempty"`
 	// ShedIsFailure (availability only): whether a probe a gateway refused by
-	// load shedding (reason "shed") counts against the objective. When false
+	// load shedding (reason "shed"), or an engine refused at admission at its
+	// queue limit (reason "overloaded"), counts against the objective. When false
 	// (the default) a shed probe is not a failure of the SLI; the
 	// gateway_shedding alert watches the share of shed probes instead.
 	ShedIsFailure bool `yaml:"shed_is_failure,omitempty"`

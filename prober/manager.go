@@ -40,7 +40,7 @@ func SkipReasons() []string { return []string{SkipBudget, SkipInFlight, SkipConc
 type Manager struct {
 	reg    prometheus.Registerer
 	logger log.Logger
-	errs   *safemetric.Errors
+	errs   safemetric.Sender
 
 	mu           sync.Mutex
 	cfg          *config.Config
@@ -141,7 +141,9 @@ type Options struct {
 	// Errors counts and logs the series that cannot be built (a label
 	// twice, a value that is not valid UTF-8); nil leaves them out
 	// silently. No series panics or empties the collection.
-	Errors *safemetric.Errors
+	Errors interface {
+		Report(target string, err error)
+	}
 	// Load tells a probe the load its target had over its lifetime [from,
 	// to], as running + waiting + 1 (Result.Load); collector.Manager's
 	// LoadDuring fits. Without one Result.Load is NaN.
@@ -193,7 +195,7 @@ func NewManager(opts Options) *Manager {
 		},
 		offset:   scheduleOffset,
 		red:      opts.Redactor,
-		errs:     opts.Errors,
+		errs:     safemetric.NewSender(opts.Errors),
 		clients:  opts.Clients,
 		load:     opts.Load,
 		sleeping: opts.Sleeping,

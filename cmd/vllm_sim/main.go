@@ -72,6 +72,7 @@ func addFlags(app *kingpin.Application, c *simulator.Config) *[]string {
 	lora := app.Flag("lora-modules", "LoRA adapters served on top of --model, as name[=path][,name[=path]...]; repeatable. Listed in /v1/models with parent = the base model; their traffic is counted under the base model_name.").Strings()
 	app.Flag("max-model-len", "Maximum prompt plus generated tokens per request.").Default(fmt.Sprint(c.MaxModelLen)).IntVar(&c.MaxModelLen)
 	app.Flag("max-num-seqs", "Maximum running requests per engine; the rest wait.").Default(fmt.Sprint(c.MaxNumSeqs)).IntVar(&c.MaxNumSeqs)
+	app.Flag("max-num-queued-reqs", "Maximum requests in flight (waiting or running, all engines), as vLLM's flag of that name: one more is refused with vLLM's 503 \"Request queue full.\". 0: no limit.").Default(fmt.Sprint(c.MaxNumQueuedReqs)).IntVar(&c.MaxNumQueuedReqs)
 	app.Flag("kv-cache-tokens", "KV cache capacity per engine, in tokens.").Default(fmt.Sprint(c.KVCacheTokens)).IntVar(&c.KVCacheTokens)
 	app.Flag("block-size", "KV cache block size in tokens.").Default(fmt.Sprint(c.BlockSize)).IntVar(&c.BlockSize)
 	app.Flag("data-parallel-size", "Number of data-parallel engines.").Default(fmt.Sprint(c.DataParallelSize)).IntVar(&c.DataParallelSize)

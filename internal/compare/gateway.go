@@ -8,6 +8,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/internal/percentile"
 	"github.com/vllm-prober/vllm_prober/prober"
+	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
 
 // Share keys of a gateway's probes that no member served: they can never be
@@ -17,7 +18,8 @@ const (
 	// header (a shed request, a queue timeout).
 	ShareGateway = "_gateway"
 	// ShareOther is the share whose member header names no member of the
-	// gateway (a backend outside the configured set).
+	// gateway (a backend outside the configured set, or a value made only of
+	// characters the prober drops, such as "***").
 	ShareOther = "_other"
 )
 
@@ -104,8 +106,11 @@ func JoinGateway(gateway []prober.GatewaySample, memberOf map[string]string, mem
 
 // memberName is the share key of a member header value v.
 func memberName(v string, memberOf map[string]string, members map[string][]prober.GatewaySample) string {
-	if v == "" {
+	switch v {
+	case "":
 		return ShareGateway
+	case probe.MemberUnreadable:
+		return ShareOther
 	}
 	if _, ok := members[v]; ok {
 		return v

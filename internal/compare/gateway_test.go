@@ -194,3 +194,25 @@ func TestJoinGatewayOther(t *testing.T) {
 		t.Errorf("overhead %v spread %v without successful probes, want NaN", j.OverheadMedian, j.Spread)
 	}
 }
+
+// TestJoinGatewayUnreadableMember: a member header made only of characters
+// the prober drops ("***") says a backend answered, one the prober cannot
+// name: it counts as ShareOther, never as the gateway answering itself.
+func TestJoinGatewayUnreadableMember(t *testing.T) {
+	sample := func(h string) prober.GatewaySample {
+		res := &probe.Result{StatusCode: http.StatusOK, ResponseHeader: http.Header{}}
+		if h != "" {
+			res.ResponseHeader.Set("X-Served-By", h)
+		}
+		return prober.SampleOf(res, "X-Served-By")
+	}
+	gw := []prober.GatewaySample{sample("***"), sample(" \u00e9\u00e9 "), sample("pod-a"), sample("")}
+	j, ok := JoinGateway(gw, nil, map[string][]prober.GatewaySample{"pod-a": nil})
+	if !ok {
+		t.Fatal("no join")
+	}
+	want := map[string]float64{"pod-a": 0.25, ShareGateway: 0.25, ShareOther: 0.5}
+	if !reflect.DeepEqual(j.Share, want) {
+		t.Errorf("shares %v, want %v", j.Share, want)
+	}
+}

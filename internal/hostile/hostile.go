@@ -21,6 +21,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unicode"
+	"unicode/utf16"
 )
 
 // Modes a completion request selects with its X-Mode header (a module's
@@ -153,7 +155,28 @@ func Forms(c string) map[string]string {
 		"base64":       base64.StdEncoding.EncodeToString([]byte(c)),
 		"base64-url":   base64.RawURLEncoding.EncodeToString([]byte(c)),
 		"json-of-json": JSONEscaped(JSONEscaped(c)),
+		"json-u-every": UEscaped(c, 1),
+		"json-u-mixed": UEscaped(c, 2),
 	}
+}
+
+// UEscaped is s as the content of a JSON string with every nth character
+// spelled \uXXXX (a surrogate pair beyond the BMP), the rest as
+// encoding/json writes them: a spelling any JSON decoder reads as s.
+func UEscaped(s string, nth int) string {
+	var b strings.Builder
+	for i, r := range []rune(s) {
+		if i%nth != 0 {
+			b.WriteString(JSONEscaped(string(r)))
+			continue
+		}
+		if r1, r2 := utf16.EncodeRune(r); r1 != unicode.ReplacementChar {
+			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
+		} else {
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }
 
 // JSONEscaped is s as the content of a JSON string, HTML-escaped as
@@ -178,7 +201,7 @@ func (s *Server) echo(r *http.Request) (string, []string) {
 				plain = append(plain, c)
 				forms := Forms(c)
 				// JSON bodies escape the json form once more (json-of-json).
-				for _, k := range []string{"plain", "json", "url-query", "url-path", "base64", "base64-url"} {
+				for _, k := range []string{"plain", "json", "url-query", "url-path", "base64", "base64-url", "json-u-every", "json-u-mixed"} {
 					parts = append(parts, k+"="+forms[k])
 				}
 			}
@@ -272,8 +295,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, echo string, plain []string, chat bool) {
 	switch r.Header.Get("X-Mode") {
 	case Mode401:
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{
+		// The body itself spells every secret with \u escapes, as a JSON
+		// encoder escaping every character would: any decoder reads the
+		// message as the secret.
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{
 			"message": s.long(echo, plain), "type": "AuthenticationError", "code": 401}})
+		body := string(b)
+		byLength := slices.Clone(plain)
+		slices.SortFunc(byLength, func(a, b string) int { return len(b) - len(a) })
+		for i, c := range byLength {
+			body = strings.ReplaceAll(body, JSONEscaped(c), UEscaped(c, 1+i%2))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintln(w, body)
 	case Mode500:
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusInternalServerError)

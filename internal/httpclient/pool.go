@@ -8,6 +8,7 @@ package httpclient
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -132,7 +133,8 @@ func (p *Pool) build(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 	return client, nil
 }
 
-// guard adds the policies every client of the Pool keeps: no credential
+// guard adds the policies every client of the Pool keeps: no response
+// whose headers exceed MaxResponseHeaderBytes reaches its caller (headerCap), no credential
 // follows a redirect to another origin (CheckRedirect), a client without
 // credentials stops at net/http's 10 redirects with a RedirectError
 // (LimitRedirects), and the redactor knows the current value of every
@@ -144,6 +146,7 @@ func (p *Pool) guard(s *shared) {
 	case s.cfg.FollowRedirects:
 		s.client.CheckRedirect = LimitRedirects
 	}
+	s.client.Transport = &headerCap{next: s.client.Transport}
 	if p.red != nil && len(redact.ClientFiles(&s.cfg)) > 0 {
 		s.source = fmt.Sprintf("client %p", s)
 		s.client.Transport = &refresher{next: s.client.Transport, red: p.red, source: s.source, cfg: s.cfg}
@@ -188,4 +191,43 @@ func (p *Pool) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.byPtr)
+}
+
+// MaxResponseHeaderBytes bounds the response headers a target may send: a
+// response whose header names and values exceed it fails with
+// ErrResponseHeaderTooLarge, so that no record, history or sample of a
+// target keeps more. common/config builds the http.Transport itself, with
+// net/http's 10 MiB read limit: that limit bounds one read, this one what is
+// kept.
+const MaxResponseHeaderBytes = 64 << 10
+
+// ErrResponseHeaderTooLarge is the failure of a response whose headers
+// exceed MaxResponseHeaderBytes.
+var ErrResponseHeaderTooLarge = errors.New("response headers too large")
+
+// headerCap fails the responses whose headers exceed MaxResponseHeaderBytes.
+type headerCap struct{ next http.RoundTripper }
+
+func (h *headerCap) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := h.next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	n := 0
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4 // "k: v\r\n"
+		}
+	}
+	if n > MaxResponseHeaderBytes {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w: %d bytes, more than %d (HTTP %d)", ErrResponseHeaderTooLarge, n, MaxResponseHeaderBytes, resp.StatusCode)
+	}
+	return resp, nil
+}
+
+func (h *headerCap) CloseIdleConnections() {
+	if c, ok := h.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }

@@ -14,9 +14,11 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -154,9 +156,11 @@ func (r *Redactor) rebuild() {
 // (standard, unpadded and URL alphabets); and each of those inside a JSON
 // string, once or twice. The wire forms ("Bearer …",
 // "Basic base64(user:password)") are values of their own (ClientSecrets), so
-// they get every form too. Not guaranteed: hex, another letter case,
-// \uXXXX escapes of ordinary letters, base64 of the secret inside a longer
-// text, and any other transformation a target may apply.
+// they get every form too. Any other \uXXXX spelling of a JSON form (every
+// character escaped, some, upper-case hex, surrogate pairs, "\/") is folded
+// to the canonical one before the check (String). Not guaranteed: hex,
+// another letter case, base64 of the secret inside a longer text, and any
+// other transformation a target may apply.
 func forms(v string) []string {
 	out := []string{v}
 	if t := strings.TrimSpace(v); t != v && t != "" {
@@ -201,7 +205,92 @@ func (r *Redactor) String(s string) string {
 	if st == nil || st.r == nil {
 		return s
 	}
-	return st.r.Replace(s)
+	out := st.r.Replace(s)
+	// A secret a target spelled with \u escapes (every character, some,
+	// surrogate pairs) reads as the secret: the check sees the text with
+	// those escapes folded to the canonical JSON spelling, and when that
+	// held a secret the text is shown in that folded form, scrubbed.
+	if strings.Contains(out, `\u`) || strings.Contains(out, `\/`) {
+		if folded := foldJSONEscapes(out); folded != out {
+			if scrubbed := st.r.Replace(folded); scrubbed != folded {
+				return scrubbed
+			}
+		}
+	}
+	return out
+}
+
+// foldJSONEscapes rewrites the \uXXXX escapes of s (a surrogate pair as one
+// character) and "\/" in the canonical spelling encoding/json writes without
+// HTML escaping: the character itself, or \" \\ \n … where JSON needs an
+// escape. An escape inside a JSON string quoted in JSON (\\uXXXX) is folded
+// to the canonical spelling quoted twice, as forms writes json-of-json. Any
+// other text is kept as it is.
+func foldJSONEscapes(s string) string {
+	var b strings.Builder
+	i := 0
+	for i < len(s) {
+		if s[i] != '\\' {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		k := 0 // the run of backslashes
+		for i+k < len(s) && s[i+k] == '\\' {
+			k++
+		}
+		rest := s[i+k:]
+		// An odd run ends in an escape of one level; an even one, in an
+		// escape of a string quoted twice (k=2: \\uXXXX).
+		keep, depth := k-1, 1
+		if k%2 == 0 {
+			keep, depth = k-2, 2
+		}
+		r, n := escapedRune(rest, strings.Repeat(`\`, depth), depth)
+		if n == 0 {
+			b.WriteString(s[i : i+k])
+			i += k
+			continue
+		}
+		b.WriteString(s[i : i+keep])
+		e := jsonEscaped(string(r), false)
+		if depth == 2 {
+			e = jsonEscaped(e, false)
+		}
+		b.WriteString(e)
+		i += k + n
+	}
+	return b.String()
+}
+
+// escapedRune decodes the escape that starts rest, after the backslashes of
+// its level ("/" or "uXXXX", with a following low surrogate spelled with the
+// same backslashes, lead): the rune and the bytes of rest consumed, 0 when
+// rest starts no such escape.
+func escapedRune(rest, lead string, depth int) (rune, int) {
+	if strings.HasPrefix(rest, "/") {
+		return '/', 1
+	}
+	hex4 := func(t string) (rune, bool) {
+		if len(t) < 5 || t[0] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(t[1:5], 16, 32)
+		return rune(v), err == nil
+	}
+	r, ok := hex4(rest)
+	if !ok {
+		return 0, 0
+	}
+	if utf16.IsSurrogate(r) {
+		if low, ok := hex4(strings.TrimPrefix(rest[5:], lead)); ok && strings.HasPrefix(rest[5:], lead) {
+			if p := utf16.DecodeRune(r, low); p != utf8.RuneError {
+				return p, 5 + len(lead) + 5
+			}
+		}
+		return 0, 0 // a lone surrogate is no character
+	}
+	return r, 5
 }
 
 // MaxLen is the length of the longest text the Redactor scrubs (0: none). A
@@ -250,10 +339,13 @@ func (r *Redactor) ScrubTail(s string) string {
 	if st == nil {
 		return s
 	}
+	// A cut may also fall inside an escape (`…\u00`): the secret's start
+	// before it is what counts.
+	t := trimPartialEscape(s)
 	best := 0
 	for _, f := range st.secrets {
-		for k := min(len(f)-1, len(s)); k >= minSecretLen && k > best; k-- {
-			if strings.HasSuffix(s, f[:k]) {
+		for k := min(len(f)-1, len(t)); k >= minSecretLen && k > best; k-- {
+			if strings.HasSuffix(t, f[:k]) {
 				best = k
 				break
 			}
@@ -262,7 +354,29 @@ func (r *Redactor) ScrubTail(s string) string {
 	if best == 0 {
 		return s
 	}
-	return s[:len(s)-best] + Placeholder
+	return t[:len(t)-best] + Placeholder
+}
+
+// trimPartialEscape is s without a JSON escape cut short at its end ("\",
+// "\u", "\u0" … "\u002").
+func trimPartialEscape(s string) string {
+	i := strings.LastIndexByte(s, '\\')
+	if i < 0 || len(s)-i > 5 {
+		return s
+	}
+	tail := s[i+1:]
+	if tail == "" {
+		return s[:i]
+	}
+	if tail[0] != 'u' {
+		return s
+	}
+	for _, c := range tail[1:] {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return s
+		}
+	}
+	return s[:i]
 }
 
 // Label returns the value a label, or a page field, may hold for s, a string

@@ -84,19 +84,36 @@ func (e *Errors) Forget(target string) {
 // Send builds a const metric and sends it on ch; a metric that cannot be
 // built is reported against target and left out.
 func (e *Errors) Send(ch chan<- prometheus.Metric, target string, desc *prometheus.Desc, vt prometheus.ValueType, v float64, lv ...string) {
-	m, err := prometheus.NewConstMetric(desc, vt, v, lv...)
-	if err != nil {
-		e.Report(target, err)
-		return
-	}
-	ch <- m
+	NewSender(e).Send(ch, target, desc, vt, v, lv...)
 }
 
-// SendMetric sends m, built by the caller with a constructor that returns an
-// error (histograms, exemplars, created timestamps), or reports err.
-func (e *Errors) SendMetric(ch chan<- prometheus.Metric, target string, m prometheus.Metric, err error) {
+// Reporter is what a Sender reports the series it cannot build to; *Errors is
+// one. The public packages take it as an interface, so that their options
+// name no internal type.
+type Reporter interface {
+	Report(target string, err error)
+}
+
+// Sender sends const metrics, reporting those it cannot build to a Reporter.
+// The zero Sender reports nothing; it never panics.
+type Sender struct{ r Reporter }
+
+// NewSender returns a Sender reporting to r (nil: to nothing).
+func NewSender(r Reporter) Sender { return Sender{r: r} }
+
+// Report reports err, a failure to build a series of target.
+func (s Sender) Report(target string, err error) {
+	if s.r != nil && err != nil {
+		s.r.Report(target, err)
+	}
+}
+
+// Send builds a const metric and sends it on ch; a metric that cannot be
+// built is reported against target and left out.
+func (s Sender) Send(ch chan<- prometheus.Metric, target string, desc *prometheus.Desc, vt prometheus.ValueType, v float64, lv ...string) {
+	m, err := prometheus.NewConstMetric(desc, vt, v, lv...)
 	if err != nil {
-		e.Report(target, err)
+		s.Report(target, err)
 		return
 	}
 	ch <- m

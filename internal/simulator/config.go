@@ -46,13 +46,17 @@ var validFaults = []string{
 type Config struct {
 	ListenAddress string // --web.listen-address; used by cmd/vllm_sim only
 
-	Model            string       // served model name
-	LoRAModules      []LoRAModule // adapters served on top of Model (--lora-modules)
-	MaxModelLen      int          // max prompt + generated tokens per request
-	MaxNumSeqs       int          // running requests per engine
-	KVCacheTokens    int          // KV cache capacity per engine, in tokens
-	BlockSize        int          // KV block size in tokens
-	DataParallelSize int          // number of engines
+	Model       string       // served model name
+	LoRAModules []LoRAModule // adapters served on top of Model (--lora-modules)
+	MaxModelLen int          // max prompt + generated tokens per request
+	MaxNumSeqs  int          // running requests per engine
+	// MaxNumQueuedReqs caps the requests in flight (waiting or running,
+	// across engines) as vLLM's --max-num-queued-reqs does: one more is
+	// refused with vLLM's 503 "Request queue full.". 0: no cap.
+	MaxNumQueuedReqs int
+	KVCacheTokens    int // KV cache capacity per engine, in tokens
+	BlockSize        int // KV block size in tokens
+	DataParallelSize int // number of engines
 
 	TTFT            time.Duration // base time to first token once scheduled
 	ITL             time.Duration // base inter-token latency with a batch of one
@@ -143,6 +147,9 @@ func (c *Config) validate() error {
 	}
 	if c.DataParallelSize < 1 {
 		errs = append(errs, fmt.Errorf("data parallel size must be at least 1, got %d", c.DataParallelSize))
+	}
+	if c.MaxNumQueuedReqs < 0 {
+		errs = append(errs, fmt.Errorf("max num queued reqs must not be negative, got %d", c.MaxNumQueuedReqs))
 	}
 	switch c.MetricsNames {
 	case MetricsV1, MetricsV010, MetricsLegacy:

@@ -74,6 +74,17 @@ func (s *Simulator) serveGeneration(w http.ResponseWriter, r *http.Request, g *g
 		s.writeError(w, http.StatusServiceUnavailable, "The engine is sleeping (level "+strconv.Itoa(level)+"); POST /wake_up wakes it.", nil)
 		return
 	}
+	if limit := int64(s.cfg.MaxNumQueuedReqs); limit > 0 {
+		// vLLM's admission check (AsyncLLM, --max-num-queued-reqs): a
+		// request beyond the cap on unfinished requests is refused with
+		// QueueOverflowError (vllm/v1/engine/exceptions.py).
+		n := s.admitted.Add(1)
+		defer s.admitted.Add(-1)
+		if n > limit {
+			s.writeError(w, http.StatusServiceUnavailable, "Request queue full.", nil)
+			return
+		}
+	}
 	w.Header().Set("X-Request-Id", g.requestID)
 	fault := ""
 	if isRequestFault(k.Fault) && s.drawFault(k) {

@@ -44,6 +44,7 @@ type Simulator struct {
 	wg        sync.WaitGroup // in-flight HTTP handlers
 
 	inflight atomic.Int64  // /load
+	admitted atomic.Int64  // generation requests past admission (MaxNumQueuedReqs)
 	reqSeq   atomic.Uint64 // request ids and per-request seeds
 
 	rngMu sync.Mutex

@@ -16,7 +16,8 @@ const (
 // "" when the header is absent, which for a gateway that sets it on every
 // proxied response means the gateway answered itself (a queue timeout, a
 // shed request), not a backend. The value is untrusted: it is cut to a short
-// run of host, port and name characters.
+// run of host, port and name characters; a value of which none is left
+// ("***") is MemberUnreadable, a backend the prober cannot name.
 func Member(res *Result, header string) string {
 	v := strings.TrimSpace(res.ResponseHeader.Get(header))
 	var b strings.Builder
@@ -28,5 +29,13 @@ func Member(res *Result, header string) string {
 			b.WriteRune(r)
 		}
 	}
+	if b.Len() == 0 && v != "" {
+		return MemberUnreadable
+	}
 	return b.String()
 }
+
+// MemberUnreadable is Member's value for a member header that holds none of
+// the characters kept: a backend answered, but not one the prober can name.
+// It can never be a target name, which starts with a letter or digit.
+const MemberUnreadable = "_unreadable"

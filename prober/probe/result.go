@@ -22,6 +22,7 @@ const (
 	ReasonUnauthorized  Reason = "unauthorized"    // HTTP 401 or 403
 	ReasonRateLimited   Reason = "rate_limited"    // HTTP 429 (a quota; not shedding)
 	ReasonShed          Reason = "shed"            // a gateway's load shedding (shed.go): refused by design, not failed
+	ReasonOverloaded    Reason = "overloaded"      // the engine's own admission refusal (shed.go): its queue limit, not a crash
 	ReasonContextLength Reason = "context_length"  // HTTP 400 "maximum context length"
 	ReasonModelNotFound Reason = "model_not_found" // HTTP 404 NotFoundError / "does not exist"
 	ReasonHTTP4xx       Reason = "http_4xx"        // any other 4xx (and other unexpected statuses)
@@ -41,7 +42,7 @@ const (
 func Reasons() []Reason {
 	return []Reason{
 		ReasonConnection, ReasonDNS, ReasonTLS, ReasonTimeout, ReasonStalled,
-		ReasonUnauthorized, ReasonRateLimited, ReasonShed, ReasonContextLength, ReasonModelNotFound,
+		ReasonUnauthorized, ReasonRateLimited, ReasonShed, ReasonOverloaded, ReasonContextLength, ReasonModelNotFound,
 		ReasonHTTP4xx, ReasonHTTP5xx, ReasonRedirect, ReasonStreamError, ReasonTruncated, ReasonMalformed,
 		ReasonEmptyOutput, ReasonWrongAnswer, ReasonInvalidStructured, ReasonInvalidEmbedding,
 		ReasonSleeping,

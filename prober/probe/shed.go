@@ -21,7 +21,9 @@ import (
 //     endpoint at all, an outage that stays http_5xx.
 //   - The llm-d router's x-llm-d-request-dropped-reason header, on its flow
 //     control outcomes (rejected-saturated, rejected-ttl-expired, ...), except
-//     rejected-no-endpoints, the same outage as above.
+//     rejected-no-endpoints, the same outage as above; only on a 429 or a 503,
+//     the statuses of a refusal: on any other (a 500, a 401, a 404) the
+//     status's own reason stands.
 //   - A 429 with Retry-After and no sign of a per-key quota (no RateLimit-* or
 //     X-RateLimit-* header, no quota error code in the body): a gateway's queue
 //     is full (HAProxy's `http-request return status 429 ... hdr retry-after`).
@@ -43,7 +45,8 @@ const droppedNoEndpoints = "rejected-no-endpoints"
 // classifyShed says whether a non-2xx answer is load shedding, and why (a short
 // phrase that names the shape, for the probe's error text).
 func classifyShed(status int, h http.Header, body []byte, msg string) (string, bool) {
-	if v := strings.ToLower(strings.TrimSpace(h.Get(headerDroppedReason))); v != "" {
+	refusal := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
+	if v := strings.ToLower(strings.TrimSpace(h.Get(headerDroppedReason))); v != "" && refusal {
 		if v == droppedNoEndpoints {
 			return "", false
 		}
@@ -107,4 +110,37 @@ func sanitizeToken(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// Admission refusals: an engine that protects its own latency refuses work
+// at admission, before it queues it. Such a refusal is ReasonOverloaded: the
+// engine is up and did what it was configured to do, so it is neither
+// http_5xx (a failure) nor shed (which names a gateway's shedding). The
+// shapes, from vLLM's vllm/v1/engine/exceptions.py (GracefulHTTPError
+// subclasses raised by AsyncLLM's admission check on --max-num-queued-reqs
+// and --max-num-queued-tokens, vllm-project/vllm#49445), each with a
+// fixture in testdata/shed/:
+//
+//   - QueueOverflowError, 503 "Request queue full." (--max-num-queued-reqs);
+//   - MaxPendingTokensError, 503 "Request queue reached max pending tokens
+//     limit." (--max-num-queued-tokens);
+//   - MaxTierPendingTokensError, 429 "Request queue reached max pending
+//     tokens for tier." (a tier's share of the same queue).
+//
+// The same file's TooManyRequestsError (429 "Rate limit reached for given
+// tier.") is a per-tier quota: rate_limited, as any other quota.
+var admissionRefusals = map[string]int{
+	"Request queue full.":                                503,
+	"Request queue reached max pending tokens limit.":    503,
+	"Request queue reached max pending tokens for tier.": 429,
+}
+
+// classifyOverload says whether a non-2xx answer is an engine's admission
+// refusal, and why (a short phrase for the probe's error text). msg is the
+// error body's message: only an exact message with its own status matches.
+func classifyOverload(status int, msg string) (string, bool) {
+	if want, ok := admissionRefusals[strings.TrimSpace(msg)]; ok && want == status {
+		return "engine refused at admission (queue limit)", true
+	}
+	return "", false
 }

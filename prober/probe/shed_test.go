@@ -64,6 +64,10 @@ func TestShedShapes(t *testing.T) {
 		"production-stack-scaled-to-zero-503": ReasonShed,
 		"quota-429":                           ReasonRateLimited,
 		"engine-503":                          ReasonHTTP5xx,
+		"vllm-queue-full-503":                 ReasonOverloaded,
+		"vllm-max-pending-tokens-503":         ReasonOverloaded,
+		"vllm-tier-pending-tokens-429":        ReasonOverloaded,
+		"vllm-tier-rate-limit-429":            ReasonRateLimited,
 	}
 	files, err := filepath.Glob("testdata/shed/*.http")
 	if err != nil || len(files) != len(want) {
@@ -107,5 +111,27 @@ func TestShedShapes(t *testing.T) {
 	}
 	if string(b) != got.String() {
 		t.Errorf("golden.txt differs (-update rewrites it):\ngot:\n%s\nwant:\n%s", got.String(), b)
+	}
+}
+
+// TestDroppedReasonOnlyOnRefusals: the llm-d header marks a flow-control
+// refusal, which is a 429 or a 503; on any other status (a 500 "CUDA error",
+// a 401, a 404 that a misconfigured or hostile backend sends with it) the
+// answer keeps the reason its status gives.
+func TestDroppedReasonOnlyOnRefusals(t *testing.T) {
+	h := http.Header{}
+	h.Set(headerDroppedReason, "rejected-saturated")
+	for status, want := range map[int]Reason{
+		http.StatusTooManyRequests:     ReasonShed,
+		http.StatusServiceUnavailable:  ReasonShed,
+		http.StatusInternalServerError: ReasonHTTP5xx,
+		http.StatusUnauthorized:        ReasonUnauthorized,
+		http.StatusNotFound:            ReasonHTTP4xx,
+		http.StatusBadGateway:          ReasonHTTP5xx,
+	} {
+		body := []byte(`{"error":{"message":"CUDA error: an illegal memory access","type":"InternalServerError"}}`)
+		if got, text := classifyHTTPError(status, h, body); got != want {
+			t.Errorf("HTTP %d with %s: reason %q (%s), want %q", status, headerDroppedReason, got, text, want)
+		}
 	}
 }

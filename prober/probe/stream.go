@@ -510,6 +510,9 @@ func classifyHTTPError(status int, h http.Header, body []byte) (Reason, string) 
 	if msg != "" {
 		text += ": " + msg
 	}
+	if why, ok := classifyOverload(status, msg); ok {
+		return ReasonOverloaded, why + ": " + text
+	}
 	if why, ok := classifyShed(status, h, body, msg); ok {
 		return ReasonShed, why + ": " + text
 	}
