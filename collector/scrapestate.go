@@ -95,3 +95,14 @@ func (s *scraper) noteScrapeLocked(at time.Time, dur time.Duration, err error) {
 		level.Info(s.logger).Log("msg", "scrape of vLLM metrics succeeded again", "failed_since", prev.DownSince.UTC())
 	}
 }
+
+// ScrapeAnswered returns when the last scrape of target's /metrics started,
+// ok only when it succeeded: the prober's health of a scraped target
+// (prober.Options.ScrapeAnswered).
+func (m *Manager) ScrapeAnswered(target string) (at time.Time, ok bool) {
+	st, known := m.LastScrape(target)
+	if !known || !st.Up {
+		return time.Time{}, false
+	}
+	return st.At, true
+}

@@ -24,8 +24,9 @@
 //
 // Each probe puts a random nonce at the front of the prompt (chat: of the first
 // user message) unless the module sets nonce: false, and sends
-// X-Request-Id: vllm-prober-<target>-<module>-<nonce>. /health is checked once
-// per interval per target, /v1/models once per models_refresh_interval while it
+// X-Request-Id: vllm-prober-<target>-<module>-<nonce>. a target is checked once
+// per interval: up when its /metrics scrape answered and its probes succeed,
+// else by GET /health; /v1/models once per models_refresh_interval while it
 // lists the model (and at the next check after a probe's model was refused);
 // a target without a configured model probes the first id /v1/models lists.
 //

@@ -79,6 +79,8 @@ type Manager struct {
 	load func(target string, from, to time.Time) (load float64, ok bool)
 	// sleeping is Options.Sleeping.
 	sleeping func(target string) (sleeping, known bool)
+	// scrapeAnswered is Options.ScrapeAnswered.
+	scrapeAnswered func(target string) (at time.Time, ok bool)
 	// urlProbes is the token pool of URL probes (urlprobe.go), apart from
 	// every target's.
 	urlProbes TokenPool
@@ -156,6 +158,13 @@ type Options struct {
 	// known false: nothing scrapes the target's /metrics), a failed probe
 	// of a target that is not a gateway asks the target's GET /is_sleeping.
 	Sleeping func(target string) (sleeping, known bool)
+	// ScrapeAnswered tells when the last scrape of a target's /metrics
+	// started, ok only when it succeeded; collector.Manager's
+	// ScrapeAnswered fits. A probed target whose /metrics answered within
+	// two scrape intervals, and whose probes succeed, is up
+	// (vllm_probe_health_up) without a GET /health; without one (nil, or
+	// not ok) the target's /health is asked.
+	ScrapeAnswered func(target string) (at time.Time, ok bool)
 }
 
 // NewManager returns a Manager of opts.
@@ -190,6 +199,8 @@ func NewManager(opts Options) *Manager {
 		clients:  opts.Clients,
 		load:     opts.Load,
 		sleeping: opts.Sleeping,
+
+		scrapeAnswered: opts.ScrapeAnswered,
 	}
 }
 
@@ -420,16 +431,16 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		return
 	}
 	if p.inFlight && (!p.burstHolds || p.scheduledNext != nil) {
-		p.series.skip(SkipInFlight)
+		p.series.skip(SkipInFlight, unixSeconds(m.now()))
 		return
 	}
 	cost := p.worstCost()
 	if !p.tgt.scheduled.Allows(m.now(), p.tgt.cfg.TokenBudgetPerHour, budgetShare(p.tgt), p.key.model, cost) {
-		p.series.skip(SkipBudget)
+		p.series.skip(SkipBudget, unixSeconds(m.now()))
 		return
 	}
 	if m.inFlight >= m.maxInFlight {
-		p.series.skip(SkipConcurrency)
+		p.series.skip(SkipConcurrency, unixSeconds(m.now()))
 		return
 	}
 	// A burst probe in the pair's slot hands it to this probe when it ends

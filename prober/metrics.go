@@ -2,6 +2,7 @@ package prober
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
@@ -148,7 +150,7 @@ func newDescsLabels(pair, tgt []string) *descs {
 		attempts:  d(metricAttempts, "Probes started.", pair),
 		failures:  d(metricFailures, "Failed probes by reason.", with("reason")),
 		skipped:   d(metricSkipped, "Scheduled probes not started, by reason (budget, in_flight, concurrency).", with("reason")),
-		healthUp:  d(metricHealthUp, "1 if the target's /health answered 200 at the last check, else 0.", tgt),
+		healthUp:  d(metricHealthUp, "1 if the target answered at the last check (its /metrics scrape when scraped and its probes succeed, else /health with 200), else 0.", tgt),
 		modelsUp:  d(metricModelsUp, "1 if the target's /v1/models answered and listed the probed model at the last check, else 0.", tgt),
 		correct:   d(metricAnswerCorrect, "1 if the answer of the last checked probe of the target and module passed its expect, else 0.", pair),
 		checks:    d(metricAnswerChecks, "Answer checks of probes by result (correct, wrong).", with("result")),
@@ -196,6 +198,10 @@ type series struct {
 	// occurs, not at 0 in advance.
 	failShown []reasonState
 	skipShown [3]reasonState
+	// failCreated and skipCreated are when each reason first occurred
+	// (Unix seconds): the created timestamp of its counter.
+	failCreated []float64
+	skipCreated [3]float64
 
 	observed                                        bool // success, lastEnd and duration are set
 	success, lastEnd, duration                      float64
@@ -208,7 +214,7 @@ type series struct {
 
 func newSeries(hist histOpts, scheduled bool) *series {
 	return &series{scheduled: scheduled, hist: hist, failures: make([]float64, len(probe.Reasons())),
-		failShown: make([]reasonState, len(probe.Reasons()))}
+		failShown: make([]reasonState, len(probe.Reasons())), failCreated: make([]float64, len(probe.Reasons()))}
 }
 
 // reasonState is how a failure or skip reason of a scheduled pair renders.
@@ -225,10 +231,14 @@ const (
 	reasonShown                      // a collection rendered 0: render the count
 )
 
-// occurred notes an occurrence of a reason in state *st.
-func occurred(st *reasonState) {
+// occurred notes an occurrence at (Unix seconds) of a reason in state *st,
+// whose counter was created at *created. Its series appears now: at is its
+// created timestamp, which a second scraper needs, since its first sample
+// may already be the count (a Prometheus 3 with
+// created-timestamp-zero-ingestion stores a 0 at the created time).
+func occurred(st *reasonState, created *float64, at float64) {
 	if *st == reasonAbsent {
-		*st = reasonPending
+		*st, *created = reasonPending, at
 	}
 }
 
@@ -267,10 +277,11 @@ func (s *series) rebucket(hist histOpts) {
 	}
 }
 
-func (s *series) skip(reason string) {
+// skip counts a scheduled probe skipped at (Unix seconds) for reason.
+func (s *series) skip(reason string, at float64) {
 	i := slices.Index(SkipReasons(), reason)
 	s.skipped[i]++
-	occurred(&s.skipShown[i])
+	occurred(&s.skipShown[i], &s.skipCreated[i], at)
 }
 
 // histogram returns latency histogram i, created at its first observation.
@@ -304,7 +315,7 @@ func (s *series) observe(r *probe.Result, end float64, recordID string) {
 		s.success = 0
 		if i := slices.Index(probe.Reasons(), r.Reason); i >= 0 {
 			s.failures[i]++
-			occurred(&s.failShown[i])
+			occurred(&s.failShown[i], &s.failCreated[i], end)
 		}
 		return
 	}
@@ -364,6 +375,7 @@ func (s *series) snapshot() series {
 	c := *s
 	c.failures = slices.Clone(s.failures)
 	c.failShown = slices.Clone(s.failShown)
+	c.failCreated = slices.Clone(s.failCreated)
 	return c
 }
 
@@ -372,13 +384,14 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, ls *labelSet) {
 	gauge := func(desc *prometheus.Desc, v float64) {
 		ch <- constMetric{desc: desc, v: v, labels: ls.base}
 	}
-	counter := func(desc *prometheus.Desc, v float64, extra ...string) {
+	counterAt := func(desc *prometheus.Desc, v, created float64, extra ...string) {
 		labels := ls.base
 		if len(extra) == 2 {
 			labels = ls.with(extra[0], extra[1])
 		}
-		ch <- constMetric{desc: desc, v: v, counter: true, labels: labels}
+		ch <- constMetric{desc: desc, v: v, counter: true, created: created, labels: labels}
 	}
+	counter := func(desc *prometheus.Desc, v float64, extra ...string) { counterAt(desc, v, 0, extra...) }
 	counter(d.attempts, s.attempts)
 	if s.hist.on(metricTokens) {
 		for i, k := range tokenKinds {
@@ -389,13 +402,13 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, ls *labelSet) {
 		if !s.scheduled { // /probe's one-shot series: every reason, as blackbox_exporter's
 			counter(d.failures, s.failures[i], "reason", string(r))
 		} else if v, ok := reasonValue(s.failShown[i], s.failures[i]); ok {
-			counter(d.failures, v, "reason", string(r))
+			counterAt(d.failures, v, s.failCreated[i], "reason", string(r))
 		}
 	}
 	if s.scheduled {
 		for i, r := range SkipReasons() {
 			if v, ok := reasonValue(s.skipShown[i], s.skipped[i]); ok {
-				counter(d.skipped, v, "reason", r)
+				counterAt(d.skipped, v, s.skipCreated[i], "reason", r)
 			}
 		}
 	}
@@ -509,6 +522,10 @@ type constMetric struct {
 	desc    *prometheus.Desc
 	v       float64
 	counter bool
+	// created is a counter's created timestamp (Unix seconds; 0: none), as
+	// prometheus.NewConstMetricWithCreatedTimestamp writes it: OpenMetrics'
+	// _created, protobuf's created_timestamp.
+	created float64
 	labels  []*dto.LabelPair
 }
 
@@ -519,6 +536,10 @@ func (c constMetric) Write(out *dto.Metric) error {
 	v := c.v
 	if c.counter {
 		out.Counter = &dto.Counter{Value: &v}
+		if c.created > 0 {
+			sec, frac := math.Modf(c.created)
+			out.Counter.CreatedTimestamp = &timestamppb.Timestamp{Seconds: int64(sec), Nanos: int32(frac * 1e9)}
+		}
 	} else {
 		out.Gauge = &dto.Gauge{Value: &v}
 	}

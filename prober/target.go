@@ -43,6 +43,9 @@ type target struct {
 	modelsRefresh time.Duration
 	modelsAt      time.Time
 	modelsStale   bool
+	// scrapeInterval is the collector's for t: a scrape that answered
+	// within two of them stands for /health (check).
+	scrapeInterval time.Duration
 
 	pairs []*pair // its pairs, in configuration order
 
@@ -70,6 +73,9 @@ type targetHost interface {
 	// the lock must be held.
 	modelsChanged(t *target)
 	now() time.Time
+	// scrapeAnswered tells when the collector's last scrape of target's
+	// /metrics started, ok only when it succeeded (Options.ScrapeAnswered).
+	scrapeAnswered(target string) (at time.Time, ok bool)
 }
 
 // sync takes t's configuration tc under cfg, and client when its
@@ -89,7 +95,7 @@ func (t *target) sync(cfg *config.Config, tc *config.Target, client *http.Client
 		t.client = client
 	}
 	t.cfg, t.interval, t.timeout, t.secrets = *tc, interval, cfg.ProbeTimeout(tc, &config.Module{}), secrets
-	t.modelsRefresh = time.Duration(cfg.Global.ModelsRefresh)
+	t.modelsRefresh, t.scrapeInterval = time.Duration(cfg.Global.ModelsRefresh), cfg.ScrapeInterval(tc)
 	if tc.Model != "" {
 		t.model = tc.Model
 	}
@@ -147,19 +153,27 @@ func (t *target) resolved(model string) {
 // model was refused. The lock must be held.
 func (t *target) modelsRefused() { t.modelsStale = true }
 
-// check runs one /health check of t, and one /v1/models read when it is due
-// (models_refresh_interval, or a probe's model was refused), and records
-// them.
+// check runs one check of t, whether it is up, and one /v1/models read when
+// it is due (models_refresh_interval, or a probe's model was refused), and
+// records them. Up is its /metrics answering recently when the collector
+// scrapes it and its probes succeed: GET /health (its health_path) only for
+// a target that is not scraped (scrape_metrics: false, a probe-only
+// vantage), whose last scrape did not answer, or whose last probe failed
+// (vLLM's API server serves /metrics while /health says its engine is dead;
+// a hung engine answers /health: VLLMEndpointDown and VLLMEngineHung read
+// /health then). A healthy scraped target costs no request here between two
+// model listings (docs/performance.md).
 func (t *target) check(ctx context.Context) {
 	t.host.Lock()
 	client, base, healthPath, timeout, name, red := t.client, t.cfg.URL, t.cfg.HealthCheckPath(), t.timeout, t.cfg.Name, t.host.redactor()
 	begin := t.host.now()
 	list := t.modelsAt.IsZero() || t.modelsStale || begin.Sub(t.modelsAt) >= t.modelsRefresh
+	scraped := t.cfg.ScrapeMetrics && t.scrapedRecently(begin) && !t.probesFailing()
 	t.host.Unlock()
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	healthUp := vllmapi.Health(ctx, client, base, healthPath) == nil
+	healthUp := scraped || vllmapi.Health(ctx, client, base, healthPath) == nil
 	var (
 		ids  []string
 		fail *probe.Result
@@ -207,6 +221,25 @@ func (t *target) check(ctx context.Context) {
 	}
 }
 
+// scrapedRecently reports whether the collector's last scrape of t
+// answered, no longer than two scrape intervals before now. The lock must
+// be held.
+func (t *target) scrapedRecently(now time.Time) bool {
+	at, ok := t.host.scrapeAnswered(t.cfg.Name)
+	return ok && now.Sub(at) <= 2*t.scrapeInterval
+}
+
+// probesFailing reports whether the last probe of any of t's pairs failed.
+// The lock must be held.
+func (t *target) probesFailing() bool {
+	for _, p := range t.pairs {
+		if !p.state.failingSince.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
 // warnHeldModels warns when a model id target lists held a secret: ListModels
 // made it redact.Placeholder, and the warning names the target and the
 // field, never the value.
@@ -243,6 +276,12 @@ func (h host) phase(target string, interval time.Duration) time.Duration {
 	return h.m.offset(pairKey{target: target}, interval)
 }
 func (h host) now() time.Time { return h.m.now() }
+func (h host) scrapeAnswered(target string) (time.Time, bool) {
+	if h.m.scrapeAnswered == nil {
+		return time.Time{}, false
+	}
+	return h.m.scrapeAnswered(target)
+}
 func (h host) modelsChanged(t *target) {
 	h.m.warnBudgetShare(t)
 	h.m.syncPairs(t)

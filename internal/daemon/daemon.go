@@ -257,7 +257,7 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
 		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Errors: collectErrs, Load: d.coll.LoadDuring,
 		RecordPrefix: recordPrefix(opts.ShardIndex, opts.ShardCount),
-		Sleeping:     d.coll.SleepState})
+		Sleeping:     d.coll.SleepState, ScrapeAnswered: d.coll.ScrapeAnswered})
 	d.bursts = prober.NewBurster(reg, d.probes)
 	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
 		Probes: compare.FromProber(d.probes), Server: d.coll, Gateways: d.probes, Window: opts.ProbeWindow, Errors: collectErrs})
