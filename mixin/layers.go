@@ -137,7 +137,7 @@ func (s *Spec) layerAlerts() []Rule {
 	spread := fmt.Sprintf("max without (instance, pod) (vllm_gateway_member_spread_ratio{%s})", job)
 	w := a.GatewayMemberFailing.Window.String()
 	return []Rule{
-		s.alert("VLLMGatewayMemberSlow", a.GatewayMemberSlow,
+		optionalSeries("vllm_gateway_member_spread_ratio", "Only gateway targets with members export the spread: legitimately absent without gateways.", s.alert("VLLMGatewayMemberSlow", a.GatewayMemberSlow,
 			s.withModel(lines(
 				acrossVantages("min", spread)+" > "+th(a.GatewayMemberSlow),
 				// Every vantage that reports the spread names this member
@@ -151,8 +151,8 @@ func (s *Spec) layerAlerts() []Rule {
 				")",
 			)),
 			"A member behind a gateway is markedly slower than the others.",
-			`{{ $labels.member }}, a member of gateway `+whoM+`, answers its direct probes with a median time to first token `+value+` times the median of the gateway's members (threshold `+th(a.GatewayMemberSlow)+`) for `+a.GatewayMemberSlow.For.String()+`, from every vantage: that one member is slow, not the gateway or the pool. Probes through the gateway that it serves are slow too.`),
-		s.alert("VLLMGatewayMemberFailing", a.GatewayMemberFailing,
+			`{{ $labels.member }}, a member of gateway `+whoM+`, answers its direct probes with a median time to first token `+value+` times the median of the gateway's members (threshold `+th(a.GatewayMemberSlow)+`) for `+a.GatewayMemberSlow.For.String()+`, from every vantage: that one member is slow, not the gateway or the pool. Probes through the gateway that it serves are slow too.`)),
+		optionalSeries("vllm_gateway_member_share_ratio", "Only gateway targets export their members' shares: legitimately absent without gateways.", s.alert("VLLMGatewayMemberFailing", a.GatewayMemberFailing,
 			lines(
 				"(",
 				"  (",
@@ -171,10 +171,10 @@ func (s *Spec) layerAlerts() []Rule {
 				")",
 			),
 			"A member behind a gateway fails while the gateway still answers.",
-			`{{ $labels.member }}, a member of gateway `+whoM+`, failed `+value+` of its direct probes over the last `+w+` (threshold `+th(a.GatewayMemberFailing)+`) while the gateway failed less than half that share of its own: the gateway routes around one broken member. Fix or replace that member; the pool is not at fault.`),
-		s.alert("VLLMGatewayOverheadHigh", a.GatewayOverheadHigh,
+			`{{ $labels.member }}, a member of gateway `+whoM+`, failed `+value+` of its direct probes over the last `+w+` (threshold `+th(a.GatewayMemberFailing)+`) while the gateway failed less than half that share of its own: the gateway routes around one broken member. Fix or replace that member; the pool is not at fault.`)),
+		optionalSeries("vllm_gateway_overhead_seconds", "Only gateway targets export their overhead: legitimately absent without gateways.", s.alert("VLLMGatewayOverheadHigh", a.GatewayOverheadHigh,
 			s.withModel(acrossVantages("min", fmt.Sprintf(`max without (instance, pod) (vllm_gateway_overhead_seconds{%s,stat="median"})`, job))+" > "+th(a.GatewayOverheadHigh)),
 			"A gateway adds too much time to first token.",
-			`Gateway `+whoM+` adds `+value+`s to the median time to first token of its members' direct probes (threshold `+th(a.GatewayOverheadHigh)+`s) for `+a.GatewayOverheadHigh.For.String()+`, from every vantage: the gateway's own queue, endpoint picker or data plane is slow while its members answer in time. Call the gateway's owner, not the members'.`),
+			`Gateway `+whoM+` adds `+value+`s to the median time to first token of its members' direct probes (threshold `+th(a.GatewayOverheadHigh)+`s) for `+a.GatewayOverheadHigh.For.String()+`, from every vantage: the gateway's own queue, endpoint picker or data plane is slow while its members answer in time. Call the gateway's owner, not the members'.`)),
 	}
 }
