@@ -329,7 +329,11 @@ func (s *series) observe(r *probe.Result, end float64, recordID string) {
 		return // an embeddings probe: no tokens to time
 	}
 	observe(s.histogram(histTTFT), r.TTFT.Seconds(), ex)
-	if r.TTFA > 0 && s.hist.on(metricTTFA) {
+	// The time to first answer is its own histogram only once the pair met
+	// a reasoning model (an answer after the first delta, or reasoning
+	// tokens): for any other model it equals TTFT, and 13 more series per
+	// pair (classic) would break the pair's series budget for nothing.
+	if r.TTFA > 0 && s.hist.on(metricTTFA) && (s.latency[histTTFA] != nil || r.TTFA > r.TTFT || r.ReasoningTokens > 0) {
 		observe(s.histogram(histTTFA), r.TTFA.Seconds(), ex)
 	}
 	if s.hist.on(metricITL) {

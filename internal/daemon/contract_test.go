@@ -113,6 +113,7 @@ func TestMetricNamesMatchDocs(t *testing.T) {
 	sim := startPlainSim(t, func(c *simulator.Config) {
 		c.TTFT, c.ITL = 10*time.Millisecond, 2*time.Millisecond
 		c.SpecDecodeTokens, c.SpecAcceptRate = 2, 0.5
+		c.ReasoningTokens = 2 // the chat module's answers come after reasoning
 	})
 	// vllm_server_cpu_kv_cache_usage_ratio and state="swapped" exist on legacy servers only.
 	legacy := startPlainSim(t, func(c *simulator.Config) { c.MetricsNames = simulator.MetricsLegacy })
@@ -133,6 +134,7 @@ modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
   checked: {prober: completions, prompt: "Say hello.", max_tokens: 8, expect: {regex: "\\w"}, slos: {ttft: 2s, tpot: 100ms}}
   embed: {prober: embeddings, prompt: "Say hello."}
+  think: {prober: chat, messages: [{role: user, content: "Say hello."}], max_tokens: 8}
 baselines: [{name: simbase, file: %s}]
 targets:
   - {name: sim, url: %q, baseline: simbase, max_num_seqs: 16, price_per_hour: 2.5, labels: {preset: test}}
