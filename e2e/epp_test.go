@@ -204,7 +204,7 @@ func portOfAddr(addr string) string {
 
 // probeOnce sends one streaming completion as the prober does, with the
 // objective header when objective is not empty.
-func probeOnce(ctx context.Context, client *http.Client, baseURL, prompt, objective string) probe.Result {
+func probeOnce(ctx context.Context, client *http.Client, baseURL, prompt, objective string, gateway bool) probe.Result {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	h := http.Header{}
@@ -214,6 +214,9 @@ func probeOnce(ctx context.Context, client *http.Client, baseURL, prompt, object
 	return probe.Stream(ctx, client, probe.StreamRequest{
 		BaseURL: baseURL, Kind: config.ProberCompletions, Header: h,
 		Body: map[string]any{"model": eppModel, "prompt": prompt, "max_tokens": 4, "ignore_eos": true},
+		// Only a declared gateway sheds, as the prober's configuration
+		// below declares the EPP.
+		Gateway: gateway,
 	})
 }
 
@@ -349,7 +352,7 @@ targets:
 		var out []probe.Result
 		for range n {
 			seq++
-			out = append(out, probeOnce(ctx, client, s.epp.gatewayURL, fmt.Sprintf("%04d Say hello.", seq), objective))
+			out = append(out, probeOnce(ctx, client, s.epp.gatewayURL, fmt.Sprintf("%04d Say hello.", seq), objective, true))
 		}
 		return out
 	}
@@ -363,7 +366,7 @@ targets:
 			gw = append(gw, gatewayProbes(3, "")...)
 			for _, p := range s.pods {
 				seq++
-				direct[p.name] = append(direct[p.name], probeOnce(ctx, client, p.url(), fmt.Sprintf("%04d Say hello.", seq), ""))
+				direct[p.name] = append(direct[p.name], probeOnce(ctx, client, p.url(), fmt.Sprintf("%04d Say hello.", seq), "", false))
 			}
 		}
 		for _, r := range gw {
@@ -525,7 +528,7 @@ targets:
 		var wg sync.WaitGroup
 		for i := range flowRes {
 			wg.Go(func() {
-				flowRes[i] = probeOnce(ctx, client, flow.gatewayURL, fmt.Sprintf("flow %02d Say hello.", i), "")
+				flowRes[i] = probeOnce(ctx, client, flow.gatewayURL, fmt.Sprintf("flow %02d Say hello.", i), "", true)
 			})
 		}
 		wg.Wait()
