@@ -441,14 +441,7 @@ func (s *Spec) AlertGroups() []Group {
 		optionalSeries("vllm_probe_failures_total",
 			"Only probes through a gateway that sheds load ever fail with reason=\"shed\".",
 			s.alert("VLLMGatewayShedding", a.GatewayShedding,
-				lines(
-					"(",
-					"  "+acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s,reason=\"shed\"}[%s])", job, a.GatewayShedding.Window)),
-					"    / ("+acrossReplicas("", fmt.Sprintf("increase(vllm_probe_attempts_total{%s}[%s])", job, a.GatewayShedding.Window))+" > 0)",
-					") > "+th(a.GatewayShedding),
-					"and",
-					acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s,reason=\"shed\"}[%s])", job, a.GatewayShedding.Window))+" >= "+strconv.Itoa(s.MinBadProbes),
-				),
+				s.shedRatioAbove(a.GatewayShedding),
 				"A gateway is shedding load.",
 				value+` of the probes of `+whoM+` were refused by load shedding over the last `+a.GatewayShedding.Window.String()+` (threshold `+th(a.GatewayShedding)+`): the pool behind the gateway is saturated; add capacity or lower the sheddable load.`)),
 		// Shedding nearly everything for a sustained window is an outage to
@@ -456,14 +449,7 @@ func (s *Spec) AlertGroups() []Group {
 		optionalSeries("vllm_probe_failures_total",
 			"Only probes through a gateway that sheds load ever fail with reason=\"shed\".",
 			s.alert("VLLMGatewaySheddingOutage", a.GatewaySheddingOutage,
-				lines(
-					"(",
-					"  "+acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s,reason=\"shed\"}[%s])", job, a.GatewaySheddingOutage.Window)),
-					"    / ("+acrossReplicas("", fmt.Sprintf("increase(vllm_probe_attempts_total{%s}[%s])", job, a.GatewaySheddingOutage.Window))+" > 0)",
-					") > "+th(a.GatewaySheddingOutage),
-					"and",
-					acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s,reason=\"shed\"}[%s])", job, a.GatewaySheddingOutage.Window))+" >= "+strconv.Itoa(s.MinBadProbes),
-				),
+				s.shedRatioAbove(a.GatewaySheddingOutage),
 				"A gateway sheds nearly every request: an outage to its users.",
 				value+` of the probes of `+whoM+` were refused by load shedding over the last `+a.GatewaySheddingOutage.Window.String()+` (threshold `+th(a.GatewaySheddingOutage)+`): the gateway is up but serves almost nobody; treat it as an outage (docs/runbook.md, VLLMGatewaySheddingOutage).`)),
 	}
@@ -788,4 +774,20 @@ func RenderScaled(s *Spec, source string, factor float64) (map[string][]byte, er
 		return nil, err
 	}
 	return Render(scaled, source+" with --for-scale "+formatFloat(factor)+" (for testing only)")
+}
+
+// shedRatioAbove is the condition of the shedding alerts: the share of a
+// pair's probes refused by load shedding over the alert's window above its
+// threshold, with at least MinBadProbes of them.
+func (s *Spec) shedRatioAbove(x AlertSpec) string {
+	job := s.jobSel()
+	shed := acrossReplicas("reason", fmt.Sprintf("increase(vllm_probe_failures_total{%s,reason=\"shed\"}[%s])", job, x.Window))
+	return lines(
+		"(",
+		"  "+shed,
+		"    / ("+acrossReplicas("", fmt.Sprintf("increase(vllm_probe_attempts_total{%s}[%s])", job, x.Window))+" > 0)",
+		") > "+formatFloat(*x.Threshold),
+		"and",
+		shed+" >= "+strconv.Itoa(s.MinBadProbes),
+	)
 }
