@@ -154,6 +154,9 @@ type Global struct {
 	Gate  Gate  `yaml:"gate"`
 	// Vantage and probe-only (vantage.go).
 	Vantages `yaml:",inline"`
+	// OTLP is the opt-in push of the probes' metrics under the
+	// OpenTelemetry GenAI names (otlp.go).
+	OTLP OTLP `yaml:"otlp,omitempty"`
 }
 
 // Histogram modes of Global.Histograms.
@@ -604,6 +607,9 @@ func (c *Config) validate(dir string) error {
 		return fmt.Errorf("global: gate: %w", err)
 	}
 	if err := (&g.Vantages).validate(); err != nil {
+		return fmt.Errorf("global: %w", err)
+	}
+	if err := g.OTLP.validate(); err != nil {
 		return fmt.Errorf("global: %w", err)
 	}
 	for _, bs := range []struct {

@@ -87,6 +87,18 @@ type Manager struct {
 	// gatewayRoles are the gateways of cfg and their members, each with
 	// its member header (gateway.go).
 	gatewayRoles map[string]string
+	// finished is Options.Finished.
+	finished func(Finished)
+}
+
+// Finished is a scheduled or burst probe as it is recorded
+// (Options.Finished). Its pointers are valid during the call only.
+type Finished struct {
+	Target *config.Target
+	Module string
+	Prober string // the module's prober kind (config.Prober*)
+	Model  string // the pair's model; Result.Model when the probe resolved one
+	Result *probe.Result
 }
 
 // pairKey names a pair; model is set on targets with models (models.go).
@@ -165,6 +177,12 @@ type Options struct {
 	// (vllm_probe_health_up) without a GET /health; without one (nil, or
 	// not ok) the target's /health is asked.
 	ScrapeAnswered func(target string) (at time.Time, ok bool)
+	// Finished, when set, is told of every probe the Manager records into
+	// the vllm_probe_* series (scheduled and burst probes; not /probe's),
+	// at the same moment: the OTLP push (internal/genaiotel) records from
+	// there. It is called with the Manager's lock held: it must not block
+	// nor call the Manager.
+	Finished func(Finished)
 }
 
 // NewManager returns a Manager of opts.
@@ -198,6 +216,7 @@ func NewManager(opts Options) *Manager {
 		errs:     safemetric.NewSender(opts.Errors),
 		clients:  opts.Clients,
 		load:     opts.Load,
+		finished: opts.Finished,
 		sleeping: opts.Sleeping,
 
 		scrapeAnswered: opts.ScrapeAnswered,
@@ -555,6 +574,13 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 	p.keepSample(res)
 	p.lastEnd = unixSeconds(end)
 	p.series.observe(res, p.lastEnd, m.recordID(p, id))
+	if m.finished != nil && p.tgt != nil && p.spec != nil {
+		model := p.key.model
+		if model == "" {
+			model = p.tgt.model
+		}
+		m.finished(Finished{Target: &p.tgt.cfg, Module: p.key.module, Prober: p.spec.Module().Prober, Model: model, Result: res})
+	}
 	if res.Reason == probe.ReasonModelNotFound && p.tgt != nil {
 		p.tgt.modelsRefused()
 	}

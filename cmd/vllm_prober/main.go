@@ -24,6 +24,7 @@ import (
 	slogkit "github.com/tjhop/slog-gokit"
 	"k8s.io/klog/v2"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
 	"github.com/vllm-prober/vllm_prober/internal/daemon"
 	"github.com/vllm-prober/vllm_prober/internal/daemonweb"
@@ -73,6 +74,9 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	vantage := runCmd.Flag("vantage", "Where this replica probes from (a region, cluster or site): added as a vantage=\"NAME\" label to every series it exports. Several replicas with different vantages probing the same targets tell a dead endpoint (every vantage fails) from a bad path (some fail); see docs/vantages.md. Default: none, one vantage.").
 		PlaceHolder("NAME").String()
 	probeOnly := runCmd.Flag("probe-only", "Probe only: scrape no target's /metrics, leaving it to one scraping vantage, so that the vllm_server_* series (and the series that need the server's figures: regression ratios, headroom, cost) are not duplicated per vantage; see docs/vantages.md. global.probe_only sets it too.").Default("false").Bool()
+	otlpEndpoint := runCmd.Flag("otlp.endpoint", "Push the probes' client metrics under the OpenTelemetry GenAI names (semantic-conventions-genai v0.1.0; docs/metrics.md) to this OTLP/HTTP metrics URL, e.g. Prometheus 3's http://HOST:9090/api/v1/otlp/v1/metrics, besides the vllm_probe_* series. Default: global.otlp.endpoint; none, no push.").
+		PlaceHolder("URL").String()
+	otlpInterval := runCmd.Flag("otlp.interval", "How often the OTLP push sends. Default: global.otlp.interval, else 1m.").Default("0s").Duration()
 
 	type subcommand struct {
 		clause *kingpin.CmdClause
@@ -151,6 +155,11 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	if err := config.ValidateOTLPEndpoint(*otlpEndpoint); err != nil {
+		fmt.Fprintf(stderr, "vllm_prober: error: --otlp.endpoint: %s, try --help\n", err)
+		return 2
+	}
+
 	level.Info(logger).Log("msg", "Starting vllm_prober", "version", version.Info())
 	level.Info(logger).Log("msg", "Build context", "build_context", version.BuildContext())
 	// Kubernetes discovery's client (client-go) logs through klog: into our
@@ -170,6 +179,8 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		DisableReload: !*enableReload,
 		Vantage:       *vantage,
 		ProbeOnly:     *probeOnly,
+		OTLPEndpoint:  *otlpEndpoint,
+		OTLPInterval:  *otlpInterval,
 	}, base) // New adds its redaction, then the caller
 	if err != nil {
 		level.Error(logger).Log("msg", "Error loading config", "err", err)

@@ -35,6 +35,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
 	"github.com/vllm-prober/vllm_prober/internal/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/genaiotel"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/internal/safemetric"
@@ -91,6 +92,12 @@ type Options struct {
 	// ProbeOnly leaves every target's /metrics to a scraping vantage
 	// (--probe-only; global.probe_only does the same).
 	ProbeOnly bool
+	// OTLPEndpoint, when set, is the OTLP/HTTP metrics URL Run pushes the
+	// probes' GenAI metrics to (--otlp.endpoint), every OTLPInterval
+	// (--otlp.interval); unset, global.otlp of the configuration file as the
+	// daemon started says (internal/genaiotel).
+	OTLPEndpoint string
+	OTLPInterval time.Duration
 }
 
 // VantageLabel is the label --vantage adds to every series of the daemon.
@@ -127,6 +134,8 @@ type Daemon struct {
 	// and discovered targets. Read-only.
 	file    *config.Config
 	running atomic.Pointer[config.Config]
+	// otlp is the OTLP push while Run runs (otlp.go), else nil.
+	otlp atomic.Pointer[genaiotel.Exporter]
 	// sd is the one discovery manager (Prometheus'), built once; sdCancel
 	// stops it. sdSets are the discovery sections of file, applied to sd
 	// while Run runs (sdRunning); sdGroups are the target groups it last
@@ -257,7 +266,12 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
 		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Errors: collectErrs, Load: d.coll.LoadDuring,
 		RecordPrefix: recordPrefix(opts.ShardIndex, opts.ShardCount),
-		Sleeping:     d.coll.SleepState, ScrapeAnswered: d.coll.ScrapeAnswered})
+		Sleeping:     d.coll.SleepState, ScrapeAnswered: d.coll.ScrapeAnswered,
+		Finished: func(f prober.Finished) {
+			if e := d.otlp.Load(); e != nil {
+				e.Record(f)
+			}
+		}})
 	d.bursts = prober.NewBurster(reg, d.probes)
 	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
 		Probes: compare.FromProber(d.probes), Server: d.coll, Gateways: d.probes, Window: opts.ProbeWindow, Errors: collectErrs})
@@ -373,6 +387,14 @@ func (d *Daemon) Run(ctx context.Context, handler http.Handler) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+
+	stopOTLP, otlpErr := d.startOTLP(ctx)
+	if otlpErr != nil {
+		return otlpErr
+	}
+	// Run's wg.Wait comes before: the last push flushes once every probe
+	// has ended and been recorded.
+	defer stopOTLP()
 
 	var wg sync.WaitGroup
 	wg.Go(func() { d.probes.Run(ctx) })
