@@ -280,7 +280,16 @@ func (s sample) String() string {
 // queryValues runs an instant query returning a vector, with values, for the
 // diagnostics the test logs (mixin.Client.Query only counts series).
 func queryValues(ctx context.Context, promURL, expr string) ([]sample, error) {
-	u := promURL + "/api/v1/query?" + url.Values{"query": {expr}}.Encode()
+	return queryValuesAt(ctx, promURL, expr, time.Time{})
+}
+
+// queryValuesAt is queryValues at instant at (zero: now).
+func queryValuesAt(ctx context.Context, promURL, expr string, at time.Time) ([]sample, error) {
+	q := url.Values{"query": {expr}}
+	if !at.IsZero() {
+		q.Set("time", strconv.FormatFloat(float64(at.UnixNano())/1e9, 'f', 3, 64))
+	}
+	u := promURL + "/api/v1/query?" + q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("building request: %w", err)
