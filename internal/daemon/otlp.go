@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/common/version"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/genaiotel"
 )
 
@@ -49,4 +51,15 @@ func (d *Daemon) startOTLP(ctx context.Context) (stop func(), err error) {
 			level.Warn(d.logger).Log("msg", "The last OTLP push failed", "err", err)
 		}
 	}, nil
+}
+
+// checkOTLP refuses a configuration whose global.otlp differs from the one
+// the daemon started with, as checkVantage does: the push is set at start,
+// unless both flags override the section anyway.
+func (d *Daemon) checkOTLP(cfg *config.Config) error {
+	prev := d.sc.Config()
+	if prev == nil || cfg.Global.OTLP == prev.Global.OTLP || (d.opts.OTLPEndpoint != "" && d.opts.OTLPInterval > 0) {
+		return nil
+	}
+	return errors.New("global.otlp changed: the OTLP push is set at start, restart vllm_prober to change it")
 }

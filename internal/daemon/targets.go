@@ -59,6 +59,9 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	if err := d.checkVantage(cfg); err != nil {
 		return err
 	}
+	if err := d.checkOTLP(cfg); err != nil {
+		return err
+	}
 	if err := discovery.Check(cfg.Discovery); err != nil {
 		return fmt.Errorf("discovery: %w", err)
 	}

@@ -1,85 +1,24 @@
 package genaiotel
 
 import (
-	"compress/gzip"
 	"context"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"go.uber.org/goleak"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/genaiotel/otlptest"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
-
-// receiver is an OTLP/HTTP metrics receiver: it keeps every request it got.
-type receiver struct {
-	mu   sync.Mutex
-	reqs []*colmetricpb.ExportMetricsServiceRequest
-}
-
-func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/metrics" || r.Header.Get("Content-Type") != "application/x-protobuf" {
-		http.Error(w, "want protobuf on /v1/metrics", http.StatusBadRequest)
-		return
-	}
-	body := io.Reader(r.Body)
-	if r.Header.Get("Content-Encoding") == "gzip" {
-		gz, err := gzip.NewReader(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		body = gz
-	}
-	b, err := io.ReadAll(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	req := &colmetricpb.ExportMetricsServiceRequest{}
-	if err := proto.Unmarshal(b, req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	rc.mu.Lock()
-	rc.reqs = append(rc.reqs, req)
-	rc.mu.Unlock()
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	out, _ := proto.Marshal(&colmetricpb.ExportMetricsServiceResponse{})
-	_, _ = w.Write(out)
-}
-
-// last returns the metrics of the last request by name.
-func (rc *receiver) last(t *testing.T) map[string]*metricpb.Metric {
-	t.Helper()
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if len(rc.reqs) == 0 {
-		t.Fatal("the receiver got no push")
-	}
-	out := map[string]*metricpb.Metric{}
-	for _, rm := range rc.reqs[len(rc.reqs)-1].ResourceMetrics {
-		for _, sm := range rm.ScopeMetrics {
-			for _, m := range sm.Metrics {
-				out[m.Name] = m
-			}
-		}
-	}
-	return out
-}
 
 func attrs(kvs []*commonpb.KeyValue) map[string]string {
 	out := map[string]string{}
@@ -99,7 +38,7 @@ func attrs(kvs []*commonpb.KeyValue) map[string]string {
 // names, with the conventions' attributes and the target's labels; a
 // failed probe's duration carries error.type; the tokens are counted.
 func TestShutdownFlushes(t *testing.T) {
-	rc := &receiver{}
+	rc := &otlptest.Receiver{}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	reg := prometheus.NewRegistry()
@@ -120,7 +59,10 @@ func TestShutdownFlushes(t *testing.T) {
 	// With the receiver still up: no reader goroutine and no push
 	// connection outlives Shutdown (the receiver's own goroutines aside).
 	goleak.VerifyNone(t, goleak.IgnoreAnyFunction("net/http.(*conn).serve"), goleak.IgnoreAnyFunction("net/http/httptest.(*Server).goServe.func1"))
-	ms := rc.last(t)
+	ms := rc.Last()
+	if ms == nil {
+		t.Fatal("Shutdown pushed nothing")
+	}
 	for _, name := range []string{MetricDuration, MetricTimeToFirstChunk, MetricTimePerChunk, MetricInputTokens, MetricOutputTokens, MetricReasoningTokens} {
 		if ms[name] == nil {
 			t.Errorf("no %s in the push (got %d metrics)", name, len(ms))
