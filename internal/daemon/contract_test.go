@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +22,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/baseline"
 	"github.com/vllm-prober/vllm_prober/internal/bench"
+	"github.com/vllm-prober/vllm_prober/internal/genaiotel/otlptest"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
@@ -127,9 +129,13 @@ func TestMetricNamesMatchDocs(t *testing.T) {
 	}
 	writeAtomic(t, filepath.Join(dir, "targets", "legacy.json"), targetGroups(hostPort(t, legacy), "legacy"))
 
+	// The OTLP push's own counter exists when the push is on.
+	otlp := httptest.NewServer(&otlptest.Receiver{})
+	defer otlp.Close()
+
 	f := &fixture{t: t, path: filepath.Join(dir, "vllm_prober.yml")}
 	writeConfig(t, f.path, fmt.Sprintf(`
-global: {probe_interval: 200ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms, burst: {token_budget_per_hour: 100000}}
+global: {probe_interval: 200ms, scrape_interval: 300ms, scrape_timeout: 250ms, rate_window: 1500ms, burst: {token_budget_per_hour: 100000}, otlp: {endpoint: %s/v1/metrics}}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8}
   checked: {prober: completions, prompt: "Say hello.", max_tokens: 8, expect: {regex: "\\w"}, slos: {ttft: 2s, tpot: 100ms}}
@@ -143,7 +149,7 @@ file_sd_configs:
   - files: [targets/*.json]
 target_defaults:
   max_num_seqs: 16
-`, baselineFile, sim.URL, gw.URL))
+`, otlp.URL, baselineFile, sim.URL, gw.URL))
 	f.start(Options{ConfigFile: f.path, HistoryLimit: 10})
 	// The burst series exist once a pair had a burst.
 	if code, body := f.post("/burst?target=sim&module=short&probes=1", "", nil); code != http.StatusAccepted {
