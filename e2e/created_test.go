@@ -35,14 +35,9 @@ func TestCreatedTimestampsSecondScraper(t *testing.T) {
 	dir := t.TempDir()
 	proberBin, simBin := binaries(t)
 
-	simAddr := freeAddr(t)
+	sim, simAddr := startSim(t, simBin, "--model="+simModel, "--ttft=50ms", "--itl=10ms")
 	simURL := "http://" + simAddr
-	sim := startProcess(t, "vllm_sim", simBin, "--web.listen-address="+simAddr, "--model="+simModel, "--ttft=50ms", "--itl=10ms")
-	if err := waitReady(ctx, sim, simURL+"/health", 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	proberCfg := filepath.Join(dir, "vllm_prober.yml")
-	if err := os.WriteFile(proberCfg, []byte(fmt.Sprintf(`global:
+	prober, proberAddr := startProber(t, proberBin, dir, fmt.Sprintf(`global:
   probe_interval: 1s
   probe_timeout: 900ms
   scrape_interval: 1s
@@ -58,14 +53,7 @@ targets:
     url: %s
     model: %s
     modules: [completion]
-`, probePrompt, simURL, simModel)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	proberAddr := freeAddr(t)
-	prober := startProcess(t, "vllm_prober", proberBin, "--config.file="+proberCfg, "--web.listen-address="+proberAddr)
-	if err := waitReady(ctx, prober, "http://"+proberAddr+"/-/ready", 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+`, probePrompt, simURL, simModel))
 
 	// Every replica has the same configuration: protobuf first, which
 	// carries created timestamps (the feature makes it the default; said

@@ -544,3 +544,32 @@ func startPrometheusFile(t *testing.T, promBin, dir, promCfg string) (*process, 
 	}
 	return prom, promURL
 }
+
+// startSim starts vllm_sim with args on a free port of 127.0.0.1 and waits
+// until it answers; it returns the process and its address (host:port).
+func startSim(t *testing.T, simBin string, args ...string) (*process, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	sim := startProcess(t, "vllm_sim", simBin, append([]string{"--web.listen-address=" + addr}, args...)...)
+	if err := waitReady(t.Context(), sim, "http://"+addr+"/health", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return sim, addr
+}
+
+// startProber writes cfg as dir/vllm_prober.yml and starts vllm_prober on it
+// with args on a free port of 127.0.0.1, and waits until it is ready; it
+// returns the process and its address (host:port).
+func startProber(t *testing.T, proberBin, dir, cfg string, args ...string) (*process, string) {
+	t.Helper()
+	path := filepath.Join(dir, "vllm_prober.yml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	p := startProcess(t, "vllm_prober", proberBin, append([]string{"--config.file=" + path, "--web.listen-address=" + addr}, args...)...)
+	if err := waitReady(t.Context(), p, "http://"+addr+"/-/ready", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return p, addr
+}

@@ -39,13 +39,8 @@ func TestOTLPPushToPrometheus3(t *testing.T) {
 	dir := t.TempDir()
 	proberBin, simBin := binaries(t)
 
-	simAddr := freeAddr(t)
+	sim, simAddr := startSim(t, simBin, "--model="+simModel, "--ttft=100ms", "--itl=10ms", "--reasoning-tokens=2")
 	simURL := "http://" + simAddr
-	sim := startProcess(t, "vllm_sim", simBin, "--web.listen-address="+simAddr, "--model="+simModel,
-		"--ttft=100ms", "--itl=10ms", "--reasoning-tokens=2")
-	if err := waitReady(ctx, sim, simURL+"/health", 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
 
 	promCfg := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(promCfg, []byte("global:\n  evaluation_interval: 1s\n"), 0o644); err != nil {
@@ -60,8 +55,7 @@ func TestOTLPPushToPrometheus3(t *testing.T) {
 	}
 
 	const probes = 3
-	proberCfg := filepath.Join(dir, "vllm_prober.yml")
-	if err := os.WriteFile(proberCfg, []byte(fmt.Sprintf(`global:
+	prober, proberAddr := startProber(t, proberBin, dir, fmt.Sprintf(`global:
   probe_interval: 2s
   probe_timeout: 2s
   scrape_interval: 1s
@@ -83,16 +77,8 @@ targets:
     modules: [chat]
     labels:
       team: e2e
-`, promURL, probePrompt, simURL, simModel)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	proberAddr := freeAddr(t)
+`, promURL, probePrompt, simURL, simModel), "--otlp.interval=1h")
 	proberURL := "http://" + proberAddr
-	prober := startProcess(t, "vllm_prober", proberBin, "--config.file="+proberCfg, "--web.listen-address="+proberAddr,
-		"--otlp.interval=1h")
-	if err := waitReady(ctx, prober, proberURL+"/-/ready", 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
 
 	// Stop the daemon right after its probes-th probe was recorded: the next
 	// starts 2s after the last, so none ends in between.
