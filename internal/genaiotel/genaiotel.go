@@ -51,6 +51,9 @@ const (
 	scopeName              = "github.com/vllm-prober/vllm_prober"
 )
 
+// pushTimeout bounds a push: the SDK's default.
+const pushTimeout = 30 * time.Second
+
 // durationBuckets are the bucket boundaries the conventions advise for
 // their durations, in seconds.
 var durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
@@ -115,8 +118,11 @@ func New(ctx context.Context, opts Options) (*Exporter, error) {
 	// A transport of its own, so that Shutdown can close its idle
 	// connections: the OTLP client leaves them to its http.Client.
 	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// A push gives up after the SDK's default timeout, or the interval when
+	// shorter.
+	timeout := min(opts.Interval, pushTimeout)
 	inner, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(opts.Endpoint),
-		otlpmetrichttp.WithHTTPClient(&http.Client{Transport: transport, Timeout: opts.Interval}))
+		otlpmetrichttp.WithHTTPClient(&http.Client{Transport: transport, Timeout: timeout}))
 	if err != nil {
 		return nil, fmt.Errorf("building the OTLP exporter: %w", err)
 	}
@@ -127,7 +133,7 @@ func New(ctx context.Context, opts Options) (*Exporter, error) {
 		attribute.String("service.version", opts.Version),
 	)
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res),
-		sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(opts.Interval), sdkmetric.WithTimeout(opts.Interval))))
+		sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(opts.Interval), sdkmetric.WithTimeout(timeout))))
 	e := &Exporter{provider: mp, transport: transport, vantage: opts.Vantage}
 	if err := e.instruments(mp.Meter(scopeName, metric.WithInstrumentationVersion(opts.Version))); err != nil {
 		_ = mp.Shutdown(ctx)
