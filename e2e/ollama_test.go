@@ -61,11 +61,12 @@ func (o *ollamaServer) url() string { return "http://" + o.addr }
 // startOllama starts `ollama serve` on a free port, offline (OLLAMA_NO_CLOUD),
 // one request at a time (OLLAMA_NUM_PARALLEL=1, its default, stated), the
 // model kept loaded for the whole test, and waits for GET / to answer.
-func startOllama(t *testing.T, bin string) *ollamaServer {
+// extraEnv adds or overrides Ollama's settings.
+func startOllama(t *testing.T, bin string, extraEnv ...string) *ollamaServer {
 	t.Helper()
 	o := &ollamaServer{bin: bin, addr: freeAddr(t)}
-	o.env = []string{"HOME=" + t.TempDir(), "OLLAMA_HOST=" + o.addr, "OLLAMA_MODELS=" + t.TempDir(),
-		"OLLAMA_NO_CLOUD=1", "OLLAMA_NUM_PARALLEL=1", "OLLAMA_KEEP_ALIVE=1h", "OLLAMA_CONTEXT_LENGTH=4096"}
+	o.env = append([]string{"HOME=" + t.TempDir(), "OLLAMA_HOST=" + o.addr, "OLLAMA_MODELS=" + t.TempDir(),
+		"OLLAMA_NO_CLOUD=1", "OLLAMA_NUM_PARALLEL=1", "OLLAMA_KEEP_ALIVE=1h", "OLLAMA_CONTEXT_LENGTH=4096"}, extraEnv...)
 	o.p = startProcessEnv(t, "ollama", o.env, bin, "serve")
 	// SIGTERM makes ollama serve unload its runners (child processes without a
 	// death signal); the runners still alive at the end are killed.
@@ -528,4 +529,124 @@ func firingFor(ctx context.Context, t *testing.T, c *mixin.Client, target string
 func firingNamed(ctx context.Context, t *testing.T, c *mixin.Client, name, target string) bool {
 	t.Helper()
 	return slices.ContainsFunc(firingFor(ctx, t, c, target), func(s string) bool { return strings.HasSuffix(s, " "+name) })
+}
+
+// TestOllamaQueueFull: Ollama refuses a request with 503 "server busy,
+// please try again.  maximum pending requests exceeded" when its queue of
+// requests the scheduler has not placed yet is full (OLLAMA_MAX_QUEUE, here
+// 1). That queue fills while a model loads: eight requests at once for a
+// model not loaded yet, four of them the prober's probes. A refused probe
+// reads overloaded, an admission refusal, never http_5xx.
+func TestOllamaQueueFull(t *testing.T) {
+	bin := ollamaBin(t)
+	proberBin, _ := binaries(t)
+	ctx := t.Context()
+	ol := startOllama(t, bin, "OLLAMA_MAX_QUEUE=1")
+	ol.create(t, "tiny", writeModel(t, gguf.Tiny()))
+
+	cfg := filepath.Join(t.TempDir(), "vllm_prober.yml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`global: {probe_interval: 1h, scrape_interval: 1s, probe_timeout: 30s}
+modules:
+  completion: {prober: completions, prompt: %[1]q, max_tokens: 8, ignore_eos: true}
+targets:
+  - {name: ollama, url: %[2]q, model: tiny, scrape_metrics: false, health_path: /, modules: [completion]}
+url_probes:
+  allowed_urls: [%[3]q]
+  modules: [completion]
+`, llamaPrompt, ol.url(), regexp.QuoteMeta(ol.url()))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	proberURL := "http://" + addr
+	prober := startProcess(t, "vllm_prober", proberBin, "--config.file="+cfg, "--web.listen-address="+addr)
+	if err := waitReady(ctx, prober, proberURL+"/-/ready", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	// Up to three rounds, the model unloaded before each: the refusals depend
+	// on the requests arriving while it loads.
+	var reasons []string
+	refused := 0
+	for round := range 3 {
+		if round > 0 {
+			if err := ol.unload(ctx, "tiny"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if i%2 == 0 {
+					body := fmt.Sprintf(`{"model":"tiny","prompt":%q,"max_tokens":8,"stream":true}`, llamaPrompt)
+					if err := stream(ctx, http.DefaultClient, ol.url(), body); err != nil && strings.Contains(err.Error(), "HTTP 503") {
+						mu.Lock()
+						refused++
+						mu.Unlock()
+					}
+					return
+				}
+				res, err := llamaProbe(ctx, proberURL, ol.url(), "completion")
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					reasons = append(reasons, "error: "+err.Error())
+					return
+				}
+				if res["vllm_probe_success"] == 1 {
+					reasons = append(reasons, "success")
+					return
+				}
+				reasons = append(reasons, strings.Join(failures(res), ","))
+			}()
+		}
+		wg.Wait()
+		if slices.ContainsFunc(reasons, func(r string) bool { return strings.Contains(r, `reason="overloaded"`) }) {
+			break
+		}
+	}
+	t.Logf("probes: %v; direct requests refused with 503: %d", reasons, refused)
+	if !slices.ContainsFunc(reasons, func(r string) bool { return strings.Contains(r, `reason="overloaded"`) }) {
+		t.Errorf("no probe read Ollama's full queue as overloaded in three rounds: %v (direct requests refused: %d)", reasons, refused)
+	}
+	for _, r := range reasons {
+		if r != "success" && !strings.Contains(r, `reason="overloaded"`) {
+			t.Errorf("a probe of Ollama with a full queue: %s, want success or overloaded", r)
+		}
+	}
+}
+
+// unload asks Ollama to unload model (keep_alive 0) and waits until
+// /api/ps lists no model.
+func (o *ollamaServer) unload(ctx context.Context, model string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url()+"/api/generate", strings.NewReader(fmt.Sprintf(`{"model":%q,"keep_alive":0}`, model)))
+	if err != nil {
+		return fmt.Errorf("building request: %w", err)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("unloading %s: %w", model, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return waitFor(ctx, 30*time.Second, 100*time.Millisecond, "no model loaded", func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url()+"/api/ps", nil)
+		if err != nil {
+			return false, fmt.Errorf("building request: %w", err)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return false, fmt.Errorf("GET /api/ps: %w", err)
+		}
+		defer resp.Body.Close()
+		var ps struct {
+			Models []json.RawMessage `json:"models"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&ps); err != nil {
+			return false, fmt.Errorf("decoding /api/ps: %w", err)
+		}
+		return len(ps.Models) == 0, fmt.Errorf("%d models loaded", len(ps.Models))
+	})
 }
