@@ -118,8 +118,10 @@ func TestMetricNamesMatchDocs(t *testing.T) {
 	// vllm_server_cpu_kv_cache_usage_ratio and state="swapped" exist on legacy servers only.
 	legacy := startPlainSim(t, func(c *simulator.Config) { c.MetricsNames = simulator.MetricsLegacy })
 	// A gateway in front of sim, with the EPP's /metrics of a flow-control
-	// run: the vllm_gateway_* names, its own and the joins'.
-	gw := eppGateway(t, sim)
+	// run and llm-d's disaggregation decisions: the vllm_gateway_* names,
+	// its own and the joins'.
+	gw := eppGateway(t, sim, "# TYPE llm_d_epp_disagg_decision_total counter\n"+
+		`llm_d_epp_disagg_decision_total{decision_type="decode-only",model_name="m",plugin_name="p",plugin_type="disagg-profile-handler"} 3`+"\n")
 	dir := t.TempDir()
 	baselineFile := benchBaseline(t, sim.URL, dir, "simbase")
 	if err := os.Mkdir(filepath.Join(dir, "targets"), 0o755); err != nil {

@@ -25,7 +25,9 @@ import (
 // (tests/v1/kv_connector/nixl_integration in vllm-project/vllm); a shorter
 // one runs on the decode instance alone. Its /metrics counts the decisions
 // as llm-d's router does, in llm_d_epp_disagg_decision_total{decision_type}
-// ("decode-only", "prefill-decode").
+// ("decode-only", "prefill-decode"), and each answer names the decode
+// instance that served it in X-Gateway-Destination-Endpoint (host:port), as
+// the Endpoint Picker names its pick.
 type PD struct {
 	URL       string
 	Threshold int
@@ -79,6 +81,9 @@ func (p *PD) forward(w http.ResponseWriter, r *http.Request) {
 	p.relay(w, req)
 }
 
+// DestinationHeader names the decode instance that served a request.
+const DestinationHeader = "X-Gateway-Destination-Endpoint"
+
 func (p *PD) relay(w http.ResponseWriter, req *http.Request) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -88,6 +93,9 @@ func (p *PD) relay(w http.ResponseWriter, req *http.Request) {
 	defer resp.Body.Close()
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
+	}
+	if req.URL.Path == "/v1/completions" || req.URL.Path == "/v1/chat/completions" {
+		w.Header().Set(DestinationHeader, req.URL.Host)
 	}
 	w.WriteHeader(resp.StatusCode)
 	f, _ := w.(http.Flusher)
