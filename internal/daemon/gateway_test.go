@@ -24,9 +24,9 @@ import (
 
 // eppGateway stands for an Endpoint Picker and its data plane in front of
 // member: it proxies every request to member, naming it in the EPP's
+// destination header, and serves at /gateway/metrics the EPP's /metrics
 // captured in a flow-control run (collector/testdata/gateways), followed by
 // the extra exposition lines.
-// captured in a flow-control run (collector/testdata/gateways).
 func eppGateway(t *testing.T, member *httptest.Server, extra ...string) *httptest.Server {
 	t.Helper()
 	capture, err := os.ReadFile("../../collector/testdata/gateways/epp-metrics-flow.txt")
