@@ -41,7 +41,8 @@ func histMean(before, after map[string][]*model.Sample, name, target, module str
 // gateway by about that much, while the short module's TTFT and TPOT stay
 // where they were and each pod's own probes stay healthy: only the
 // disaggregated path's TTFT tells it, next to the gateway's prefill-decode
-// decisions.
+// decisions and the decode pod's own KV transfer time (vLLM's NIXL
+// families, as vllm_sim serves them).
 func TestDisaggregatedTransferSlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs probes for 25 s")
@@ -59,7 +60,7 @@ func TestDisaggregatedTransferSlow(t *testing.T) {
 
 	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "vllm_prober.yml")}
 	writeConfig(t, f.path, fmt.Sprintf(`
-global: {probe_interval: 1500ms, probe_timeout: 1400ms, scrape_interval: 1s}
+global: {probe_interval: 1500ms, probe_timeout: 1400ms, scrape_interval: 1s, rate_window: 6s}
 modules:
   short: {prober: completions, prompt: "Say hello.", max_tokens: 8, ignore_eos: true}
   long: {prober: completions, prompt: "Say hello.", max_tokens: 8, ignore_eos: true, prefill_tokens: 1024}
@@ -126,5 +127,16 @@ targets:
 	}
 	if decided["prefill-decode"] == 0 || decided["decode-only"] == 0 {
 		t.Errorf("vllm_gateway_disagg_decisions_total of pd: %v, want both decisions counted", decided)
+	}
+	// The decode pod's own NIXL view: its transfers now take 500 ms.
+	var transfer float64
+	for _, s := range a1["vllm_server_kv_transfer_seconds"] {
+		if s.Metric["target"] == "decode" && s.Metric["stat"] == "mean" {
+			transfer = float64(s.Value)
+		}
+	}
+	t.Logf("vllm_server_kv_transfer_seconds{target=\"decode\",stat=\"mean\"} %.3fs", transfer)
+	if transfer < 0.4 {
+		t.Errorf("the decode pod's mean KV transfer is %.3fs, want the 500ms pull", transfer)
 	}
 }
