@@ -41,7 +41,8 @@ func histMean(before, after map[string][]*model.Sample, name, target, module str
 // gateway by about that much, while the short module's TTFT and TPOT stay
 // where they were and each pod's own probes stay healthy: only the
 // disaggregated path's TTFT tells it, next to the gateway's prefill-decode
-// decisions and the decode pod's own KV transfer time (vLLM's NIXL
+// decisions, the gateway's overhead on the long module (its TTFT minus the
+// decode pod's own) and the decode pod's own KV transfer time (vLLM's NIXL
 // families, as vllm_sim serves them).
 func TestDisaggregatedTransferSlow(t *testing.T) {
 	if testing.Short() {
@@ -66,7 +67,7 @@ modules:
   long: {prober: completions, prompt: "Say hello.", max_tokens: 8, ignore_eos: true, prefill_tokens: 1024}
 targets:
   - {name: prefill, url: %q, role: prefill, modules: [short]}
-  - {name: decode, url: %q, role: decode, modules: [short]}
+  - {name: decode, url: %q, role: decode, modules: [short, long]}
   - name: pd
     url: %q
     modules: [short, long]
@@ -127,6 +128,19 @@ targets:
 	}
 	if decided["prefill-decode"] == 0 || decided["decode-only"] == 0 {
 		t.Errorf("vllm_gateway_disagg_decisions_total of pd: %v, want both decisions counted", decided)
+	}
+	// The gateway's overhead on the long module: its TTFT minus the decode
+	// pod's own for the same prompt (which the pod prefills itself), the
+	// transfer and routing share.
+	var overhead float64
+	for _, s := range a1["vllm_gateway_overhead_seconds"] {
+		if s.Metric["target"] == "pd" && s.Metric["module"] == "long" && s.Metric["stat"] == "median" {
+			overhead = float64(s.Value)
+		}
+	}
+	t.Logf("vllm_gateway_overhead_seconds{target=\"pd\",module=\"long\",stat=\"median\"} %.3fs", overhead)
+	if overhead < 0.4 {
+		t.Errorf("the gateway's overhead on the long module is %.3fs, want the 500ms transfer", overhead)
 	}
 	// The decode pod's own NIXL view: its transfers now take 500 ms.
 	var transfer float64
