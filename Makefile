@@ -6,7 +6,7 @@
 #   make test     check + go test -race + promtool rules checks + chart tests
 #   make lint     check + golangci-lint + govulncheck (slower; not part of test)
 #   make demo     vllm_sim and vllm_prober on 127.0.0.1, pointing at each other
-#   make e2e      the slow end-to-end tests on Prometheus 3.x, a kube-apiserver and llama.cpp's llama-server (built once, cached)
+#   make e2e      the slow end-to-end tests on Prometheus 3.x, a kube-apiserver, llama.cpp's llama-server and Ollama (built once, cached)
 #
 # Every tool `make test` needs is installed when missing: staticcheck (and helm,
 # best effort) with `go install`; promtool and prometheus (the end-to-end tests
@@ -265,6 +265,21 @@ alertmanager:
 		fi; \
 	fi
 
+# Ollama's build (scripts/e2e-tools.sh ollama) needs nlohmann/json.hpp and
+# stb/stb_image.h, which the github.com/ollama/ollama module zip leaves out:
+# Debian's nlohmann-json3-dev and libstb-dev, installed as root like haproxy;
+# otherwise the build fails saying what to install.
+.PHONY: ollama-deps
+ollama-deps:
+	@if [ ! -f /usr/include/nlohmann/json.hpp ] || [ ! -f /usr/include/stb/stb_image.h ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo ">> installing nlohmann-json3-dev and libstb-dev for Ollama's build"; \
+			DEBIAN_FRONTEND=noninteractive scripts/apt-install.sh nlohmann-json3-dev libstb-dev; \
+		else \
+			echo "!! nlohmann-json3-dev or libstb-dev is missing and cannot be installed (not root): scripts/e2e-tools.sh ollama will fail (apt-get install nlohmann-json3-dev libstb-dev)" >&2; \
+		fi; \
+	fi
+
 .PHONY: tools-test
 tools-test: promtool helm cc chromium haproxy alertmanager
 
@@ -287,7 +302,7 @@ rules:
 # scripts/e2e-tools.sh builds once and caches (Prometheus 3.x today). Each tool
 # in E2E_TOOLS is built (or found in the cache) first and its directory exported
 # as E2E_<TOOL>_DIR (E2E_PROMETHEUS3_DIR, E2E_SLOTH_DIR, E2E_PINT_DIR, E2E_KUBERNETES_DIR,
-# E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR, E2E_EPP_DIR, E2E_LLAMA_SERVER_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
+# E2E_ETCD_DIR, E2E_ARGO_ROLLOUTS_DIR, E2E_EPP_DIR, E2E_LLAMA_SERVER_DIR, E2E_OLLAMA_DIR); then go test runs E2E_PKGS with VLLM_PROBER_E2E=1.
 # Tests that need a tool skip in `make test` (saying so) and run here. To add
 # end-to-end tests, append to the lists:
 #   E2E_TOOLS += kubernetes etcd
@@ -303,11 +318,14 @@ E2E_TOOLS   += epp
 # llama.cpp's llama-server, a real engine, serving models internal/gguf writes
 # (e2e/llamacpp_test.go); built from the llama.cpp source of node-llama-cpp on npm.
 E2E_TOOLS   += llama-server
+# Ollama, the second real engine (e2e/ollama_test.go): no /metrics, no /health;
+# built with cgo from the Go module proxy (needs the headers of ollama-deps).
+E2E_TOOLS   += ollama
 E2E_RUN     ?= .
 E2E_TIMEOUT ?= 60m
 
 .PHONY: e2e
-e2e: tools-test
+e2e: tools-test ollama-deps
 	@start=$$(date +%s); set -e; \
 	tools="$$(scripts/e2e-tools.sh $(E2E_TOOLS))"; echo "$$tools"; \
 	eval "$$(printf '%s\n' "$$tools" | awk '{ n = toupper($$1); gsub("-", "_", n); printf "export E2E_%s_DIR=%s\n", n, $$2 }')"; \

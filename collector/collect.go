@@ -18,6 +18,7 @@ type descs struct {
 	kvUsage, cpuKVUsage, kvCapacity *prometheus.Desc
 	preemptions, success            *prometheus.Desc
 	ttft, itl, e2e, queue           *prometheus.Desc
+	kvTransfer, kvTransferFailures  *prometheus.Desc
 	signal, servedModel             *prometheus.Desc
 	recognized, sleepLevel          *prometheus.Desc
 	specAcceptance, specPerDraft    *prometheus.Desc
@@ -37,21 +38,23 @@ func newDescs(static []string) *descs {
 			with("engine", "version", "max_model_len", "block_size", "kv_cache_size_tokens", "metrics_schema", "ttft_includes_queue")),
 		recognized: d("vllm_server_engine_recognized", "1 if the target's /metrics matched an engine profile (engine label: the profile), 0 if it answered but matched none (engine=\"unknown\"): then no engine signal is read.",
 			append(append([]string(nil), withTarget...), "engine")),
-		sleepLevel:     d("vllm_server_sleep_level", "vLLM sleep mode from vllm:engine_sleep_state: 0 awake, 1 weights offloaded (level 1), 2 weights and KV cache discarded (level 2); the deepest over engines. Absent when the engine does not report it.", base),
-		specAcceptance: d("vllm_server_spec_decode_acceptance_ratio", "Speculative decoding draft acceptance rate over the rate window: accepted draft tokens / draft tokens.", base),
-		specPerDraft:   d("vllm_server_spec_decode_accepted_tokens_per_draft", "Mean draft tokens accepted per speculative draft over the rate window.", base),
-		promptRate:     d("vllm_server_prompt_tokens_per_second", "Prompt (prefill) tokens processed per second over the rate window.", base),
-		genRate:        d("vllm_server_generation_tokens_per_second", "Generated tokens per second over the rate window.", base),
-		requests:       d("vllm_server_requests", "Requests in the server by state (running, waiting; swapped on legacy servers), summed over engines.", with("state")),
-		kvUsage:        d("vllm_server_kv_cache_usage_ratio", "GPU KV cache usage (0-1), the maximum over engines.", base),
-		cpuKVUsage:     d("vllm_server_cpu_kv_cache_usage_ratio", "CPU KV cache (swap space) usage (0-1) of legacy V0 servers, the maximum over engines.", base),
-		kvCapacity:     d("vllm_server_kv_cache_capacity_tokens", "KV cache capacity in tokens (kv_cache_size_tokens, else num_gpu_blocks × block_size), summed over engines.", base),
-		preemptions:    d("vllm_server_preemptions_per_second", "Preemptions per second over the rate window.", base),
-		success:        d("vllm_server_request_success_per_second", "Finished requests per second over the rate window by finished_reason.", with("finished_reason")),
-		ttft:           d("vllm_server_time_to_first_token_seconds", "Server-side time to first token over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
-		itl:            d("vllm_server_inter_token_latency_seconds", "Server-side inter-token latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
-		e2e:            d("vllm_server_e2e_latency_seconds", "Server-side end-to-end request latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
-		queue:          d("vllm_server_queue_time_seconds", "Server-side queue time over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
+		sleepLevel:         d("vllm_server_sleep_level", "vLLM sleep mode from vllm:engine_sleep_state: 0 awake, 1 weights offloaded (level 1), 2 weights and KV cache discarded (level 2); the deepest over engines. Absent when the engine does not report it.", base),
+		specAcceptance:     d("vllm_server_spec_decode_acceptance_ratio", "Speculative decoding draft acceptance rate over the rate window: accepted draft tokens / draft tokens.", base),
+		specPerDraft:       d("vllm_server_spec_decode_accepted_tokens_per_draft", "Mean draft tokens accepted per speculative draft over the rate window.", base),
+		promptRate:         d("vllm_server_prompt_tokens_per_second", "Prompt (prefill) tokens processed per second over the rate window.", base),
+		genRate:            d("vllm_server_generation_tokens_per_second", "Generated tokens per second over the rate window.", base),
+		requests:           d("vllm_server_requests", "Requests in the server by state (running, waiting; swapped on legacy servers), summed over engines.", with("state")),
+		kvUsage:            d("vllm_server_kv_cache_usage_ratio", "GPU KV cache usage (0-1), the maximum over engines.", base),
+		cpuKVUsage:         d("vllm_server_cpu_kv_cache_usage_ratio", "CPU KV cache (swap space) usage (0-1) of legacy V0 servers, the maximum over engines.", base),
+		kvCapacity:         d("vllm_server_kv_cache_capacity_tokens", "KV cache capacity in tokens (kv_cache_size_tokens, else num_gpu_blocks × block_size), summed over engines.", base),
+		preemptions:        d("vllm_server_preemptions_per_second", "Preemptions per second over the rate window.", base),
+		success:            d("vllm_server_request_success_per_second", "Finished requests per second over the rate window by finished_reason.", with("finished_reason")),
+		ttft:               d("vllm_server_time_to_first_token_seconds", "Server-side time to first token over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
+		itl:                d("vllm_server_inter_token_latency_seconds", "Server-side inter-token latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
+		e2e:                d("vllm_server_e2e_latency_seconds", "Server-side end-to-end request latency over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
+		queue:              d("vllm_server_queue_time_seconds", "Server-side queue time over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
+		kvTransfer:         d("vllm_server_kv_transfer_seconds", "Duration of the KV cache transfers of prefill/decode disaggregation over the rate window (vLLM's NIXL transfers on the pod that pulls them, SGLang's KV transfer latency): mean, and p50/p99 interpolated in the buckets.", with("stat")),
+		kvTransferFailures: d("vllm_server_kv_transfer_failures_per_second", "Failed KV cache transfers of prefill/decode disaggregation per second over the rate window.", base),
 		signal: d("vllm_server_signal_available", "1 if the target's vLLM /metrics exports the signal's family (for any model), 0 if it does not: its panels and alerts then have no data, which is not zero.",
 			append(append([]string(nil), withTarget...), "signal")),
 		servedModel: d("vllm_server_served_model_info", "Models the target serves (/v1/models) and the model_name their traffic is counted under in vLLM's /metrics: a LoRA adapter's base model, else the model itself; always 1.",
@@ -146,12 +149,13 @@ func collectModel(ch chan<- prometheus.Metric, errs safemetric.Sender, target st
 	gauge(d.promptRate, dv.PromptTokensPerSecond, labels)
 	gauge(d.genRate, dv.GenerationTokensPerSecond, labels)
 	gauge(d.preemptions, dv.PreemptionsPerSecond, labels)
+	gauge(d.kvTransferFailures, dv.KVTransferFailuresPerSecond, labels)
 	gauge(d.specAcceptance, dv.SpecAcceptanceRate, labels)
 	gauge(d.specPerDraft, dv.SpecAcceptedPerDraft, labels)
 	for _, r := range slices.Sorted(maps.Keys(dv.RequestSuccessPerSecond)) {
 		gauge(d.success, dv.RequestSuccessPerSecond[r], with(r))
 	}
-	for key, desc := range map[string]*prometheus.Desc{"ttft": d.ttft, "itl": d.itl, "e2e": d.e2e, "queue": d.queue} {
+	for key, desc := range map[string]*prometheus.Desc{"ttft": d.ttft, "itl": d.itl, "e2e": d.e2e, "queue": d.queue, "kv_transfer": d.kvTransfer} {
 		if l, ok := dv.Latencies[key]; ok {
 			gauge(desc, l.Mean, with("mean"))
 			gauge(desc, l.P50, with("p50"))

@@ -29,6 +29,7 @@ var vllmFamilies = map[string]bool{
 	mQueue: true, mReqGenTokens: true, mCacheConfig: true,
 	mGPUPrefixHitRate: true, mCPUPrefixHitRate: true, mPrefill: true,
 	mSleepState: true, mSpecDrafts: true, mSpecDraftTokens: true, mSpecAccepted: true,
+	mNixlXferTime: true, mNixlFailed: true,
 }
 
 // readFamilies maps every metric family normalise reads (those of every

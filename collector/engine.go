@@ -29,6 +29,7 @@ const (
 	FieldSpecDrafts
 	FieldSpecDraftTokens
 	FieldSpecAcceptedTokens
+	FieldKVTransferFailures
 )
 
 // ptr is the Model field f names.
@@ -39,6 +40,7 @@ func (m *Model) ptr(f Field) *float64 {
 		FieldGenerationTokens: &m.GenerationTokens, FieldPreemptions: &m.Preemptions,
 		FieldPrefixCacheQueries: &m.PrefixCacheQueries, FieldPrefixCacheHits: &m.PrefixCacheHits,
 		FieldSpecDrafts: &m.SpecDrafts, FieldSpecDraftTokens: &m.SpecDraftTokens, FieldSpecAcceptedTokens: &m.SpecAcceptedTokens,
+		FieldKVTransferFailures: &m.KVTransferFailures,
 	}[f]
 }
 
@@ -53,13 +55,14 @@ const (
 	HistQueue
 	HistPrefill
 	HistGenerationTokensPerRequest
+	HistKVTransfer
 )
 
 // hist is the Model histogram f names.
 func (m *Model) hist(f HistField) **Histogram {
 	return [...]**Histogram{
 		HistTTFT: &m.TTFT, HistITL: &m.ITL, HistE2E: &m.E2E, HistQueue: &m.Queue, HistPrefill: &m.Prefill,
-		HistGenerationTokensPerRequest: &m.GenerationTokensPerRequest,
+		HistGenerationTokensPerRequest: &m.GenerationTokensPerRequest, HistKVTransfer: &m.KVTransfer,
 	}[f]
 }
 

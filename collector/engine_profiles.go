@@ -87,6 +87,8 @@ var sglangProfile = &Profile{
 		// Prompt tokens looked up in the radix cache, and those found there.
 		scalarRule(FieldPrefixCacheQueries, "sglang:prompt_tokens_total"),
 		scalarRule(FieldPrefixCacheHits, "sglang:cached_tokens_total"),
+		// Requests whose KV cache transfer failed (prefill/decode disaggregation).
+		scalarRule(FieldKVTransferFailures, "sglang:num_transfer_failed_reqs_total"),
 	},
 	Histograms: []HistRule{
 		histRule(HistTTFT, "sglang:time_to_first_token_seconds"),
@@ -94,6 +96,9 @@ var sglangProfile = &Profile{
 		histRule(HistE2E, "sglang:e2e_request_latency_seconds"),
 		histRule(HistQueue, "sglang:queue_time_seconds"),
 		histRule(HistGenerationTokensPerRequest, "sglang:generation_tokens_histogram"),
+		// Prefill/decode disaggregation (newer builds; a gauge before, not
+		// read): the KV transfer's latency in milliseconds.
+		{Field: HistKVTransfer, Sources: []HistSource{{Family: "sglang:kv_transfer_latency_ms", Scale: 1e-3}}},
 	},
 }
 

@@ -32,6 +32,7 @@ var engineFixtures = []struct {
 }{
 	{"sglang-0.4-docs.prom", "sglang"},
 	{"sglang-0.3-hand.prom", "sglang"},
+	{"sglang-pd-decode-hand.prom", "sglang"},
 	{"triton-trtllm-2023-12.prom", "triton"},
 	{"triton-base-23.11.prom", "triton"},
 	{"triton-trtllm-readme-2026.prom", "triton"},

@@ -51,6 +51,26 @@ type GatewayView struct {
 	// Backends counts the requests sent to each backend (endpoint, pod or
 	// server name as the gateway names it).
 	Backends map[string]float64
+	// Decisions counts a disaggregating router's routing decisions by
+	// DisaggDecisions value; nil when the gateway exports none.
+	Decisions map[string]float64
+}
+
+// The routing decisions of a disaggregating gateway (llm-d's
+// disagg-profile-handler, llm-d/llm-d-router docs/metrics.md: the
+// decision_type of llm_d_epp_disagg_decision_total), a bounded label value
+// set: any other value counts under DecisionOther.
+const (
+	DecisionDecodeOnly          = "decode-only"           // served by a decode pod alone: no remote prefill
+	DecisionPrefillDecode       = "prefill-decode"        // a prefill pod's KV cache sent to the decode pod
+	DecisionEncodeDecode        = "encode-decode"         // a multimodal encoder, then decode
+	DecisionEncodePrefillDecode = "encode-prefill-decode" // encoder, prefill and decode pods
+	DecisionOther               = "other"
+)
+
+// DisaggDecisions lists the decisions, in documentation order.
+func DisaggDecisions() []string {
+	return []string{DecisionDecodeOnly, DecisionPrefillDecode, DecisionEncodeDecode, DecisionEncodePrefillDecode, DecisionOther}
 }
 
 // Total is the true request count, admitted + rejected. The Endpoint Picker's
@@ -81,6 +101,7 @@ type gatewayProfile struct {
 	// the value of reasonLabel (reasonMap; unmapped values are not rejections).
 	rejected    []gwRejected
 	backends    []gwBackends
+	decisions   []gwBackends                      // the first present family, by its label
 	custom      func(fs families, v *GatewayView) // what a table cannot say (HAProxy)
 	notAnEngine bool                              // its vllm:* names are not an engine's
 }
@@ -136,11 +157,16 @@ func eppProfile(name string, detect []string) *gatewayProfile {
 			{family: "inference_extension_scheduler_attempts_total", label: "endpoint_name", match: map[string]string{"status": "success"}},
 			{family: "inference_extension_scheduler_attempts_total", label: "pod_name", match: map[string]string{"status": "success"}},
 		},
+		// llm-d's disaggregation decisions, and their deprecated twin.
+		decisions: []gwBackends{
+			{family: "llm_d_epp_disagg_decision_total", label: "decision_type"},
+			{family: "llm_d_inference_scheduler_disagg_decision_total", label: "decision_type"},
+		},
 	}
 }
 
 var gatewayProfiles = []*gatewayProfile{
-	eppProfile("llm-d", []string{"llm_d_epp_request_total", "llm_d_epp_ready_endpoints", "llm_d_epp_flow_control_queue_size"}),
+	eppProfile("llm-d", []string{"llm_d_epp_request_total", "llm_d_epp_ready_endpoints", "llm_d_epp_flow_control_queue_size", "llm_d_epp_disagg_decision_total"}),
 	eppProfile("epp", []string{"inference_objective_request_total", "inference_pool_ready_pods", "inference_extension_scheduler_attempts_total"}),
 	// vLLM production-stack's router (src/vllm_router/services/metrics_service):
 	// every name under vllm:, labelled by the backend URL (server). It has no
@@ -272,6 +298,21 @@ func normaliseGateway(fs families) (*GatewayView, bool) {
 			break
 		}
 	}
+	for _, d := range p.decisions {
+		f, ok := fs[d.family]
+		if !ok {
+			continue
+		}
+		v.Decisions = map[string]float64{}
+		for _, m := range f.GetMetric() {
+			kind := gwLabel(m, d.label)
+			if !slices.Contains(DisaggDecisions(), kind) {
+				kind = DecisionOther
+			}
+			v.Decisions[kind] += gwValue(m)
+		}
+		break
+	}
 	if p.custom != nil {
 		p.custom(fs, v)
 	}
@@ -372,6 +413,11 @@ func (v *GatewayView) String() string {
 	fmt.Fprintf(&b, "total %g\n", v.Total())
 	for _, k := range slices.Sorted(maps.Keys(v.Backends)) {
 		fmt.Fprintf(&b, "backend{name=%q} %g\n", k, v.Backends[k])
+	}
+	if v.Decisions != nil {
+		for _, d := range DisaggDecisions() {
+			fmt.Fprintf(&b, "decision{type=%q} %g\n", d, v.Decisions[d])
+		}
 	}
 	return b.String()
 }

@@ -27,6 +27,8 @@ var (
 		"Requests that reached the gateway: admitted + rejected (the EPP's own request counter counts admitted ones only).", []string{"target"}, nil)
 	gwBackendDesc = prometheus.NewDesc("vllm_gateway_backend_requests_total",
 		"Requests the gateway sent to each backend, as the gateway names it.", []string{"target", "backend"}, nil)
+	gwDecisionDesc = prometheus.NewDesc("vllm_gateway_disagg_decisions_total",
+		"A disaggregating gateway's routing decisions by decision: decode-only, prefill-decode, encode-decode, encode-prefill-decode, other.", []string{"target", "decision"}, nil)
 )
 
 // maxGatewayBackends bounds the backend label: a gateway naming more
@@ -47,6 +49,11 @@ func (v *GatewayView) collect(target string, ch chan<- prometheus.Metric, errs s
 			errs.Send(ch, target, gwRejectedDesc, prometheus.CounterValue, v.Rejected[r], target, r)
 		}
 		errs.Send(ch, target, gwTotalDesc, prometheus.CounterValue, v.Total(), target)
+	}
+	if v.Decisions != nil {
+		for _, d := range DisaggDecisions() {
+			errs.Send(ch, target, gwDecisionDesc, prometheus.CounterValue, v.Decisions[d], target, d)
+		}
 	}
 	for i, name := range slices.Sorted(maps.Keys(v.Backends)) {
 		if i >= maxGatewayBackends {

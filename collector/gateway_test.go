@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -118,6 +119,13 @@ func TestGatewayProfiles(t *testing.T) {
 		{file: "haproxy-metrics.txt", golden: "haproxy.golden", check: func(t *testing.T, v *GatewayView) {
 			if v.Gateway != "haproxy" || v.Admitted != 9 || v.Rejected[RejectQueueTimeout] != 6 || v.ReadyEndpoints != 3 || len(v.Backends) != 3 {
 				t.Errorf("haproxy: %+v", v)
+			}
+		}},
+		{file: "llm-d-disagg-hand.txt", golden: "llm-d-disagg.golden", check: func(t *testing.T, v *GatewayView) {
+			// The deprecated twin is not counted again; an unknown decision is other.
+			want := map[string]float64{DecisionDecodeOnly: 30, DecisionPrefillDecode: 97, DecisionEncodePrefillDecode: 2, DecisionOther: 1}
+			if v.Gateway != "llm-d" || !maps.Equal(v.Decisions, want) {
+				t.Errorf("llm-d decisions: %+v", v.Decisions)
 			}
 		}},
 		{file: "production-stack-router.txt", golden: "production-stack.golden", check: func(t *testing.T, v *GatewayView) {

@@ -13,6 +13,7 @@ var signals = []struct {
 	{"e2e", func(m *Model) bool { return m.E2E != nil }},
 	{"generation_tokens", func(m *Model) bool { return !math.IsNaN(m.GenerationTokens) }},
 	{"itl", func(m *Model) bool { return m.ITL != nil }},
+	{"kv_transfer", func(m *Model) bool { return m.KVTransfer != nil || !math.IsNaN(m.KVTransferFailures) }},
 	{"kv_cache_usage", func(m *Model) bool { return !math.IsNaN(m.KVUsage) }},
 	{"prefix_cache", func(m *Model) bool { return !math.IsNaN(m.PrefixCacheQueries) && !math.IsNaN(m.PrefixCacheHits) }},
 	{"preemptions", func(m *Model) bool { return !math.IsNaN(m.Preemptions) }},

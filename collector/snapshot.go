@@ -91,6 +91,15 @@ type Model struct {
 	// 1 weights offloaded (sleep level 1), 2 weights and KV cache discarded
 	// (level 2); the deepest over engines. NaN when the engine does not say.
 	SleepLevel float64
+
+	// KVTransfer is the duration of the KV cache transfers of
+	// prefill/decode disaggregation (vllm:nixl_xfer_time_seconds on the
+	// pod that pulls them, SGLang's sglang:kv_transfer_latency_ms);
+	// KVTransferFailures counts the failed ones (vllm:nixl_num_failed_transfers_total,
+	// sglang:num_transfer_failed_reqs_total). Nil and NaN on an engine
+	// without a KV connector.
+	KVTransfer         *Histogram
+	KVTransferFailures float64
 }
 
 // Snapshot is one normalised scrape of an engine's /metrics endpoint.
@@ -161,6 +170,12 @@ const (
 	mSpecDrafts       = "vllm:spec_decode_num_drafts_total"
 	mSpecDraftTokens  = "vllm:spec_decode_num_draft_tokens_total"
 	mSpecAccepted     = "vllm:spec_decode_num_accepted_tokens_total"
+	// NIXL, vLLM's KV connector for prefill/decode disaggregation:
+	// NixlPromMetrics in vllm-project/vllm
+	// vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py
+	// (labels model_name and engine).
+	mNixlXferTime = "vllm:nixl_xfer_time_seconds"
+	mNixlFailed   = "vllm:nixl_num_failed_transfers_total"
 
 	lModel  = "model_name"
 	lEngine = "engine"
@@ -225,6 +240,7 @@ func newModel(name string) *Model {
 		KVCapacityTokens: nan, BlockSize: nan, PromptTokens: nan, GenerationTokens: nan,
 		Preemptions: nan, PrefixCacheQueries: nan, PrefixCacheHits: nan,
 		SpecDrafts: nan, SpecDraftTokens: nan, SpecAcceptedTokens: nan, SleepLevel: nan,
+		KVTransferFailures: nan,
 	}
 }
 
@@ -369,8 +385,18 @@ func normaliseVLLM(fs families, s *Snapshot) {
 		m.Queue = histogram(fs, mQueue, model)
 		m.Prefill = histogram(fs, mPrefill, model)
 		m.GenerationTokensPerRequest = histogram(fs, mReqGenTokens, model)
+		m.KVTransfer = histogram(fs, mNixlXferTime, model)
 		m.Engines = len(engines[model])
 	}
+	fs.perModel(mNixlFailed, func(model, _ string, mt *dto.Metric) {
+		if v, ok := scalar(mt); ok {
+			m := s.Models[model]
+			if math.IsNaN(m.KVTransferFailures) {
+				m.KVTransferFailures = 0
+			}
+			m.KVTransferFailures += v
+		}
+	})
 
 	applyCacheConfig(fs, s)
 }

@@ -59,11 +59,23 @@ func dumpSnapshot(s *Snapshot) string {
 		for _, r := range reasons {
 			fmt.Fprintf(&b, "  request_success{finished_reason=%q} %g\n", r, m.RequestSuccess[r])
 		}
-		for _, h := range []struct {
+		hists := []struct {
 			name string
 			h    *Histogram
 		}{{"ttft", m.TTFT}, {"itl", m.ITL}, {"e2e", m.E2E}, {"queue", m.Queue}, {"prefill", m.Prefill},
-			{"generation_tokens_per_request", m.GenerationTokensPerRequest}} {
+			{"generation_tokens_per_request", m.GenerationTokensPerRequest}}
+		// The KV transfer signals of prefill/decode disaggregation, only
+		// where an engine has them.
+		if !math.IsNaN(m.KVTransferFailures) {
+			fmt.Fprintf(&b, "  kv_transfer_failures %g\n", m.KVTransferFailures)
+		}
+		if m.KVTransfer != nil {
+			hists = append(hists, struct {
+				name string
+				h    *Histogram
+			}{"kv_transfer", m.KVTransfer})
+		}
+		for _, h := range hists {
 			if h.h == nil {
 				fmt.Fprintf(&b, "  %s absent\n", h.name)
 				continue

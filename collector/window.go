@@ -22,9 +22,12 @@ type Derived struct {
 	PromptTokensPerSecond     float64
 	GenerationTokensPerSecond float64
 	PreemptionsPerSecond      float64
-	RequestSuccessPerSecond   map[string]float64 // by finished_reason
+	// KVTransferFailuresPerSecond: failed KV cache transfers of
+	// prefill/decode disaggregation; NaN without a KV connector.
+	KVTransferFailuresPerSecond float64
+	RequestSuccessPerSecond     map[string]float64 // by finished_reason
 
-	// Latencies by "ttft", "itl", "e2e", "queue", "prefill"; a key is absent when the
+	// Latencies by "ttft", "itl", "e2e", "queue", "prefill", "kv_transfer"; a key is absent when the
 	// histogram saw no new observation in the window.
 	Latencies map[string]Latency
 
@@ -73,10 +76,11 @@ func derive(snaps []*Snapshot, model string) *Derived {
 		}
 	}
 	d := &Derived{
-		PromptTokensPerSecond:     math.NaN(),
-		GenerationTokensPerSecond: math.NaN(),
-		PreemptionsPerSecond:      math.NaN(),
-		Latencies:                 map[string]Latency{},
+		PromptTokensPerSecond:       math.NaN(),
+		GenerationTokensPerSecond:   math.NaN(),
+		PreemptionsPerSecond:        math.NaN(),
+		KVTransferFailuresPerSecond: math.NaN(),
+		Latencies:                   map[string]Latency{},
 
 		StreamOutputTokensPerSecond: math.NaN(),
 		SpecAcceptanceRate:          math.NaN(),
@@ -104,6 +108,7 @@ func derive(snaps []*Snapshot, model string) *Derived {
 	d.PromptTokensPerSecond = rate(func(m *Model) float64 { return m.PromptTokens })
 	d.GenerationTokensPerSecond = rate(func(m *Model) float64 { return m.GenerationTokens })
 	d.PreemptionsPerSecond = rate(func(m *Model) float64 { return m.Preemptions })
+	d.KVTransferFailuresPerSecond = rate(func(m *Model) float64 { return m.KVTransferFailures })
 	accepted := rate(func(m *Model) float64 { return m.SpecAcceptedTokens })
 	if draftTokens := rate(func(m *Model) float64 { return m.SpecDraftTokens }); draftTokens > 0 {
 		d.SpecAcceptanceRate = accepted / draftTokens
@@ -130,11 +135,12 @@ func derive(snaps []*Snapshot, model string) *Derived {
 	}
 
 	for key, f := range map[string]func(*Model) *Histogram{
-		"ttft":    func(m *Model) *Histogram { return m.TTFT },
-		"itl":     func(m *Model) *Histogram { return m.ITL },
-		"e2e":     func(m *Model) *Histogram { return m.E2E },
-		"queue":   func(m *Model) *Histogram { return m.Queue },
-		"prefill": func(m *Model) *Histogram { return m.Prefill },
+		"ttft":        func(m *Model) *Histogram { return m.TTFT },
+		"itl":         func(m *Model) *Histogram { return m.ITL },
+		"e2e":         func(m *Model) *Histogram { return m.E2E },
+		"queue":       func(m *Model) *Histogram { return m.Queue },
+		"prefill":     func(m *Model) *Histogram { return m.Prefill },
+		"kv_transfer": func(m *Model) *Histogram { return m.KVTransfer },
 	} {
 		hs := make([]*Histogram, len(ms))
 		for i, m := range ms {

@@ -567,7 +567,7 @@ var ReservedLabels = []string{
 	"target", "module", "model", "reason", "kind", "state", "stat", "resource", "metric",
 	"baseline", "load", "load_type", "finished_reason", "le", "job", "instance", "version",
 	"max_model_len", "block_size", "kv_cache_size_tokens", "metrics_schema", "ttft_includes_queue", "signal", "base_model", "source", "index", "count", "member",
-	"engine", "vantage", "backend", "gateway", "result", "role", "quantile", "objective",
+	"engine", "vantage", "backend", "gateway", "result", "role", "quantile", "objective", "decision",
 }
 
 func (c *Config) validate(dir string) error {

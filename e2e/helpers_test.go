@@ -101,12 +101,21 @@ type process struct {
 
 func startProcess(t *testing.T, name, path string, args ...string) *process {
 	t.Helper()
+	return startProcessEnv(t, name, nil, path, args...)
+}
+
+// startProcessEnv is startProcess with env added to the test's environment.
+func startProcessEnv(t *testing.T, name string, env []string, path string, args ...string) *process {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatalf("creating the log of %s: %v", name, err)
 	}
 	cmd := exec.Command(path, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {

@@ -553,6 +553,17 @@ func endpointDashboard() dashboard {
 						{Expr: `max by (target) (vllm_gateway_ready_endpoints{` + serverSel + `})`, Legend: "ready endpoints"},
 						{Expr: `max by (target) (vllm_gateway_queue_requests{` + serverSel + `})`, Legend: "queue"},
 					}},
+				{Type: "timeseries", Title: "Prefill/decode: routing decisions", W: 12, H: 7, Unit: "reqps",
+					Description: "A disaggregating gateway's decisions per second (vllm_gateway_disagg_decisions_total, llm-d's llm_d_epp_disagg_decision_total): prefill-decode requests went through the prefill pool and a KV transfer, decode-only ones ran on a decode pod alone. A probe module with prefill_tokens above the router's threshold takes the prefill-decode path. docs/runbook.md, \"Where did it break\".",
+					NoValue:     "no disaggregation decisions",
+					Targets:     []target{{Expr: `max by (target, decision) (rate(vllm_gateway_disagg_decisions_total{` + serverSel + `}[$__rate_interval]))`, Legend: "{{decision}}"}}},
+				{Type: "timeseries", Title: "Prefill/decode: KV transfer", W: 12, H: 7, Unit: "s",
+					Description: "The KV cache transfers of prefill/decode disaggregation on a pod (vllm_server_kv_transfer_seconds: vLLM's NIXL, SGLang's), mean and p99,, next to the failed transfers per second (vllm_server_kv_transfer_failures_per_second). VLLMKVTransferSlow and VLLMKVTransferFailing page the pool.",
+					NoValue:     "no KV connector",
+					Targets: []target{
+						{Expr: `avg by (target, stat) (vllm_server_kv_transfer_seconds{` + serverSel + `, stat=~"mean|p99"})`, Legend: "transfer {{stat}}"},
+						{Expr: `sum by (target) (vllm_server_kv_transfer_failures_per_second{` + serverSel + `})`, Legend: "failures/s"},
+					}},
 			}},
 			{Title: "Probe health and cost", Panels: []panel{
 				{Type: "timeseries", Title: "Endpoint and scrape status", W: 6, H: 7, Unit: "bool_on_off",

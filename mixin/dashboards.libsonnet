@@ -3462,14 +3462,113 @@
       "type": "timeseries"
     },
     {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "A disaggregating gateway's decisions per second (vllm_gateway_disagg_decisions_total, llm-d's llm_d_epp_disagg_decision_total): prefill-decode requests went through the prefill pool and a KV transfer, decode-only ones ran on a decode pod alone. A probe module with prefill_tokens above the router's threshold takes the prefill-decode path. docs/runbook.md, \"Where did it break\".",
+      "fieldConfig": {
+        "defaults": {
+          "noValue": "no disaggregation decisions",
+          "unit": "reqps"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 12,
+        "x": 0,
+        "y": 102
+      },
+      "id": 42,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "max by (target, decision) (rate(vllm_gateway_disagg_decisions_total{job=~\"$job\", target=~\"$target\"}[$__rate_interval]))",
+          "legendFormat": "{{decision}}",
+          "refId": "A"
+        }
+      ],
+      "title": "Prefill/decode: routing decisions",
+      "type": "timeseries"
+    },
+    {
+      "datasource": {
+        "type": "prometheus",
+        "uid": "${datasource}"
+      },
+      "description": "The KV cache transfers of prefill/decode disaggregation on a pod (vllm_server_kv_transfer_seconds: vLLM's NIXL, SGLang's), mean and p99,, next to the failed transfers per second (vllm_server_kv_transfer_failures_per_second). VLLMKVTransferSlow and VLLMKVTransferFailing page the pool.",
+      "fieldConfig": {
+        "defaults": {
+          "noValue": "no KV connector",
+          "unit": "s"
+        },
+        "overrides": []
+      },
+      "gridPos": {
+        "h": 7,
+        "w": 12,
+        "x": 12,
+        "y": 102
+      },
+      "id": 43,
+      "options": {
+        "legend": {
+          "displayMode": "list",
+          "placement": "bottom",
+          "showLegend": true
+        },
+        "tooltip": {
+          "mode": "multi",
+          "sort": "desc"
+        }
+      },
+      "targets": [
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "avg by (target, stat) (vllm_server_kv_transfer_seconds{job=~\"$job\", target=~\"$target\", stat=~\"mean|p99\"})",
+          "legendFormat": "transfer {{stat}}",
+          "refId": "A"
+        },
+        {
+          "datasource": {
+            "type": "prometheus",
+            "uid": "${datasource}"
+          },
+          "expr": "sum by (target) (vllm_server_kv_transfer_failures_per_second{job=~\"$job\", target=~\"$target\"})",
+          "legendFormat": "failures/s",
+          "refId": "B"
+        }
+      ],
+      "title": "Prefill/decode: KV transfer",
+      "type": "timeseries"
+    },
+    {
       "collapsed": false,
       "gridPos": {
         "h": 1,
         "w": 24,
         "x": 0,
-        "y": 102
+        "y": 109
       },
-      "id": 42,
+      "id": 44,
       "panels": [],
       "title": "Probe health and cost",
       "type": "row"
@@ -3490,9 +3589,9 @@
         "h": 7,
         "w": 6,
         "x": 0,
-        "y": 103
+        "y": 110
       },
-      "id": 43,
+      "id": 45,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3552,9 +3651,9 @@
         "h": 7,
         "w": 6,
         "x": 6,
-        "y": 103
+        "y": 110
       },
-      "id": 44,
+      "id": 46,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3596,9 +3695,9 @@
         "h": 7,
         "w": 6,
         "x": 12,
-        "y": 103
+        "y": 110
       },
-      "id": 45,
+      "id": 47,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3658,9 +3757,9 @@
         "h": 7,
         "w": 6,
         "x": 18,
-        "y": 103
+        "y": 110
       },
-      "id": 46,
+      "id": 48,
       "options": {
         "colorMode": "background",
         "graphMode": "area",
@@ -3703,9 +3802,9 @@
         "h": 7,
         "w": 12,
         "x": 0,
-        "y": 110
+        "y": 117
       },
-      "id": 47,
+      "id": 49,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3747,9 +3846,9 @@
         "h": 7,
         "w": 12,
         "x": 12,
-        "y": 110
+        "y": 117
       },
-      "id": 48,
+      "id": 50,
       "options": {
         "legend": {
           "displayMode": "list",
@@ -3800,9 +3899,9 @@
         "h": 5,
         "w": 24,
         "x": 0,
-        "y": 117
+        "y": 124
       },
-      "id": 49,
+      "id": 51,
       "options": {
         "showHeader": true
       },

@@ -37,6 +37,10 @@ func fixedLayer(alert string) string {
 		return LayerPath
 	case "VLLMGatewayShedding", "VLLMGatewaySheddingOutage", "VLLMGatewayOverheadHigh":
 		return LayerGateway
+	case "VLLMKVTransferSlow", "VLLMKVTransferFailing":
+		// The transfer between the prefill and the decode pool: a pool's
+		// fault, not one endpoint's, whichever pod reports it.
+		return LayerPool
 	default:
 		return LayerEndpoint
 	}

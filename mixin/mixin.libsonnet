@@ -45,6 +45,10 @@
     gatewayOverheadHighThreshold: 0.5,
     // alerts.gateway_shedding_outage.threshold of mixin/slo.yml.
     gatewaySheddingOutageThreshold: 0.9,
+    // alerts.kv_transfer_slow.threshold of mixin/slo.yml.
+    kvTransferSlowThreshold: 0.5,
+    // alerts.kv_transfer_failing.threshold of mixin/slo.yml.
+    kvTransferFailingThreshold: 0,
     // alerts.latency_unusual_for_this_hour.threshold of mixin/slo.yml.
     latencyUnusualForThisHourThreshold: 3,
     // slos.availability.objective (percent) of mixin/slo.yml.
@@ -714,6 +718,34 @@
               "summary": "Requests are queueing in vLLM.",
               "description": "{{ printf \"%%.2f\" $value }} requests have been waiting in the queue of {{ $labels.target }} (model {{ $labels.model }}) for 10m (threshold %(requestsQueueingThreshold)g)." % $._config,
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmrequestsqueueing",
+            },
+          },
+          {
+            alert: "VLLMKVTransferSlow",
+            expr: "avg_over_time(vllm_server_kv_transfer_seconds{%(proberSelector)s,stat=\"mean\"}[10m]) \u003e %(kvTransferSlowThreshold)g" % $._config,
+            'for': "10m",
+            labels: {
+              "severity": "warning",
+              "layer": "pool",
+            },
+            annotations: {
+              "summary": "KV cache transfers between the prefill and decode pools are slow.",
+              "description": "The KV cache transfers of {{ $labels.target }} (model {{ $labels.model }}) took {{ printf \"%%.2f\" $value }}s on average over 10m (threshold %(kvTransferSlowThreshold)gs): every disaggregated request waits that long before its first token, while both pools may look healthy. Check the transport (NIXL falling back to TCP, the network between the pools)." % $._config,
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmkvtransferslow",
+            },
+          },
+          {
+            alert: "VLLMKVTransferFailing",
+            expr: "avg_over_time(vllm_server_kv_transfer_failures_per_second{%(proberSelector)s}[10m]) \u003e %(kvTransferFailingThreshold)g" % $._config,
+            'for': "10m",
+            labels: {
+              "severity": "warning",
+              "layer": "pool",
+            },
+            annotations: {
+              "summary": "KV cache transfers between the prefill and decode pools fail.",
+              "description": "{{ $labels.target }} (model {{ $labels.model }}) failed {{ printf \"%%.2f\" $value }} KV cache transfers per second on average over 10m (threshold %(kvTransferFailingThreshold)g): each failed request is recomputed on the decode pod, a slow path users see as TTFT." % $._config,
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmkvtransferfailing",
             },
           },
           {

@@ -128,6 +128,11 @@ type Alerts struct {
 	// its threshold) for a sustained window is an outage to its users,
 	// whatever shed_is_failure says.
 	GatewaySheddingOutage AlertSpec `yaml:"gateway_shedding_outage"`
+	// The KV transfer of prefill/decode disaggregation, between the prefill
+	// and the decode pool: slow (its mean above threshold seconds over
+	// window) or failing (failures per second above threshold over window).
+	KVTransferSlow    AlertSpec `yaml:"kv_transfer_slow"`
+	KVTransferFailing AlertSpec `yaml:"kv_transfer_failing"`
 	// LatencyUnusualForThisHour is the seasonal alert (seasonal.go); its
 	// threshold is a z-score. Required only with a seasonal section.
 	LatencyUnusualForThisHour AlertSpec `yaml:"latency_unusual_for_this_hour,omitempty"`
@@ -309,6 +314,8 @@ func (s *Spec) alertSpecs() []namedAlertSpec {
 		{"gateway_member_failing", &a.GatewayMemberFailing, true, true},
 		{"gateway_overhead_high", &a.GatewayOverheadHigh, true, false},
 		{"gateway_shedding_outage", &a.GatewaySheddingOutage, true, true},
+		{"kv_transfer_slow", &a.KVTransferSlow, true, true},
+		{"kv_transfer_failing", &a.KVTransferFailing, true, true},
 	}
 	if s.seasonalEnabled() {
 		specs = append(specs, namedAlertSpec{"latency_unusual_for_this_hour", &a.LatencyUnusualForThisHour, true, false})

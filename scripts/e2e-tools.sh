@@ -13,13 +13,16 @@
 #                   (sigs.k8s.io/gateway-api-inference-extension cmd/epp; exact version only)
 #   llama-server    llama.cpp's OpenAI-compatible server, CPU only, from the llama.cpp
 #                   source that the npm package node-llama-cpp ships (needs npm, cmake, g++)
+#   ollama          Ollama's server and CLI, CPU only, with cgo (github.com/ollama/ollama;
+#                   needs g++ and Debian's nlohmann-json3-dev and libstb-dev)
 #   all             every one of them
 #
 # None of the Go tools can be had with `go install` (their go.mod files carry replace
 # directives), and Debian ships none of them (Debian's prometheus is 2.42), so each
 # is built as the main module from the proxy's source zip. Cold, on a 2-core machine:
 # Prometheus about 4 minutes, kube-apiserver about 5, etcd about 30 s, Argo Rollouts
-# about 3.5, llama-server 7-14 (cmake and g++); warm (cached binary) nothing at all.
+# about 3.5, llama-server 7-14 (cmake and g++), Ollama about 6 (cgo); warm (cached
+# binary) nothing at all.
 #
 # Cache: ${VLLM_PROBER_TOOLS:-$HOME/.cache/vllm_prober/tools}/NAME-VERSION/, holding the
 # binaries (and, for Argo Rollouts, its crds/). The script prints one line per tool:
@@ -42,11 +45,14 @@ EPP_VERSION=${EPP_VERSION:-v1.5.0}
 # bundle; its npm integrity is checked before the tarball is unpacked.
 LLAMA_SERVER_NPM_VERSION=${LLAMA_SERVER_NPM_VERSION:-3.21.1}
 LLAMA_SERVER_NPM_INTEGRITY=${LLAMA_SERVER_NPM_INTEGRITY:-sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg==}
+# Ollama: the module's own version; the proxy lists v0.6.5 to v0.17.4.
+OLLAMA_VERSION=${OLLAMA_VERSION:-v0.17.4}
 # Argo Rollouts v1.10.2 needs Go >= 1.26.10; the proxy serves this toolchain. It is
 # used for that build only, never for the project's own go.mod.
 ARGO_ROLLOUTS_TOOLCHAIN=${ARGO_ROLLOUTS_TOOLCHAIN:-go1.27.3}
 
 TOOLS=${VLLM_PROBER_TOOLS:-$HOME/.cache/vllm_prober/tools}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 GO=${GO:-go}
 export GOFLAGS= GOWORK=off
 
@@ -77,7 +83,8 @@ dir_of() {
 	argo-rollouts) echo "$TOOLS/argo-rollouts-$ARGO_ROLLOUTS_VERSION" ;;
 	epp) echo "$TOOLS/epp-$EPP_VERSION" ;;
 	llama-server) echo "$TOOLS/llama-server-$LLAMA_SERVER_NPM_VERSION" ;;
-	*) echo "e2e-tools: unknown tool $1 (prometheus3, kubernetes, etcd, argo-rollouts, sloth, pint, epp, llama-server, all)" >&2; return 2 ;;
+	ollama) echo "$TOOLS/ollama-$OLLAMA_VERSION" ;;
+	*) echo "e2e-tools: unknown tool $1 (prometheus3, kubernetes, etcd, argo-rollouts, sloth, pint, epp, llama-server, ollama, all)" >&2; return 2 ;;
 	esac
 }
 
@@ -231,6 +238,28 @@ build_llama_server() {
 	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
 }
 
+# Ollama builds from the module proxy's zip with cgo (its vendored llama.cpp and ggml
+# compile as part of the Go packages). `go install` alone fails: the zip drops
+# llama.cpp's vendor/ headers. Debian provides nlohmann/json.hpp and stb/stb_image.h;
+# miniaudio.h, which Debian lacks, is a stub in scripts/ollama/ (audio input off).
+# -march=native: a plain go build has no step choosing the ggml CPU variant, and the
+# generic x86-64 build decodes about twice as slowly. The version is stamped as
+# Ollama's release build does (else it reports 0.0.0). About 6 minutes cold, 75 MB.
+build_ollama() {
+	local out=$1 work=$1.build
+	command -v g++ >/dev/null || { echo "e2e-tools: ollama needs g++ (scripts/apt-install.sh g++)" >&2; return 1; }
+	[ -f /usr/include/nlohmann/json.hpp ] && [ -f /usr/include/stb/stb_image.h ] ||
+		{ echo "e2e-tools: ollama needs scripts/apt-install.sh nlohmann-json3-dev libstb-dev" >&2; return 1; }
+	rm -rf "$work" && mkdir -p "$work/bin"
+	log "building Ollama $OLLAMA_VERSION with cgo, about 6 minutes cold"
+	srccopy "github.com/ollama/ollama@$OLLAMA_VERSION" "$work/src"
+	(cd "$work/src" &&
+		CGO_ENABLED=1 CGO_CPPFLAGS="-I$HERE/ollama" CGO_CFLAGS="-O3 -march=native" CGO_CXXFLAGS="-O3 -march=native" \
+			nice -n 10 "$GO" build -mod=mod -ldflags "-X github.com/ollama/ollama/version.Version=${OLLAMA_VERSION#v}" \
+			-o "$work/bin/ollama" .) >"$work/build.log" 2>&1 || { tail -40 "$work/build.log" >&2; return 1; }
+	rm -rf "$out" && mv "$work/bin" "$out" && rm -rf "$work"
+}
+
 ensure() {
 	local name=$1 out
 	out=$(dir_of "$name")
@@ -244,6 +273,7 @@ ensure() {
 	argo-rollouts) first=rollouts-controller ;;
 	epp) first=epp ;;
 	llama-server) first=llama-server ;;
+	ollama) first=ollama ;;
 	esac
 	if [ ! -x "$out/$first" ]; then
 		mkdir -p "$TOOLS"
@@ -262,10 +292,10 @@ if [ "${1:-}" = --dir ]; then
 	only_dir=1
 	shift
 fi
-[ "$#" -gt 0 ] || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ "$#" -gt 0 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
 tools=()
 for t in "$@"; do
-	if [ "$t" = all ]; then tools+=(prometheus3 kubernetes etcd argo-rollouts sloth pint epp llama-server); else dir_of "$t" >/dev/null; tools+=("$t"); fi
+	if [ "$t" = all ]; then tools+=(prometheus3 kubernetes etcd argo-rollouts sloth pint epp llama-server ollama); else dir_of "$t" >/dev/null; tools+=("$t"); fi
 done
 for t in "${tools[@]}"; do
 	ensure "$t"

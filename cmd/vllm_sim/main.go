@@ -30,7 +30,7 @@ func main() {
 func run(args []string) int {
 	app := kingpin.New("vllm_sim", "A GPU-free vLLM simulator speaking vLLM's HTTP, SSE and /metrics surface.")
 	cfg := simulator.DefaultConfig()
-	loraModules := addFlags(app, &cfg)
+	loraModules, kvTransfer := addFlags(app, &cfg)
 	logLevel := app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").
 		Default("info").Enum("debug", "info", "warn", "error")
 	logFormat := app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").
@@ -47,6 +47,10 @@ func run(args []string) int {
 		return 2
 	}
 	cfg.LoRAModules = mods
+	if cfg.KVTransfer, err = simulator.ParseKVTransferConfig(*kvTransfer); err != nil {
+		fmt.Fprintf(os.Stderr, "vllm_sim: --kv-transfer-config: %v\n", err)
+		return 2
+	}
 	logger := newLogger(os.Stderr, *logLevel, *logFormat)
 	level.Info(logger).Log("msg", "Starting vllm_sim", "version", version.Info())
 
@@ -64,12 +68,13 @@ func run(args []string) int {
 	return 0
 }
 
-// addFlags binds every flag to c and returns the raw --lora-modules values,
-// which run parses into c.LoRAModules.
-func addFlags(app *kingpin.Application, c *simulator.Config) *[]string {
+// addFlags binds every flag to c and returns the raw --lora-modules values
+// and --kv-transfer-config, which run parses into c.LoRAModules and
+// c.KVTransfer.
+func addFlags(app *kingpin.Application, c *simulator.Config) (lora *[]string, kvTransfer *string) {
 	app.Flag("web.listen-address", "Address to listen on.").Default(c.ListenAddress).StringVar(&c.ListenAddress)
 	app.Flag("model", "Served model name.").Default(c.Model).StringVar(&c.Model)
-	lora := app.Flag("lora-modules", "LoRA adapters served on top of --model, as name[=path][,name[=path]...]; repeatable. Listed in /v1/models with parent = the base model; their traffic is counted under the base model_name.").Strings()
+	lora = app.Flag("lora-modules", "LoRA adapters served on top of --model, as name[=path][,name[=path]...]; repeatable. Listed in /v1/models with parent = the base model; their traffic is counted under the base model_name.").Strings()
 	app.Flag("max-model-len", "Maximum prompt plus generated tokens per request.").Default(fmt.Sprint(c.MaxModelLen)).IntVar(&c.MaxModelLen)
 	app.Flag("reasoning-tokens", "A reasoning model: the first N tokens of a streamed chat completion are reasoning_content deltas, counted in usage.completion_tokens_details.reasoning_tokens; 0 for none.").Default(fmt.Sprint(c.ReasoningTokens)).IntVar(&c.ReasoningTokens)
 	app.Flag("max-num-seqs", "Maximum running requests per engine; the rest wait.").Default(fmt.Sprint(c.MaxNumSeqs)).IntVar(&c.MaxNumSeqs)
@@ -99,7 +104,9 @@ func addFlags(app *kingpin.Application, c *simulator.Config) *[]string {
 	app.Flag("answers", "JSON file of prompt substrings to scripted answers (see docs/simulator.md).").Default(c.AnswersFile).StringVar(&c.AnswersFile)
 	app.Flag("echo", "Answer with the prompt (chat: the last user message) when no scripted answer matches.").BoolVar(&c.Echo)
 	app.Flag("embedding-dimension", "Length of the vectors /v1/embeddings returns.").Default(fmt.Sprint(c.EmbeddingDimension)).IntVar(&c.EmbeddingDimension)
-	return lora
+	kvTransfer = app.Flag("kv-transfer-config", `vLLM's KV transfer config, as JSON: {"kv_connector":"NixlConnector","kv_role":"kv_both"} (or kv_producer, kv_consumer) serves prefill/decode disaggregation's kv_transfer_params and exports vLLM's NIXL metrics (see docs/simulator.md). Empty: no connector.`).Default("").String()
+	app.Flag("kv-transfer-delay", "With --kv-transfer-config, how long a decode instance takes to pull a remote prefill's KV blocks (also /admin/config kv_transfer_delay).").Default(c.KVTransferDelay.String()).DurationVar(&c.KVTransferDelay)
+	return lora, kvTransfer
 }
 
 // newLogger is vllm_prober's logger (internal/logging), with the caller:

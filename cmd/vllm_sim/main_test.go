@@ -32,7 +32,7 @@ func TestFlagDefaultsMatchDefaultConfig(t *testing.T) {
 func TestFlagsSetConfig(t *testing.T) {
 	app := kingpin.New("t", "")
 	cfg := simulator.DefaultConfig()
-	lora := addFlags(app, &cfg)
+	lora, _ := addFlags(app, &cfg)
 	_, err := app.Parse([]string{
 		"--lora-modules=sql-lora=/adapters/sql,chat-lora", "--lora-modules=third",
 		"--web.listen-address=127.0.0.1:9", "--model=x/y", "--max-model-len=2048", "--max-num-seqs=4",

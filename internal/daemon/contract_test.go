@@ -109,19 +109,25 @@ func TestMetricNamesMatchDocs(t *testing.T) {
 	// from vllm bench serve runs with speculative decoding, which a baseline
 	// benched here has not (internal/compare's TestSpecDecodeRegression
 	// tests it).
+	// vllm_server_kv_transfer_seconds needs KV transfers in the rate window,
+	// which only a prefill/decode pair makes (TestDisaggregatedTransferSlow
+	// tests it); sim has a KV connector, so its failure rate is exported.
 	documented := slices.DeleteFunc(documentedNames(t), func(n string) bool {
-		return n == "vllm_server_spec_decode_regression_ratio"
+		return n == "vllm_server_spec_decode_regression_ratio" || n == "vllm_server_kv_transfer_seconds"
 	})
 	sim := startPlainSim(t, func(c *simulator.Config) {
 		c.TTFT, c.ITL = 10*time.Millisecond, 2*time.Millisecond
 		c.SpecDecodeTokens, c.SpecAcceptRate = 2, 0.5
 		c.ReasoningTokens = 2 // the chat module's answers come after reasoning
+		c.KVTransfer = simulator.KVTransferConfig{Connector: simulator.KVConnectorNixl, Role: simulator.KVRoleBoth}
 	})
 	// vllm_server_cpu_kv_cache_usage_ratio and state="swapped" exist on legacy servers only.
 	legacy := startPlainSim(t, func(c *simulator.Config) { c.MetricsNames = simulator.MetricsLegacy })
 	// A gateway in front of sim, with the EPP's /metrics of a flow-control
-	// run: the vllm_gateway_* names, its own and the joins'.
-	gw := eppGateway(t, sim)
+	// run and llm-d's disaggregation decisions: the vllm_gateway_* names,
+	// its own and the joins'.
+	gw := eppGateway(t, sim, "# TYPE llm_d_epp_disagg_decision_total counter\n"+
+		`llm_d_epp_disagg_decision_total{decision_type="decode-only",model_name="m",plugin_name="p",plugin_type="disagg-profile-handler"} 3`+"\n")
 	dir := t.TempDir()
 	baselineFile := benchBaseline(t, sim.URL, dir, "simbase")
 	if err := os.Mkdir(filepath.Join(dir, "targets"), 0o755); err != nil {

@@ -25,12 +25,16 @@ import (
 // eppGateway stands for an Endpoint Picker and its data plane in front of
 // member: it proxies every request to member, naming it in the EPP's
 // destination header, and serves at /gateway/metrics the EPP's /metrics
-// captured in a flow-control run (collector/testdata/gateways).
-func eppGateway(t *testing.T, member *httptest.Server) *httptest.Server {
+// captured in a flow-control run (collector/testdata/gateways), followed by
+// the extra exposition lines.
+func eppGateway(t *testing.T, member *httptest.Server, extra ...string) *httptest.Server {
 	t.Helper()
 	capture, err := os.ReadFile("../../collector/testdata/gateways/epp-metrics-flow.txt")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, e := range extra {
+		capture = append(capture, e...)
 	}
 	u, err := url.Parse(member.URL)
 	if err != nil {

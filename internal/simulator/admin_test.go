@@ -18,7 +18,7 @@ func TestAdminRoundTrip(t *testing.T) {
 	want := `{"model":"m","max_model_len":1024,"kv_cache_tokens":16384,"block_size":16,"data_parallel_size":1,` +
 		`"engine":"vllm","metrics_names":"v1","error_shape":"nested","version":"0.32.0","trace_file":"","api_key_set":true,` +
 		`"ttft":"5ms","itl":"2ms","prefill_per_token":"0s","batch_slowdown":0,"jitter":0,"max_num_seqs":256,` +
-		`"fault":"","fault_rate":1,"fault_status":500,"fault_after":1,"fault_delay":"5s"}`
+		`"fault":"","fault_rate":1,"fault_status":500,"fault_after":1,"fault_delay":"5s","kv_transfer_delay":"5ms"}`
 	if code != 200 || body != want {
 		t.Fatalf("GET /admin/config = %d\n got: %s\nwant: %s", code, body, want)
 	}
@@ -48,7 +48,7 @@ func TestAdminRoundTrip(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ body, want string }{
-		{`{"bogus":1}`, `{"error":"unknown key \"bogus\"; valid keys: ttft, itl, prefill_per_token, batch_slowdown, jitter, max_num_seqs, fault, fault_rate, fault_status, fault_after, fault_delay"}`},
+		{`{"bogus":1}`, `{"error":"unknown key \"bogus\"; valid keys: ttft, itl, prefill_per_token, batch_slowdown, jitter, max_num_seqs, fault, fault_rate, fault_status, fault_after, fault_delay, kv_transfer_delay"}`},
 		{`{"model":"x"}`, `{"error":"key \"model\" is read-only; set it with a command-line flag"}`},
 		{`{"ttft":20}`, `{"error":"key \"ttft\": want a Go duration string such as \"20ms\": json: cannot unmarshal number into Go value of type string"}`},
 		{`{"itl":"fast"}`, `{"error":"key \"itl\": want a Go duration string such as \"20ms\": time: invalid duration \"fast\""}`},

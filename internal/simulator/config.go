@@ -100,6 +100,13 @@ type Config struct {
 	// of content, and the usage counts them in
 	// completion_tokens_details.reasoning_tokens. 0: no reasoning.
 	ReasoningTokens int
+
+	// KVTransfer is vLLM's --kv-transfer-config: with a NixlConnector, the
+	// simulator serves prefill/decode disaggregation's kv_transfer_params
+	// (kvtransfer.go) and exports NIXL's metrics. KVTransferDelay is how long a
+	// decode instance takes to pull a remote prefill's KV blocks.
+	KVTransfer      KVTransferConfig
+	KVTransferDelay time.Duration
 }
 
 // DefaultConfig returns the defaults documented in docs/simulator.md.
@@ -126,6 +133,7 @@ func DefaultConfig() Config {
 		FaultDelay:       defaultFaultDelay,
 		HugeLineBytes:    defaultHugeLine,
 		Seed:             1,
+		KVTransferDelay:  5 * time.Millisecond,
 
 		EmbeddingDimension: 1024,
 	}
@@ -177,6 +185,9 @@ func (c *Config) validate() error {
 	if c.ReasoningTokens < 0 {
 		errs = append(errs, fmt.Errorf("reasoning tokens must not be negative, got %d", c.ReasoningTokens))
 	}
+	if err := c.KVTransfer.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.EmbeddingDimension < 1 {
 		errs = append(errs, fmt.Errorf("embedding dimension must be at least 1, got %d", c.EmbeddingDimension))
 	}
@@ -203,6 +214,7 @@ type knobs struct {
 	FaultStatus     int
 	FaultAfter      int
 	FaultDelay      time.Duration
+	KVTransferDelay time.Duration
 }
 
 func (c *Config) knobs() knobs {
@@ -210,7 +222,7 @@ func (c *Config) knobs() knobs {
 		TTFT: c.TTFT, ITL: c.ITL, PrefillPerToken: c.PrefillPerToken,
 		BatchSlowdown: c.BatchSlowdown, Jitter: c.Jitter, MaxNumSeqs: c.MaxNumSeqs,
 		Fault: c.Fault, FaultRate: c.FaultRate, FaultStatus: c.FaultStatus,
-		FaultAfter: c.FaultAfter, FaultDelay: c.FaultDelay,
+		FaultAfter: c.FaultAfter, FaultDelay: c.FaultDelay, KVTransferDelay: c.KVTransferDelay,
 	}
 }
 
@@ -219,7 +231,7 @@ func (k *knobs) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ttft", k.TTFT}, {"itl", k.ITL}, {"prefill_per_token", k.PrefillPerToken}, {"fault_delay", k.FaultDelay}} {
+	}{{"ttft", k.TTFT}, {"itl", k.ITL}, {"prefill_per_token", k.PrefillPerToken}, {"fault_delay", k.FaultDelay}, {"kv_transfer_delay", k.KVTransferDelay}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
 		}
@@ -282,6 +294,7 @@ type adminView struct {
 	FaultStatus      int     `json:"fault_status"`
 	FaultAfter       int     `json:"fault_after"`
 	FaultDelay       string  `json:"fault_delay"`
+	KVTransferDelay  string  `json:"kv_transfer_delay"`
 }
 
 // readOnlyKeys appear in GET /admin/config but cannot be posted.
@@ -293,7 +306,7 @@ var readOnlyKeys = map[string]bool{
 
 var writableKeys = []string{
 	"ttft", "itl", "prefill_per_token", "batch_slowdown", "jitter", "max_num_seqs",
-	"fault", "fault_rate", "fault_status", "fault_after", "fault_delay",
+	"fault", "fault_rate", "fault_status", "fault_after", "fault_delay", "kv_transfer_delay",
 }
 
 // applyAdmin returns k updated with the JSON object body. Either every key
@@ -320,6 +333,8 @@ func applyAdmin(k knobs, body []byte) (knobs, error) {
 			k.PrefillPerToken, err = parseDuration(raw)
 		case "fault_delay":
 			k.FaultDelay, err = parseDuration(raw)
+		case "kv_transfer_delay":
+			k.KVTransferDelay, err = parseDuration(raw)
 		case "batch_slowdown":
 			err = json.Unmarshal(raw, &k.BatchSlowdown)
 		case "jitter":

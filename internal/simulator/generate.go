@@ -47,6 +47,7 @@ type run struct {
 	lastT  time.Time // last token flushed
 	admitT time.Time // scheduling that produced the first token
 	tokens int
+	remote bool // the prefill was another instance's (kvtransfer.go)
 }
 
 // sink receives the events of a request: an SSE stream or a collector for
@@ -176,6 +177,14 @@ func (ru *run) sleepUntil(ctx context.Context, t time.Time, pc <-chan struct{}) 
 func (ru *run) generate(ctx context.Context) string {
 	s, g := ru.s, ru.g
 	ru.e = s.pickEngine()
+	if ru.remote = s.remotePrefill(g); ru.remote {
+		// A failed pull leaves ctx done or the simulator closed: the loop
+		// then aborts at admission.
+		_ = s.pullKV(ctx, ru.e, g, ru.k.KVTransferDelay)
+	}
+	if s.remoteDecode(g) {
+		g.kvProduced = s.producedKV(ru.e, g)
+	}
 	ru.sq = &seq{prompt: g.promptTokens, promptHash: g.promptHash}
 	ru.e.enqueue(ru.sq, time.Now())
 
@@ -202,8 +211,13 @@ func (ru *run) loop(ctx context.Context) string {
 			if err != nil {
 				return "abort"
 			}
-			// Prefill (or recompute after preemption) of the whole context.
-			deadline = admitted.Add(ru.jitter(ru.k.TTFT + ru.k.PrefillPerToken*time.Duration(ru.g.promptTokens+ru.tokens)))
+			// Prefill (or recompute after preemption) of the whole context;
+			// a remote prefill's first token is one decode step away.
+			if ru.remote && ru.tokens == 0 {
+				deadline = admitted.Add(ru.jitter(ru.k.ITL))
+			} else {
+				deadline = admitted.Add(ru.jitter(ru.k.TTFT + ru.k.PrefillPerToken*time.Duration(ru.g.promptTokens+ru.tokens)))
+			}
 			sched = false
 		}
 		if ru.fault != "" && ru.tokens == ru.k.FaultAfter {
@@ -283,7 +297,11 @@ func (ru *run) countToken(now, admitted time.Time) {
 		ru.firstT, ru.admitT = now, admitted
 		m.promptTokens.add(ru.g.promptTokens)
 		// cachedHits was set at admission, which waitRunning synchronised with.
-		m.promptComputed.add(ru.g.promptTokens - ru.sq.cachedHits)
+		if ru.remote {
+			m.kv.externalTokens.add(ru.g.promptTokens - ru.sq.cachedHits)
+		} else {
+			m.promptComputed.add(ru.g.promptTokens - ru.sq.cachedHits)
+		}
 		m.iterationTokens.observe(float64(ru.g.promptTokens + 1))
 		m.ttft.observe(now.Sub(ru.g.arrival).Seconds())
 	} else {

@@ -194,10 +194,18 @@ func (s *Simulator) renderMetrics() []byte {
 	}
 	x.gauge("vllm:num_requests_waiting", helpWaiting, gs, func(g *group) float64 { return float64(g.waiting) })
 	if names == MetricsV1 {
+		// Requests waiting for a remote prefill's KV blocks are deferred;
+		// the simulator counts them once, on the first engine.
+		deferred := func(i int) float64 {
+			if i == 0 {
+				return float64(s.kvWaiting.Load())
+			}
+			return 0
+		}
 		x.header("vllm:num_requests_waiting_by_reason", helpWaitingByReason, "gauge")
-		for _, g := range gs {
+		for i, g := range gs {
 			x.sample("vllm:num_requests_waiting_by_reason", with(g.labels, lbl{"reason", "capacity"}), float64(g.waiting))
-			x.sample("vllm:num_requests_waiting_by_reason", with(g.labels, lbl{"reason", "deferred"}), 0)
+			x.sample("vllm:num_requests_waiting_by_reason", with(g.labels, lbl{"reason", "deferred"}), deferred(i))
 		}
 		x.header("vllm:engine_sleep_state", helpSleepState, "gauge")
 		level := s.sleepLevel()
@@ -239,7 +247,7 @@ func (s *Simulator) renderMetrics() []byte {
 		for _, g := range gs {
 			x.sample("vllm:prompt_tokens_by_source_total", with(g.labels, sources[0]), g.counter(func(m *engineMetrics) *counter { return &m.promptComputed }))
 			x.sample("vllm:prompt_tokens_by_source_total", with(g.labels, sources[1]), g.counter(func(m *engineMetrics) *counter { return &m.prefixHits }))
-			x.sample("vllm:prompt_tokens_by_source_total", with(g.labels, sources[2]), 0)
+			x.sample("vllm:prompt_tokens_by_source_total", with(g.labels, sources[2]), g.counter(func(m *engineMetrics) *counter { return &m.kv.externalTokens }))
 		}
 		x.created("vllm:prompt_tokens_by_source", helpPromptBySource, gs, sources)
 		x.counter("vllm:prompt_tokens_cached", helpPromptCached, gs, func(m *engineMetrics) *counter { return &m.prefixHits })
@@ -293,6 +301,9 @@ func (s *Simulator) renderMetrics() []byte {
 	h("vllm:request_decode_time_seconds", helpDecode, func(m *engineMetrics) *histogram { return m.decode })
 	if names == MetricsV1 {
 		h("vllm:request_num_preemptions", helpReqPreemptions, func(m *engineMetrics) *histogram { return m.reqPreemptions })
+	}
+	if names == MetricsV1 && s.cfg.KVTransfer.Connector == KVConnectorNixl {
+		s.renderNixl(x, gs)
 	}
 	x.header("vllm:cache_config_info", helpCacheConfig, "gauge")
 	for _, g := range gs {

@@ -115,6 +115,7 @@ type engineMetrics struct {
 	prefill         *histogram
 	decode          *histogram
 	reqPreemptions  *histogram
+	kv              *kvTransferMetrics // NIXL, with Config.KVTransfer
 }
 
 func newEngineMetrics(maxModelLen int, now time.Time) *engineMetrics {
@@ -137,6 +138,7 @@ func newEngineMetrics(maxModelLen int, now time.Time) *engineMetrics {
 		prefill:         newHistogram(bucketsRequestLatency),
 		decode:          newHistogram(bucketsRequestLatency),
 		reqPreemptions:  newHistogram(bucketsPreemptions),
+		kv:              newKVTransferMetrics(),
 	}
 	for _, r := range finishReasonsV1 {
 		m.success[r] = &counter{}
@@ -168,5 +170,6 @@ func (m *engineMetrics) reset(now time.Time) {
 	for _, h := range m.histograms() {
 		h.reset()
 	}
+	m.kv.reset()
 	m.setCreated(now)
 }

@@ -27,6 +27,8 @@ type samplingFields struct {
 
 	ResponseFormat *responseFormat `json:"response_format"`
 	GuidedJSON     json.RawMessage `json:"guided_json"`
+
+	KVTransferParams *kvTransferParams `json:"kv_transfer_params"`
 }
 
 type completionRequest struct {
@@ -65,9 +67,11 @@ type genRequest struct {
 	stream          bool
 	includeUsage    bool
 	continuousUsage bool
-	llamaTimings    bool       // llama-server's usage and timings in the last chunk
-	out             outputSpec // what the output must be (answers.go)
-	script          *script    // scripted output, nil for the word stream
+	llamaTimings    bool              // llama-server's usage and timings in the last chunk
+	out             outputSpec        // what the output must be (answers.go)
+	kvTransfer      *kvTransferParams // the request's kv_transfer_params (kvtransfer.go)
+	kvProduced      *kvTransferParams // a prefill's answer: where its KV blocks are
+	script          *script           // scripted output, nil for the word stream
 }
 
 // apiError is a request rejected before generation, rendered as vLLM's
@@ -115,6 +119,7 @@ func (s *Simulator) completionGen(req *completionRequest, r *http.Request, arriv
 		return nil, err
 	}
 	g.out.prompt = text
+	g.kvTransfer = req.KVTransferParams
 	return g, g.out.parse(req.ResponseFormat, req.GuidedJSON, nil, nil)
 }
 
@@ -140,6 +145,7 @@ func (s *Simulator) chatGen(req *chatRequest, r *http.Request, arrival time.Time
 	if err := g.out.parse(req.ResponseFormat, req.GuidedJSON, req.Tools, req.ToolChoice); err != nil {
 		return nil, err
 	}
+	g.kvTransfer = req.KVTransferParams
 	maxTokens := req.MaxTokens
 	if req.MaxCompletionTokens != nil {
 		maxTokens = req.MaxCompletionTokens

@@ -43,9 +43,12 @@ type Simulator struct {
 	closed    bool
 	wg        sync.WaitGroup // in-flight HTTP handlers
 
-	inflight atomic.Int64  // /load
-	admitted atomic.Int64  // generation requests past admission (MaxNumQueuedReqs)
-	reqSeq   atomic.Uint64 // request ids and per-request seeds
+	inflight atomic.Int64 // /load
+	admitted atomic.Int64 // generation requests past admission (MaxNumQueuedReqs)
+	// kvWaiting counts the requests waiting for a remote prefill's KV
+	// blocks (kvtransfer.go).
+	kvWaiting atomic.Int64
+	reqSeq    atomic.Uint64 // request ids and per-request seeds
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -316,7 +319,7 @@ func (s *Simulator) adminView() adminView {
 		TTFT: k.TTFT.String(), ITL: k.ITL.String(), PrefillPerToken: k.PrefillPerToken.String(),
 		BatchSlowdown: k.BatchSlowdown, Jitter: k.Jitter, MaxNumSeqs: k.MaxNumSeqs,
 		Fault: k.Fault, FaultRate: k.FaultRate, FaultStatus: k.FaultStatus, FaultAfter: k.FaultAfter,
-		FaultDelay: k.FaultDelay.String(),
+		FaultDelay: k.FaultDelay.String(), KVTransferDelay: k.KVTransferDelay.String(),
 	}
 }
 

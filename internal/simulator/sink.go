@@ -310,26 +310,28 @@ func (j *jsonSink) end(prompt, completion int) error {
 	var body any
 	if j.g.chat {
 		body = struct {
-			ID             string       `json:"id"`
-			Object         string       `json:"object"`
-			Created        int64        `json:"created"`
-			Model          string       `json:"model"`
-			Choices        []chatChoice `json:"choices"`
-			Usage          usageInfo    `json:"usage"`
-			PromptLogprobs *any         `json:"prompt_logprobs"`
+			ID             string            `json:"id"`
+			Object         string            `json:"object"`
+			Created        int64             `json:"created"`
+			Model          string            `json:"model"`
+			Choices        []chatChoice      `json:"choices"`
+			Usage          usageInfo         `json:"usage"`
+			PromptLogprobs *any              `json:"prompt_logprobs"`
+			KVTransfer     *kvTransferParams `json:"kv_transfer_params,omitempty"`
 		}{j.g.id, "chat.completion", j.g.created, j.g.model,
 			[]chatChoice{{Message: j.message(), FinishReason: j.fin}},
-			usage, nil}
+			usage, nil, j.g.kvProduced}
 	} else {
 		body = struct {
-			ID      string             `json:"id"`
-			Object  string             `json:"object"`
-			Created int64              `json:"created"`
-			Model   string             `json:"model"`
-			Choices []completionChoice `json:"choices"`
-			Usage   usageInfo          `json:"usage"`
+			ID         string             `json:"id"`
+			Object     string             `json:"object"`
+			Created    int64              `json:"created"`
+			Model      string             `json:"model"`
+			Choices    []completionChoice `json:"choices"`
+			Usage      usageInfo          `json:"usage"`
+			KVTransfer *kvTransferParams  `json:"kv_transfer_params,omitempty"`
 		}{j.g.id, "text_completion", j.g.created, j.g.model,
-			[]completionChoice{{Text: string(j.text), FinishReason: j.fin}}, usage}
+			[]completionChoice{{Text: string(j.text), FinishReason: j.fin}}, usage, j.g.kvProduced}
 	}
 	writeJSON(j.w, http.StatusOK, body)
 	return nil

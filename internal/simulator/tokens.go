@@ -53,3 +53,7 @@ func tokenWord(seed uint64, k int) int {
 func naturalLength(seed uint64) int { return 16 + int(seed%240) }
 
 func appendInt(b []byte, v int) []byte { return strconv.AppendInt(b, int64(v), 10) }
+
+// TextTokens is the simulator's token count of a prompt text, for a test's
+// router that decides as the engine counts (simtest.PDProxy).
+func TextTokens(text string) int { return countTextTokens(len(text)) }

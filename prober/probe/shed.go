@@ -132,10 +132,16 @@ func sanitizeToken(s string) string {
 //
 // The same file's TooManyRequestsError (429 "Rate limit reached for given
 // tier.") is a per-tier quota: rate_limited, as any other quota.
+//
+// Ollama's refusal when its pending-request queue is full (server/sched.go
+// ErrMaxQueue, OLLAMA_MAX_QUEUE; v0.17.4, observed) is the same kind: 503
+// "server busy, please try again.  maximum pending requests exceeded" (two
+// spaces, as sent), in the OpenAI error shape on its /v1 endpoints.
 var admissionRefusals = map[string]int{
-	"Request queue full.":                                503,
-	"Request queue reached max pending tokens limit.":    503,
-	"Request queue reached max pending tokens for tier.": 429,
+	"Request queue full.":                                               503,
+	"Request queue reached max pending tokens limit.":                   503,
+	"Request queue reached max pending tokens for tier.":                429,
+	"server busy, please try again.  maximum pending requests exceeded": 503,
 }
 
 // classifyOverload says whether a non-2xx answer is an engine's admission

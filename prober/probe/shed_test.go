@@ -70,6 +70,7 @@ func TestShedShapes(t *testing.T) {
 		"vllm-max-pending-tokens-503":         ReasonOverloaded,
 		"vllm-tier-pending-tokens-429":        ReasonOverloaded,
 		"vllm-tier-rate-limit-429":            ReasonRateLimited,
+		"ollama-max-queue-503":                ReasonOverloaded,
 	}
 	plain := map[Reason]Reason{ReasonShed: ReasonHTTP5xx}
 	plainOf := func(name string) Reason {
