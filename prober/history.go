@@ -47,6 +47,9 @@ type kept struct {
 func (h *history) add(id uint64, r *probe.Result) {
 	k := &kept{id: id, res: *r, headers: packHeaders(r.RequestHeader, r.ResponseHeader)}
 	k.res.RequestHeader, k.res.ResponseHeader = nil, nil
+	if len(k.res.ITLs) > MaxRecordITLs {
+		k.res.ITLs = slices.Clone(k.res.ITLs[:MaxRecordITLs])
+	}
 	h.recent = appendBounded(h.recent, k, h.limit)
 	if !k.res.Success {
 		h.failures = appendBounded(h.failures, k, h.limit)
@@ -107,6 +110,10 @@ func (k *kept) unpacked() Record {
 const (
 	MaxRecordHeaders          = 48
 	MaxRecordHeaderValueBytes = 512
+	// MaxRecordITLs bounds the inter-token gaps a record keeps (its report
+	// reads their minimum, maximum and mean): a probe's own result keeps up
+	// to probe.MaxITLs, which every record of --history.limit would hold.
+	MaxRecordITLs = 1024
 )
 
 // recordCutMark ends a header value the record cut, and names the header

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/vllm-prober/vllm_prober/prober/probe"
@@ -54,4 +55,14 @@ func TestRecordHeadersBounded(t *testing.T) {
 		t.Errorf("a record keeps %d bytes of response headers, want at most %d", size, limit)
 	}
 	t.Logf("200 headers of 4,000 bytes (800,000 bytes) kept as %d lines, %d bytes", lines, size)
+}
+
+// TestRecordITLsBounded: a record keeps the first MaxRecordITLs gaps of
+// its probe, not the probe.MaxITLs its result may hold.
+func TestRecordITLsBounded(t *testing.T) {
+	h := &history{limit: 5}
+	h.add(1, &probe.Result{ITLs: make([]time.Duration, probe.MaxITLs)})
+	if rec, _ := h.last(); len(rec.ITLs) != MaxRecordITLs || cap(rec.ITLs) != MaxRecordITLs {
+		t.Errorf("record keeps %d gaps (capacity %d), want %d", len(rec.ITLs), cap(rec.ITLs), MaxRecordITLs)
+	}
 }
