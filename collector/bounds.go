@@ -3,6 +3,7 @@ package collector
 import (
 	"slices"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,7 +58,9 @@ func NewDroppedValues() *prometheus.CounterVec {
 	return c
 }
 
-// cutLabel cuts v to MaxLabelValueBytes at a UTF-8 boundary.
+// cutLabel cuts v to MaxLabelValueBytes at a UTF-8 boundary. The cut is a
+// copy: a substring would keep the whole value's memory alive (a 2 MiB model
+// name, in every snapshot of the rate window).
 func cutLabel(v string) string {
 	if len(v) <= MaxLabelValueBytes {
 		return v
@@ -66,7 +69,7 @@ func cutLabel(v string) string {
 	for n > 0 && !utf8.RuneStart(v[n]) {
 		n--
 	}
-	return v[:n]
+	return strings.Clone(v[:n])
 }
 
 // countDropped counts what a scrape's bounds dropped.

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -125,5 +126,20 @@ func TestEngineValuesBounded(t *testing.T) {
 		if v := testutil.ToFloat64(m.dropped.WithLabelValues(kind)); v < min {
 			t.Errorf("vllm_prober_scrape_values_dropped_total{kind=%q} = %v, want at least %v", kind, v, min)
 		}
+	}
+}
+
+// TestCutLabelCopies: a label value cut to MaxLabelValueBytes is a copy, not
+// a substring of the value the target sent: a substring of a 2 MiB model
+// name kept the 2 MiB alive in every snapshot of the rate window (64 MiB in
+// use beside a hostile target, perf/hostile).
+func TestCutLabelCopies(t *testing.T) {
+	long := strings.Repeat("m", 2<<20)
+	cut := cutLabel(long)
+	if len(cut) != MaxLabelValueBytes {
+		t.Fatalf("cut to %d bytes, want %d", len(cut), MaxLabelValueBytes)
+	}
+	if unsafe.StringData(cut) == unsafe.StringData(long) {
+		t.Error("the cut label value shares the 2 MiB value's memory")
 	}
 }

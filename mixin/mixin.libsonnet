@@ -638,7 +638,7 @@
           },
           {
             alert: "VLLMProbesFailing",
-            expr: "(\n  increase(vllm_probe_failures_total{%(proberSelector)s,reason!~\"shed|sleeping\"}[10m])\n    / ignoring (reason) group_left ()\n  (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m]) \u003e 0)\n) \u003e %(probesFailingThreshold)g\nunless on (job, instance, target)\nvllm_probe_health_up{%(proberSelector)s} == 0" % $._config,
+            expr: "(\n  increase(vllm_probe_failures_total{%(proberSelector)s,reason!~\"shed|sleeping\"}[10m])\n    / ignoring (reason) group_left ()\n  (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m]) \u003e 0)\n  or\n  (\n    increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"sleeping\"}[10m])\n      / ignoring (reason) group_left ()\n    (increase(vllm_probe_attempts_total{%(proberSelector)s}[10m]) \u003e 0)\n    and\n    min_over_time((increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"sleeping\"}[5m]) \u003e bool 0)[%(engineSleepingThreshold)gs:5m]) == 1\n    and\n    increase(vllm_probe_failures_total{%(proberSelector)s,reason=\"sleeping\"}[5m] offset %(engineSleepingThreshold)gs) \u003e 0\n    unless on (job, instance, target)\n    vllm_server_sleep_level{%(proberSelector)s} \u003e 0\n  )\n) \u003e %(probesFailingThreshold)g\nunless on (job, instance, target)\nvllm_probe_health_up{%(proberSelector)s} == 0" % $._config,
             'for': "10m",
             labels: {
               "severity": "warning",

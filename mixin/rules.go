@@ -354,10 +354,29 @@ func (s *Spec) AlertGroups() []Group {
 			lines(
 				"(",
 				// Shedding has its own alert (VLLMGatewayShedding); a sleeping
-				// engine its own (VLLMEngineSleeping).
+				// engine its own (VLLMEngineSleeping), as long as it sleeps
+				// for less than engine_sleeping's threshold.
 				fmt.Sprintf("  increase(vllm_probe_failures_total{%s,reason!~\"shed|sleeping\"}[%s])", job, a.ProbesFailing.Window),
 				"    / ignoring (reason) group_left ()",
 				fmt.Sprintf("  (increase(vllm_probe_attempts_total{%s}[%s]) > 0)", job, a.ProbesFailing.Window),
+				"  or",
+				// A target whose probes have read sleeping for longer than
+				// that, and whose /metrics does not report a sleep level
+				// (VLLMEngineSleeping reads it): an unscraped target that
+				// answers /is_sleeping: true is not left silent forever.
+				"  (",
+				fmt.Sprintf("    increase(vllm_probe_failures_total{%s,reason=\"sleeping\"}[%s])", job, a.ProbesFailing.Window),
+				"      / ignoring (reason) group_left ()",
+				fmt.Sprintf("    (increase(vllm_probe_attempts_total{%s}[%s]) > 0)", job, a.ProbesFailing.Window),
+				"    and",
+				// In every 5m of the bound, and already at its start: a
+				// series younger than the bound is not.
+				fmt.Sprintf("    min_over_time((increase(vllm_probe_failures_total{%s,reason=\"sleeping\"}[5m]) > bool 0)[%ss:5m]) == 1", job, th(a.EngineSleeping)),
+				"    and",
+				fmt.Sprintf("    increase(vllm_probe_failures_total{%s,reason=\"sleeping\"}[5m] offset %ss) > 0", job, th(a.EngineSleeping)),
+				"    unless on (job, instance, target)",
+				fmt.Sprintf("    vllm_server_sleep_level{%s} > 0", job),
+				"  )",
 				") > "+th(a.ProbesFailing),
 				"unless on (job, instance, target)",
 				healthDown,

@@ -3,7 +3,9 @@ package prober
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
@@ -45,6 +47,9 @@ type kept struct {
 func (h *history) add(id uint64, r *probe.Result) {
 	k := &kept{id: id, res: *r, headers: packHeaders(r.RequestHeader, r.ResponseHeader)}
 	k.res.RequestHeader, k.res.ResponseHeader = nil, nil
+	if len(k.res.ITLs) > MaxRecordITLs {
+		k.res.ITLs = slices.Clone(k.res.ITLs[:MaxRecordITLs])
+	}
 	h.recent = appendBounded(h.recent, k, h.limit)
 	if !k.res.Success {
 		h.failures = appendBounded(h.failures, k, h.limit)
@@ -97,39 +102,84 @@ func (k *kept) unpacked() Record {
 	return c
 }
 
+// A record keeps at most MaxRecordHeaders header lines of each of its
+// request and response, each value cut to MaxRecordHeaderValueBytes (at a
+// UTF-8 boundary, marked by recordCutMark): a target's headers, up to
+// httpclient.MaxResponseHeaderBytes, are kept in every record of its pairs'
+// histories, and only what a reader needs of them is worth keeping.
+const (
+	MaxRecordHeaders          = 48
+	MaxRecordHeaderValueBytes = 512
+	// MaxRecordITLs bounds the inter-token gaps a record keeps (its report
+	// reads their minimum, maximum and mean): a probe's own result keeps up
+	// to probe.MaxITLs, which every record of --history.limit would hold.
+	MaxRecordITLs = 1024
+)
+
+// recordCutMark ends a header value the record cut, and names the header
+// line that counts the ones it left out.
+const (
+	recordCutMark      = " …[cut]"
+	recordOmittedName  = "X-Vllm-Prober-Omitted"
+	recordOmittedValue = " more header lines not kept"
+)
+
+// cutValue returns v cut to MaxRecordHeaderValueBytes at a UTF-8 boundary,
+// marked.
+func cutValue(v string) string {
+	if len(v) <= MaxRecordHeaderValueBytes {
+		return v
+	}
+	n := MaxRecordHeaderValueBytes
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n] + recordCutMark
+}
+
 // packHeaders writes request and response headers as "Key: value" lines (a
 // header with several values gives several lines, in order), the two parts
 // separated by a NUL byte. Header names hold no ':' and values no newline or
 // NUL (net/http rejects them; should a server's value hold one anyway, it is
 // kept as U+FFFD), so the text is unambiguous; nil and empty headers both pack
-// to an empty part.
+// to an empty part. Each part keeps the first MaxRecordHeaders lines in name
+// order, each value cut to MaxRecordHeaderValueBytes, and a last line
+// counting the lines it left out.
 func packHeaders(req, resp http.Header) string {
+	var parts [2][]string
 	n := 1
-	for _, h := range [2]http.Header{req, resp} {
-		for k, vs := range h {
-			for _, v := range vs {
-				n += len(k) + len(v) + 3
-			}
-		}
-	}
-	var b strings.Builder
-	b.Grow(n) // exact, so that the history holds no spare capacity
 	for i, h := range [2]http.Header{req, resp} {
-		if i == 1 {
-			b.WriteByte(0)
-		}
 		keys := make([]string, 0, len(h))
 		for k := range h {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
+		omitted := 0
 		for _, k := range keys {
 			for _, v := range h[k] {
-				b.WriteString(k)
-				b.WriteString(": ")
-				b.WriteString(headerValueReplacer.Replace(v))
-				b.WriteByte('\n')
+				if len(parts[i]) == MaxRecordHeaders {
+					omitted++
+					continue
+				}
+				line := k + ": " + headerValueReplacer.Replace(cutValue(v)) + "\n"
+				parts[i] = append(parts[i], line)
+				n += len(line)
 			}
+		}
+		if omitted > 0 {
+			line := recordOmittedName + ": " + strconv.Itoa(omitted) + recordOmittedValue + "\n"
+			parts[i] = append(parts[i], line)
+			n += len(line)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n) // exact, so that the history holds no spare capacity
+	for i, lines := range parts {
+		if i == 1 {
+			b.WriteByte(0)
+		}
+		for _, l := range lines {
+			b.WriteString(l)
 		}
 	}
 	return b.String()

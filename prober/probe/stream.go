@@ -74,6 +74,11 @@ const (
 	maxErrorExcerpt = 512
 	maxTextExcerpt  = 256
 	drainTimeout    = 100 * time.Millisecond
+	// MaxITLs bounds the gaps a Result keeps (Result.ITLs): a server
+	// streaming far more content events than any max_tokens (a hostile one
+	// sending millions of tiny events) would otherwise grow one probe's
+	// result without limit. The gaps past it are not observed.
+	MaxITLs = 1 << 16
 )
 
 // errStalled is the cancellation cause set by the stall detector.
@@ -413,7 +418,7 @@ func (s *streamer) readStream(ctx context.Context, sse *sseReader, stall time.Du
 			}
 			if contentEvents == 0 {
 				s.res.TTFT = now
-			} else {
+			} else if len(s.res.ITLs) < MaxITLs {
 				s.res.ITLs = append(s.res.ITLs, now-last)
 			}
 			last = now

@@ -670,3 +670,28 @@ func TestStreamErrorBodyCutInASecret(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamITLsBounded: a server streaming far more content events than
+// any max_tokens (100,000 here) leaves at most MaxITLs gaps in the result;
+// unbounded, one probe of a hostile server grew with every event.
+func TestStreamITLsBounded(t *testing.T) {
+	const events = 100_000
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		var b strings.Builder
+		for range events {
+			b.WriteString("data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n")
+		}
+		b.WriteString("data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n")
+		_, _ = io.WriteString(w, b.String())
+	}))
+	defer ts.Close()
+	res := Stream(context.Background(), ts.Client(), StreamRequest{
+		BaseURL: ts.URL, Kind: config.ProberCompletions,
+		Body: map[string]any{"model": "m", "max_tokens": 16}, StallTimeout: 10 * time.Second,
+	})
+	if len(res.ITLs) > MaxITLs {
+		t.Errorf("%d gaps kept of %d content events, want at most %d", len(res.ITLs), events, MaxITLs)
+	}
+	t.Logf("%d content events: success %v, %d gaps kept", events, res.Success, len(res.ITLs))
+}
