@@ -74,7 +74,7 @@ func (g *Gate) validate() error {
 		seen[v.Name] = true
 		u, err := url.Parse(v.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("vantages[%d] (%s): url %q is not an http(s) URL with a host", i, v.Name, v.URL)
+			return fmt.Errorf("vantages[%d] (%s): url is not an http(s) URL with a host", i, v.Name)
 		}
 		if u.User != nil {
 			return fmt.Errorf("vantages[%d] (%s): url must not carry credentials: use http_client_config", i, v.Name)
