@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"time"
 
+	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 )
 
@@ -25,6 +27,18 @@ type Burst struct {
 type Gate struct {
 	// Window is how far back /gate reads the recent probes by default.
 	Window model.Duration `yaml:"window"`
+	// Vantages are the replicas probing the same targets from other
+	// vantages (--vantage): GET /gate asks each for its verdict and gives one
+	// over all (docs/rollouts.md, "Vantages").
+	Vantages []GateVantage `yaml:"vantages,omitempty"`
+}
+
+// GateVantage is another vantage's replica: its name (its --vantage) and the
+// base URL of its web endpoints, with the client configuration to reach it.
+type GateVantage struct {
+	Name             string                     `yaml:"name"`
+	URL              string                     `yaml:"url"`
+	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config,omitempty"`
 }
 
 // Defaults of Burst and Gate.
@@ -48,6 +62,26 @@ func (b *Burst) validate() error {
 func (g *Gate) validate() error {
 	if g.Window <= 0 {
 		return fmt.Errorf("window %s is not positive", g.Window)
+	}
+	seen := map[string]bool{}
+	for i, v := range g.Vantages {
+		switch {
+		case v.Name == "":
+			return fmt.Errorf("vantages[%d]: name is empty", i)
+		case seen[v.Name]:
+			return fmt.Errorf("vantages[%d]: vantage %q is listed twice", i, v.Name)
+		}
+		seen[v.Name] = true
+		u, err := url.Parse(v.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("vantages[%d] (%s): url is not an http(s) URL with a host", i, v.Name)
+		}
+		if u.User != nil {
+			return fmt.Errorf("vantages[%d] (%s): url must not carry credentials: use http_client_config", i, v.Name)
+		}
+		if err := v.HTTPClientConfig.Validate(); err != nil {
+			return fmt.Errorf("vantages[%d] (%s): http_client_config: %w", i, v.Name, err)
+		}
 	}
 	return nil
 }

@@ -59,6 +59,8 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-prober-missing.yml", "module \"nameless\": prober is required (completions, chat, embeddings or responses)"},
 		{"invalid-prober.yml", "module \"grpc_probe\": prober \"grpc\" is not valid (completions, chat, embeddings or responses)"},
 		{"invalid-rate-window.yml", "global: rate_window 1m must be at least twice scrape_interval 40s"},
+		{"invalid-gate-vantage-twice.yml", "global: gate: vantages[1]: vantage \"eu\" is listed twice"},
+		{"invalid-gate-vantage-credentials.yml", "global: gate: vantages[0] (eu): url must not carry credentials: use http_client_config"},
 		{"invalid-gateway-both.yml", "target \"gw\": gateway: set members or member_label, not both"},
 		{"invalid-gateway-neither.yml", "target \"gw\": gateway: members (target names) or member_label (a label the members share with the gateway) is required"},
 		{"invalid-gateway-unknown-member.yml", "target \"gw\": gateway: unknown member \"pod-c\": members are names of static targets (use member_label for discovered ones)"},

@@ -258,48 +258,68 @@
         name: "vllm_prober.rollout.rules.1m",
         rules: [
           {
-            record: "group_module_track:vllm_probe_successes:increase1m",
-            expr: "sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\nor\nhistogram_count(sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))" % $._config,
+            record: "group_module_track_vantage:vllm_probe_successes:increase1m",
+            expr: "sum by (group, module, track, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\nor\nhistogram_count(sum by (group, module, track, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))" % $._config,
           },
           {
-            record: "group_module_track:vllm_probe_attempts:increase1m",
-            expr: "sum by (group, module, track) (increase(vllm_probe_attempts_total{%(proberSelector)s, track=~\"canary|stable\"}[1m]))" % $._config,
+            record: "group_module_track_vantage:vllm_probe_attempts:increase1m",
+            expr: "sum by (group, module, track, vantage) (increase(vllm_probe_attempts_total{%(proberSelector)s, track=~\"canary|stable\"}[1m]))" % $._config,
+          },
+          {
+            record: "group_module_track_vantage:vllm_probe_success:ratio1m",
+            expr: "clamp(\n  1 - (sum by (group, module, track, vantage) (increase(vllm_probe_failures_total{%(proberSelector)s, track=~\"canary|stable\"}[1m])) or 0 * group_module_track_vantage:vllm_probe_attempts:increase1m)\n    / (group_module_track_vantage:vllm_probe_attempts:increase1m \u003e= 3),\n  0, 1\n)" % $._config,
           },
           {
             record: "group_module_track:vllm_probe_success:ratio1m",
-            expr: "clamp(\n  1 - (sum by (group, module, track) (increase(vllm_probe_failures_total{%(proberSelector)s, track=~\"canary|stable\"}[1m])) or 0 * group_module_track:vllm_probe_attempts:increase1m)\n    / (group_module_track:vllm_probe_attempts:increase1m \u003e= 3),\n  0, 1\n)" % $._config,
+            expr: "max without (vantage) (group_module_track_vantage:vllm_probe_success:ratio1m)",
           },
           {
-            record: "group_module_track:vllm_probe_ttft_seconds:mean1m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_ttft_seconds:mean1m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_ttft_seconds:canary_stable_ratio1m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_ttft_seconds:mean1m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase1m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_ttft_seconds:mean1m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase1m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_ttft_seconds:canary_stable_ratio1m",
-            expr: "(\n  group_module_track:vllm_probe_ttft_seconds:mean1m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase1m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_ttft_seconds:mean1m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase1m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_ttft_seconds:canary_stable_ratio1m)",
           },
           {
-            record: "group_module_track:vllm_probe_tpot_seconds:mean1m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_tpot_seconds:mean1m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_tpot_seconds:canary_stable_ratio1m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_tpot_seconds:mean1m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase1m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_tpot_seconds:mean1m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase1m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_tpot_seconds:canary_stable_ratio1m",
-            expr: "(\n  group_module_track:vllm_probe_tpot_seconds:mean1m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase1m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_tpot_seconds:mean1m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase1m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_tpot_seconds:canary_stable_ratio1m)",
           },
           {
-            record: "group_module_track:vllm_probe_itl_seconds:mean1m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_itl_seconds:mean1m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_itl_seconds:canary_stable_ratio1m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_itl_seconds:mean1m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase1m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_itl_seconds:mean1m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase1m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_itl_seconds:canary_stable_ratio1m",
-            expr: "(\n  group_module_track:vllm_probe_itl_seconds:mean1m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase1m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_itl_seconds:mean1m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase1m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_itl_seconds:canary_stable_ratio1m)",
           },
           {
-            record: "group_module_track:vllm_probe_e2e_seconds:mean1m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_e2e_seconds:mean1m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[1m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[1m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[1m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_e2e_seconds:canary_stable_ratio1m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_e2e_seconds:mean1m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase1m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_e2e_seconds:mean1m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase1m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_e2e_seconds:canary_stable_ratio1m",
-            expr: "(\n  group_module_track:vllm_probe_e2e_seconds:mean1m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase1m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_e2e_seconds:mean1m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase1m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_e2e_seconds:canary_stable_ratio1m)",
           },
         ],
       },
@@ -307,48 +327,68 @@
         name: "vllm_prober.rollout.rules.5m",
         rules: [
           {
-            record: "group_module_track:vllm_probe_successes:increase5m",
-            expr: "sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\nor\nhistogram_count(sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))" % $._config,
+            record: "group_module_track_vantage:vllm_probe_successes:increase5m",
+            expr: "sum by (group, module, track, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\nor\nhistogram_count(sum by (group, module, track, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))" % $._config,
           },
           {
-            record: "group_module_track:vllm_probe_attempts:increase5m",
-            expr: "sum by (group, module, track) (increase(vllm_probe_attempts_total{%(proberSelector)s, track=~\"canary|stable\"}[5m]))" % $._config,
+            record: "group_module_track_vantage:vllm_probe_attempts:increase5m",
+            expr: "sum by (group, module, track, vantage) (increase(vllm_probe_attempts_total{%(proberSelector)s, track=~\"canary|stable\"}[5m]))" % $._config,
+          },
+          {
+            record: "group_module_track_vantage:vllm_probe_success:ratio5m",
+            expr: "clamp(\n  1 - (sum by (group, module, track, vantage) (increase(vllm_probe_failures_total{%(proberSelector)s, track=~\"canary|stable\"}[5m])) or 0 * group_module_track_vantage:vllm_probe_attempts:increase5m)\n    / (group_module_track_vantage:vllm_probe_attempts:increase5m \u003e= 3),\n  0, 1\n)" % $._config,
           },
           {
             record: "group_module_track:vllm_probe_success:ratio5m",
-            expr: "clamp(\n  1 - (sum by (group, module, track) (increase(vllm_probe_failures_total{%(proberSelector)s, track=~\"canary|stable\"}[5m])) or 0 * group_module_track:vllm_probe_attempts:increase5m)\n    / (group_module_track:vllm_probe_attempts:increase5m \u003e= 3),\n  0, 1\n)" % $._config,
+            expr: "max without (vantage) (group_module_track_vantage:vllm_probe_success:ratio5m)",
           },
           {
-            record: "group_module_track:vllm_probe_ttft_seconds:mean5m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_ttft_seconds:mean5m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_ttft_seconds:canary_stable_ratio5m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_ttft_seconds:mean5m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase5m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_ttft_seconds:mean5m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase5m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_ttft_seconds:canary_stable_ratio5m",
-            expr: "(\n  group_module_track:vllm_probe_ttft_seconds:mean5m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase5m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_ttft_seconds:mean5m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase5m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_ttft_seconds:canary_stable_ratio5m)",
           },
           {
-            record: "group_module_track:vllm_probe_tpot_seconds:mean5m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_tpot_seconds:mean5m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_tpot_seconds:canary_stable_ratio5m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_tpot_seconds:mean5m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase5m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_tpot_seconds:mean5m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase5m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_tpot_seconds:canary_stable_ratio5m",
-            expr: "(\n  group_module_track:vllm_probe_tpot_seconds:mean5m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase5m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_tpot_seconds:mean5m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase5m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_tpot_seconds:canary_stable_ratio5m)",
           },
           {
-            record: "group_module_track:vllm_probe_itl_seconds:mean5m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_itl_seconds:mean5m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_itl_seconds:canary_stable_ratio5m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_itl_seconds:mean5m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase5m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_itl_seconds:mean5m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase5m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_itl_seconds:canary_stable_ratio5m",
-            expr: "(\n  group_module_track:vllm_probe_itl_seconds:mean5m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase5m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_itl_seconds:mean5m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase5m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_itl_seconds:canary_stable_ratio5m)",
           },
           {
-            record: "group_module_track:vllm_probe_e2e_seconds:mean5m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_e2e_seconds:mean5m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[5m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[5m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[5m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_e2e_seconds:canary_stable_ratio5m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_e2e_seconds:mean5m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase5m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_e2e_seconds:mean5m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase5m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_e2e_seconds:canary_stable_ratio5m",
-            expr: "(\n  group_module_track:vllm_probe_e2e_seconds:mean5m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase5m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_e2e_seconds:mean5m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase5m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_e2e_seconds:canary_stable_ratio5m)",
           },
         ],
       },
@@ -356,48 +396,68 @@
         name: "vllm_prober.rollout.rules.10m",
         rules: [
           {
-            record: "group_module_track:vllm_probe_successes:increase10m",
-            expr: "sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\nor\nhistogram_count(sum by (group, module, track) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))" % $._config,
+            record: "group_module_track_vantage:vllm_probe_successes:increase10m",
+            expr: "sum by (group, module, track, vantage) (increase(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\nor\nhistogram_count(sum by (group, module, track, vantage) (increase(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))" % $._config,
           },
           {
-            record: "group_module_track:vllm_probe_attempts:increase10m",
-            expr: "sum by (group, module, track) (increase(vllm_probe_attempts_total{%(proberSelector)s, track=~\"canary|stable\"}[10m]))" % $._config,
+            record: "group_module_track_vantage:vllm_probe_attempts:increase10m",
+            expr: "sum by (group, module, track, vantage) (increase(vllm_probe_attempts_total{%(proberSelector)s, track=~\"canary|stable\"}[10m]))" % $._config,
+          },
+          {
+            record: "group_module_track_vantage:vllm_probe_success:ratio10m",
+            expr: "clamp(\n  1 - (sum by (group, module, track, vantage) (increase(vllm_probe_failures_total{%(proberSelector)s, track=~\"canary|stable\"}[10m])) or 0 * group_module_track_vantage:vllm_probe_attempts:increase10m)\n    / (group_module_track_vantage:vllm_probe_attempts:increase10m \u003e= 3),\n  0, 1\n)" % $._config,
           },
           {
             record: "group_module_track:vllm_probe_success:ratio10m",
-            expr: "clamp(\n  1 - (sum by (group, module, track) (increase(vllm_probe_failures_total{%(proberSelector)s, track=~\"canary|stable\"}[10m])) or 0 * group_module_track:vllm_probe_attempts:increase10m)\n    / (group_module_track:vllm_probe_attempts:increase10m \u003e= 3),\n  0, 1\n)" % $._config,
+            expr: "max without (vantage) (group_module_track_vantage:vllm_probe_success:ratio10m)",
           },
           {
-            record: "group_module_track:vllm_probe_ttft_seconds:mean10m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_ttft_seconds:mean10m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_time_to_first_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_ttft_seconds:canary_stable_ratio10m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_ttft_seconds:mean10m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase10m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_ttft_seconds:mean10m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase10m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_ttft_seconds:canary_stable_ratio10m",
-            expr: "(\n  group_module_track:vllm_probe_ttft_seconds:mean10m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase10m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_ttft_seconds:mean10m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase10m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_ttft_seconds:canary_stable_ratio10m)",
           },
           {
-            record: "group_module_track:vllm_probe_tpot_seconds:mean10m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_tpot_seconds:mean10m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_time_per_output_token_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_tpot_seconds:canary_stable_ratio10m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_tpot_seconds:mean10m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase10m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_tpot_seconds:mean10m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase10m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_tpot_seconds:canary_stable_ratio10m",
-            expr: "(\n  group_module_track:vllm_probe_tpot_seconds:mean10m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase10m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_tpot_seconds:mean10m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase10m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_tpot_seconds:canary_stable_ratio10m)",
           },
           {
-            record: "group_module_track:vllm_probe_itl_seconds:mean10m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_itl_seconds:mean10m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_inter_token_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_itl_seconds:canary_stable_ratio10m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_itl_seconds:mean10m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase10m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_itl_seconds:mean10m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase10m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_itl_seconds:canary_stable_ratio10m",
-            expr: "(\n  group_module_track:vllm_probe_itl_seconds:mean10m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase10m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_itl_seconds:mean10m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase10m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_itl_seconds:canary_stable_ratio10m)",
           },
           {
-            record: "group_module_track:vllm_probe_e2e_seconds:mean10m",
-            expr: "sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
+            record: "group_module_track_vantage:vllm_probe_e2e_seconds:mean10m",
+            expr: "sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds_sum{%(proberSelector)s, track=~\"canary|stable\"}[10m]))\n  / (sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds_count{%(proberSelector)s, track=~\"canary|stable\"}[10m])) \u003e 0)\nor\nhistogram_sum(sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m])))\n  / (histogram_count(sum by (group, module, track, vantage) (rate(vllm_probe_e2e_latency_seconds{%(proberSelector)s, track=~\"canary|stable\"}[10m]))) \u003e 0)" % $._config,
+          },
+          {
+            record: "group_module_vantage:vllm_probe_e2e_seconds:canary_stable_ratio10m",
+            expr: "(\n  group_module_track_vantage:vllm_probe_e2e_seconds:mean10m{track=\"canary\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase10m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track_vantage:vllm_probe_e2e_seconds:mean10m{track=\"stable\"}\n    and on (group, module, vantage) (group_module_track_vantage:vllm_probe_successes:increase10m{track=\"stable\"} \u003e= 3)\n)",
           },
           {
             record: "group_module:vllm_probe_e2e_seconds:canary_stable_ratio10m",
-            expr: "(\n  group_module_track:vllm_probe_e2e_seconds:mean10m{track=\"canary\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase10m{track=\"canary\"} \u003e= 3)\n)\n/ ignoring (track)\n(\n  group_module_track:vllm_probe_e2e_seconds:mean10m{track=\"stable\"}\n    and on (group, module) (group_module_track:vllm_probe_successes:increase10m{track=\"stable\"} \u003e= 3)\n)",
+            expr: "min without (vantage) (group_module_vantage:vllm_probe_e2e_seconds:canary_stable_ratio10m)",
           },
         ],
       },

@@ -80,18 +80,24 @@ func RolloutSuccessRecord(w model.Duration) string {
 }
 
 // RolloutGroups returns the canary-versus-stable recording rules, one group
-// per window: per track, the successful probes, the mean of each latency and
-// the success ratio; per group and module, the canary/stable ratio of each
-// latency (above 1: the canary is slower). A track with fewer than
-// min_probes successful probes (attempts, for the success ratio) in the
-// window gets no series, so an analysis that reads them sees no data rather
-// than a ratio of one or two probes.
+// per window. Per track and vantage: the successful probes, the mean of each
+// latency and the success ratio; per group, module and vantage, the
+// canary/stable ratio of each latency (above 1: the canary is slower). The
+// verdicts an analysis reads take the best vantage: the highest success
+// ratio of each track and the lowest latency ratio, so that a fault seen
+// from one vantage only (its path: network, DNS, a proxy, the prober
+// replica) fails no canary, while one every vantage sees does (docs/rollouts.md,
+// "Vantages"). Without vantages the series have no vantage label and the best
+// vantage is the only one. A track with fewer than min_probes successful
+// probes (attempts, for the success ratio) in the window gets no series, so
+// an analysis that reads them sees no data rather than a ratio of one or two
+// probes.
 func (s *Spec) RolloutGroups() []Group {
 	r := s.Rollout
 	if len(r.Windows) == 0 {
 		return nil
 	}
-	by := fmt.Sprintf("%s, module, %s", r.GroupLabel, r.TrackLabel)
+	by := fmt.Sprintf("%s, module, %s, %s", r.GroupLabel, r.TrackLabel, VantageLabel)
 	sel := fmt.Sprintf("%s, %s=~%q", s.jobSel(), r.TrackLabel, r.Canary+"|"+r.Stable)
 	track := func(v string) string { return fmt.Sprintf("{%s=%q}", r.TrackLabel, v) }
 	// The track label exists only while a canary and a stable target are
@@ -107,8 +113,9 @@ func (s *Spec) RolloutGroups() []Group {
 	for _, nominal := range r.Windows {
 		w := nominal.String()
 		rng := s.window(nominal).String()
-		successes := "group_module_track:vllm_probe_successes:increase" + w
-		attempts := "group_module_track:vllm_probe_attempts:increase" + w
+		successes := "group_module_track_vantage:vllm_probe_successes:increase" + w
+		attempts := "group_module_track_vantage:vllm_probe_attempts:increase" + w
+		successRatio := "group_module_track_vantage:vllm_probe_success:ratio" + w
 		rules := []Rule{
 			// Probe histograms in classic form `or` native form (docs/runbook.md, "Histogram modes").
 			optional(eitherHistogramForm(Rule{Record: successes, Expr: lines(
@@ -117,18 +124,21 @@ func (s *Spec) RolloutGroups() []Group {
 				fmt.Sprintf("histogram_count(sum by (%s) (increase(vllm_probe_time_to_first_token_seconds{%s}[%s])))", by, sel, rng),
 			)}, "vllm_probe_time_to_first_token_seconds_count", "vllm_probe_time_to_first_token_seconds")),
 			optional(Rule{Record: attempts, Expr: fmt.Sprintf("sum by (%s) (increase(vllm_probe_attempts_total{%s}[%s]))", by, sel, rng)}),
-			optional(Rule{Record: RolloutSuccessRecord(nominal), Expr: lines(
+			optional(Rule{Record: successRatio, Expr: lines(
 				"clamp(",
 				fmt.Sprintf("  1 - (sum by (%s) (increase(vllm_probe_failures_total{%s}[%s])) or 0 * %s)", by, sel, rng, attempts),
 				fmt.Sprintf("    / (%s >= %d),", attempts, r.MinProbes),
 				"  0, 1",
 				")",
 			)}),
+			// The best vantage's: a track fails only where every vantage sees it fail.
+			Rule{Record: RolloutSuccessRecord(nominal), Expr: fmt.Sprintf("max without (%s) (%s)", VantageLabel, successRatio)},
 		}
 		for _, l := range RolloutLatencies {
-			mean := "group_module_track:vllm_probe_" + l.Name + "_seconds:mean" + w
+			mean := "group_module_track_vantage:vllm_probe_" + l.Name + "_seconds:mean" + w
+			perVantage := "group_module_vantage:vllm_probe_" + l.Name + "_seconds:canary_stable_ratio" + w
 			guarded := func(v string) string {
-				return fmt.Sprintf("%s%s\n    and on (%s, module) (%s%s >= %d)", mean, track(v), r.GroupLabel, successes, track(v), r.MinProbes)
+				return fmt.Sprintf("%s%s\n    and on (%s, module, %s) (%s%s >= %d)", mean, track(v), r.GroupLabel, VantageLabel, successes, track(v), r.MinProbes)
 			}
 			rules = append(rules,
 				optional(eitherHistogramForm(Rule{Record: mean, Expr: lines(
@@ -138,7 +148,7 @@ func (s *Spec) RolloutGroups() []Group {
 					fmt.Sprintf("histogram_sum(sum by (%s) (rate(%s{%s}[%s])))", by, l.Metric, sel, rng),
 					fmt.Sprintf("  / (histogram_count(sum by (%s) (rate(%s{%s}[%s]))) > 0)", by, l.Metric, sel, rng),
 				)}, l.Metric+"_sum", l.Metric+"_count", l.Metric)),
-				Rule{Record: RolloutRatioRecord(l.Name, nominal), Expr: lines(
+				Rule{Record: perVantage, Expr: lines(
 					"(",
 					"  "+guarded(r.Canary),
 					")",
@@ -147,12 +157,15 @@ func (s *Spec) RolloutGroups() []Group {
 					"  "+guarded(r.Stable),
 					")",
 				)},
+				// The best vantage's: the canary is slower only where every vantage sees it.
+				Rule{Record: RolloutRatioRecord(l.Name, nominal), Expr: fmt.Sprintf("min without (%s) (%s)", VantageLabel, perVantage)},
 			)
 		}
 		groups = append(groups, Group{Name: "vllm_prober.rollout.rules." + w, Rules: rules, Comment: lines(
 			fmt.Sprintf("Canary versus stable over %s (docs/rollouts.md): targets sharing %s, with", w, r.GroupLabel),
 			fmt.Sprintf("%s %q and %q. A track with fewer than %d successful probes in the", r.TrackLabel, r.Canary, r.Stable, r.MinProbes),
-			"window has no ratio: an analysis reads no data, never a pass.",
+			"window has no ratio: an analysis reads no data, never a pass. Each vantage is",
+			"judged apart and the best vantage decides: a fault of one vantage's path fails no canary.",
 		)})
 	}
 	return groups

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"net/http"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -22,6 +26,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/internal/baseline"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
+	"github.com/vllm-prober/vllm_prober/internal/gatevantage"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
 	"github.com/vllm-prober/vllm_prober/prober"
@@ -57,6 +62,10 @@ type checkOptions struct {
 	format                    string
 	th                        compare.Thresholds
 	memberRatio               float64
+	// vantage names where check probes from; gateVantages are the other
+	// vantages' replicas (NAME=URL) whose /gate verdicts join its own.
+	vantage      string
+	gateVantages map[string]string
 }
 
 // isCheckCommand reports whether args select the check command, so that a
@@ -75,7 +84,7 @@ func isCheckCommand(args []string) bool {
 // a reference endpoint, prints the verdict to stdout and exits 0 (pass), 1
 // (fail), 2 (inconclusive) or 3 (usage or configuration error).
 func registerCheckCommandTo(app *kingpin.Application, stdout, stderr io.Writer) (*kingpin.CmdClause, func(context.Context, log.Logger) int) {
-	o := &checkOptions{}
+	o := &checkOptions{gateVantages: map[string]string{}}
 	cmd := app.Command("check", "Probe one endpoint now and judge it against a baseline or a reference endpoint. Exit codes: 0 pass, 1 fail, 2 inconclusive (too few successful probes), 3 usage or configuration error.")
 	cmd.Flag("url", "Base URL of the endpoint to check (without --config.file).").PlaceHolder("URL").StringVar(&o.url)
 	cmd.Flag("model", "Model to request (default: the first /v1/models lists).").StringVar(&o.model)
@@ -97,6 +106,9 @@ func registerCheckCommandTo(app *kingpin.Application, stdout, stderr io.Writer) 
 		Default(fmt.Sprint(compare.DefaultThresholds.MinSuccesses)).IntVar(&o.th.MinSuccesses)
 	cmd.Flag("threshold.member-ratio", "With a gateway target of --config.file: its members are probed too, and a member whose median TTFT is above this ratio to the median of the members' medians fails the check, named, even when the gateway's average passes (docs/rollouts.md, \"Gateways\").").
 		Default("1.5").Float64Var(&o.memberRatio)
+	cmd.Flag("vantage", "Where check probes from, the name its verdict carries beside --gate.vantage's.").Default("check").StringVar(&o.vantage)
+	cmd.Flag("gate.vantage", "Another vantage's vllm_prober replica, as NAME=URL (repeatable): its GET /gate verdict on the same --target of --config.file joins check's, for one verdict over every vantage: a failure seen from some vantages while another passes is their path's, not the target's (docs/rollouts.md, \"Vantages\").").
+		PlaceHolder("NAME=URL").StringMapVar(&o.gateVantages)
 
 	return cmd, func(ctx context.Context, logger log.Logger) int {
 		plan, err := o.plan(ctx)
@@ -112,6 +124,9 @@ func registerCheckCommandTo(app *kingpin.Application, stdout, stderr io.Writer) 
 		if err != nil {
 			clierr.Print(stderr, "check", clierr.Error{Err: err})
 			return checkUsage
+		}
+		if len(o.gateVantages) > 0 {
+			compare.JudgeVantages(&v, o.vantage, askGateVantages(ctx, o.gateVantages, plan))
 		}
 		if o.format == "json" {
 			enc := json.NewEncoder(stdout)
@@ -170,6 +185,14 @@ func (o *checkOptions) plan(ctx context.Context) (*checkPlan, error) {
 	}
 	if o.probes < o.th.MinSuccesses {
 		return nil, fmt.Errorf("--probes %d can never reach --threshold.min-successes %d", o.probes, o.th.MinSuccesses)
+	}
+	if len(o.gateVantages) > 0 && o.target == "" {
+		return nil, errors.New("--gate.vantage asks other replicas about a target of --config.file: name it with --target")
+	}
+	for name, u := range o.gateVantages {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.User != nil {
+			return nil, fmt.Errorf("--gate.vantage %s=%s: not an http(s) URL with a host and without credentials", name, u)
+		}
 	}
 	if !(o.memberRatio > 1) {
 		return nil, fmt.Errorf("--threshold.member-ratio %v must be above 1", o.memberRatio)
@@ -563,4 +586,27 @@ func ratioCell(f float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.3f", f)
+}
+
+// askGateVantages asks each other vantage's /gate (--gate.vantage) for its
+// own verdict on plan's target, module, reference and thresholds, in name
+// order; one that cannot be asked is Inconclusive.
+func askGateVantages(ctx context.Context, vantages map[string]string, plan *checkPlan) []compare.VantageVerdict {
+	q := url.Values{"target": {plan.target}, "module": {plan.module},
+		"latency_ratio": {fmt.Sprint(plan.th.LatencyRatio)}, "success_ratio": {fmt.Sprint(plan.th.SuccessRatio)},
+		"min_successes": {fmt.Sprint(plan.th.MinSuccesses)}, "member_ratio": {fmt.Sprint(plan.memberRatio)}}
+	if plan.reference != "" {
+		q.Set("reference", plan.reference)
+	}
+	client := &http.Client{Timeout: gatevantage.Timeout}
+	var out []compare.VantageVerdict
+	for _, name := range slices.Sorted(maps.Keys(vantages)) {
+		res, reason, err := gatevantage.Ask(ctx, client, vantages[name], q)
+		if err != nil {
+			out = append(out, gatevantage.Unreachable(name, err))
+			continue
+		}
+		out = append(out, compare.VantageVerdict{Vantage: name, Result: res, Reason: reason})
+	}
+	return out
 }

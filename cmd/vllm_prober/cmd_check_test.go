@@ -278,3 +278,62 @@ targets:
 		t.Errorf("the gateway's own TTFT row does not pass, so the test does not show the member failing it alone:\n%s", out)
 	}
 }
+
+// TestCheckGateVantages: check's path to the canary is cut (connection
+// refused), so alone it cannot judge it (exit 2); with --gate.vantage naming
+// another vantage's replica whose /gate passes the canary, the verdict over
+// both vantages passes (exit 0) and says check's vantage could not judge;
+// when that vantage fails it too, the verdict stays inconclusive. The other
+// replica is a real HTTP server answering /gate as vllm_prober does, and is
+// asked for its own verdict (local=true) on the same target and reference.
+func TestCheckGateVantages(t *testing.T) {
+	stable := checkSim(t)
+	var verdict sync.Mutex
+	answer := `{"verdict":"pass","reason":"every ratio within the thresholds (4 latencies compared)"}`
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.URL.Path != "/gate" || q.Get("local") != "true" || q.Get("target") != "canary" || q.Get("reference") != "stable" || q.Get("module") != "m" {
+			http.Error(w, "unexpected question "+r.URL.String(), http.StatusBadRequest)
+			return
+		}
+		verdict.Lock()
+		defer verdict.Unlock()
+		fmt.Fprintln(w, answer)
+	}))
+	defer peer.Close()
+	cfg := filepath.Join(t.TempDir(), "prober.yml")
+	if err := os.WriteFile(cfg, []byte(`modules:
+  m: {prober: completions, prompt: "Say hello.", max_tokens: 8}
+targets:
+  - {name: canary, url: "http://127.0.0.1:1", scrape_metrics: false}
+  - {name: stable, url: "`+stable+`", scrape_metrics: false}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"check", "--config.file=" + cfg, "--target=canary", "--reference=stable", "--probes=4", "--threshold.min-successes=3", "--vantage=here"}
+	for _, c := range []struct {
+		name, answer string
+		extra        []string
+		want         int
+		says         string
+	}{
+		{"alone", "", nil, 2, ": INCONCLUSIVE"},
+		{"another vantage passes it", answer, []string{"--gate.vantage=eu=" + peer.URL}, 0, "passes from eu"},
+		{"another vantage fails it", `{"verdict":"fail","reason":"tpot ratio 3 > 1.2"}`, []string{"--gate.vantage=eu=" + peer.URL}, 2, "fails from eu, not judged from here"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			verdict.Lock()
+			if c.answer != "" {
+				answer = c.answer
+			}
+			verdict.Unlock()
+			code, out, errOut := runCLI(t, append(slicesClone(args), c.extra...)...)
+			t.Logf("exit %d\n%s%s", code, out, errOut)
+			if code != c.want || !strings.Contains(out, c.says) {
+				t.Errorf("exit %d, want %d, and output saying %q", code, c.want, c.says)
+			}
+		})
+	}
+}
+
+func slicesClone(s []string) []string { return append([]string(nil), s...) }

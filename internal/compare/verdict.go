@@ -103,6 +103,9 @@ type Verdict struct {
 	MemberTTFT    map[string]float64
 	SlowestMember string
 	MemberSpread  float64
+	// Vantages lists every vantage's verdict when other vantages were asked
+	// (JudgeVantages), this one's first; empty otherwise.
+	Vantages []VantageVerdict
 }
 
 // latencyMetrics are the rows a verdict judges, in table order.
@@ -205,6 +208,8 @@ type verdictJSON struct {
 	MemberTTFT    map[string]float64 `json:"member_ttft_seconds,omitempty"`
 	SlowestMember string             `json:"slowest_member,omitempty"`
 	MemberSpread  *float64           `json:"member_spread_ratio,omitempty"`
+	// Every vantage's verdict (Verdict.Vantages), absent with one vantage.
+	Vantages []VantageVerdict `json:"vantages,omitempty"`
 }
 
 type rowJSON struct {
@@ -226,7 +231,7 @@ func num(f float64) *float64 {
 func (v Verdict) MarshalJSON() ([]byte, error) {
 	out := verdictJSON{Target: v.Target, Module: v.Module, Window: v.Window.Seconds(), Verdict: v.Result, Reason: v.Reason, Against: v.Against, Probes: v.Probes,
 		Successes: v.Successes, Thresholds: v.Thresholds, Metrics: make([]rowJSON, 0, len(v.Rows)),
-		MemberTTFT: v.MemberTTFT, SlowestMember: v.SlowestMember}
+		MemberTTFT: v.MemberTTFT, SlowestMember: v.SlowestMember, Vantages: v.Vantages}
 	if v.SlowestMember != "" {
 		out.MemberSpread = num(v.MemberSpread)
 	}

@@ -20,6 +20,6 @@ func (d *Daemon) Handler() http.Handler {
 		TelemetryPath: d.opts.TelemetryPath, HistoryLimit: d.opts.HistoryLimit, DisableReload: d.opts.DisableReload,
 		RegressionThreshold: *spec.Alerts.LatencyRegression.Threshold,
 		Config:              d.Config, Running: d.Running, Reload: d.Reload, Ready: d.Ready,
-		Scrubber: d.red, Probes: d.probes, Bursts: d.bursts, Baselines: d.cmp, Scrapes: d.coll, Clients: d.clients,
+		Scrubber: d.red, Probes: d.probes, Bursts: d.bursts, Baselines: d.cmp, Scrapes: d.coll, Clients: d.clients, Vantage: d.vantage,
 	})
 }

@@ -7,7 +7,8 @@ import (
 
 // configSecrets lists every credential of cfg in the forms that go on the
 // wire (redact.ClientSecrets): its targets', target_defaults' (the client of
-// discovered targets), http_sd_configs' and kubernetes_sd_configs'.
+// discovered targets), http_sd_configs', kubernetes_sd_configs' and the gate's
+// other vantages'.
 func configSecrets(cfg *config.Config) []string {
 	if cfg == nil {
 		return nil
@@ -27,6 +28,9 @@ func configSecrets(cfg *config.Config) []string {
 	}
 	for i := range cfg.Discovery.KubernetesSDConfigs {
 		out = append(out, redact.ClientSecrets(&cfg.Discovery.KubernetesSDConfigs[i].HTTPClientConfig)...)
+	}
+	for i := range cfg.Global.Gate.Vantages {
+		out = append(out, redact.ClientSecrets(&cfg.Global.Gate.Vantages[i].HTTPClientConfig)...)
 	}
 	return out
 }

@@ -57,3 +57,7 @@ func probeOnlyTargets(targets []config.Target) []config.Target {
 	}
 	return out
 }
+
+// Vantage is the vantage this replica probes from (--vantage, else
+// global.vantage), "" without one.
+func (d *Daemon) Vantage() string { return d.vantage }

@@ -38,6 +38,7 @@ func WebOptions(d *daemon.Daemon) web.Options {
 		Baselines:           d.Baselines(),
 		Scrapes:             d.Collector(),
 		Clients:             d.Clients(),
+		Vantage:             d.Vantage(),
 	}
 }
 

@@ -410,6 +410,15 @@ func (h *handler) gateHandler(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	// local=true: this vantage's verdict alone (what another vantage's
+	// /gate asks for, so that vantages never ask each other in a loop).
+	if local, _ := strconv.ParseBool(q.Get("local")); !local && len(cfg.Global.Gate.Vantages) > 0 {
+		own := h.opts.Vantage
+		if own == "" {
+			own = "this replica"
+		}
+		compare.JudgeVantages(&v, own, h.askVantages(r.Context(), cfg.Global.Gate.Vantages, q))
+	}
 	b, err := v.MarshalJSON()
 	if err != nil {
 		textResponse(w, http.StatusInternalServerError, "encoding the verdict: %s", err)

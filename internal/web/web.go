@@ -55,6 +55,9 @@ type Options struct {
 	Baselines Baselines
 	Scrapes   Scrapes
 	Clients   Clients
+	// Vantage is the vantage this replica probes from ("" for none): GET
+	// /gate names its own verdict after it among global.gate.vantages'.
+	Vantage string
 }
 
 // Scrubber removes the configured secrets from a text and the sensitive
