@@ -69,6 +69,10 @@ var panelExemptions = map[string]string{
 	// internal/daemon TestGatewayHAProxy feeds every vllm_gateway_* series
 	// on the daemon's /metrics (HAProxy in front of three vllm_sim).
 	`vllm_gateway_`: "no gateway target in this run: internal/daemon TestGatewayHAProxy feeds the vllm_gateway_* series",
+	// Prefill/decode disaggregation: this run's simulator has no KV
+	// connector. internal/daemon TestDisaggregatedTransferSlow feeds the KV
+	// transfer series (vllm_sim's P/D mode behind a P/D proxy).
+	`vllm_server_kv_transfer_`: "no prefill/decode pair in this run: internal/daemon TestDisaggregatedTransferSlow feeds the KV transfer series",
 }
 
 // TestPrometheusEndToEnd proves the mixin on a real Prometheus: vllm_sim is

@@ -17,7 +17,7 @@ func TestWebOptionsComplete(t *testing.T) {
 	if err := os.WriteFile(path, []byte("modules:\n  m: {prober: completions, prompt: hi}\ntargets:\n  - {name: a, url: 'http://127.0.0.1:1'}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, err := daemon.New(daemon.Options{ConfigFile: path, DisableReload: true}, nil)
+	d, err := daemon.New(daemon.Options{ConfigFile: path, DisableReload: true, Vantage: "eu"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
