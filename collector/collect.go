@@ -19,6 +19,9 @@ type descs struct {
 	preemptions, success            *prometheus.Desc
 	ttft, itl, e2e, queue           *prometheus.Desc
 	kvTransfer, kvTransferFailures  *prometheus.Desc
+	waitingByReason, promptSource   *prometheus.Desc
+	promptCached, flops, memory     *prometheus.Desc
+	mfu, kvBlockLifetime, admission *prometheus.Desc
 	signal, servedModel             *prometheus.Desc
 	recognized, sleepLevel          *prometheus.Desc
 	specAcceptance, specPerDraft    *prometheus.Desc
@@ -55,6 +58,14 @@ func newDescs(static []string) *descs {
 		queue:              d("vllm_server_queue_time_seconds", "Server-side queue time over the rate window (mean, and p50/p99 interpolated in the buckets).", with("stat")),
 		kvTransfer:         d("vllm_server_kv_transfer_seconds", "Duration of the KV cache transfers of prefill/decode disaggregation over the rate window (vLLM's NIXL transfers on the pod that pulls them, SGLang's KV transfer latency): mean, and p50/p99 interpolated in the buckets.", with("stat")),
 		kvTransferFailures: d("vllm_server_kv_transfer_failures_per_second", "Failed KV cache transfers of prefill/decode disaggregation per second over the rate window.", base),
+		waitingByReason:    d("vllm_server_waiting_requests", "Requests waiting in the server by reason (vllm:num_requests_waiting_by_reason): capacity (no room in the batch), deferred (waiting for a LoRA slot, remote KV blocks or a grammar).", with("reason")),
+		promptSource:       d("vllm_server_prompt_tokens_source_ratio", "Share of the prompt tokens over the rate window by source (vllm:prompt_tokens_by_source_total): local_compute, local_cache_hit (the prefix cache), external_kv_transfer (a remote prefill).", with("source")),
+		promptCached:       d("vllm_server_prompt_tokens_cached_ratio", "Cached prompt tokens (local and external, vllm:prompt_tokens_cached_total) over prompt tokens, over the rate window.", base),
+		flops:              d("vllm_server_flops_per_gpu_per_second", "Estimated floating-point operations per second per GPU over the rate window (vllm:estimated_flops_per_gpu_total, --enable-mfu-metrics).", base),
+		memory:             d("vllm_server_memory_bytes_per_gpu_per_second", "Estimated memory traffic per GPU over the rate window by kind, read or write (vllm:estimated_read_bytes_per_gpu_total, vllm:estimated_write_bytes_per_gpu_total).", with("kind")),
+		mfu:                d("vllm_server_mfu_ratio", "Model FLOPs utilisation: vllm_server_flops_per_gpu_per_second over the target's peak_flops_per_gpu; absent where the peak is not configured.", base),
+		kvBlockLifetime:    d("vllm_server_kv_block_lifetime_seconds", "How long KV cache blocks stayed resident over the rate window (vllm:kv_block_lifetime_seconds, --kv-cache-metrics): mean, and p50/p99 interpolated in the buckets.", with("stat")),
+		admission:          d("vllm_server_admission_rejections_per_second", "Requests the engine refused at admission per second by reason (vllm:admission_rejections_total): its own load shedding, the 503 the probes read as overloaded.", with("reason")),
 		signal: d("vllm_server_signal_available", "1 if the target's vLLM /metrics exports the signal's family (for any model), 0 if it does not: its panels and alerts then have no data, which is not zero.",
 			append(append([]string(nil), withTarget...), "signal")),
 		servedModel: d("vllm_server_served_model_info", "Models the target serves (/v1/models) and the model_name their traffic is counted under in vLLM's /metrics: a LoRA adapter's base model, else the model itself; always 1.",
@@ -142,6 +153,9 @@ func collectModel(ch chan<- prometheus.Metric, errs safemetric.Sender, target st
 	gauge(d.kvUsage, mod.KVUsage, labels)
 	gauge(d.cpuKVUsage, mod.CPUKVUsage, labels)
 	gauge(d.kvCapacity, mod.KVCapacityTokens, labels)
+	for _, r := range slices.Sorted(maps.Keys(mod.WaitingByReason)) {
+		gauge(d.waitingByReason, mod.WaitingByReason[r], with(r))
+	}
 	dv := mv.Derived
 	if dv == nil {
 		return
@@ -150,12 +164,25 @@ func collectModel(ch chan<- prometheus.Metric, errs safemetric.Sender, target st
 	gauge(d.genRate, dv.GenerationTokensPerSecond, labels)
 	gauge(d.preemptions, dv.PreemptionsPerSecond, labels)
 	gauge(d.kvTransferFailures, dv.KVTransferFailuresPerSecond, labels)
+	for _, src := range slices.Sorted(maps.Keys(dv.PromptSourceRatio)) {
+		gauge(d.promptSource, dv.PromptSourceRatio[src], with(src))
+	}
+	gauge(d.promptCached, dv.PromptCachedRatio, labels)
+	gauge(d.flops, dv.FLOPsPerGPUPerSecond, labels)
+	gauge(d.memory, dv.ReadBytesPerGPUPerSecond, with("read"))
+	gauge(d.memory, dv.WriteBytesPerGPUPerSecond, with("write"))
+	if v.PeakFLOPSPerGPU > 0 {
+		gauge(d.mfu, dv.FLOPsPerGPUPerSecond/v.PeakFLOPSPerGPU, labels)
+	}
+	for _, r := range slices.Sorted(maps.Keys(dv.AdmissionRejectionsPerSecond)) {
+		gauge(d.admission, dv.AdmissionRejectionsPerSecond[r], with(r))
+	}
 	gauge(d.specAcceptance, dv.SpecAcceptanceRate, labels)
 	gauge(d.specPerDraft, dv.SpecAcceptedPerDraft, labels)
 	for _, r := range slices.Sorted(maps.Keys(dv.RequestSuccessPerSecond)) {
 		gauge(d.success, dv.RequestSuccessPerSecond[r], with(r))
 	}
-	for key, desc := range map[string]*prometheus.Desc{"ttft": d.ttft, "itl": d.itl, "e2e": d.e2e, "queue": d.queue, "kv_transfer": d.kvTransfer} {
+	for key, desc := range map[string]*prometheus.Desc{"ttft": d.ttft, "itl": d.itl, "e2e": d.e2e, "queue": d.queue, "kv_transfer": d.kvTransfer, "kv_block_lifetime": d.kvBlockLifetime} {
 		if l, ok := dv.Latencies[key]; ok {
 			gauge(desc, l.Mean, with("mean"))
 			gauge(desc, l.P50, with("p50"))

@@ -30,6 +30,8 @@ var vllmFamilies = map[string]bool{
 	mGPUPrefixHitRate: true, mCPUPrefixHitRate: true, mPrefill: true,
 	mSleepState: true, mSpecDrafts: true, mSpecDraftTokens: true, mSpecAccepted: true,
 	mNixlXferTime: true, mNixlFailed: true,
+	mPromptBySource: true, mPromptCached: true, mFLOPsPerGPU: true, mReadBytesPerGPU: true, mWriteBytesPerGPU: true,
+	mKVBlockLifetime: true, mAdmissionRejects: true,
 }
 
 // readFamilies maps every metric family normalise reads (those of every

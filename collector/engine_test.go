@@ -40,6 +40,7 @@ var engineFixtures = []struct {
 	{"llamacpp-0.4.0.prom", "llamacpp"},
 	{"vllm-0.29-sleep.prom", "vllm"},
 	{"vllm-spec-decode-hand.prom", "vllm"},
+	{"vllm-2026-hand.prom", "vllm"},
 	{"trtllm-serve-hand.prom", "trtllm"},
 	{"trtllm-serve-unprefixed-hand.prom", "trtllm"},
 	{"dynamo-frontend-hand.prom", "dynamo"},

@@ -157,6 +157,7 @@ type scraper struct {
 	mu          sync.Mutex
 	labelValues []string
 	maxNumSeqs  int
+	peakFLOPS   float64 // the target's peak_flops_per_gpu
 	window      time.Duration
 	attempted   bool
 	up          bool
@@ -283,6 +284,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 		s.mu.Lock()
 		s.labelValues = w.t.StaticLabelValues(names)
 		s.maxNumSeqs = w.t.MaxNumSeqs
+		s.peakFLOPS = w.t.PeakFLOPSPerGPU
 		s.window = window
 		s.mu.Unlock()
 	}

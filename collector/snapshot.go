@@ -100,6 +100,28 @@ type Model struct {
 	// without a KV connector.
 	KVTransfer         *Histogram
 	KVTransferFailures float64
+
+	// vLLM's newest series (2026). WaitingByReason is
+	// vllm:num_requests_waiting_by_reason by reason (capacity: no room in
+	// the batch; deferred: waiting for a LoRA slot, remote KV blocks or a
+	// grammar), nil without it. PromptBySource is
+	// vllm:prompt_tokens_by_source_total by source (local_compute,
+	// local_cache_hit, external_kv_transfer), nil without it; PromptCached
+	// is vllm:prompt_tokens_cached_total (local and external).
+	WaitingByReason map[string]float64
+	PromptBySource  map[string]float64
+	PromptCached    float64
+	// FLOPsPerGPU, ReadBytesPerGPU and WriteBytesPerGPU are the model FLOPs
+	// utilisation inputs (vllm:estimated_flops_per_gpu_total and the read
+	// and write byte counters, --enable-mfu-metrics; SGLang's
+	// sglang:estimated_*_per_gpu_total), the mean over engines.
+	FLOPsPerGPU, ReadBytesPerGPU, WriteBytesPerGPU float64
+	// KVBlockLifetime is vllm:kv_block_lifetime_seconds (--kv-cache-metrics):
+	// how long KV blocks stay resident.
+	KVBlockLifetime *Histogram
+	// AdmissionRejections is vllm:admission_rejections_total by reason,
+	// nil without it.
+	AdmissionRejections map[string]float64
 }
 
 // Snapshot is one normalised scrape of an engine's /metrics endpoint.
@@ -176,6 +198,17 @@ const (
 	// (labels model_name and engine).
 	mNixlXferTime = "vllm:nixl_xfer_time_seconds"
 	mNixlFailed   = "vllm:nixl_num_failed_transfers_total"
+	// vLLM's newest families (vllm/v1/metrics/loggers.py on main, 2026; the
+	// MFU counters of vllm/v1/metrics/perf.py with --enable-mfu-metrics, the
+	// residency histograms of --kv-cache-metrics, admission control's
+	// rejections).
+	mPromptBySource   = "vllm:prompt_tokens_by_source_total"
+	mPromptCached     = "vllm:prompt_tokens_cached_total"
+	mFLOPsPerGPU      = "vllm:estimated_flops_per_gpu_total"
+	mReadBytesPerGPU  = "vllm:estimated_read_bytes_per_gpu_total"
+	mWriteBytesPerGPU = "vllm:estimated_write_bytes_per_gpu_total"
+	mKVBlockLifetime  = "vllm:kv_block_lifetime_seconds"
+	mAdmissionRejects = "vllm:admission_rejections_total"
 
 	lModel  = "model_name"
 	lEngine = "engine"
@@ -240,7 +273,8 @@ func newModel(name string) *Model {
 		KVCapacityTokens: nan, BlockSize: nan, PromptTokens: nan, GenerationTokens: nan,
 		Preemptions: nan, PrefixCacheQueries: nan, PrefixCacheHits: nan,
 		SpecDrafts: nan, SpecDraftTokens: nan, SpecAcceptedTokens: nan, SleepLevel: nan,
-		KVTransferFailures: nan,
+		KVTransferFailures: nan, PromptCached: nan,
+		FLOPsPerGPU: nan, ReadBytesPerGPU: nan, WriteBytesPerGPU: nan,
 	}
 }
 
@@ -345,8 +379,34 @@ func normaliseVLLM(fs families, s *Snapshot) {
 	fs.perModel(mWaitingByReason, func(model, _ string, mt *dto.Metric) {
 		if v, ok := scalar(mt); ok {
 			waitingByReason[model] += v
+			addTo(&s.Models[model].WaitingByReason, boundedLabel(mt, "reason"), v)
 		}
 	})
+	fs.perModel(mPromptBySource, func(model, _ string, mt *dto.Metric) {
+		if v, ok := scalar(mt); ok {
+			addTo(&s.Models[model].PromptBySource, boundedLabel(mt, "source"), v)
+		}
+	})
+	fs.perModel(mAdmissionRejects, func(model, _ string, mt *dto.Metric) {
+		if v, ok := scalar(mt); ok {
+			addTo(&s.Models[model].AdmissionRejections, boundedLabel(mt, "reason"), v)
+		}
+	})
+	sum(mPromptCached, func(m *Model) *float64 { return &m.PromptCached })
+	// The MFU inputs are per GPU: the mean over the engines (data-parallel
+	// ranks), each a GPU's own count.
+	for name, field := range map[string]func(*Model) *float64{
+		mFLOPsPerGPU:      func(m *Model) *float64 { return &m.FLOPsPerGPU },
+		mReadBytesPerGPU:  func(m *Model) *float64 { return &m.ReadBytesPerGPU },
+		mWriteBytesPerGPU: func(m *Model) *float64 { return &m.WriteBytesPerGPU },
+	} {
+		n := map[string]int{}
+		sum(name, field)
+		fs.perModel(name, func(model, _ string, _ *dto.Metric) { n[model]++ })
+		for model, k := range n {
+			*field(s.Models[model]) /= float64(k)
+		}
+	}
 	for model, v := range waitingByReason {
 		if m := s.Models[model]; math.IsNaN(m.Waiting) {
 			m.Waiting = v
@@ -386,6 +446,7 @@ func normaliseVLLM(fs families, s *Snapshot) {
 		m.Prefill = histogram(fs, mPrefill, model)
 		m.GenerationTokensPerRequest = histogram(fs, mReqGenTokens, model)
 		m.KVTransfer = histogram(fs, mNixlXferTime, model)
+		m.KVBlockLifetime = histogram(fs, mKVBlockLifetime, model)
 		m.Engines = len(engines[model])
 	}
 	fs.perModel(mNixlFailed, func(model, _ string, mt *dto.Metric) {
@@ -607,4 +668,27 @@ var v0OnlyFamilies = []string{mSwapped, mCPUCacheUsage, mGPUPrefixHitRate, mCPUP
 // engineFamilies are the engine families every schema may carry.
 var engineFamilies = []string{
 	mRunning, mWaiting, mKVUsage, mPromptTokens, mGenTokens, mRequestSuccess, mTTFT, mITL, mTPOTOld, mE2E,
+}
+
+// maxByLabel bounds the label values a by-label map of a model keeps (the
+// waiting reasons, prompt sources and admission reasons vLLM names are a
+// handful); the rest are summed under "_other", as finished reasons are.
+const maxByLabel = 8
+
+// addTo adds v under key to *m, created on first use; past maxByLabel keys
+// a new key counts under "_other".
+func addTo(m *map[string]float64, key string, v float64) {
+	if *m == nil {
+		*m = map[string]float64{}
+	}
+	if _, ok := (*m)[key]; !ok && len(*m) >= maxByLabel {
+		key = "_other"
+	}
+	(*m)[key] += v
+}
+
+// boundedLabel is the value of label name of mt, cut to MaxLabelValueBytes.
+func boundedLabel(mt *dto.Metric, name string) string {
+	v, _ := labelValue(mt, name)
+	return cutLabel(v)
 }

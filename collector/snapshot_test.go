@@ -5,12 +5,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -68,6 +70,29 @@ func dumpSnapshot(s *Snapshot) string {
 		// where an engine has them.
 		if !math.IsNaN(m.KVTransferFailures) {
 			fmt.Fprintf(&b, "  kv_transfer_failures %g\n", m.KVTransferFailures)
+		}
+		// vLLM's newest series, only where a server has them.
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"prompt_cached", m.PromptCached}, {"flops_per_gpu", m.FLOPsPerGPU}, {"read_bytes_per_gpu", m.ReadBytesPerGPU}, {"write_bytes_per_gpu", m.WriteBytesPerGPU}} {
+			if !math.IsNaN(f.v) {
+				fmt.Fprintf(&b, "  %s %g\n", f.name, f.v)
+			}
+		}
+		for _, by := range []struct {
+			name string
+			m    map[string]float64
+		}{{"waiting_by_reason", m.WaitingByReason}, {"prompt_by_source", m.PromptBySource}, {"admission_rejections", m.AdmissionRejections}} {
+			for _, k := range slices.Sorted(maps.Keys(by.m)) {
+				fmt.Fprintf(&b, "  %s{%q} %g\n", by.name, k, by.m[k])
+			}
+		}
+		if m.KVBlockLifetime != nil {
+			hists = append(hists, struct {
+				name string
+				h    *Histogram
+			}{"kv_block_lifetime", m.KVBlockLifetime})
 		}
 		if m.KVTransfer != nil {
 			hists = append(hists, struct {

@@ -20,6 +20,8 @@ type View struct {
 	// MaxNumSeqs is the target's configured max_num_seqs, else the
 	// server's own slot count (llama-server's /props); 0: unknown.
 	MaxNumSeqs int
+	// PeakFLOPSPerGPU is the target's peak_flops_per_gpu, 0 when not set.
+	PeakFLOPSPerGPU float64
 
 	latest *Snapshot
 	info   ServerInfo
@@ -71,7 +73,7 @@ func (s *scraper) viewLocked() (View, bool) {
 	if maxNumSeqs == 0 {
 		maxNumSeqs = s.info.Slots // the server's own count (llama-server's /props)
 	}
-	v := View{Base: s.info.Base, MaxNumSeqs: maxNumSeqs, latest: latest, info: s.info,
+	v := View{Base: s.info.Base, MaxNumSeqs: maxNumSeqs, PeakFLOPSPerGPU: s.peakFLOPS, latest: latest, info: s.info,
 		Models: make([]ModelView, 0, len(latest.Models))}
 	for _, name := range slices.Sorted(maps.Keys(latest.Models)) {
 		v.Models = append(v.Models, ModelView{Name: name, Model: latest.Models[name], Derived: s.derived[name],

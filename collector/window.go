@@ -27,6 +27,22 @@ type Derived struct {
 	KVTransferFailuresPerSecond float64
 	RequestSuccessPerSecond     map[string]float64 // by finished_reason
 
+	// PromptSourceRatio is each source's share of the prompt tokens over the
+	// window (vllm:prompt_tokens_by_source_total): local_cache_hit is the
+	// prefix cache's share, external_kv_transfer the share a remote prefill
+	// sent; nil without the family or without a prompt token.
+	PromptSourceRatio map[string]float64
+	// PromptCachedRatio is Δ cached prompt tokens ÷ Δ prompt tokens; NaN
+	// without the counters or a prompt token.
+	PromptCachedRatio float64
+	// FLOPsPerGPUPerSecond, ReadBytesPerGPUPerSecond and
+	// WriteBytesPerGPUPerSecond are the rates of the MFU inputs; NaN
+	// without them.
+	FLOPsPerGPUPerSecond, ReadBytesPerGPUPerSecond, WriteBytesPerGPUPerSecond float64
+	// AdmissionRejectionsPerSecond is vllm:admission_rejections_total's rate
+	// by reason; nil without it.
+	AdmissionRejectionsPerSecond map[string]float64
+
 	// Latencies by "ttft", "itl", "e2e", "queue", "prefill", "kv_transfer"; a key is absent when the
 	// histogram saw no new observation in the window.
 	Latencies map[string]Latency
@@ -80,6 +96,10 @@ func derive(snaps []*Snapshot, model string) *Derived {
 		GenerationTokensPerSecond:   math.NaN(),
 		PreemptionsPerSecond:        math.NaN(),
 		KVTransferFailuresPerSecond: math.NaN(),
+		PromptCachedRatio:           math.NaN(),
+		FLOPsPerGPUPerSecond:        math.NaN(),
+		ReadBytesPerGPUPerSecond:    math.NaN(),
+		WriteBytesPerGPUPerSecond:   math.NaN(),
 		Latencies:                   map[string]Latency{},
 
 		StreamOutputTokensPerSecond: math.NaN(),
@@ -109,6 +129,38 @@ func derive(snaps []*Snapshot, model string) *Derived {
 	d.GenerationTokensPerSecond = rate(func(m *Model) float64 { return m.GenerationTokens })
 	d.PreemptionsPerSecond = rate(func(m *Model) float64 { return m.Preemptions })
 	d.KVTransferFailuresPerSecond = rate(func(m *Model) float64 { return m.KVTransferFailures })
+	d.FLOPsPerGPUPerSecond = rate(func(m *Model) float64 { return m.FLOPsPerGPU })
+	d.ReadBytesPerGPUPerSecond = rate(func(m *Model) float64 { return m.ReadBytesPerGPU })
+	d.WriteBytesPerGPUPerSecond = rate(func(m *Model) float64 { return m.WriteBytesPerGPU })
+	if prompt := rate(func(m *Model) float64 { return m.PromptTokens }); prompt > 0 {
+		d.PromptCachedRatio = rate(func(m *Model) float64 { return m.PromptCached }) / prompt
+	}
+	byKey := func(get func(*Model) map[string]float64) map[string]float64 {
+		last := get(ms[len(ms)-1])
+		if len(last) == 0 {
+			return nil
+		}
+		out := map[string]float64{}
+		for key := range last {
+			if r := rate(func(m *Model) float64 { return get(m)[key] }); !math.IsNaN(r) {
+				out[key] = r // a key that appears later counts from zero
+			}
+		}
+		return out
+	}
+	if src := byKey(func(m *Model) map[string]float64 { return m.PromptBySource }); src != nil {
+		total := 0.0
+		for _, r := range src {
+			total += r
+		}
+		if total > 0 {
+			d.PromptSourceRatio = map[string]float64{}
+			for key, r := range src {
+				d.PromptSourceRatio[key] = r / total
+			}
+		}
+	}
+	d.AdmissionRejectionsPerSecond = byKey(func(m *Model) map[string]float64 { return m.AdmissionRejections })
 	accepted := rate(func(m *Model) float64 { return m.SpecAcceptedTokens })
 	if draftTokens := rate(func(m *Model) float64 { return m.SpecDraftTokens }); draftTokens > 0 {
 		d.SpecAcceptanceRate = accepted / draftTokens
@@ -135,12 +187,13 @@ func derive(snaps []*Snapshot, model string) *Derived {
 	}
 
 	for key, f := range map[string]func(*Model) *Histogram{
-		"ttft":        func(m *Model) *Histogram { return m.TTFT },
-		"itl":         func(m *Model) *Histogram { return m.ITL },
-		"e2e":         func(m *Model) *Histogram { return m.E2E },
-		"queue":       func(m *Model) *Histogram { return m.Queue },
-		"prefill":     func(m *Model) *Histogram { return m.Prefill },
-		"kv_transfer": func(m *Model) *Histogram { return m.KVTransfer },
+		"ttft":              func(m *Model) *Histogram { return m.TTFT },
+		"itl":               func(m *Model) *Histogram { return m.ITL },
+		"e2e":               func(m *Model) *Histogram { return m.E2E },
+		"queue":             func(m *Model) *Histogram { return m.Queue },
+		"prefill":           func(m *Model) *Histogram { return m.Prefill },
+		"kv_transfer":       func(m *Model) *Histogram { return m.KVTransfer },
+		"kv_block_lifetime": func(m *Model) *Histogram { return m.KVBlockLifetime },
 	} {
 		hs := make([]*Histogram, len(ms))
 		for i, m := range ms {

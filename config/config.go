@@ -286,6 +286,10 @@ type Target struct {
 	Models string `yaml:"models,omitempty"`
 	// MaxNumSeqs is vLLM's --max-num-seqs (not exported by vLLM), for batch-slot headroom.
 	MaxNumSeqs int `yaml:"max_num_seqs,omitempty"`
+	// PeakFLOPSPerGPU is the peak of the target's GPU in floating-point
+	// operations per second (at the model's precision), the denominator of
+	// its model FLOPs utilisation (vllm_server_mfu_ratio); 0: not set.
+	PeakFLOPSPerGPU float64 `yaml:"peak_flops_per_gpu,omitempty"`
 	// Baseline names an entry of the top-level baselines list.
 	Baseline string `yaml:"baseline,omitempty"`
 	// Per-target overrides of the global intervals.
@@ -923,6 +927,9 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	}
 	if _, err := compileModels(t.Models); err != nil {
 		return err
+	}
+	if t.PeakFLOPSPerGPU < 0 || math.IsNaN(t.PeakFLOPSPerGPU) || math.IsInf(t.PeakFLOPSPerGPU, 0) {
+		return fmt.Errorf("peak_flops_per_gpu must be a positive number of FLOP/s, got %g", t.PeakFLOPSPerGPU)
 	}
 	if t.MaxNumSeqs < 0 {
 		return fmt.Errorf("max_num_seqs must not be negative, got %d", t.MaxNumSeqs)

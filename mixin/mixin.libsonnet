@@ -720,7 +720,7 @@
             },
             annotations: {
               "summary": "vllm_prober cannot scrape the vLLM /metrics endpoint.",
-              "description": "vllm_prober failed {{ printf \"%%.2f\" $value }} of its scrapes of /metrics of {{ $labels.target }} (model {{ $labels.model }}) over the last 5m (threshold %(metricsScrapeFailingThreshold)g) for 5m while /health answers or is not checked (a scrape-only target); server-side panels and saturation alerts are blind or gappy." % $._config,
+              "description": "vllm_prober failed {{ printf \"%%.2f\" $value }} of its scrapes of /metrics of {{ $labels.target }} (model {{ $labels.model }}) over the last 5m (threshold %(metricsScrapeFailingThreshold)g) for 5m while /health answers or is not checked (a scrape-only target); server-side panels and saturation alerts are blind or gappy. The engine itself is fine if its probes succeed (vllm_probe_success): then only /metrics fails (vLLM's multiprocess metrics directory on a network volume answers 500 while inference works), users are not affected, and the target page says so." % $._config,
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmmetricsscrapefailing",
             },
           },

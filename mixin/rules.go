@@ -393,7 +393,7 @@ func (s *Spec) AlertGroups() []Group {
 				healthDown,
 			),
 			"vllm_prober cannot scrape the vLLM /metrics endpoint.",
-			`vllm_prober failed `+value+` of its scrapes of /metrics of {{ $labels.target }} (model {{ $labels.model }}) over the last `+a.MetricsScrapeFailing.Window.String()+` (threshold `+th(a.MetricsScrapeFailing)+`) for `+a.MetricsScrapeFailing.For.String()+` while /health answers or is not checked (a scrape-only target); server-side panels and saturation alerts are blind or gappy.`),
+			`vllm_prober failed `+value+` of its scrapes of /metrics of {{ $labels.target }} (model {{ $labels.model }}) over the last `+a.MetricsScrapeFailing.Window.String()+` (threshold `+th(a.MetricsScrapeFailing)+`) for `+a.MetricsScrapeFailing.For.String()+` while /health answers or is not checked (a scrape-only target); server-side panels and saturation alerts are blind or gappy. The engine itself is fine if its probes succeed (vllm_probe_success): then only /metrics fails (vLLM's multiprocess metrics directory on a network volume answers 500 while inference works), users are not affected, and the target page says so.`),
 		s.alert("VLLMEngineSleeping", a.EngineSleeping,
 			lines(
 				// Asleep at every scrape of the last threshold seconds, and

@@ -292,6 +292,11 @@ func (h *handler) scrapeText(target string, now time.Time, errLen int) (text str
 	text = state + " at " + sc.At.UTC().Format("15:04:05Z") + " (" + fmtAgo(now.Sub(sc.At)) + " ago), took " + fmtScrapeDur(sc.Duration)
 	if !sc.Up {
 		text += ": " + terseErr(h.scrubber.scrub(sc.Err), errLen)
+		if h.probesServe(target) {
+			// vLLM's /metrics can fail while inference works (a
+			// multiprocess directory on a network volume): say so.
+			text += "; the engine itself serves: its last probes succeeded, only /metrics fails (server-side panels and saturation alerts are blind, VLLMMetricsScrapeFailing)"
+		}
 		return text, true
 	}
 	switch {
@@ -332,4 +337,22 @@ func labelText(labels map[string]string) string {
 		b.WriteString(k + "=" + labels[k])
 	}
 	return b.String()
+}
+
+// probesServe reports whether target's last probe of every module it probes
+// succeeded: the engine answers generations, whatever its /metrics does.
+func (h *handler) probesServe(target string) bool {
+	if h.probes == nil {
+		return false
+	}
+	st, ok := h.probes.TargetStatus(target)
+	if !ok || len(st.Modules) == 0 {
+		return false
+	}
+	for _, m := range st.Modules {
+		if m.Last == nil || !m.Last.Success {
+			return false
+		}
+	}
+	return true
 }
