@@ -74,6 +74,25 @@ type gateAnswer struct {
 	}
 }
 
+// waitGate waits up to 20 s for /gate?query to answer status want with a
+// reason holding every one of reason, and returns that answer.
+func (f *fixture) waitGate(query string, want int, reason ...string) gateAnswer {
+	f.t.Helper()
+	var a gateAnswer
+	waitFor(f.t, 20*time.Second, fmt.Sprintf("/gate?%s to answer %d %v", query, want, reason), func() bool {
+		var code int
+		code, a = f.gate(query)
+		for _, r := range reason {
+			if !strings.Contains(a.Reason, r) {
+				return false
+			}
+		}
+		return code == want
+	})
+	f.t.Logf("/gate?%s: %d %s (%s): %d of %d probes", query, want, a.Verdict, a.Reason, a.Successful, a.Probes)
+	return a
+}
+
 func (f *fixture) gate(query string) (int, gateAnswer) {
 	f.t.Helper()
 	code, body := f.get("/gate?" + query)
@@ -131,22 +150,7 @@ func TestGateFlips(t *testing.T) {
 	// A latency ratio of 1.5: the simulators' 50ms TTFT moves by tens of
 	// percent on a loaded 2-core machine; a tripled ITL is 3.
 	const q = "target=canary&window=3s&latency_ratio=1.5"
-	wait := func(query string, want int, reason ...string) gateAnswer {
-		t.Helper()
-		var a gateAnswer
-		waitFor(t, 20*time.Second, fmt.Sprintf("/gate?%s to answer %d %v", query, want, reason), func() bool {
-			var code int
-			code, a = f.gate(query)
-			for _, r := range reason {
-				if !strings.Contains(a.Reason, r) {
-					return false
-				}
-			}
-			return code == want
-		})
-		t.Logf("/gate?%s: %d %s (%s): %d of %d probes", query, want, a.Verdict, a.Reason, a.Successful, a.Probes)
-		return a
-	}
+	wait := f.waitGate
 	a := wait(q, http.StatusOK)
 	if a.Verdict != "pass" || a.Against != "baseline vllm-sim-default" || a.Successful < 3 || len(a.Metrics) != 5 {
 		t.Errorf("passing verdict %+v", a)

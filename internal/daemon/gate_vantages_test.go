@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // gateVantageConfig is a canary and its stable reference, probed every
@@ -57,19 +56,7 @@ func TestGateAcrossVantages(t *testing.T) {
 	const q = "target=canary&reference=stable&latency_ratio=1.5"
 	wait := func(f *fixture, query string, want int, reason ...string) gateAnswer {
 		t.Helper()
-		var ans gateAnswer
-		waitFor(t, 20*time.Second, fmt.Sprintf("/gate?%s to answer %d %v", query, want, reason), func() bool {
-			var code int
-			code, ans = f.gate(query)
-			for _, r := range reason {
-				if !strings.Contains(ans.Reason, r) {
-					return false
-				}
-			}
-			return code == want
-		})
-		t.Logf("/gate?%s: %d %s: %s", query, want, ans.Verdict, ans.Reason)
-		return ans
+		return f.waitGate(query, want, reason...)
 	}
 	wait(a, q+"&local=true", http.StatusOK)
 	// b alone cannot judge the canary (no probe succeeds from it) or fails it.
