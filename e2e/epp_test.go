@@ -753,6 +753,10 @@ var eppPanelExemptions = map[string]string{
 	// admission path (the collector's EPP golden test reads a real
 	// flow-control capture).
 	`vllm_gateway_queue_requests{`: "the EPP runs without flow control here: it has no queue to export",
+	// Disaggregation decisions are llm-d's router's (its disagg-profile-
+	// handler), not the Inference Extension's EPP: internal/daemon
+	// TestDisaggregatedTransferSlow and the collector's llm-d fixture read them.
+	`vllm_gateway_disagg_decisions_total{`: "the Inference Extension's EPP makes no prefill/decode decisions (llm-d's router does)",
 }
 
 func eppPanelExempt(expr string) (string, bool) {
