@@ -49,7 +49,9 @@ metrics:
         query: {{ "min(group_module_track:vllm_probe_success:ratio{{args.window}}{group=\"{{args.group}}\", track=\"canary\"})" | quote }}
   {{- if $r.baseline }}
   # The canary's worst regression ratio against its baseline
-  # (vllm_probe_regression_ratio), once it has min-probes successful probes.
+  # (vllm_probe_regression_ratio), once it has min-probes successful probes;
+  # each vantage's worst, then the best vantage's (a slow path from one
+  # vantage fails no canary).
   - name: canary-baseline-ratio
     interval: {{ $r.argo.interval }}
     count: {{ $r.argo.count }}
@@ -60,6 +62,6 @@ metrics:
     provider:
       prometheus:
         address: {{ "{{args.prometheus-address}}" | quote }}
-        query: {{ "max(vllm_probe_regression_ratio{target=\"{{args.canary-target}}\", metric=~\"ttft|tpot|itl|e2e\"}) and on () sum(increase(vllm_probe_time_to_first_token_seconds_count{target=\"{{args.canary-target}}\"}[{{args.window}}])) >= {{args.min-probes}}" | quote }}
+        query: {{ "min(max by (vantage) (vllm_probe_regression_ratio{target=\"{{args.canary-target}}\", metric=~\"ttft|tpot|itl|e2e\"})) and on () sum(increase(vllm_probe_time_to_first_token_seconds_count{target=\"{{args.canary-target}}\"}[{{args.window}}])) >= {{args.min-probes}}" | quote }}
   {{- end }}
 {{- end -}}
