@@ -216,6 +216,13 @@ type Message struct {
 	Content string `yaml:"content"`
 }
 
+// The bounds of a target's peak_flops_per_gpu: a typo of a few orders of
+// magnitude (989e9 for 989e12) would make vllm_server_mfu_ratio absurd.
+const (
+	MinPeakFLOPSPerGPU = 1e9
+	MaxPeakFLOPSPerGPU = 1e18
+)
+
 // MaxPrefillTokens bounds a module's prefill_tokens: a prompt this long is
 // already more than most models' context.
 const MaxPrefillTokens = 1 << 18
@@ -928,8 +935,8 @@ func (t *Target) validateSettings(c *Config, baselines map[string]bool, dir stri
 	if _, err := compileModels(t.Models); err != nil {
 		return err
 	}
-	if t.PeakFLOPSPerGPU < 0 || math.IsNaN(t.PeakFLOPSPerGPU) || math.IsInf(t.PeakFLOPSPerGPU, 0) {
-		return fmt.Errorf("peak_flops_per_gpu must be a positive number of FLOP/s, got %g", t.PeakFLOPSPerGPU)
+	if p := t.PeakFLOPSPerGPU; p != 0 && !(p >= MinPeakFLOPSPerGPU && p <= MaxPeakFLOPSPerGPU) {
+		return fmt.Errorf("peak_flops_per_gpu must be a GPU's peak in FLOP/s, between %g and %g (989e12 for an H100's dense BF16), got %g", MinPeakFLOPSPerGPU, MaxPeakFLOPSPerGPU, p)
 	}
 	if t.MaxNumSeqs < 0 {
 		return fmt.Errorf("max_num_seqs must not be negative, got %d", t.MaxNumSeqs)

@@ -61,6 +61,7 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"invalid-rate-window.yml", "global: rate_window 1m must be at least twice scrape_interval 40s"},
 		{"invalid-gate-vantage-twice.yml", "global: gate: vantages[1]: vantage \"eu\" is listed twice"},
 		{"invalid-gate-vantage-credentials.yml", "global: gate: vantages[0] (eu): url must not carry credentials: use http_client_config"},
+		{"invalid-peak-flops.yml", "target \"sim\": peak_flops_per_gpu must be a GPU's peak in FLOP/s, between 1e+09 and 1e+18 (989e12 for an H100's dense BF16), got 989"},
 		{"invalid-gateway-both.yml", "target \"gw\": gateway: set members or member_label, not both"},
 		{"invalid-gateway-neither.yml", "target \"gw\": gateway: members (target names) or member_label (a label the members share with the gateway) is required"},
 		{"invalid-gateway-unknown-member.yml", "target \"gw\": gateway: unknown member \"pod-c\": members are names of static targets (use member_label for discovered ones)"},
