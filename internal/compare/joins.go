@@ -2,7 +2,6 @@ package compare
 
 import (
 	"math"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -131,6 +130,9 @@ func sliceValidity(w ProbeWindow, now time.Time, window time.Duration) (until in
 		return math.MaxInt64, true // nothing to leave: only a new probe changes it
 	}
 	win, step := int64(window), int64(window/probeSlices)
+	if step <= 0 {
+		return 0, false
+	}
 	// slice is the slice of a start at t, -1 out of the window, as
 	// probeExpectation's since.Add(k*step) boundaries place it.
 	slice := func(s, t int64) int64 {
@@ -141,29 +143,39 @@ func sliceValidity(w ProbeWindow, now time.Time, window time.Duration) (until in
 		return min(probeSlices-1, (s-since)/step)
 	}
 	t0 := now.UnixNano()
+	k0 := make([]int64, len(starts))
+	for j, s := range starts {
+		k0[j] = slice(s, t0)
+	}
 	same := func(t int64) bool {
+		prev := int64(0)
 		for j, s := range starts {
 			k := slice(s, t)
-			if k != slice(s, t0) && (k < 0 || slice(s, t0) < 0) {
+			if (k < 0) != (k0[j] < 0) {
 				return false
 			}
-			if j > 0 && (k == slice(starts[j-1], t)) != (slice(s, t0) == slice(starts[j-1], t0)) {
+			if j > 0 && (k == prev) != (k0[j] == k0[j-1]) {
 				return false
 			}
+			prev = k
 		}
 		return true
 	}
-	// A start s drops below the boundary k*step after since at t > s + win − k*step.
-	var crossings []int64
-	for _, s := range starts {
-		for k := range int64(probeSlices) {
-			if t := s + win - k*step + 1; t > t0 {
-				crossings = append(crossings, t)
+	// next is the first crossing after t: a start s drops below the
+	// boundary k*step after since at s + win − k*step + 1, k < probeSlices.
+	next := func(t int64) int64 {
+		first := int64(math.MaxInt64)
+		for _, s := range starts {
+			d := s + win + 1 - t
+			if d <= 0 {
+				continue // out of the window since t
 			}
+			k := min((d-1)/step, probeSlices-1) // the last boundary still after s at t
+			first = min(first, s+win+1-k*step)
 		}
+		return first
 	}
-	slices.Sort(crossings)
-	for _, t := range crossings {
+	for t := next(t0); t != math.MaxInt64; t = next(t) {
 		if !same(t) {
 			return t, true
 		}
