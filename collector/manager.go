@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"reflect"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
@@ -44,9 +46,13 @@ type Manager struct {
 	quiet   func(ctx context.Context, target string)
 	scraped func(target string) // Options.Scraped
 
-	mu         sync.Mutex
-	targets    map[string]*scraper // by target name
-	labelNames []string            // static label names
+	mu      sync.Mutex
+	targets map[string]*scraper // by target name
+	// byName is targets as SetTargets last left it, read without mu
+	// (target): the scrape hook (Options.Scraped) reads the Manager while
+	// SetTargets, holding mu, may wait for that scrape's loop to end.
+	byName     atomic.Pointer[map[string]*scraper]
+	labelNames []string // static label names
 	window     time.Duration
 	runCtx     context.Context // set while Run runs
 	wg         sync.WaitGroup  // scrape loops
@@ -298,6 +304,8 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 		s.window = window
 		s.mu.Unlock()
 	}
+	byName := maps.Clone(m.targets)
+	m.byName.Store(&byName)
 	return nil
 }
 
@@ -770,9 +778,10 @@ func (m *Manager) Latest(target string) (latest *Snapshot) {
 }
 
 func (m *Manager) target(name string) *scraper {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.targets[name]
+	if byName := m.byName.Load(); byName != nil {
+		return (*byName)[name]
+	}
+	return nil
 }
 
 // withTarget calls f with target's scraper, its lock held; it does nothing
