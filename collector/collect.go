@@ -81,13 +81,53 @@ func (m *Manager) Describe(chan<- *prometheus.Desc) {}
 // reads the state the scrape loops left.
 func (m *Manager) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
-	d := newDescs(m.labelNames)
+	d := m.descs
 	targets := m.sortedTargets()
 	m.mu.Unlock()
+	if d == nil {
+		return
+	}
 	for _, s := range targets {
 		m.collectTarget(ch, d, s)
 	}
 }
+
+// ExpositionTargets implements exposition.Partitioned.
+func (m *Manager) ExpositionTargets() []string {
+	byName := m.byName.Load()
+	if byName == nil {
+		return nil
+	}
+	names := make([]string, 0, len(*byName))
+	for name := range *byName {
+		names = append(names, name)
+	}
+	return names
+}
+
+// ExpositionVersion implements exposition.Partitioned: the epoch of the
+// targets and the scrapes of target.
+func (m *Manager) ExpositionVersion(target string) uint64 {
+	v := m.epoch.Load() << 40
+	if s := m.target(target); s != nil {
+		v |= s.version.Load() & (1<<40 - 1)
+	}
+	return v
+}
+
+// CollectTarget implements exposition.Partitioned.
+func (m *Manager) CollectTarget(target string, ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	d := m.descs
+	m.mu.Unlock()
+	if s := m.target(target); s != nil && d != nil {
+		m.collectTarget(ch, d, s)
+	}
+}
+
+// CollectShared implements exposition.Partitioned: every series of the
+// collector belongs to a target.
+func (m *Manager) CollectShared(chan<- prometheus.Metric) {}
 
 func (m *Manager) collectTarget(ch chan<- prometheus.Metric, d *descs, s *scraper) {
 	s.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -53,9 +54,13 @@ type Manager struct {
 	// SetTargets, holding mu, may wait for that scrape's loop to end.
 	byName     atomic.Pointer[map[string]*scraper]
 	labelNames []string // static label names
-	window     time.Duration
-	runCtx     context.Context // set while Run runs
-	wg         sync.WaitGroup  // scrape loops
+	descs      *descs   // of labelNames
+	// epoch moves at every SetTargets: every target's series may render
+	// differently (ExpositionVersion).
+	epoch  atomic.Uint64
+	window time.Duration
+	runCtx context.Context // set while Run runs
+	wg     sync.WaitGroup  // scrape loops
 }
 
 // Options configure a Manager.
@@ -150,6 +155,8 @@ func NewManager(opts Options) *Manager {
 
 // scraper is one target's loop and state.
 type scraper struct {
+	// version moves after every scrape (ExpositionVersion).
+	version    atomic.Uint64
 	name       string
 	metricsURL string
 	baseURL    string
@@ -263,6 +270,9 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 		wants[t.Name] = want{t: t, client: client}
 	}
 
+	if m.descs == nil || !slices.Equal(m.labelNames, names) {
+		m.descs = newDescs(names)
+	}
 	m.labelNames = names
 	for name, s := range m.targets {
 		if w, ok := wants[name]; ok && w.client == nil {
@@ -306,6 +316,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 	}
 	byName := maps.Clone(m.targets)
 	m.byName.Store(&byName)
+	m.epoch.Add(1)
 	return nil
 }
 
@@ -378,6 +389,7 @@ func (s *scraper) loop(ctx context.Context) {
 	schedule.Run(ctx, s.interval, scrapeOffset(s.name, s.interval), true, func(ctx context.Context) {
 		s.waitQuiet(ctx)
 		once(ctx)
+		s.version.Add(1)
 		if s.scraped != nil && ctx.Err() == nil {
 			s.scraped(s.name)
 		}

@@ -42,7 +42,10 @@ type Manager struct {
 	logger log.Logger
 	errs   safemetric.Sender
 
-	mu           sync.Mutex
+	mu sync.Mutex
+	// epoch moves at every change of the configuration: every target's
+	// series may render differently (ExpositionVersion).
+	epoch        uint64
 	cfg          *config.Config
 	configured   bool     // ApplyConfig succeeded once
 	hist         histOpts // the latency histograms' buckets
@@ -264,6 +267,7 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 		for _, p := range m.pairs {
 			p.series.rebucket(hist)
 		}
+		m.epoch++
 	}
 	m.specs, m.compilations = specs, m.compilations+compiled
 	m.maxInFlight = cfg.Global.MaxConcurrentProbes
@@ -315,6 +319,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 		}
 	}
 	m.sortPairs()
+	m.epoch++ // labels, pairs and targets may have changed
 	return nil
 }
 
@@ -458,16 +463,16 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 		return
 	}
 	if p.inFlight && (!p.burstHolds || p.scheduledNext != nil) {
-		p.series.skip(SkipInFlight, unixSeconds(m.now()))
+		p.skip(SkipInFlight, unixSeconds(m.now()))
 		return
 	}
 	cost := p.worstCost()
 	if !p.tgt.scheduled.Allows(m.now(), p.tgt.cfg.TokenBudgetPerHour, budgetShare(p.tgt), p.key.model, cost) {
-		p.series.skip(SkipBudget, unixSeconds(m.now()))
+		p.skip(SkipBudget, unixSeconds(m.now()))
 		return
 	}
 	if m.inFlight >= m.maxInFlight {
-		p.series.skip(SkipConcurrency, unixSeconds(m.now()))
+		p.skip(SkipConcurrency, unixSeconds(m.now()))
 		return
 	}
 	// A burst probe in the pair's slot hands it to this probe when it ends
@@ -573,6 +578,7 @@ func (m *Manager) attempt(p *pair) func() {
 	return func() {
 		m.mu.Lock()
 		p.series.attempts++
+		p.touch()
 		m.mu.Unlock()
 	}
 }
@@ -589,6 +595,7 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 	p.keepSample(res)
 	p.lastEnd = unixSeconds(end)
 	p.series.observe(res, p.lastEnd, m.recordID(p, id))
+	p.touch()
 	if m.finished != nil && p.tgt != nil && p.spec != nil {
 		model := p.key.model
 		if model == "" {

@@ -243,18 +243,22 @@ func occurred(st *reasonState, created *float64, at float64) {
 }
 
 // exposed notes that a collection rendered s: the pending reasons' zeros are
-// out, their counts render from the next collection. m.mu must be held.
-func (s *series) exposed() {
+// out, their counts render from the next collection. It reports whether a
+// reason changed state. m.mu must be held.
+func (s *series) exposed() (changed bool) {
 	for i, st := range s.failShown {
 		if st == reasonPending {
 			s.failShown[i] = reasonShown
+			changed = true
 		}
 	}
 	for i, st := range s.skipShown {
 		if st == reasonPending {
 			s.skipShown[i] = reasonShown
+			changed = true
 		}
 	}
+	return changed
 }
 
 // reasonValue is the value a reason in state st with count v renders, and
@@ -581,6 +585,55 @@ func (collector) Describe(chan<- *prometheus.Desc) {}
 // Collect implements prometheus.Collector: it copies every pair's and
 // target's series under the lock and renders them outside it.
 func (c collector) Collect(ch chan<- prometheus.Metric) {
+	m := c.m
+	m.mu.Lock()
+	names := make([]string, 0, len(m.targets))
+	for name := range m.targets {
+		names = append(names, name)
+	}
+	m.mu.Unlock()
+	slices.Sort(names)
+	c.collect(ch, names)
+}
+
+// ExpositionTargets implements exposition.Partitioned.
+func (c collector) ExpositionTargets() []string {
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	names := make([]string, 0, len(m.targets))
+	for name := range m.targets {
+		names = append(names, name)
+	}
+	return names
+}
+
+// ExpositionVersion implements exposition.Partitioned: the configuration's
+// epoch and the target's version, which every change of its pairs' series
+// and of its checks moves.
+func (c collector) ExpositionVersion(target string) uint64 {
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.epoch << 40
+	if t := m.targets[target]; t != nil {
+		v |= t.version & (1<<40 - 1)
+	}
+	return v
+}
+
+// CollectTarget implements exposition.Partitioned.
+func (c collector) CollectTarget(target string, ch chan<- prometheus.Metric) {
+	c.collect(ch, []string{target})
+}
+
+// CollectShared implements exposition.Partitioned: every series of the
+// prober belongs to a target.
+func (collector) CollectShared(chan<- prometheus.Metric) {}
+
+// collect copies the series of the targets names and of their pairs under
+// the lock and renders them outside it.
+func (c collector) collect(ch chan<- prometheus.Metric, names []string) {
 	type row struct {
 		ls *labelSet
 		s  series
@@ -596,13 +649,19 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		m.mu.Unlock()
 		return
 	}
-	rows := make([]row, 0, len(m.order))
-	for _, p := range m.order {
-		rows = append(rows, row{ls: m.pairLabelSet(p), s: p.series.snapshot()})
-		p.series.exposed()
-	}
+	var rows []row
 	var healths []health
-	for _, t := range m.targets {
+	for _, name := range names {
+		t := m.targets[name]
+		if t == nil {
+			continue
+		}
+		for _, p := range t.pairs {
+			rows = append(rows, row{ls: m.pairLabelSet(p), s: p.series.snapshot()})
+			if p.series.exposed() {
+				t.version++ // the pending zeros render their counts from now on
+			}
+		}
 		if t.checked {
 			healths = append(healths, health{lv: append([]string{t.cfg.Name, t.model}, t.cfg.StaticLabelValues(m.static)...), health: t.healthUp, up: t.modelsUp})
 		}
@@ -678,4 +737,19 @@ func observe(o prometheus.Observer, v float64, ex prometheus.Labels) {
 		return
 	}
 	o.Observe(v)
+}
+
+// skip counts a scheduled probe of p not started, for reason. m.mu must be
+// held.
+func (p *pair) skip(reason string, at float64) {
+	p.series.skip(reason, at)
+	p.touch()
+}
+
+// touch notes that p's series changed (ExpositionVersion). m.mu must be
+// held.
+func (p *pair) touch() {
+	if p.tgt != nil {
+		p.tgt.version++
+	}
 }

@@ -97,6 +97,7 @@ func (m *Manager) syncPairs(t *target) {
 			m.removePair(p)
 		}
 	}
+	t.version++
 }
 
 // removePair stops p; its series go with it. m.mu must be held.

@@ -35,6 +35,9 @@ type target struct {
 	models             []string // with cfg.Models: the matching ids of /v1/models (models.go)
 	checked            bool
 	healthUp, modelsUp bool
+	// version moves whenever a series of the target or of its pairs would
+	// render differently (ExpositionVersion); m.mu guards it.
+	version uint64
 
 	// modelsRefresh is how often the check reads /v1/models again
 	// (global.models_refresh_interval); modelsAt when it last did (zero:
@@ -194,6 +197,7 @@ func (t *target) check(ctx context.Context) {
 	if t.cancel == nil || !t.cfg.Probe {
 		return // removed, or made scrape-only meanwhile
 	}
+	t.version++
 	if !list {
 		t.checked, t.healthUp = true, healthUp
 		return

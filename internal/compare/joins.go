@@ -44,6 +44,7 @@ type pairJoins struct {
 
 // serverJoin is what a target's last scrape and its baseline give.
 type serverJoin struct {
+	seq   uint64 // Collector.computations when computed: unique (ExpositionVersion)
 	epoch uint64 // Collector.epoch when computed
 	ok    bool   // false: the load or the expectation at it is unknown: no series
 	load  float64
@@ -62,6 +63,7 @@ type specRatio struct {
 // pairJoin is what a pair's probe window gives, against the baseline, at
 // the time its counts were taken.
 type pairJoin struct {
+	seq  uint64      // Collector.computations when computed: unique (ExpositionVersion)
 	gen  uint64      // pairJoins.gen when w was read
 	w    ProbeWindow // the snapshot read; immutable
 	load float64     // the target's scraped load it was computed with (the fallback)
@@ -205,8 +207,7 @@ func (c *Collector) effectiveWindow(t *target) time.Duration {
 
 // computeServer computes t's serverJoin from the server's latest scrape.
 func (c *Collector) computeServer(server ServerSource, l *loaded, t *target, epoch uint64) *serverJoin {
-	c.computations.Add(1)
-	sj := &serverJoin{epoch: epoch, throughput: math.NaN()}
+	sj := &serverJoin{seq: c.computations.Add(1), epoch: epoch, throughput: math.NaN()}
 	running, waiting, ok := server.Load(t.name)
 	if !ok {
 		return sj
@@ -230,9 +231,8 @@ func (c *Collector) computeServer(server ServerSource, l *loaded, t *target, epo
 
 // computePair computes the joins of t's module i from the snapshot w.
 func (c *Collector) computePair(l *loaded, t *target, i int, w ProbeWindow, gen uint64, now time.Time, load float64) *pairJoin {
-	c.computations.Add(1)
 	window := c.effectiveWindow(t)
-	pj := &pairJoin{gen: gen, w: w, load: load, from: now.UnixNano()}
+	pj := &pairJoin{seq: c.computations.Add(1), gen: gen, w: w, load: load, from: now.UnixNano()}
 	if pj.until, pj.timed = sliceValidity(w, now, window); !pj.timed {
 		pj.counts = sliceCounts(w, now, window)
 	}

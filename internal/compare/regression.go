@@ -104,16 +104,19 @@ type Collector struct {
 	// before the collector's targets last changed are computed again.
 	epoch        atomic.Uint64
 	computations atomic.Uint64 // joins computed (Computations)
+	states       atomic.Uint64 // states built (state.gen)
 }
 
 type state struct {
-	static    []string           // static label names, sorted
-	baselines []*loaded          // configuration order
-	byName    map[string]*loaded // by configuration name
-	targets   []target           // configuration order, the targets with a baseline
-	scraped   []scraped          // the targets the collector scrapes, sorted by name (join.go)
-	gateways  []gatewayTarget    // configuration order (gateway_collect.go)
-	byTarget  map[string]*loaded // target name -> its baseline
+	gen          uint64             // Collector.states when built: unique (ExpositionVersion)
+	scrapedIndex map[string]int     // a scraped target's name -> its index in scraped
+	static       []string           // static label names, sorted
+	baselines    []*loaded          // configuration order
+	byName       map[string]*loaded // by configuration name
+	targets      []target           // configuration order, the targets with a baseline
+	scraped      []scraped          // the targets the collector scrapes, sorted by name (join.go)
+	gateways     []gatewayTarget    // configuration order (gateway_collect.go)
+	byTarget     map[string]*loaded // target name -> its baseline
 	// targetIndex: a baselined target's name -> its index in targets.
 	targetIndex map[string]int
 	descs       map[string]*prometheus.Desc
@@ -260,6 +263,10 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 			joins: &targetJoins{pairs: make([]pairJoins, len(t.Modules))}})
 	}
 	slices.SortFunc(st.scraped, func(a, b scraped) int { return strings.Compare(a.name, b.name) })
+	st.gen, st.scrapedIndex = c.states.Add(1), make(map[string]int, len(st.scraped))
+	for i, t := range st.scraped {
+		st.scrapedIndex[t.name] = i
+	}
 	st.gateways = gatewayTargets(cfg, st.static)
 	st.descs = newDescs(st.static)
 	for _, l := range st.baselines {
@@ -334,28 +341,15 @@ func (c *Collector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect computes every series now.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.CollectShared(ch)
 	c.mu.RLock()
 	st := c.state
 	c.mu.RUnlock()
-	server := c.server
-	if st.descs == nil {
+	if st == nil {
 		return
 	}
-	for _, m := range st.points {
-		ch <- m
-	}
-	if c.gateways != nil {
-		c.collectGateways(ch, st, c.now())
-	}
-	if server == nil || c.probes == nil {
-		return
-	}
-	for _, t := range st.scraped {
-		c.collectJoined(ch, st, server, t)
-	}
-	now := c.now()
-	for i := range st.targets {
-		c.collectTarget(ch, st, server, &st.targets[i], now)
+	for _, name := range c.ExpositionTargets() {
+		c.CollectTarget(name, ch)
 	}
 }
 

@@ -196,6 +196,7 @@ target_defaults:
 			"exported but not documented: %v", missing, extra)
 	}
 	checkLabelsReserved(t, reg, "preset", "fleet")
+	checkExpositionCached(t, f)
 	f.stop()
 }
 

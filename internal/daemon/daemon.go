@@ -35,6 +35,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
 	"github.com/vllm-prober/vllm_prober/internal/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/exposition"
 	"github.com/vllm-prober/vllm_prober/internal/genaiotel"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/redact"
@@ -114,6 +115,10 @@ type Daemon struct {
 	// registerer is reg, with the vantage label when Options.Vantage is set:
 	// every metric of the daemon registers through it.
 	registerer prometheus.Registerer
+	// cache renders /metrics; own gathers what it does not hold
+	// (exposition.Registerer routes every registration).
+	cache *exposition.Cache
+	own   *prometheus.Registry
 	// vantage is the vantage label of every series: Options.Vantage, else
 	// global.vantage as the daemon started (vantage.go).
 	vantage string
@@ -205,11 +210,20 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	// registered, rather than by each component (as Prometheus' external
 	// labels would add it on the server side).
 	vantage := startVantage(opts, logger)
-	var reg prometheus.Registerer = registry
+	// /metrics is rendered from the exposition cache: the targets' series
+	// (the prober's, the collector's, the joins': exposition.Partitioned)
+	// are encoded again only when they changed; own holds the rest.
+	var labels prometheus.Labels
+	var main, rest prometheus.Registerer = registry, prometheus.NewRegistry()
+	own := rest.(*prometheus.Registry)
 	if vantage != "" {
-		reg = prometheus.WrapRegistererWith(prometheus.Labels{VantageLabel: vantage}, registry)
+		labels = prometheus.Labels{VantageLabel: vantage}
+		main, rest = prometheus.WrapRegistererWith(labels, registry), prometheus.WrapRegistererWith(labels, own)
 	}
-	d := &Daemon{opts: opts, logger: logger, reg: registry, registerer: reg, vantage: vantage, red: red, clients: httpclient.New(red)}
+	cache := exposition.NewCache(labels)
+	reg := exposition.NewRegisterer(cache, main, rest)
+	d := &Daemon{opts: opts, logger: logger, reg: registry, registerer: reg, vantage: vantage, red: red, clients: httpclient.New(red),
+		cache: cache, own: own}
 
 	if err := reg.Register(versioncollector.NewCollector("vllm_prober")); err != nil {
 		return nil, fmt.Errorf("registering the build info collector: %w", err)
@@ -326,8 +340,14 @@ func (d *Daemon) Config() *config.Config { return d.sc.Config() }
 // with Targets this shard's share of the static and discovered targets.
 func (d *Daemon) Running() *config.Config { return d.running.Load() }
 
-// Registry returns the registry /metrics serves.
+// Registry returns the registry of every series /metrics serves.
 func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
+
+// Exposition returns the cache /metrics is rendered from and the gatherer
+// of the series it does not hold (exposition.HandlerOpts.Rest).
+func (d *Daemon) Exposition() (*exposition.Cache, prometheus.Gatherer) {
+	return d.cache, prometheus.Gatherers{d.own, d.cache.Shared()}
+}
 
 // Registerer is Registry, with the vantage label when Options.Vantage is set.
 func (d *Daemon) Registerer() prometheus.Registerer { return d.registerer }

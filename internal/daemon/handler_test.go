@@ -3,6 +3,8 @@ package daemon
 import (
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/vllm-prober/vllm_prober/internal/web"
 	"github.com/vllm-prober/vllm_prober/mixin"
 )
@@ -16,7 +18,7 @@ func (d *Daemon) Handler() http.Handler {
 		panic(err)
 	}
 	return web.New(web.Options{
-		Logger: d.logger, Gatherer: d.reg, Registerer: d.registerer,
+		Logger: d.logger, Gatherer: d.reg, Registerer: d.registerer, Exposition: d.cache, Own: prometheus.Gatherers{d.own, d.cache.Shared()},
 		TelemetryPath: d.opts.TelemetryPath, HistoryLimit: d.opts.HistoryLimit, DisableReload: d.opts.DisableReload,
 		RegressionThreshold: *spec.Alerts.LatencyRegression.Threshold,
 		Config:              d.Config, Running: d.Running, Reload: d.Reload, Ready: d.Ready,

@@ -20,7 +20,10 @@ func Handler(d *daemon.Daemon) http.Handler { return web.New(WebOptions(d)) }
 // WebOptions are the pages' view of d.
 func WebOptions(d *daemon.Daemon) web.Options {
 	o := d.Options()
+	cache, own := d.Exposition()
 	return web.Options{
+		Exposition:          cache,
+		Own:                 own,
 		Logger:              d.Logger(),
 		Gatherer:            d.Registry(),
 		Registerer:          d.Registerer(),

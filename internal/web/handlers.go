@@ -18,6 +18,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
+	"github.com/vllm-prober/vllm_prober/internal/exposition"
 	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/prober"
 )
@@ -31,16 +32,24 @@ const scrapeTimeoutOffset = 500 * time.Millisecond
 func (h *handler) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", h.landingPage)
-	mux.Handle(h.opts.TelemetryPath, promhttp.InstrumentMetricHandler(h.opts.Registerer,
-		promhttp.HandlerFor(h.opts.Gatherer, promhttp.HandlerOpts{
-			ErrorHandling: promhttp.ContinueOnError,
-			ErrorLog:      promLogger{h},
-			// Several Prometheis may scrape at once; more would be a misconfiguration.
-			MaxRequestsInFlight: 10,
-			// OpenMetrics carries the exemplars (record_id) of the probe
-			// histograms' classic buckets; protobuf is always offered.
-			EnableOpenMetrics: true,
-		})))
+	// Several Prometheis may scrape at once; more would be a misconfiguration.
+	const maxRenders = 10
+	var metrics http.Handler = promhttp.HandlerFor(h.opts.Gatherer, promhttp.HandlerOpts{
+		ErrorHandling:       promhttp.ContinueOnError,
+		ErrorLog:            promLogger{h},
+		MaxRequestsInFlight: maxRenders,
+		// OpenMetrics carries the exemplars (record_id) of the probe
+		// histograms' classic buckets; protobuf is always offered.
+		EnableOpenMetrics: true,
+	})
+	if h.opts.Exposition != nil {
+		// The same negotiation and formats, the targets' series encoded
+		// once per change (internal/exposition).
+		metrics = h.opts.Exposition.Handler(exposition.HandlerOpts{
+			Rest: h.opts.Own, Full: h.opts.Gatherer, ErrorLog: promLogger{h}, MaxRequestsInFlight: maxRenders,
+		})
+	}
+	mux.Handle(h.opts.TelemetryPath, promhttp.InstrumentMetricHandler(h.opts.Registerer, metrics))
 	mux.Handle("/probe", sameSiteOnly("/probe sends requests to targets", http.HandlerFunc(h.probeHandler)))
 	mux.HandleFunc("/probe/record", h.recordHandler)
 	mux.HandleFunc("/target", h.targetHandler)

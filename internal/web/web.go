@@ -18,6 +18,7 @@ import (
 	"github.com/vllm-prober/vllm_prober/collector"
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/compare"
+	"github.com/vllm-prober/vllm_prober/internal/exposition"
 	"github.com/vllm-prober/vllm_prober/prober"
 	"github.com/vllm-prober/vllm_prober/prober/probe"
 )
@@ -27,8 +28,13 @@ type Options struct {
 	Logger log.Logger
 	// Gatherer is what the telemetry path serves; Registerer counts its
 	// requests (promhttp.InstrumentMetricHandler).
-	Gatherer      prometheus.Gatherer
-	Registerer    prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	Registerer prometheus.Registerer
+	// Exposition, when set, renders the telemetry path from its cache
+	// (series it does not hold from Own); Gatherer then serves only the
+	// formats the cache does not encode.
+	Exposition    *exposition.Cache
+	Own           prometheus.Gatherer
 	TelemetryPath string
 	// HistoryLimit is --history.limit, which the pages name when a record
 	// has aged out.

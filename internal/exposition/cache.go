@@ -1,0 +1,251 @@
+// Package exposition serves the daemon's /metrics from encoded bytes kept
+// per target, re-encoding a target's series only when they changed.
+//
+// Most of a fleet's exposition belongs to its targets: at 1,000 targets,
+// 11.6 MB of text of which the daemon's own series are a few kilobytes.
+// promhttp gathers, sorts, checks and encodes every series at every
+// scrape; here the components that own targets' series (the prober, the
+// collector, the joins) implement Partitioned, and a render collects and
+// encodes only the targets whose version moved since the last render in
+// that format, then writes each family's header once and the cached
+// bodies of every target after it.
+package exposition
+
+import (
+	"bytes"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// Partitioned is a collector whose series belong to targets, each of which
+// can be collected alone. Collect still sends every series (the full
+// registry, the slow path of /metrics and the tests gather it).
+type Partitioned interface {
+	prometheus.Collector
+	// ExpositionTargets returns every target that may have series now.
+	ExpositionTargets() []string
+	// ExpositionVersion returns a value that changes whenever a series of
+	// target would render differently from the last time it returned
+	// that value. A change of an input another Partitioned component
+	// owns need not move it: the cache keys a target by the versions of
+	// every component together.
+	ExpositionVersion(target string) uint64
+	// CollectTarget sends the series of target alone.
+	CollectTarget(target string, ch chan<- prometheus.Metric)
+	// CollectShared sends the series that belong to no target (e.g. a
+	// baseline's points); they are collected at every render.
+	CollectShared(ch chan<- prometheus.Metric)
+}
+
+// Format is an exposition format the cache encodes.
+type Format int
+
+// The formats served from the cache; protobuf is served by promhttp.
+const (
+	Text Format = iota
+	OpenMetrics
+	numFormats
+)
+
+// Cache holds the encoded series of every target of its Partitioned
+// components. It is safe for concurrent use.
+type Cache struct {
+	labels prometheus.Labels // added to every series (the vantage)
+	seed   maphash.Seed
+
+	mu      sync.Mutex
+	sources []Partitioned
+	targets map[string]*entry
+	shared  *prometheus.Registry
+	// encodings counts the targets encoded since New (Encodings).
+	encodings uint64
+}
+
+// entry is one target's registry (its series from every source) and its
+// encoded families per format.
+type entry struct {
+	reg     *prometheus.Registry
+	encoded [numFormats]*encoded
+}
+
+// encoded is a target's families in one format, as of version.
+type encoded struct {
+	version uint64
+	fams    []chunk // sorted by name
+	err     error   // the gathering's, reported at every render until the target changes
+}
+
+// chunk is one family of one target: head holds its comment lines (# HELP,
+// # TYPE, # UNIT), body its samples.
+type chunk struct {
+	name       string
+	head, body []byte
+}
+
+// NewCache returns a Cache adding labels to every series.
+func NewCache(labels prometheus.Labels) *Cache {
+	return &Cache{labels: labels, seed: maphash.MakeSeed(), targets: map[string]*entry{}, shared: prometheus.NewRegistry()}
+}
+
+// add makes p one of the cache's sources.
+func (c *Cache) add(p Partitioned) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := prometheus.WrapRegistererWith(c.labels, c.shared).Register(sharedOf{p}); err != nil {
+		return fmt.Errorf("registering the shared series: %w", err)
+	}
+	c.sources = append(c.sources, p)
+	clear(c.targets) // every target's registry gains the source
+	return nil
+}
+
+// Shared returns the gatherer of the sources' shared series.
+func (c *Cache) Shared() prometheus.Gatherer { return c.shared }
+
+// Encodings returns how many times a target's series were collected and
+// encoded since NewCache.
+func (c *Cache) Encodings() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.encodings
+}
+
+// sharedOf collects a source's shared series.
+type sharedOf struct{ p Partitioned }
+
+func (sharedOf) Describe(chan<- *prometheus.Desc)      {}
+func (s sharedOf) Collect(ch chan<- prometheus.Metric) { s.p.CollectShared(ch) }
+
+// targetOf collects one target's series of one source.
+type targetOf struct {
+	p      Partitioned
+	target string
+}
+
+func (targetOf) Describe(chan<- *prometheus.Desc)      {}
+func (t targetOf) Collect(ch chan<- prometheus.Metric) { t.p.CollectTarget(t.target, ch) }
+
+// snapshot is what a render writes: every target's families in one format,
+// sorted by target name, and the errors met.
+type snapshot struct {
+	targets [][]chunk
+	errs    []error
+}
+
+// render brings every target's encoding in format f up to date and returns
+// them. Only targets whose version moved are collected and encoded.
+func (c *Cache) render(f Format) snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := map[string]bool{}
+	for _, p := range c.sources {
+		for _, t := range p.ExpositionTargets() {
+			names[t] = true
+		}
+	}
+	for t := range c.targets {
+		if !names[t] {
+			delete(c.targets, t)
+		}
+	}
+	sorted := make([]string, 0, len(names))
+	for t := range names {
+		sorted = append(sorted, t)
+	}
+	sort.Strings(sorted)
+	var snap snapshot
+	snap.targets = make([][]chunk, 0, len(sorted))
+	for _, t := range sorted {
+		e := c.targets[t]
+		if e == nil {
+			e = &entry{reg: prometheus.NewRegistry()}
+			reg := prometheus.WrapRegistererWith(c.labels, e.reg)
+			for _, p := range c.sources {
+				if err := reg.Register(targetOf{p, t}); err != nil {
+					snap.errs = append(snap.errs, fmt.Errorf("target %q: %w", t, err))
+				}
+			}
+			c.targets[t] = e
+		}
+		v := c.version(t)
+		enc := e.encoded[f]
+		if enc == nil || enc.version != v {
+			enc = c.encode(e.reg, f, v)
+			e.encoded[f] = enc
+		}
+		if enc.err != nil {
+			snap.errs = append(snap.errs, fmt.Errorf("target %q: %w", t, enc.err))
+		}
+		if len(enc.fams) > 0 {
+			snap.targets = append(snap.targets, enc.fams)
+		}
+	}
+	return snap
+}
+
+// version combines the versions of every source for target.
+func (c *Cache) version(target string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	var b [8]byte
+	for _, p := range c.sources {
+		v := p.ExpositionVersion(target)
+		for i := range b {
+			b[i] = byte(v >> (8 * i))
+		}
+		h.Write(b[:])
+	}
+	return h.Sum64()
+}
+
+// encode gathers reg and encodes its families in format f.
+func (c *Cache) encode(reg *prometheus.Registry, f Format, version uint64) *encoded {
+	c.encodings++
+	mfs, err := reg.Gather()
+	enc := &encoded{version: version, err: err, fams: make([]chunk, 0, len(mfs))}
+	var buf bytes.Buffer
+	for _, mf := range mfs {
+		buf.Reset()
+		var werr error
+		if f == OpenMetrics {
+			_, werr = expfmt.MetricFamilyToOpenMetrics(&buf, mf)
+		} else {
+			_, werr = expfmt.MetricFamilyToText(&buf, mf)
+		}
+		if werr != nil {
+			enc.err = joinErr(enc.err, fmt.Errorf("encoding %s: %w", mf.GetName(), werr))
+			continue
+		}
+		head, body := splitHead(buf.Bytes())
+		enc.fams = append(enc.fams, chunk{name: mf.GetName(), head: slices.Clone(head), body: slices.Clone(body)})
+	}
+	return enc
+}
+
+// splitHead cuts an encoded family into its leading comment lines and its
+// samples. A sample line never starts with '#' (an exemplar's "# {" follows
+// a sample on its line).
+func splitHead(b []byte) (head, body []byte) {
+	i := 0
+	for i < len(b) && b[i] == '#' {
+		nl := bytes.IndexByte(b[i:], '\n')
+		if nl < 0 {
+			return b, nil
+		}
+		i += nl + 1
+	}
+	return b[:i], b[i:]
+}
+
+func joinErr(a, b error) error {
+	if a == nil {
+		return b
+	}
+	return fmt.Errorf("%w; %w", a, b)
+}

@@ -1,0 +1,227 @@
+package exposition
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// fakeSource is a Partitioned of a few targets, each with a gauge and a
+// counter whose values the test sets.
+type fakeSource struct {
+	mu      sync.Mutex
+	values  map[string]float64
+	version map[string]uint64
+	gauge   *prometheus.Desc
+	counter *prometheus.Desc
+	shared  *prometheus.Desc
+}
+
+func newFakeSource(targets ...string) *fakeSource {
+	s := &fakeSource{values: map[string]float64{}, version: map[string]uint64{},
+		gauge:   prometheus.NewDesc("fake_gauge", "A gauge of a target.", []string{"target"}, nil),
+		counter: prometheus.NewDesc("fake_events_total", "Events of a target.", []string{"target", "kind"}, nil),
+		shared:  prometheus.NewDesc("fake_shared", "A series of no target.", nil, nil)}
+	for i, t := range targets {
+		s.values[t] = float64(i)
+	}
+	return s
+}
+
+func (s *fakeSource) set(target string, v float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.values[target] = v
+	s.version[target]++
+}
+
+func (*fakeSource) Describe(chan<- *prometheus.Desc) {}
+func (s *fakeSource) Collect(ch chan<- prometheus.Metric) {
+	s.CollectShared(ch)
+	for _, t := range s.ExpositionTargets() {
+		s.CollectTarget(t, ch)
+	}
+}
+func (s *fakeSource) ExpositionTargets() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for t := range s.values {
+		out = append(out, t)
+	}
+	return out
+}
+func (s *fakeSource) ExpositionVersion(target string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version[target]
+}
+func (s *fakeSource) CollectTarget(target string, ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	v, ok := s.values[target]
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(s.gauge, prometheus.GaugeValue, v, target)
+	ch <- prometheus.MustNewConstMetric(s.counter, prometheus.CounterValue, 2*v, target, "a\"b\\c\n")
+}
+func (s *fakeSource) CollectShared(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(s.shared, prometheus.GaugeValue, 1)
+}
+
+// fixture registers a fakeSource and an ordinary gauge through a
+// Registerer, as the daemon does with its vantage label.
+func fixture(t *testing.T) (*Cache, *fakeSource, http.Handler, http.Handler) {
+	t.Helper()
+	labels := prometheus.Labels{"vantage": "eu"}
+	main, own := prometheus.NewRegistry(), prometheus.NewRegistry()
+	cache := NewCache(labels)
+	reg := NewRegisterer(cache, prometheus.WrapRegistererWith(labels, main), prometheus.WrapRegistererWith(labels, own))
+	src := newFakeSource("a", "b", "c")
+	reg.MustRegister(src)
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "daemon_own", Help: "The daemon's own."})
+	g.Set(3)
+	reg.MustRegister(g)
+	cached := cache.Handler(HandlerOpts{Rest: prometheus.Gatherers{own, cache.Shared()}, Full: main})
+	full := promhttp.HandlerFor(main, promhttp.HandlerOpts{EnableOpenMetrics: true})
+	return cache, src, cached, full
+}
+
+func get(t *testing.T, h http.Handler, url, accept string, gz bool) (string, string) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, url, nil)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if gz {
+		req.Header.Set("Accept-Encoding", "gzip")
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	body := rec.Body.Bytes()
+	if gz != (rec.Header().Get("Content-Encoding") == "gzip") {
+		t.Fatalf("Accept-Encoding gzip %v, Content-Encoding %q", gz, rec.Header().Get("Content-Encoding"))
+	}
+	if gz {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var err2 error
+		if body, err2 = io.ReadAll(zr); err2 != nil {
+			t.Fatal(err2)
+		}
+	}
+	return rec.Header().Get("Content-Type"), string(body)
+}
+
+// sortedLines is body's lines, sorted.
+func sortedLines(body string) []string {
+	l := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	slices.Sort(l)
+	return l
+}
+
+const openMetrics = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3"
+
+// TestCacheEncodesChanges: a render encodes only the targets whose version
+// moved, and says what promhttp says, in text and OpenMetrics, gzipped or
+// not, with name[] as promhttp reads it.
+func TestCacheEncodesChanges(t *testing.T) {
+	cache, src, cached, full := fixture(t)
+	check := func(step string) {
+		t.Helper()
+		for _, accept := range []string{"", openMetrics} {
+			for _, gz := range []bool{false, true} {
+				ct, got := get(t, cached, "/metrics", accept, gz)
+				wct, want := get(t, full, "/metrics", accept, false)
+				if ct != wct {
+					t.Errorf("%s: Accept %q: content type %q, promhttp's %q", step, accept, ct, wct)
+				}
+				if !slices.Equal(sortedLines(got), sortedLines(want)) {
+					t.Errorf("%s: Accept %q gzip %v:\n%s\npromhttp:\n%s", step, accept, gz, got, want)
+				}
+			}
+		}
+	}
+	check("first render")
+	n := cache.Encodings()
+	if n != 6 { // 3 targets × 2 formats
+		t.Errorf("the first renders encoded %d targets, want 6", n)
+	}
+	check("nothing changed")
+	if m := cache.Encodings(); m != n {
+		t.Errorf("renders with nothing changed encoded %d targets", m-n)
+	}
+	src.set("b", 42)
+	check("b changed")
+	if m := cache.Encodings(); m != n+2 {
+		t.Errorf("after b changed the renders encoded %d targets, want 2 (b in each format)", m-n)
+	}
+	_, body := get(t, cached, "/metrics?name[]=fake_gauge&name[]=daemon_own", "", false)
+	want := `# HELP daemon_own The daemon's own.
+# TYPE daemon_own gauge
+daemon_own{vantage="eu"} 3
+# HELP fake_gauge A gauge of a target.
+# TYPE fake_gauge gauge
+fake_gauge{target="a",vantage="eu"} 0
+fake_gauge{target="b",vantage="eu"} 42
+fake_gauge{target="c",vantage="eu"} 2
+`
+	if body != want {
+		t.Errorf("name[] filter:\n%s\nwant:\n%s", body, want)
+	}
+	_, om := get(t, cached, "/metrics", openMetrics, false)
+	if !strings.HasSuffix(om, "# EOF\n") || strings.Count(om, "# TYPE fake_events counter") != 1 {
+		t.Errorf("OpenMetrics: one head per family and # EOF at the end:\n%s", om)
+	}
+	// Protobuf is served by promhttp over the full registry.
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited")
+	rec := httptest.NewRecorder()
+	cached.ServeHTTP(rec, req)
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/vnd.google.protobuf") || rec.Body.Len() == 0 {
+		t.Errorf("protobuf: %q, %d bytes", ct, rec.Body.Len())
+	}
+}
+
+// BenchmarkRender renders 1,000 targets of which changed per cent changed
+// since the last render, as text with gzip.
+func BenchmarkRender(b *testing.B) {
+	for _, changed := range []int{0, 10, 100} {
+		b.Run(fmt.Sprintf("changed=%d%%", changed), func(b *testing.B) {
+			labels := prometheus.Labels{}
+			main, own := prometheus.NewRegistry(), prometheus.NewRegistry()
+			cache := NewCache(labels)
+			reg := NewRegisterer(cache, main, own)
+			var targets []string
+			for i := range 1000 {
+				targets = append(targets, fmt.Sprintf("t%04d", i))
+			}
+			src := newFakeSource(targets...)
+			reg.MustRegister(src)
+			h := cache.Handler(HandlerOpts{Rest: prometheus.Gatherers{own, cache.Shared()}, Full: main})
+			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			req.Header.Set("Accept-Encoding", "gzip")
+			i := 0
+			for b.Loop() {
+				for range changed * 10 {
+					src.set(targets[i%len(targets)], float64(i))
+					i++
+				}
+				h.ServeHTTP(httptest.NewRecorder(), req)
+			}
+		})
+	}
+}
