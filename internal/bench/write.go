@@ -275,6 +275,12 @@ func ServeJSON(rep *Report, lr *LevelResult) []byte {
 	o.add("request_throughput", m.RequestThroughput)
 	if lr.Goodput != nil {
 		o.add("request_goodput", lr.Goodput.RequestGoodput)
+		// Not vLLM keys: the attainment and the objectives it was measured
+		// against (--goodput's syntax), which vLLM's file does not keep.
+		o.add("slo_attainment", lr.Goodput.Attainment)
+		if rep.Goodput != nil {
+			o.add("goodput_objectives", rep.Goodput.String())
+		}
 	} else {
 		o.add("request_goodput", nil)
 	}
@@ -452,6 +458,10 @@ func Point(rep *Report, lr *LevelResult) baseline.Point {
 	}
 	if lr.Goodput != nil {
 		p.RequestGoodput = fp(lr.Goodput.RequestGoodput)
+		p.SLOAttainment = fp(lr.Goodput.Attainment)
+		if rep.Goodput != nil {
+			p.GoodputObjectives = &baseline.Objectives{Objectives: *rep.Goodput}
+		}
 	}
 	if m.Completed > 0 {
 		p.OutputThroughputPerRequest = stats(&m.OutputTPSPerRequest, rep.Percentiles)
