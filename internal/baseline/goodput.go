@@ -187,8 +187,6 @@ var (
 	// aiperf and genai-perf --goodput: metric tags, milliseconds. Their
 	// inter_token_latency is (latency - TTFT)/(OSL - 1), vLLM's TPOT.
 	aiperfObjectiveKeys = map[string]int{"time_to_first_token": 0, "inter_token_latency": 1, "request_latency": 3}
-	// inference-perf report.goodput.constraints: seconds.
-	inferencePerfObjectiveKeys = map[string]int{"ttft": 0, "tpot": 1, "request_latency": 3}
 )
 
 // toolObjectives converts a tool's constraints (name -> value × scale

@@ -2,6 +2,7 @@ package baseline
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +282,41 @@ func TestPointGoodputValidation(t *testing.T) {
 	o, ok := f.Baselines[0].GoodputObjectives()
 	if !ok || o != objectives(t, "ttft:200 itl_p99:50") {
 		t.Fatalf("GoodputObjectives = %+v %v", o, ok)
+	}
+}
+
+// The curve interpolates the attainment like the other expected values, and only when every
+// point with one shares known objectives.
+func TestExpectedAttainment(t *testing.T) {
+	o := objectives(t, "ttft:200 tpot:50")
+	pt := func(c float64, a float64, obj *config.Objectives) Point {
+		l := Load(c)
+		p := Point{Concurrency: &l, SLOAttainment: &a, TTFT: &Stats{Mean: fp(0.1)}}
+		if obj != nil {
+			p.GoodputObjectives = &Objectives{*obj}
+		}
+		return p
+	}
+	b := &Baseline{Points: []Point{pt(1, 1, &o), pt(5, 0.5, &o)}}
+	e, ok := b.Expected(3)
+	if !ok || e.SLOAttainment != 0.75 {
+		t.Fatalf("Expected(3).SLOAttainment = %v (%v), want 0.75", e.SLOAttainment, ok)
+	}
+	if got, ok := b.Curve().GoodputObjectives(); !ok || got != o {
+		t.Errorf("curve objectives %+v %v", got, ok)
+	}
+	other := objectives(t, "ttft:500")
+	for name, pts := range map[string][]Point{
+		"objectives differ":    {pt(1, 1, &o), pt(5, 0.5, &other)},
+		"objectives unknown":   {pt(1, 1, &o), pt(5, 0.5, nil)},
+		"no objectives at all": {pt(1, 1, nil), pt(5, 0.5, nil)},
+	} {
+		b := &Baseline{Points: pts}
+		if e, _ := b.Expected(3); !math.IsNaN(e.SLOAttainment) {
+			t.Errorf("%s: SLOAttainment %v, want none", name, e.SLOAttainment)
+		}
+		if _, ok := b.Curve().GoodputObjectives(); ok {
+			t.Errorf("%s: the curve gives objectives", name)
+		}
 	}
 }

@@ -2,7 +2,9 @@ package compare
 
 import (
 	"math"
+	"slices"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/prober"
 
 	"github.com/vllm-prober/vllm_prober/internal/baseline"
@@ -22,6 +24,11 @@ type Comparison struct {
 	// the median of the window's per-probe live / expected; above 1 is
 	// worse), NaN when unknown.
 	TTFT, TPOT float64
+	// Goodput is the attainment the baseline expects
+	// (vllm_probe_expected_goodput_ratio), NaN when not exported, and then
+	// GoodputWhy says why (e.g. the objectives differ).
+	Goodput    float64
+	GoodputWhy string
 }
 
 // Compare returns the comparison of (target, module) now; false when the
@@ -54,9 +61,19 @@ func (c *Collector) Compare(target, module string) (Comparison, bool) {
 	if !pok {
 		pexp = exp
 	}
+	var objectives *config.Objectives
+	for _, t := range st.targets {
+		if t.name == target {
+			if i := slices.Index(t.modules, module); i >= 0 {
+				objectives = t.goodput[i]
+			}
+		}
+	}
+	g, why := expectedGoodput(l.curve, objectives, pexp)
 	return Comparison{Baseline: l.name, Load: load, Expected: pexp, Live: live,
-		TTFT: latencyRatio(baseline.MetricTTFT, ratios, live, pok),
-		TPOT: latencyRatio(baseline.MetricTPOT, ratios, live, pok)}, true
+		TTFT:    latencyRatio(baseline.MetricTTFT, ratios, live, pok),
+		TPOT:    latencyRatio(baseline.MetricTPOT, ratios, live, pok),
+		Goodput: g, GoodputWhy: why}, true
 }
 
 // latencyRatio is vllm_probe_regression_ratio of a latency metric, from the

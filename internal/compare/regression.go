@@ -116,7 +116,8 @@ type loaded struct {
 type target struct {
 	name, model, baseline string
 	modules               []string
-	static                []string // values in state.static order
+	goodput               []*config.Objectives // each module's goodput objectives (nil: none)
+	static                []string             // values in state.static order
 	window                time.Duration
 	series                *seriesCache // the target's series, built at its first scrape
 }
@@ -229,8 +230,12 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 			return fmt.Errorf("target %q: unknown baseline %q", t.Name, t.Baseline)
 		}
 		st.byTarget[t.Name] = l
+		goodput := make([]*config.Objectives, len(t.Modules))
+		for i, m := range t.Modules {
+			goodput[i] = cfg.Modules[m].SLOs
+		}
 		st.targets = append(st.targets, target{name: t.Name, model: t.Model, baseline: t.Baseline,
-			modules: slices.Clone(t.Modules), static: t.StaticLabelValues(st.static),
+			modules: slices.Clone(t.Modules), goodput: goodput, static: t.StaticLabelValues(st.static),
 			window: max(time.Duration(cfg.Global.RateWindow), 3*cfg.ProbeInterval(t)), series: &seriesCache{}})
 	}
 	slices.SortFunc(st.scraped, func(a, b scraped) int { return strings.Compare(a.name, b.name) })
@@ -265,6 +270,7 @@ const (
 	mExpTPOT     = "vllm_probe_expected_time_per_output_token_seconds"
 	mExpTTFT     = "vllm_probe_expected_time_to_first_token_seconds"
 	mExpGen      = "vllm_server_expected_generation_tokens_per_second"
+	mExpGoodput  = "vllm_probe_expected_goodput_ratio"
 	mRatio       = "vllm_probe_regression_ratio"
 	mTTFTGap     = "vllm_probe_server_ttft_gap_seconds"
 	mHeadroom    = "vllm_server_headroom_ratio"
@@ -291,6 +297,7 @@ func newDescs(static []string) map[string]*prometheus.Desc {
 		mExpTPOT:    prometheus.NewDesc(mExpTPOT, "Mean time per output token the baseline predicts at the live load (running + waiting + 1).", pair, nil),
 		mExpTTFT:    prometheus.NewDesc(mExpTTFT, "Mean time to first token the baseline predicts at the live load (running + waiting + 1).", pair, nil),
 		mExpGen:     prometheus.NewDesc(mExpGen, "Output token throughput the baseline predicts at the live load (running + waiting + 1).", tgt, nil),
+		mExpGoodput: prometheus.NewDesc(mExpGoodput, "Goodput attainment (good / all requests, failed ones counted against it) the baseline predicts at the live load (running + waiting + 1). Only where the baseline's goodput objectives equal the module's.", pair, nil),
 		mTTFTGap: prometheus.NewDesc(mTTFTGap, "Mean TTFT of the probes minus the server's mean TTFT (plus its mean queue time when its TTFT excludes queueing) over the same window.",
 			append([]string{labelTarget, labelModel}, static...), nil),
 		mHeadroom: prometheus.NewDesc(mHeadroom, "Remaining capacity (0-1) by resource: kv_cache, batch_slots, throughput and overall (their minimum).",
@@ -439,6 +446,9 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 		}
 		send(ch, ms.expTPOT, pexp.TPOTMean)
 		send(ch, ms.expTTFT, pexp.TTFTMean)
+		if v, why := expectedGoodput(l.curve, t.goodput[i], pexp); why == "" {
+			send(ch, ms.expGoodput, v)
+		}
 		for j, m := range baseline.Metrics {
 			r := throughputRatio
 			if m != baseline.MetricOutputThroughput {
@@ -447,6 +457,25 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 			send(ch, ms.ratio[j], r)
 		}
 	}
+}
+
+// expectedGoodput is the baseline's attainment in exp, when the baseline's
+// goodput objectives equal the module's: attainments against other
+// objectives count other requests as good and are not comparable. Else why
+// there is none.
+func expectedGoodput(c *baseline.Curve, module *config.Objectives, exp baseline.Expectation) (float64, string) {
+	base, ok := c.GoodputObjectives()
+	switch {
+	case !ok:
+		return math.NaN(), "the baseline has no slo_attainment measured against stated objectives (baseline import --goodput states them)"
+	case module == nil:
+		return math.NaN(), fmt.Sprintf("the module sets no goodput objectives (slos); the baseline's are %s", base.String())
+	case *module != base:
+		return math.NaN(), fmt.Sprintf("the baseline's goodput objectives (%s) differ from the module's (%s): attainments against different objectives are not comparable", base.String(), module.String())
+	case math.IsNaN(exp.SLOAttainment):
+		return math.NaN(), "no expectation at the probes' load"
+	}
+	return exp.SLOAttainment, ""
 }
 
 // collectSpecDecode sends vllm_server_spec_decode_regression_ratio of t:
