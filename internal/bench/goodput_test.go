@@ -84,6 +84,10 @@ func TestBenchGoodputOnSimulator(t *testing.T) {
 		if p := Point(rep, lr); p.RequestGoodput == nil || *p.RequestGoodput != g.RequestGoodput {
 			t.Errorf("concurrency %d: the baseline point's request_goodput is %v, want %v", c, p.RequestGoodput, g.RequestGoodput)
 		}
+		// The baseline point keeps the attainment and what it was measured against.
+		if p := Point(rep, lr); p.SLOAttainment == nil || *p.SLOAttainment != g.Attainment || !p.GoodputObjectives.Equal(obj) {
+			t.Errorf("concurrency %d: the baseline point's slo_attainment %v, objectives %+v; want %v against %+v", c, p.SLOAttainment, p.GoodputObjectives, g.Attainment, obj)
+		}
 		if c <= 2 && g.Attainment != 1 || c >= 3 && g.Attainment >= 0.9 {
 			t.Errorf("concurrency %d: attainment %v (TPOT mean %.1f ms)", c, g.Attainment, lr.Metrics.TPOT.Mean*1000)
 		}

@@ -393,6 +393,9 @@ var definitions = map[string]string{
 	"input_throughput_per_request":  "the multi-GPU presets report's \"Request Prompt Level TPS\": per request prompt tokens / E2E",
 	"completed":                     "successful requests",
 	"failed":                        "failed requests (any prober failure reason)",
+	"request_goodput":               "requests that succeeded and met every --goodput objective / level duration, requests/s (vLLM's request_goodput)",
+	"slo_attainment":                "requests that succeeded and met every --goodput objective / every request of the level, failed ones included (GuideLLM's slo_attainment)",
+	"goodput_objectives":            "the run's --goodput objectives, judged per request as the daemon judges its probes",
 }
 
 // Baseline converts the report into a baseline file (the baseline package's
