@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"reflect"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
@@ -42,10 +44,15 @@ type Manager struct {
 	errs    safemetric.Sender
 	dropped *prometheus.CounterVec // values left out by the bounds (bounds.go)
 	quiet   func(ctx context.Context, target string)
+	scraped func(target string) // Options.Scraped
 
-	mu         sync.Mutex
-	targets    map[string]*scraper // by target name
-	labelNames []string            // static label names
+	mu      sync.Mutex
+	targets map[string]*scraper // by target name
+	// byName is targets as SetTargets last left it, read without mu
+	// (target): the scrape hook (Options.Scraped) reads the Manager while
+	// SetTargets, holding mu, may wait for that scrape's loop to end.
+	byName     atomic.Pointer[map[string]*scraper]
+	labelNames []string // static label names
 	window     time.Duration
 	runCtx     context.Context // set while Run runs
 	wg         sync.WaitGroup  // scrape loops
@@ -78,6 +85,12 @@ type Options struct {
 	// waiting requests it reads are not vllm_prober's own probe (see
 	// scraper.waitQuiet). nil: scrapes never wait.
 	Quiet func(ctx context.Context, target string)
+	// Scraped, when set, is called after each scrape of a target ended,
+	// successful or not (not one cut short by shutdown or a reload), once
+	// Load, View and the rates hold it, without the Manager's locks held
+	// and before the scrape's goroutine ends; compare.Collector's Scraped
+	// fits.
+	Scraped func(target string)
 }
 
 // ClientPool lends the HTTP client of an http_client_config: targets of
@@ -121,6 +134,7 @@ func NewManager(opts Options) *Manager {
 		errs:    safemetric.NewSender(opts.Errors),
 		dropped: opts.DroppedValues,
 		quiet:   opts.Quiet,
+		scraped: opts.Scraped,
 	}
 	if m.dropped == nil {
 		m.dropped = NewDroppedValues()
@@ -149,6 +163,7 @@ type scraper struct {
 	red        Scrubber                                 // scrubs the label values the target sends (scrub.go)
 	dropped    *prometheus.CounterVec                   // Options.DroppedValues
 	quiet      func(ctx context.Context, target string) // Options.Quiet
+	scraped    func(target string)                      // Options.Scraped
 	now        func() time.Time                         // when set (tests), overrides snapshot timestamps
 
 	cancel context.CancelFunc // nil while not running
@@ -274,6 +289,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 				red:        m.red,
 				dropped:    m.dropped,
 				quiet:      m.quiet,
+				scraped:    m.scraped,
 				needInfo:   true,
 			}
 			m.targets[name] = s
@@ -288,6 +304,8 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 		s.window = window
 		s.mu.Unlock()
 	}
+	byName := maps.Clone(m.targets)
+	m.byName.Store(&byName)
 	return nil
 }
 
@@ -360,6 +378,9 @@ func (s *scraper) loop(ctx context.Context) {
 	schedule.Run(ctx, s.interval, scrapeOffset(s.name, s.interval), true, func(ctx context.Context) {
 		s.waitQuiet(ctx)
 		once(ctx)
+		if s.scraped != nil && ctx.Err() == nil {
+			s.scraped(s.name)
+		}
 	})
 }
 
@@ -757,9 +778,10 @@ func (m *Manager) Latest(target string) (latest *Snapshot) {
 }
 
 func (m *Manager) target(name string) *scraper {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.targets[name]
+	if byName := m.byName.Load(); byName != nil {
+		return (*byName)[name]
+	}
+	return nil
 }
 
 // withTarget calls f with target's scraper, its lock held; it does nothing

@@ -269,3 +269,59 @@ targets:
 		}
 	}
 }
+
+// TestScrapedHookReadsDuringSetTargets: the scrape hook (Options.Scraped)
+// reads the Manager, as compare's joins do, while a reload that removes the
+// target waits for that scrape's loop to end: neither waits for the other.
+func TestScrapedHookReadsDuringSetTargets(t *testing.T) {
+	srv := newFakeVLLM(t)
+	inHook, read := make(chan struct{}, 1), make(chan bool, 1)
+	opts := testOptions(nil, nil)
+	var m *Manager
+	opts.Scraped = func(target string) {
+		select {
+		case inHook <- struct{}{}:
+		default:
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // the reload below takes the Manager meanwhile
+		_, _, ok := m.Load(target)
+		read <- ok
+	}
+	m = NewManager(opts)
+	if err := m.Apply(testConfig(t, fmt.Sprintf(`
+global: {scrape_interval: 1s, scrape_timeout: 500ms}
+modules:
+  short: {prober: completions, prompt: "hi"}
+targets:
+  - {name: a, url: %s}
+`, srv.URL))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	<-inHook
+	// The reload replaces a by b: SetTargets waits for a's loop to end.
+	next := testConfig(t, fmt.Sprintf(`
+global: {scrape_interval: 1s, scrape_timeout: 500ms}
+modules:
+  short: {prober: completions, prompt: "hi"}
+targets:
+  - {name: b, url: %s}
+`, srv.URL))
+	reloaded := make(chan error, 1)
+	go func() { reloaded <- m.SetTargets(next) }()
+	select {
+	case err := <-reloaded:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("SetTargets and the scrape hook wait for each other: the reload never ended")
+	}
+	if ok := <-read; !ok {
+		t.Error("the hook read no load of the scrape it followed")
+	}
+}

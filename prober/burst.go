@@ -250,6 +250,12 @@ func (m *Manager) burstProbe(ctx context.Context, target, module string, started
 		case <-t.C:
 		}
 	}
+	recorded := false
+	defer func() { // after the unlock below
+		if recorded {
+			m.notifyRecorded(p)
+		}
+	}()
 	defer m.mu.Unlock()
 	attempt := m.attempt(p)
 	s, res := m.launch(ctx, p, nil, "", 0, func() { attempt(); started() })
@@ -265,6 +271,7 @@ func (m *Manager) burstProbe(ctx context.Context, target, module string, started
 		return spent, false
 	}
 	m.record(p, res)
+	recorded = true
 	return spent, true
 }
 

@@ -79,6 +79,8 @@ type Manager struct {
 	load func(target string, from, to time.Time) (load float64, ok bool)
 	// sleeping is Options.Sleeping.
 	sleeping func(target string) (sleeping, known bool)
+	// recorded is Options.Recorded.
+	recorded func(target, module string)
 	// scrapeAnswered is Options.ScrapeAnswered.
 	scrapeAnswered func(target string) (at time.Time, ok bool)
 	// urlProbes is the token pool of URL probes (urlprobe.go), apart from
@@ -183,6 +185,11 @@ type Options struct {
 	// there. It is called with the Manager's lock held: it must not block
 	// nor call the Manager.
 	Finished func(Finished)
+	// Recorded is called after a scheduled or burst probe of (target,
+	// module) was recorded, once the pair's statistics (Stats) hold it,
+	// without the Manager's lock held and before the probe's goroutine
+	// ends; compare.Collector's ProbeRecorded fits. nil: none.
+	Recorded func(target, module string)
 }
 
 // NewManager returns a Manager of opts.
@@ -218,6 +225,7 @@ func NewManager(opts Options) *Manager {
 		load:     opts.Load,
 		finished: opts.Finished,
 		sleeping: opts.Sleeping,
+		recorded: opts.Recorded,
 
 		scrapeAnswered: opts.ScrapeAnswered,
 	}
@@ -476,6 +484,12 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
+		recorded := false
+		defer func() { // after the unlock below
+			if recorded {
+				m.notifyRecorded(p)
+			}
+		}()
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if slot != nil {
@@ -499,6 +513,7 @@ func (m *Manager) tick(ctx context.Context, p *pair) {
 			return // cancelled by shutdown or reload: not a verdict on the target
 		}
 		m.record(p, res)
+		recorded = true
 	}()
 }
 
@@ -587,6 +602,13 @@ func (m *Manager) record(p *pair, res *probe.Result) {
 	if !res.Success {
 		level.Debug(m.logger).Log("msg", "Probe failed", "target", p.key.target, "module", p.key.module,
 			"reason", res.Reason, "err", res.Err)
+	}
+}
+
+// notifyRecorded calls Options.Recorded for p. m.mu must not be held.
+func (m *Manager) notifyRecorded(p *pair) {
+	if m.recorded != nil {
+		m.recorded(p.key.target, p.key.module)
 	}
 }
 

@@ -113,3 +113,97 @@ func TestRegressionCollectLinear(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCollectBaselines is one gathering of the prober's and the
+// regression collector's series of 1,000 targets of one module, every
+// history full (one probe every 3 s of the last minute, load known): without
+// baselines; with every target baselined, its joins computed at every
+// collection; and with them pushed, computed when a probe is recorded or a
+// scrape arrives (compare.Options.Pushed, as the daemon runs it) and read
+// by the collection. What is left between none and pushed is the cost of
+// the baselined series themselves in client_golang's gathering.
+func BenchmarkCollectBaselines(b *testing.B) {
+	for _, bc := range []struct {
+		name              string
+		baselined, pushed bool
+	}{{"none", false, false}, {"every-collection", true, false}, {"pushed", true, true}} {
+		b.Run("baselines="+bc.name, func(b *testing.B) {
+			reg, _ := baselinedFleet(b, 1000, bc.baselined, bc.pushed)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := reg.Gather(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRegressionCollect is the regression collector's part of
+// BenchmarkCollectBaselines alone: one collection of 1,000 baselined
+// targets, the joins computed at every collection or pushed.
+func BenchmarkRegressionCollect(b *testing.B) {
+	for _, pushed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("pushed=%v", pushed), func(b *testing.B) {
+			_, rc := baselinedFleet(b, 1000, true, pushed)
+			ch := make(chan prometheus.Metric, 16*1000)
+			b.ReportAllocs()
+			for b.Loop() {
+				rc.Collect(ch)
+				for len(ch) > 0 {
+					<-ch
+				}
+			}
+		})
+	}
+}
+
+// baselinedFleet returns a registry of a prober's and a regression
+// collector's series of n targets of one module, every history full, and
+// the regression collector; baselined gives every target a baseline,
+// pushed tells the collector of every probe and scrape as the daemon does.
+func baselinedFleet(b *testing.B, n int, baselined, pushed bool) (*prometheus.Registry, *compare.Collector) {
+	b.Helper()
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "b.yaml"), []byte(scaleBaseline), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	var text strings.Builder
+	text.WriteString("global: {probe_interval: 15s, rate_window: 1m}\nmodules:\n  m: {prober: completions, prompt: hi, max_tokens: 16}\nbaselines: [{name: b, file: b.yaml}]\ntargets:\n")
+	for i := range n {
+		fmt.Fprintf(&text, "  - {name: t%04d, url: \"http://127.0.0.1:%d\", model: m", i, 10000+i)
+		if baselined {
+			text.WriteString(", baseline: b")
+		}
+		text.WriteString("}\n")
+	}
+	cfg, err := config.Load([]byte(text.String()), dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	red := redact.New()
+	pm := prober.NewManager(prober.Options{Registerer: reg, Clients: httpclient.New(red), Redactor: red})
+	if err := pm.Apply(cfg); err != nil {
+		b.Fatal(err)
+	}
+	rc := compare.New(compare.Options{Registerer: reg, Probes: compare.FromProber(pm), Server: busyServer{}, Pushed: pushed})
+	if err := rc.Apply(cfg); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now().Add(-time.Minute)
+	ms := time.Millisecond
+	for i := range n {
+		name := fmt.Sprintf("t%04d", i)
+		for j := range prober.DefaultHistoryLimit {
+			pm.RecordForTest(name, "m", probe.Result{
+				Start: start.Add(time.Duration(j) * 3 * time.Second), Success: j%5 != 0, Load: 3,
+				TTFT: 100 * ms, E2E: 400 * ms, OutputTokens: 16,
+				ITLs: []time.Duration{20 * ms, 20 * ms, 20 * ms, 20 * ms, 20 * ms},
+			})
+			rc.ProbeRecorded(name, "m")
+		}
+		rc.Scraped(name)
+	}
+	return reg, rc
+}

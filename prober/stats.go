@@ -58,6 +58,27 @@ func (s PairStats) Means(since time.Time) Means {
 	return s.window.means(since.UnixNano())
 }
 
+// SuccessStarts appends to dst the starts (Unix nanoseconds) of the
+// successful probes in the kept history that started at or after since,
+// oldest first: the times at which Means changes as since moves. It does not
+// lock: the window it reads is immutable.
+func (s PairStats) SuccessStarts(dst []int64, since time.Time) []int64 {
+	w := &s.window
+	from := since.UnixNano()
+	i := sort.Search(len(w.entries), func(i int) bool { return w.entries[i].start >= from })
+	prev := w.base.n
+	if i > 0 {
+		prev = w.entries[i-1].n
+	}
+	for _, e := range w.entries[i:] {
+		if e.n > prev {
+			dst = append(dst, e.start)
+		}
+		prev = e.n
+	}
+	return dst
+}
+
 // statEntry is one probe of the kept history: its start and the running sums
 // of the window up to and including it. Sums make any suffix of the window
 // (every probe since some time) two subtractions away.

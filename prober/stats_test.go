@@ -3,6 +3,7 @@ package prober
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -91,6 +92,15 @@ func TestStatWindowMatchesHistory(t *testing.T) {
 		for _, since := range []time.Time{{}, t0.Add(time.Duration(i-3) * time.Second), t0.Add(time.Duration(i+1) * time.Second)} {
 			if got, want := w.means(since.UnixNano()), naiveMeans(kept, since); !sameMeans(got, want) {
 				t.Fatalf("probe %d since %v: means %+v, want %+v", i, since, got, want)
+			}
+			var want []int64
+			for _, r := range kept {
+				if r.Success && !r.Start.Before(since) {
+					want = append(want, r.Start.UnixNano())
+				}
+			}
+			if got := (PairStats{window: w}).SuccessStarts(nil, since); !slices.Equal(got, want) {
+				t.Fatalf("probe %d since %v: success starts %v, want %v", i, since, got, want)
 			}
 		}
 		if i == 20 {

@@ -62,11 +62,9 @@ func (c *Collector) Compare(target, module string) (Comparison, bool) {
 		pexp = exp
 	}
 	var objectives *config.Objectives
-	for _, t := range st.targets {
-		if t.name == target {
-			if i := slices.Index(t.modules, module); i >= 0 {
-				objectives = t.goodput[i]
-			}
+	if t := st.lookup(target); t != nil {
+		if i := slices.Index(t.modules, module); i >= 0 {
+			objectives = t.goodput[i]
 		}
 	}
 	g, why := expectedGoodput(l.curve, objectives, pexp)

@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -31,14 +32,22 @@ targets:
 // baseline's: not for other objectives, none, or a baseline whose
 // objectives are unknown.
 func TestExpectedGoodputOnlyWithTheBaselinesObjectives(t *testing.T) {
+	for _, pushed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pushed=%v", pushed), func(t *testing.T) { expectedGoodputOnlyWithTheBaselinesObjectives(t, pushed) })
+	}
+}
+
+func expectedGoodputOnlyWithTheBaselinesObjectives(t *testing.T, pushed bool) {
 	probes := &fakeProbes{means: map[string]prober.Means{}, models: map[string]string{"t1": "m", "t2": "m"}}
 	server := &fakeServer{running: 1, waiting: 1, loadOK: true}
 	reg := prometheus.NewRegistry()
-	c := New(Options{Registerer: reg, Probes: probes, Server: server})
+	c := New(Options{Registerer: reg, Probes: probes, Server: server, Pushed: pushed})
 	c.now = func() time.Time { return time.Unix(1700000000, 0) }
 	if err := c.Apply(loadConfig(t, goodputCfg)); err != nil {
 		t.Fatal(err)
 	}
+	c.Scraped("t1")
+	c.Scraped("t2")
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP vllm_probe_expected_goodput_ratio Goodput attainment (good / all requests, failed ones counted against it) the baseline predicts at the live load (running + waiting + 1). Only where the baseline's goodput objectives equal the module's.
 # TYPE vllm_probe_expected_goodput_ratio gauge

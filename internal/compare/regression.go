@@ -9,10 +9,14 @@
 // load); and the TTFT gap between the probes and the server and the
 // server's headroom (join.go).
 //
-// Every value is computed at scrape time from a ProbeSource (the prober) and
-// a ServerSource (the collector), which never read this package; the
-// series' labels are built once per target (and resolved model) after
-// SetTargets, and the baseline point series once per SetTargets (series.go).
+// Every value is computed from a ProbeSource (the prober) and a
+// ServerSource (the collector), which never read this package: the
+// expected values and regression ratios when their inputs change, at a
+// probe's completion and a scrape's arrival, where the caller says so
+// (Options.Pushed, joins.go), else at every collection; the other joins at
+// every collection. The series' labels are built once per target (and
+// resolved model) after SetTargets, and the baseline point series once per
+// SetTargets (series.go).
 package compare
 
 import (
@@ -22,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
@@ -91,6 +96,14 @@ type Collector struct {
 	state  *state
 	loaded *loadedConfig // the baselines of the configuration, read once by ApplyConfig
 	window time.Duration // fixed probe window (Options.Window); 0 derives it per target
+
+	// pushed: the joins are computed at ProbeRecorded and Scraped and read
+	// by the collection (joins.go); else every collection computes them.
+	pushed bool
+	// epoch counts ServersChanged: a target's scrape-side joins computed
+	// before the collector's targets last changed are computed again.
+	epoch        atomic.Uint64
+	computations atomic.Uint64 // joins computed (Computations)
 }
 
 type state struct {
@@ -101,7 +114,9 @@ type state struct {
 	scraped   []scraped          // the targets the collector scrapes, sorted by name (join.go)
 	gateways  []gatewayTarget    // configuration order (gateway_collect.go)
 	byTarget  map[string]*loaded // target name -> its baseline
-	descs     map[string]*prometheus.Desc
+	// targetIndex: a baselined target's name -> its index in targets.
+	targetIndex map[string]int
+	descs       map[string]*prometheus.Desc
 	// points are the baselines' vllm_baseline_* series, constant until
 	// the next SetTargets: built once, sent as they are at every scrape.
 	points []prometheus.Metric
@@ -120,6 +135,7 @@ type target struct {
 	static                []string             // values in state.static order
 	window                time.Duration
 	series                *seriesCache // the target's series, built at its first scrape
+	joins                 *targetJoins // its expected values and ratios (joins.go)
 }
 
 // Options configure a Collector.
@@ -127,12 +143,20 @@ type Options struct {
 	// Registerer receives the Collector (unchecked); nil: none.
 	Registerer prometheus.Registerer
 	Logger     log.Logger
-	// Probes and Server are read at every scrape; without either the
+	// Probes and Server are read at every scrape (for the expected values
+	// and ratios, when their inputs change: Pushed); without either the
 	// per-target series are not exported (the baselines' points are).
 	Probes ProbeSource
 	Server ServerSource
 	// Gateways feeds the gateway joins; nil: none are exported.
 	Gateways GatewaySource
+	// Pushed says that the caller calls ProbeRecorded after every probe
+	// recorded and Scraped after every scrape (and ServersChanged after
+	// the scraped targets change), as the daemon does: the collection then
+	// reads the joins those computed, computing only the ones whose probes
+	// moved between the window's slices since. False: every collection
+	// computes every join.
+	Pushed bool
 	// Window fixes how far back the probes' means reach; 0 (the default)
 	// takes the larger of the rate window and three probe intervals of the
 	// target.
@@ -148,7 +172,7 @@ func New(opts Options) *Collector {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	c := &Collector{logger: logger, probes: opts.Probes, server: opts.Server, gateways: opts.Gateways, window: opts.Window, errs: opts.Errors, now: time.Now, state: &state{}}
+	c := &Collector{logger: logger, probes: opts.Probes, server: opts.Server, gateways: opts.Gateways, window: opts.Window, pushed: opts.Pushed, errs: opts.Errors, now: time.Now, state: &state{}}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(c)
 	}
@@ -215,7 +239,7 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 	if lc == nil {
 		lc = &loadedConfig{}
 	}
-	st := &state{baselines: lc.baselines, byName: lc.byName, byTarget: map[string]*loaded{}}
+	st := &state{baselines: lc.baselines, byName: lc.byName, byTarget: map[string]*loaded{}, targetIndex: map[string]int{}}
 	st.static = cfg.StaticLabelNames()
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]
@@ -234,9 +258,11 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 		for i, m := range t.Modules {
 			goodput[i] = cfg.Modules[m].SLOs
 		}
+		st.targetIndex[t.Name] = len(st.targets)
 		st.targets = append(st.targets, target{name: t.Name, model: t.Model, baseline: t.Baseline,
 			modules: slices.Clone(t.Modules), goodput: goodput, static: t.StaticLabelValues(st.static),
-			window: max(time.Duration(cfg.Global.RateWindow), 3*cfg.ProbeInterval(t)), series: &seriesCache{}})
+			window: max(time.Duration(cfg.Global.RateWindow), 3*cfg.ProbeInterval(t)), series: &seriesCache{},
+			joins: &targetJoins{pairs: make([]pairJoins, len(t.Modules))}})
 	}
 	slices.SortFunc(st.scraped, func(a, b scraped) int { return strings.Compare(a.name, b.name) })
 	st.gateways = gatewayTargets(cfg, st.static)
@@ -318,7 +344,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.RLock()
 	st := c.state
 	c.mu.RUnlock()
-	fixed, server := c.window, c.server
+	server := c.server
 	if st.descs == nil {
 		return
 	}
@@ -335,8 +361,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		c.collectJoined(ch, st, server, t)
 	}
 	now := c.now()
-	for _, t := range st.targets {
-		c.collectTarget(ch, st, server, t, now, fixed)
+	for i := range st.targets {
+		c.collectTarget(ch, st, server, &st.targets[i], now)
 	}
 }
 
@@ -404,55 +430,40 @@ func appendBaseline(ms []prometheus.Metric, logger log.Logger, d map[string]*pro
 	return ms
 }
 
-func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server ServerSource, t target, now time.Time, fixed time.Duration) {
-	l := st.byName[t.baseline]
-	running, waiting, ok := server.Load(t.name)
-	if !ok {
-		return
-	}
-	load := running + waiting + 1
-	exp, ok := l.curve.Expected(load)
-	if !ok {
+func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server ServerSource, t *target, now time.Time) {
+	sj := c.serverJoinOf(st, server, t)
+	if !sj.ok {
 		return
 	}
 	model := c.probes.Model(t.name)
 	if model == "" {
 		model = t.model
 	}
-	ts := t.series.get(c.logger, st.descs, &t, model)
-	send(ch, ts.expGen, exp.OutputThroughput)
-	// Throughput is compared per stream: a benchmark at concurrency c gives
-	// each request output_throughput/c tokens per second of its lifetime,
-	// which is what the server's request histograms measure live. Comparing
-	// the server's total tokens/s instead would call every lightly loaded
-	// server a regression.
-	throughputRatio := math.NaN()
-	if live, ok := server.StreamOutputTokensPerSecond(t.name); ok {
-		throughputRatio = baseline.RegressionRatio(baseline.MetricOutputThroughput, live, exp.OutputThroughput/load)
+	ts := t.series.get(c.logger, st.descs, t, model)
+	send(ch, ts.expGen, sj.exp.OutputThroughput)
+	for _, r := range sj.spec {
+		c.errs.Send(ch, t.name, st.descs[mSpecRatio], prometheus.GaugeValue, r.ratio,
+			append(append([]string{t.name, r.model}, t.static...), t.baseline)...)
 	}
-	c.collectSpecDecode(ch, st, server, t, l)
-	window := t.window
-	if fixed > 0 {
-		window = fixed
-	}
-	for i, mod := range t.modules {
+	for i := range t.modules {
 		ms := &ts.modules[i]
 		// Each probe is compared with the baseline at the load it saw when
 		// it started; the scrape-time expectation only stands in while no
 		// probe of the window succeeded.
-		live, pexp, ratios, pok := probeExpectation(c.probes, l.curve, t.name, mod, now, window, load)
-		if !pok {
-			pexp = exp
+		pj := c.pairJoinOf(st, t, i, sj, now)
+		pexp := pj.exp
+		if !pj.ok {
+			pexp = sj.exp
 		}
 		send(ch, ms.expTPOT, pexp.TPOTMean)
 		send(ch, ms.expTTFT, pexp.TTFTMean)
-		if v, why := expectedGoodput(l.curve, t.goodput[i], pexp); why == "" {
+		if v, why := expectedGoodput(st.byName[t.baseline].curve, t.goodput[i], pexp); why == "" {
 			send(ch, ms.expGoodput, v)
 		}
 		for j, m := range baseline.Metrics {
-			r := throughputRatio
+			r := sj.throughput
 			if m != baseline.MetricOutputThroughput {
-				r = latencyRatio(m, ratios, live, pok)
+				r = latencyRatio(m, pj.ratios, pj.live, pj.ok)
 			}
 			send(ch, ms.ratio[j], r)
 		}
@@ -478,19 +489,20 @@ func expectedGoodput(c *baseline.Curve, module *config.Objectives, exp baseline.
 	return exp.SLOAttainment, ""
 }
 
-// collectSpecDecode sends vllm_server_spec_decode_regression_ratio of t:
+// specDecodeRatios are vllm_server_spec_decode_regression_ratio of target:
 // the baseline's accepted tokens per draft over the live one, for each
 // model of the target whose server counts drafts, when the baseline's runs
 // had speculative decoding.
-func (c *Collector) collectSpecDecode(ch chan<- prometheus.Metric, st *state, server ServerSource, t target, l *loaded) {
+func specDecodeRatios(server ServerSource, target string, l *loaded) []specRatio {
 	want, ok := l.b.SpecDecodeAcceptedPerDraft()
 	if !ok {
-		return
+		return nil
 	}
-	v, ok := server.View(t.name)
+	v, ok := server.View(target)
 	if !ok {
-		return
+		return nil
 	}
+	var out []specRatio
 	for _, mv := range v.Models {
 		if mv.Derived == nil {
 			continue
@@ -500,7 +512,7 @@ func (c *Collector) collectSpecDecode(ch chan<- prometheus.Metric, st *state, se
 		if math.IsNaN(r) {
 			continue
 		}
-		c.errs.Send(ch, t.name, st.descs[mSpecRatio], prometheus.GaugeValue, r,
-			append(append([]string{t.name, mv.Name}, t.static...), t.baseline)...)
+		out = append(out, specRatio{model: mv.Name, ratio: r})
 	}
+	return out
 }

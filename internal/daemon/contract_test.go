@@ -304,6 +304,12 @@ targets:
 	if v, _ := sample(t, reg, "vllm_probe_regression_ratio", map[string]string{"target": "sim", "metric": "tpot"}); !(v > 0) {
 		t.Errorf("TPOT regression ratio = %v, want a positive ratio", v)
 	}
+	// The probes' completions and the scrapes' arrivals compute the joins,
+	// with nothing gathering /metrics meanwhile (compare.Options.Pushed).
+	before := f.d.cmp.Computations()
+	waitFor(t, 10*time.Second, "joins computed by probes and scrapes alone", func() bool {
+		return f.d.cmp.Computations() > before
+	})
 
 	// A broken baseline file: the reload fails and nothing changes.
 	running := f.d.Running()

@@ -262,7 +262,10 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 	// flight (collector.Options.Quiet), read from the prober once it runs.
 	d.coll = collector.NewManager(collector.Options{Registerer: reg, Logger: log.With(logger, "component", "collector"), Clients: d.clients, Redactor: d.red,
 		Errors: collectErrs, DroppedValues: droppedValues,
-		Quiet: func(ctx context.Context, target string) { d.probes.WaitIdle(ctx, target) }})
+		Quiet: func(ctx context.Context, target string) { d.probes.WaitIdle(ctx, target) },
+		// A scrape's arrival and a probe's completion compute the baseline
+		// joins they change; /metrics reads them (compare.Options.Pushed).
+		Scraped: func(target string) { d.cmp.Scraped(target) }})
 	d.probes = prober.NewManager(prober.Options{Registerer: reg, Logger: log.With(logger, "component", "prober"),
 		Clients: d.clients, Redactor: d.red, HistoryLimit: opts.HistoryLimit, Errors: collectErrs, Load: d.coll.LoadDuring,
 		RecordPrefix: recordPrefix(opts.ShardIndex, opts.ShardCount),
@@ -271,10 +274,11 @@ func New(opts Options, logger log.Logger) (*Daemon, error) {
 			if e := d.otlp.Load(); e != nil {
 				e.Record(f)
 			}
-		}})
+		},
+		Recorded: func(target, module string) { d.cmp.ProbeRecorded(target, module) }})
 	d.bursts = prober.NewBurster(reg, d.probes)
 	d.cmp = compare.New(compare.Options{Registerer: reg, Logger: log.With(logger, "component", "compare"),
-		Probes: compare.FromProber(d.probes), Server: d.coll, Gateways: d.probes, Window: opts.ProbeWindow, Errors: collectErrs})
+		Probes: compare.FromProber(d.probes), Server: d.coll, Gateways: d.probes, Window: opts.ProbeWindow, Errors: collectErrs, Pushed: true})
 	d.sc = config.NewSafeConfig(reg, d.apply)
 
 	if _, err := d.sc.ReloadConfig(opts.ConfigFile); err != nil {

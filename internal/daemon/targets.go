@@ -100,12 +100,15 @@ func (d *Daemon) configSteps() []step {
 // targetSteps hand the managers the targets to run: the regression series
 // against the baselines ApplyConfig loaded (no file read), the prober's
 // pairs against the modules it compiled, the collector's scrapes (the
-// gateways' /metrics among them).
+// gateways' /metrics among them); then the baseline joins computed from
+// the collector's previous targets are computed again at their next read.
 func (d *Daemon) targetSteps() []step {
+	serversChanged := func(*config.Config) error { d.cmp.ServersChanged(); return nil }
 	return []step{
 		{"baselines", d.cmp.SetTargets, d.cmp.SetTargets},
 		{"prober", d.probes.SetTargets, d.probes.SetTargets},
 		{"collector", d.coll.SetTargets, d.coll.SetTargets},
+		{"baseline joins", serversChanged, serversChanged},
 	}
 }
 
