@@ -181,13 +181,11 @@ func namespaceGoodput(v string) (*Objectives, error) {
 	return &Objectives{o}, nil
 }
 
-// toolObjectiveKeys map the goodput constraint names of a tool to the
-// objectives, by ObjectiveNames order (ttft, tpot, itl_p99, e2e).
-var (
-	// aiperf and genai-perf --goodput: metric tags, milliseconds. Their
-	// inter_token_latency is (latency - TTFT)/(OSL - 1), vLLM's TPOT.
-	aiperfObjectiveKeys = map[string]int{"time_to_first_token": 0, "inter_token_latency": 1, "request_latency": 3}
-)
+// aiperfObjectiveKeys maps the --goodput constraint names of aiperf and
+// genai-perf (metric tags, milliseconds) to the objectives, by
+// ObjectiveNames order (ttft, tpot, itl_p99, e2e). Their
+// inter_token_latency is (latency - TTFT)/(OSL - 1), vLLM's TPOT.
+var aiperfObjectiveKeys = map[string]int{"time_to_first_token": 0, "inter_token_latency": 1, "request_latency": 3}
 
 // toolObjectives converts a tool's constraints (name -> value × scale
 // seconds) into Objectives. A constraint the prober has no objective for

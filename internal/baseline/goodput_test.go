@@ -320,3 +320,26 @@ func TestExpectedAttainment(t *testing.T) {
 		}
 	}
 }
+
+// genai-perf keeps --goodput in its input_config as the dict its parser
+// builds (genai_perf/parser.py _parse_goodput: metric name -> milliseconds).
+func TestImportGenAIPerfGoodputObjectives(t *testing.T) {
+	im, err := ImportBytes("profile_export_genai_perf.json", []byte(`{
+ "time_to_first_token": {"unit": "ms", "avg": 55.5, "p99": 120.25},
+ "request_throughput": {"unit": "requests/sec", "avg": 16.0},
+ "request_goodput": {"unit": "requests/sec", "avg": 14.0},
+ "input_config": {"model": ["m"], "concurrency": 16, "goodput": {"time_to_first_token": 100, "request_latency": 2000}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.Format != FormatGenAIPerf {
+		t.Fatalf("format %s", im.Format)
+	}
+	p := &im.Baselines[0].Points[0]
+	if p.GoodputObjectives == nil || !p.GoodputObjectives.Equal(objectives(t, "ttft:100 e2el:2000")) {
+		t.Errorf("goodput_objectives = %+v, want ttft 100ms e2e 2s", p.GoodputObjectives)
+	}
+	if p.SLOAttainment != nil {
+		t.Errorf("slo_attainment %v without counts", *p.SLOAttainment)
+	}
+}
