@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/prober"
 
 	"github.com/vllm-prober/vllm_prober/internal/baseline"
@@ -61,13 +60,16 @@ func (c *Collector) Compare(target, module string) (Comparison, bool) {
 	if !pok {
 		pexp = exp
 	}
-	var objectives *config.Objectives
+	g, why := math.NaN(), "the target does not probe this module"
 	if t := st.lookup(target); t != nil {
 		if i := slices.Index(t.modules, module); i >= 0 {
-			objectives = t.goodput[i]
+			if why = t.goodput[i]; why == "" {
+				if g = pexp.SLOAttainment; math.IsNaN(g) {
+					why = "no expectation at the probes' load"
+				}
+			}
 		}
 	}
-	g, why := expectedGoodput(l.curve, objectives, pexp)
 	return Comparison{Baseline: l.name, Load: load, Expected: pexp, Live: live,
 		TTFT:    latencyRatio(baseline.MetricTTFT, ratios, live, pok),
 		TPOT:    latencyRatio(baseline.MetricTPOT, ratios, live, pok),

@@ -131,11 +131,14 @@ type loaded struct {
 type target struct {
 	name, model, baseline string
 	modules               []string
-	goodput               []*config.Objectives // each module's goodput objectives (nil: none)
-	static                []string             // values in state.static order
-	window                time.Duration
-	series                *seriesCache // the target's series, built at its first scrape
-	joins                 *targetJoins // its expected values and ratios (joins.go)
+	// goodput says, per module, why the baseline's attainment is not
+	// comparable with the module's ("": it is; goodputWhy), decided once
+	// per configuration.
+	goodput []string
+	static  []string // values in state.static order
+	window  time.Duration
+	series  *seriesCache // the target's series, built at its first scrape
+	joins   *targetJoins // its expected values and ratios (joins.go)
 }
 
 // Options configure a Collector.
@@ -254,9 +257,9 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 			return fmt.Errorf("target %q: unknown baseline %q", t.Name, t.Baseline)
 		}
 		st.byTarget[t.Name] = l
-		goodput := make([]*config.Objectives, len(t.Modules))
+		goodput := make([]string, len(t.Modules))
 		for i, m := range t.Modules {
-			goodput[i] = cfg.Modules[m].SLOs
+			goodput[i] = goodputWhy(l.curve, cfg.Modules[m].SLOs)
 		}
 		st.targetIndex[t.Name] = len(st.targets)
 		st.targets = append(st.targets, target{name: t.Name, model: t.Model, baseline: t.Baseline,
@@ -457,8 +460,8 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 		}
 		send(ch, ms.expTPOT, pexp.TPOTMean)
 		send(ch, ms.expTTFT, pexp.TTFTMean)
-		if v, why := expectedGoodput(st.byName[t.baseline].curve, t.goodput[i], pexp); why == "" {
-			send(ch, ms.expGoodput, v)
+		if t.goodput[i] == "" {
+			send(ch, ms.expGoodput, pexp.SLOAttainment) // NaN (not sent) without an expectation
 		}
 		for j, m := range baseline.Metrics {
 			r := sj.throughput
@@ -470,23 +473,21 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 	}
 }
 
-// expectedGoodput is the baseline's attainment in exp, when the baseline's
-// goodput objectives equal the module's: attainments against other
-// objectives count other requests as good and are not comparable. Else why
-// there is none.
-func expectedGoodput(c *baseline.Curve, module *config.Objectives, exp baseline.Expectation) (float64, string) {
+// goodputWhy says why the baseline's attainment (curve) is not comparable
+// with the live attainment of a module with objectives module; "" when it
+// is: the baseline's goodput objectives equal the module's. An attainment
+// against other objectives counts other requests as good.
+func goodputWhy(c *baseline.Curve, module *config.Objectives) string {
 	base, ok := c.GoodputObjectives()
 	switch {
 	case !ok:
-		return math.NaN(), "the baseline has no slo_attainment measured against stated objectives (baseline import --goodput states them)"
+		return "the baseline has no slo_attainment measured against stated objectives (baseline import --goodput states them)"
 	case module == nil:
-		return math.NaN(), fmt.Sprintf("the module sets no goodput objectives (slos); the baseline's are %s", base.String())
+		return fmt.Sprintf("the module sets no goodput objectives (slos); the baseline's are %s", base.String())
 	case *module != base:
-		return math.NaN(), fmt.Sprintf("the baseline's goodput objectives (%s) differ from the module's (%s): attainments against different objectives are not comparable", base.String(), module.String())
-	case math.IsNaN(exp.SLOAttainment):
-		return math.NaN(), "no expectation at the probes' load"
+		return fmt.Sprintf("the baseline's goodput objectives (%s) differ from the module's (%s): attainments against different objectives are not comparable", base.String(), module.String())
 	}
-	return exp.SLOAttainment, ""
+	return ""
 }
 
 // specDecodeRatios are vllm_server_spec_decode_regression_ratio of target:
