@@ -1,6 +1,10 @@
 package mixin
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strconv"
+)
 
 // Goodput (docs/metrics.md, "Goodput"): the share of probes that succeeded
 // and met every latency objective the prober's configuration sets for their
@@ -15,8 +19,13 @@ const (
 	GoodputRatioRecord  = "target_module:vllm_probe_goodput:ratio_rate"
 	GoodputBadRecord    = "target_module:vllm_probe_goodput_bad:increase"
 	GoodputProbesRecord = "target_module:vllm_probe_goodput_probes:increase"
-	goodputMetric       = "vllm_probe_goodput_probes_total"
-	objectiveMetric     = "vllm_probe_objective_misses_total"
+	// GoodputShortfallRecord is the baseline's expected attainment at the
+	// live load minus the live attainment over the window of the
+	// goodput_below_baseline alert (appended): above 0 is below the baseline.
+	GoodputShortfallRecord = "target_module:vllm_probe_goodput_baseline_shortfall:ratio_rate"
+	expectedGoodputMetric  = "vllm_probe_expected_goodput_ratio"
+	goodputMetric          = "vllm_probe_goodput_probes_total"
+	objectiveMetric        = "vllm_probe_objective_misses_total"
 )
 
 // goodputSLIs is the goodput SLO, when slo.yml sets one.
@@ -43,7 +52,56 @@ func (s *Spec) validateGoodput() []error {
 	if g.ShedIsFailure {
 		errs = append(errs, fmt.Errorf("slos.goodput.shed_is_failure is used by the availability SLO only"))
 	}
+	a := s.Alerts.GoodputBelowBaseline
+	if w := a.Window; w != 0 && !slices.Contains(s.Windows, w) {
+		errs = append(errs, fmt.Errorf("alerts.goodput_below_baseline.window %s must be one of the SLI windows (windows: %v): it reads %s<window>", w, s.Windows, GoodputRatioRecord))
+	}
+	if t := a.Threshold; t != nil && !(*t >= 0 && *t < 1) {
+		errs = append(errs, fmt.Errorf("alerts.goodput_below_baseline.threshold %v must be a ratio in [0, 1): how far below the baseline's attainment (0.05: 5 points)", *t))
+	}
 	return errs
+}
+
+// goodputShortfall is the shortfall record: the baseline's expected
+// attainment (vllm_probe_expected_goodput_ratio, exported by every prober
+// replica and vantage for the pairs whose module's objectives equal the
+// baseline's; their max, they agree up to their probes' loads) minus the
+// live attainment over the alert's window. The baseline label is kept.
+func (s *Spec) goodputShortfall() Rule {
+	w := s.Alerts.GoodputBelowBaseline.Window.String()
+	return optionalSeries(expectedGoodputMetric,
+		"The expected attainment exists only for targets with a baseline whose goodput objectives equal the module's (docs/baselines.md).",
+		Rule{
+			Record: GoodputShortfallRecord + w,
+			Expr: lines(
+				fmt.Sprintf("max without (%s, %s) (%s{%s})", replicaLabels, VantageLabel, expectedGoodputMetric, s.jobSel()),
+				"  - ignoring (baseline) group_left ()",
+				GoodputRatioRecord+w,
+			),
+		})
+}
+
+// goodputBelowBaselineAlert fires when the live attainment is below the
+// baseline's expected attainment at the live load by more than the
+// threshold for `for`, and at least min_bad_probes probes of the window
+// were bad: a handful of probes cannot fire it.
+func (s *Spec) goodputBelowBaselineAlert() []Rule {
+	if s.SLOs.Goodput == nil {
+		return nil
+	}
+	a := s.Alerts.GoodputBelowBaseline
+	w := a.Window.String()
+	th := formatFloat(*a.Threshold)
+	return []Rule{optionalSeries(expectedGoodputMetric,
+		"The expected attainment exists only for targets with a baseline whose goodput objectives equal the module's (docs/baselines.md).",
+		s.alert("VLLMGoodputBelowBaseline", a,
+			lines(
+				GoodputShortfallRecord+w+"{"+s.jobSel()+"} > "+th,
+				"and ignoring (baseline)",
+				GoodputBadRecord+w+"{"+s.jobSel()+"} >= "+strconv.Itoa(s.MinBadProbes),
+			),
+			"vLLM goodput is below its baseline's at the same load.",
+			`The goodput attainment of `+whoM+` over `+w+` is `+value+` below what baseline {{ $labels.baseline }} attained at the same load, against the same objectives (threshold `+th+`) for `+a.For.String()+`: fewer requests are good than the benchmark promised.`))}
 }
 
 // goodputIncrease is the increase of the goodput counter with result
@@ -84,6 +142,9 @@ func (s *Spec) GoodputGroups() []Group {
 				),
 			},
 		)
+		if nominal == s.Alerts.GoodputBelowBaseline.Window {
+			rules = append(rules, s.goodputShortfall())
+		}
 	}
 	return []Group{{Name: "vllm_prober.goodput.rules", Rules: rules, Comment: lines(
 		"Goodput: a probe is good when it succeeded and met every latency objective",

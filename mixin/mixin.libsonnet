@@ -51,6 +51,8 @@
     kvTransferFailingThreshold: 0,
     // alerts.latency_unusual_for_this_hour.threshold of mixin/slo.yml.
     latencyUnusualForThisHourThreshold: 3,
+    // alerts.goodput_below_baseline.threshold of mixin/slo.yml.
+    goodputBelowBaselineThreshold: 0.05,
     // slos.availability.objective (percent) of mixin/slo.yml.
     availabilityTarget: 99.5,
     availabilityTargetRatio: self.availabilityTarget / 100,
@@ -621,6 +623,10 @@
             expr: "clamp(\n  1 - target_module:vllm_probe_goodput_bad:increase1h\n    / (target_module:vllm_probe_goodput_probes:increase1h \u003e 0),\n  0, 1\n)",
           },
           {
+            record: "target_module:vllm_probe_goodput_baseline_shortfall:ratio_rate1h",
+            expr: "max without (instance, pod, vantage) (vllm_probe_expected_goodput_ratio{%(proberSelector)s})\n  - ignoring (baseline) group_left ()\ntarget_module:vllm_probe_goodput:ratio_rate1h" % $._config,
+          },
+          {
             record: "target_module:vllm_probe_goodput_probes:increase6h",
             expr: "sum without (instance, pod, result, vantage) (increase(vllm_probe_goodput_probes_total{%(proberSelector)s}[6h]))" % $._config,
           },
@@ -932,6 +938,20 @@
               "summary": "A gateway sheds nearly every request: an outage to its users.",
               "description": "{{ printf \"%%.2f\" $value }} of the probes of {{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) were refused by load shedding over the last 15m (threshold %(gatewaySheddingOutageThreshold)g): the gateway is up but serves almost nobody; treat it as an outage (docs/runbook.md, VLLMGatewaySheddingOutage)." % $._config,
               "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgatewaysheddingoutage",
+            },
+          },
+          {
+            alert: "VLLMGoodputBelowBaseline",
+            expr: "target_module:vllm_probe_goodput_baseline_shortfall:ratio_rate1h{%(proberSelector)s} \u003e %(goodputBelowBaselineThreshold)g\nand ignoring (baseline)\ntarget_module:vllm_probe_goodput_bad:increase1h{%(proberSelector)s} \u003e= 3" % $._config,
+            'for': "30m",
+            labels: {
+              "severity": "warning",
+              "layer": "endpoint",
+            },
+            annotations: {
+              "summary": "vLLM goodput is below its baseline's at the same load.",
+              "description": "The goodput attainment of {{ $labels.target }} (model {{ $labels.model }}, module {{ $labels.module }}) over 1h is {{ printf \"%%.2f\" $value }} below what baseline {{ $labels.baseline }} attained at the same load, against the same objectives (threshold %(goodputBelowBaselineThreshold)g) for 30m: fewer requests are good than the benchmark promised." % $._config,
+              "runbook_url": "https://github.com/vllm-prober/vllm_prober/blob/main/docs/runbook.md#vllmgoodputbelowbaseline",
             },
           },
         ],

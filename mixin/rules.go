@@ -516,6 +516,7 @@ func (s *Spec) AlertGroups() []Group {
 			slo = append(slo, r)
 		}
 	}
+	ops = append(ops, s.goodputBelowBaselineAlert()...)
 	groups := []Group{
 		{Name: "vllm_prober.alerts", Rules: ops, Comment: lines(
 			"The short raw-series alerts (VLLMEngineHung, VLLMProbesFailing,",

@@ -133,6 +133,11 @@ type Alerts struct {
 	// window) or failing (failures per second above threshold over window).
 	KVTransferSlow    AlertSpec `yaml:"kv_transfer_slow"`
 	KVTransferFailing AlertSpec `yaml:"kv_transfer_failing"`
+	// GoodputBelowBaseline (goodput.go): the live goodput attainment over
+	// window (one of the SLI windows) below the baseline's expected
+	// attainment at the live load by more than threshold (a ratio: 0.05 is 5
+	// points). Required only with a goodput SLO.
+	GoodputBelowBaseline AlertSpec `yaml:"goodput_below_baseline,omitempty"`
 	// LatencyUnusualForThisHour is the seasonal alert (seasonal.go); its
 	// threshold is a z-score. Required only with a seasonal section.
 	LatencyUnusualForThisHour AlertSpec `yaml:"latency_unusual_for_this_hour,omitempty"`
@@ -320,6 +325,9 @@ func (s *Spec) alertSpecs() []namedAlertSpec {
 	if s.seasonalEnabled() {
 		specs = append(specs, namedAlertSpec{"latency_unusual_for_this_hour", &a.LatencyUnusualForThisHour, true, false})
 	}
+	if s.SLOs.Goodput != nil {
+		specs = append(specs, namedAlertSpec{"goodput_below_baseline", &a.GoodputBelowBaseline, true, true})
+	}
 	return specs
 }
 
@@ -365,6 +373,9 @@ func (s *Spec) Scaled(factor float64) (*Spec, error) {
 		a.spec.For = scale(a.spec.For)
 		a.spec.Window = scale(a.spec.Window)
 	}
+	// goodput_below_baseline's window names an SLI window (the record it
+	// reads keeps its nominal name; window() scales its range).
+	c.Alerts.GoodputBelowBaseline.Window = s.Alerts.GoodputBelowBaseline.Window
 	return &c, nil
 }
 

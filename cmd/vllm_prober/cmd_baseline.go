@@ -11,6 +11,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 
+	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/atomicfile"
 	"github.com/vllm-prober/vllm_prober/internal/baseline"
 	"github.com/vllm-prober/vllm_prober/internal/clierr"
@@ -34,6 +35,8 @@ func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writ
 	force := importCmd.Flag("force", "Write a baseline that has no usable point (every request failed) instead of refusing it; it is marked unusable and the daemon refuses to load it.").Bool()
 	inputs := importCmd.Arg("input", "Benchmark result files; the format is detected from the content.").Required().ExistingFiles()
 
+	goodput := importCmd.Flag("goodput", "The goodput objectives the inputs' goodput figures were measured against, in vLLM bench serve's --goodput syntax (KEY:MILLISECONDS, keys ttft, tpot, e2el, itl_p99), e.g. --goodput 'ttft:200 tpot:50'; "+
+		"for files that do not keep them (vllm bench serve --save-result, inference-perf's lifecycle reports). Without it such goodput is imported but not compared with the live goodput.").Strings()
 	strict := importCmd.Flag("strict", "Exit 1 and write nothing when a baseline of the inputs is left out for want of a usable point (for CI).").Bool()
 
 	run := func(ctx context.Context, _ log.Logger) int {
@@ -46,9 +49,19 @@ func registerBaselineCommandsTo(app *kingpin.Application, stdout, stderr io.Writ
 				Err: fmt.Errorf("%v is not between 0 and 1", *minRatio), Fix: "give a ratio such as 0.99 (the default) or 0.9."})
 			return 1
 		}
+		var opts []baseline.ImportOption
+		if len(*goodput) > 0 {
+			o, err := config.ParseGoodput(*goodput...)
+			if err != nil {
+				clierr.Print(stderr, "baseline import", clierr.Error{Place: "--goodput", Err: err,
+					Fix: "give KEY:MS pairs as vLLM's bench serve takes them, e.g. --goodput 'ttft:200 tpot:50 e2el:2000'."})
+				return 1
+			}
+			opts = append(opts, baseline.WithGoodput(o))
+		}
 		var imports []*baseline.Import
 		for _, in := range *inputs {
-			im, err := baseline.ImportFile(ctx, in)
+			im, err := baseline.ImportFile(ctx, in, opts...)
 			if err != nil {
 				return fail("", err, "check that the file is a result file of a tool docs/baselines.md lists (its format is detected from the content).")
 			}

@@ -296,3 +296,31 @@ func TestBaselineImportMultiGPUPresetsReport(t *testing.T) {
 		t.Errorf("--strict wrote the file (stat: %v)", err)
 	}
 }
+
+// baseline import --goodput states the objectives vllm bench serve's
+// --save-result does not keep: the written file carries the attainment
+// (7 good of 8, vllm_bench_serve_goodput_v0251.json) and the objectives in
+// seconds; without the flag a note says the goodput is not compared.
+func TestBaselineImportGoodput(t *testing.T) {
+	in := "../../internal/baseline/testdata/vllm_bench_serve_goodput_v0251.json"
+	code, stdout, stderr := runBaselineCLI(t, "baseline", "import", "--out", "-", "--goodput", "ttft:200 tpot:50", in)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"slo_attainment: 0.875", "goodput_objectives:", "ttft_seconds: 0.2", "tpot_seconds: 0.05"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stderr, "objectives unknown") {
+		t.Errorf("objectives stated, yet noted unknown:\n%s", stderr)
+	}
+	code, stdout, stderr = runBaselineCLI(t, "baseline", "import", "--out", "-", in)
+	if code != 0 || !strings.Contains(stderr, "note: goodput objectives unknown") || strings.Contains(stdout, "goodput_objectives") {
+		t.Errorf("without --goodput: exit %d, stderr:\n%s", code, stderr)
+	}
+	code, _, stderr = runBaselineCLI(t, "baseline", "import", "--out", "-", "--goodput", "ttft=200", in)
+	if code != 1 || !strings.Contains(stderr, "--goodput") || !strings.Contains(stderr, "KEY:MS") {
+		t.Errorf("bad --goodput: exit %d, stderr:\n%s", code, stderr)
+	}
+}

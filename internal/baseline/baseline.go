@@ -119,12 +119,23 @@ type Point struct {
 	TotalInputTokens  *int64   `yaml:"total_input_tokens,omitempty"`
 	TotalOutputTokens *int64   `yaml:"total_output_tokens,omitempty"`
 
-	RequestThroughput    *float64 `yaml:"request_throughput,omitempty"`
-	RequestGoodput       *float64 `yaml:"request_goodput,omitempty"`
-	OutputThroughput     *float64 `yaml:"output_throughput,omitempty"`
-	InputThroughput      *float64 `yaml:"input_throughput,omitempty"`
-	TotalTokenThroughput *float64 `yaml:"total_token_throughput,omitempty"`
-	PeakOutputThroughput *float64 `yaml:"peak_output_throughput,omitempty"`
+	RequestThroughput *float64 `yaml:"request_throughput,omitempty"`
+	RequestGoodput    *float64 `yaml:"request_goodput,omitempty"`
+	// SLOAttainment is the share (0..1) of the requests sent at this level that succeeded and
+	// met every goodput objective: good / (completed + failed), failed requests counted against
+	// it, as GuideLLM's slo_attainment and the prober's bench define it.
+	SLOAttainment *float64 `yaml:"slo_attainment,omitempty"`
+	// TokenGoodput is the prompt plus output tokens of the good requests / duration, tokens/s,
+	// where the tool gives it (inference-perf's token_goodput).
+	TokenGoodput *float64 `yaml:"token_goodput,omitempty"`
+	// GoodputObjectives are the objectives request_goodput, slo_attainment and token_goodput
+	// were measured against; nil when the source does not say (the point's goodput is then not
+	// compared with the live goodput).
+	GoodputObjectives    *Objectives `yaml:"goodput_objectives,omitempty"`
+	OutputThroughput     *float64    `yaml:"output_throughput,omitempty"`
+	InputThroughput      *float64    `yaml:"input_throughput,omitempty"`
+	TotalTokenThroughput *float64    `yaml:"total_token_throughput,omitempty"`
+	PeakOutputThroughput *float64    `yaml:"peak_output_throughput,omitempty"`
 	// SpecDecodeAcceptanceLength is vLLM's bench serve spec_decode_acceptance_length
 	// of a run with speculative decoding: 1 + accepted draft tokens / drafts.
 	SpecDecodeAcceptanceLength *float64 `yaml:"spec_decode_acceptance_length,omitempty"`
@@ -531,9 +542,17 @@ func (p *Point) validate() error {
 	for name, v := range map[string]*float64{"duration_seconds": p.DurationSeconds, "request_throughput": p.RequestThroughput,
 		"request_goodput": p.RequestGoodput, "output_throughput": p.OutputThroughput, "input_throughput": p.InputThroughput,
 		"total_token_throughput": p.TotalTokenThroughput, "peak_output_throughput": p.PeakOutputThroughput,
-		"peak_concurrent_requests": p.PeakConcurrency} {
+		"peak_concurrent_requests": p.PeakConcurrency, "token_goodput": p.TokenGoodput} {
 		if v != nil && !(*v >= 0 && !math.IsInf(*v, 0)) {
 			return fmt.Errorf("%s %v is not a finite non-negative number", name, *v)
+		}
+	}
+	if a := p.SLOAttainment; a != nil && !(*a >= 0 && *a <= 1) {
+		return fmt.Errorf("slo_attainment %v is not a ratio between 0 and 1 (good requests / all requests)", *a)
+	}
+	if o := p.GoodputObjectives; o != nil {
+		if err := o.validate(); err != nil {
+			return fmt.Errorf("goodput_objectives: %w", err)
 		}
 	}
 	for name, s := range map[string]*Stats{"ttft_seconds": p.TTFT, "tpot_seconds": p.TPOT, "itl_seconds": p.ITL,

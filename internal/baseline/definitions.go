@@ -12,6 +12,7 @@ const (
 	ToolGenAIPerf          = "genai-perf"
 	ToolLLMPerf            = "llmperf"
 	ToolPresetScript       = "preset benchmark script (polls /metrics)"
+	ToolInferencePerf      = "inference-perf"
 )
 
 // vllmDefinitions are the definitions of vLLM's benchmark_serving.py / vllm bench serve
@@ -26,6 +27,8 @@ var vllmDefinitions = map[string]string{
 	"input_throughput":         "input tokens / benchmark duration, tokens/s (v0.5-era files only)",
 	"request_throughput":       "completed requests / benchmark duration, requests/s",
 	"request_goodput":          "requests meeting every --goodput SLO / benchmark duration, requests/s (key \"request_goodput:\" in benchmark_serving.py files)",
+	"slo_attainment":           "derived on import: round(request_goodput × duration) / (completed + failed), failed requests counted against it",
+	"goodput_objectives":       "vLLM's --goodput: from the Namespace(...) line of a printed log, else baseline import --goodput (--save-result does not store them)",
 	"peak_output_throughput":   "largest 1-second bucket of streamed chunks (max_output_tokens_per_s)",
 	"peak_concurrent_requests": "sweep-line peak of requests in flight (max_concurrent_requests)",
 	"completed":                "successful requests",
@@ -61,6 +64,8 @@ var toolDefinitions = map[string]map[string]string{
 		"output_throughput":             "aiperf output_token_throughput.avg: total output tokens / benchmark duration",
 		"request_throughput":            "aiperf request_throughput.avg: requests / benchmark duration",
 		"request_goodput":               "aiperf goodput.avg",
+		"slo_attainment":                "aiperf good_request_count / (request_count + error_request_count), else round(goodput × duration) / (request_count + error_request_count)",
+		"goodput_objectives":            "aiperf --goodput (input_config ... goodput, ms): time_to_first_token -> ttft, inter_token_latency -> tpot (vLLM's TPOT), request_latency -> e2e",
 		"output_throughput_per_request": "aiperf output_token_throughput_per_user (1/ITL)",
 		"completed":                     "aiperf request_count",
 		"failed":                        "aiperf error_request_count, else the sum of error_summary[].count",
@@ -76,6 +81,8 @@ var toolDefinitions = map[string]map[string]string{
 		"output_throughput":             "genai-perf output_token_throughput.avg: sum(OSL) / duration (client tokenizer counts)",
 		"request_throughput":            "genai-perf request_throughput.avg: requests / duration",
 		"request_goodput":               "genai-perf request_goodput.avg",
+		"slo_attainment":                "round(request_goodput × duration) / (completed + failed), when the file has the counts",
+		"goodput_objectives":            "genai-perf --goodput (input_config goodput, ms): time_to_first_token -> ttft, inter_token_latency -> tpot, request_latency -> e2e",
 		"output_throughput_per_request": "genai-perf output_token_throughput_per_request: OSL / request latency",
 		"itl_seconds":                   "not reported by genai-perf",
 	},
@@ -90,6 +97,26 @@ var toolDefinitions = map[string]map[string]string{
 		"failed":                        "llmperf number_errors",
 		"tpot_seconds":                  "not reported by llmperf",
 		"itl_seconds":                   "not reported by llmperf",
+	},
+	ToolInferencePerf: {
+		"ttft_seconds":           "inference-perf time_to_first_token: first output token time - request start (tokens timed by the chunk that carried them)",
+		"tpot_seconds":           "inference-perf time_per_output_token: (last token - first token)/(output tokens - 1), vLLM's TPOT",
+		"itl_seconds":            "inference-perf inter_token_latency: gaps between successive output tokens, pooled; the tokens of one chunk share its arrival time, so gaps inside a chunk are 0 (vLLM's ITL is per chunk)",
+		"e2e_seconds":            "inference-perf request_latency: request end - request start",
+		"tpot_incl_ttft_seconds": "inference-perf normalized_time_per_output_token: request latency / output tokens, includes TTFT",
+		"request_throughput":     "inference-perf successes.throughput.requests_per_sec: successful requests / stage duration",
+		"output_throughput":      "inference-perf output_tokens_per_sec: output tokens of the successful requests / stage duration",
+		"input_throughput":       "inference-perf input_tokens_per_sec: prompt tokens of the successful requests / stage duration",
+		"total_token_throughput": "inference-perf total_tokens_per_sec",
+		"request_goodput":        "inference-perf goodput_metrics.request_goodput: good requests / stage duration",
+		"token_goodput":          "inference-perf goodput_metrics.token_goodput: prompt + output tokens of the good requests / stage duration",
+		"slo_attainment":         "good_requests / (successes.count + failures.count): failures counted against it; inference-perf's own goodput_percentage (good / successful requests) is in tool_figures",
+		"goodput_objectives":     "not in the lifecycle report (its config.yaml's report.goodput.constraints: ttft, tpot, itl, ntpot, request_latency in seconds): baseline import --goodput",
+		"tool_figures":           "inference-perf's goodput_percentage and <constraint>_attainment_percentage (of the successful requests, 0-100)",
+		"completed":              "inference-perf successes.count",
+		"failed":                 "inference-perf failures.count",
+		"num_prompts":            "inference-perf load_summary.count",
+		"duration_seconds":       "inference-perf benchmark_time_seconds: last request end - first request start",
 	},
 	ToolPresetScript: {
 		"input_throughput":              "\"Prompt TPS\": rate of the server's prompt_tokens_total polled every second over the run",
@@ -111,6 +138,7 @@ var percentileMethods = map[string]string{
 	ToolGenAIPerf:          "numpy.percentile linear",
 	ToolLLMPerf:            "pandas Series.quantile linear",
 	ToolPresetScript:       "none (means only)",
+	ToolInferencePerf:      "numpy.percentile linear",
 }
 
 func definitionsFor(tool string) map[string]string {

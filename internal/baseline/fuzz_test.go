@@ -71,7 +71,7 @@ func FuzzImportVLLMServeJSON(f *testing.F) {
 }
 
 func FuzzImportVLLMServeText(f *testing.F) {
-	addFiles(f, "testdata/vllm_serve_printed_new.txt", mi300ServingRuns)
+	addFiles(f, "testdata/vllm_serve_printed_new.txt", "testdata/vllm_bench_serve_goodput_v08.log", mi300ServingRuns)
 	f.Fuzz(func(t *testing.T, data []byte) { checkImport(t, "run.txt", data) })
 }
 
@@ -93,6 +93,11 @@ func FuzzImportGuideLLM(f *testing.F) {
 func FuzzImportAIPerf(f *testing.F) {
 	addFiles(f, "testdata/aiperf_profile_export_aiperf.json", "testdata/genai_perf_profile_export_genai_perf.json")
 	f.Fuzz(func(t *testing.T, data []byte) { checkImport(t, "profile.json", data) })
+}
+
+func FuzzImportInferencePerf(f *testing.F) {
+	addFiles(f, "testdata/inference_perf_stage_0_lifecycle_metrics_kubecon.json", "testdata/inference_perf_stage_2_lifecycle_metrics_goodput.json")
+	f.Fuzz(func(t *testing.T, data []byte) { checkImport(t, "stage_0_lifecycle_metrics.json", data) })
 }
 
 func FuzzImportLLMPerf(f *testing.F) {

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // Format identifies an input format the importer reads.
@@ -31,6 +33,7 @@ const (
 	FormatAIPerf                 Format = "aiperf-json"              // aiperf profile_export_aiperf.json
 	FormatGenAIPerf              Format = "genai-perf-json"          // genai-perf profile_export_genai_perf.json
 	FormatLLMPerf                Format = "llmperf-summary"          // llmperf *_summary.json
+	FormatInferencePerf          Format = "inference-perf-json"      // inference-perf *_lifecycle_metrics.json
 	FormatPresetHTMLTables       Format = "preset-html-tables"       // the multi-GPU presets report's tables
 	FormatThroughputLatencyTable Format = "throughput-latency-table" // the Lambda A100/H100 report's table
 )
@@ -53,18 +56,36 @@ func (im *Import) NumPoints() int {
 	return n
 }
 
+// ImportOption changes how ImportFile and ImportBytes import an input.
+type ImportOption func(*importOptions)
+
+type importOptions struct {
+	goodput *config.Objectives
+}
+
+// WithGoodput states the goodput objectives the input's goodput figures were measured against,
+// for files that do not store them (vllm bench serve --save-result, inference-perf's lifecycle
+// reports): baseline import --goodput. A file that states other objectives is an error.
+func WithGoodput(o config.Objectives) ImportOption {
+	return func(io *importOptions) { io.goodput = &o }
+}
+
 // ImportFile reads path, detects its format and imports it.
-func ImportFile(ctx context.Context, path string) (*Import, error) {
+func ImportFile(ctx context.Context, path string, opts ...ImportOption) (*Import, error) {
 	data, err := readFile(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	return ImportBytes(path, data)
+	return ImportBytes(path, data, opts...)
 }
 
 // ImportBytes detects the format of data (named name in messages) and imports it. Errors name the
 // file and what is missing.
-func ImportBytes(name string, data []byte) (im *Import, err error) {
+func ImportBytes(name string, data []byte, opts ...ImportOption) (im *Import, err error) {
+	var o importOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	d, err := detect(name, data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -89,6 +110,8 @@ func ImportBytes(name string, data []byte) (im *Import, err error) {
 		err = importAIPerf(im, d.values[0])
 	case FormatLLMPerf:
 		err = importLLMPerf(im, d.values[0])
+	case FormatInferencePerf:
+		err = importInferencePerf(im, d.values[0])
 	case FormatPresetHTMLTables:
 		err = importPresetHTML(im, string(data))
 	case FormatThroughputLatencyTable:
@@ -101,6 +124,9 @@ func ImportBytes(name string, data []byte) (im *Import, err error) {
 	}
 	if im.NumPoints() == 0 {
 		return nil, fmt.Errorf("%s (%s): no benchmark points found", name, d.format)
+	}
+	if err := im.finishGoodput(o.goodput); err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", name, d.format, err)
 	}
 	base := filepath.Base(name)
 	for _, b := range im.Baselines {
@@ -497,6 +523,8 @@ func detectJSON(data []byte) (detected, error) {
 			return detected{format: FormatGuideLLM, values: vals}, nil
 		case isCIDict(v):
 			return detected{format: FormatVLLMCIJSON, values: vals}, nil
+		case isInferencePerfReport(v):
+			return detected{format: FormatInferencePerf, values: vals}, nil
 		case v["num_concurrent_requests"] != nil || hasPrefixKey(v, "results_"):
 			return detected{format: FormatLLMPerf, values: vals}, nil
 		case isAIPerfRecords(v):

@@ -504,6 +504,22 @@ func importAIPerf(im *Import, v any) error {
 	if p.Completed != nil && *p.Completed == 0 {
 		p.AllFailed = true
 	}
+	// aiperf counts the good requests (good_request_count); with genai-perf the attainment is
+	// derived from request_goodput × duration where the counts allow (finishGoodput).
+	if good := avg("good_request_count"); good != nil {
+		p.SLOAttainment = goodCountAttainment(math.Round(*good), p.Completed, p.Failed)
+	}
+	if err != nil {
+		return err
+	}
+	// --goodput is kept in the input configuration (aiperf's input.goodput, genai-perf's
+	// goodput): metric tags and milliseconds.
+	if g, ok := findKey(cfg, "goodput").(map[string]any); ok && p.hasGoodput() {
+		var note string
+		if p.GoodputObjectives, note = toolObjectives(g, aiperfObjectiveKeys, 1e-3); note != "" {
+			im.Notes = append(im.Notes, note)
+		}
+	}
 	p.Ref = filepathBase(im.File)
 	im.Baselines = append(im.Baselines, &Baseline{Model: model, Source: Source{Tool: tool, Date: date}, Points: []Point{p}})
 	return nil

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // vllmResultKeys are the keys of a vllm bench serve result that are not user metadata or swept
@@ -17,6 +19,7 @@ var vllmResultKeys = map[string]bool{
 	"ramp_up_strategy": true, "ramp_up_start_rps": true, "ramp_up_end_rps": true, "duration": true,
 	"completed": true, "failed": true, "total_input_tokens": true, "total_output_tokens": true,
 	"request_throughput": true, "request_goodput": true, "request_goodput:": true, "output_throughput": true,
+	"slo_attainment": true, "goodput_objectives": true, // written by vllm_prober's bench next to vLLM's keys
 	"total_token_throughput": true, "input_throughput": true, "max_output_tokens_per_s": true,
 	"max_concurrent_requests": true, "rtfx": true, "input_lens": true, "output_lens": true, "ttfts": true,
 	"itls": true, "generated_texts": true, "errors": true, "start_times": true, "latencies": true,
@@ -139,6 +142,17 @@ func vllmServeBaseline(rec map[string]any) (*Baseline, error) {
 	}
 	if p.RequestGoodput == nil {
 		p.RequestGoodput = r.f("request_goodput:") // benchmark_serving.py's typo (v0.8 --save-result)
+	}
+	// vllm_prober's bench writes the attainment and its objectives next to vLLM's keys.
+	if p.RequestGoodput != nil {
+		p.SLOAttainment = r.f("slo_attainment")
+		if g := r.s("goodput_objectives"); g != "" {
+			o, err := config.ParseGoodput(g)
+			if err != nil {
+				return nil, fmt.Errorf("goodput_objectives %q: %w", g, err)
+			}
+			p.GoodputObjectives = &Objectives{o}
+		}
 	}
 	stats := map[string]*Stats{}
 	for _, k := range slices.Sorted(maps.Keys(rec)) {
@@ -418,6 +432,14 @@ func importVLLMServeText(im *Import, text string) error {
 		}
 		if args != nil {
 			namespacePoint(&b.Points[0], args)
+			// goodput=['ttft:200', 'tpot:50']: the objectives of the block's request goodput.
+			if g := args["goodput"]; g != "" && b.Points[0].hasGoodput() {
+				o, err := namespaceGoodput(g)
+				if err != nil {
+					return fmt.Errorf("result block at line %d: the Namespace line's goodput=%s: %w", start, g, err)
+				}
+				b.Points[0].GoodputObjectives = o
+			}
 		}
 		var par Parallelism
 		par.TP, par.PP = tp, pp

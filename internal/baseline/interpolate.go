@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/vllm-prober/vllm_prober/config"
 )
 
 // Metric names a compared quantity, as used in the regression-ratio series' metric label.
@@ -35,6 +37,10 @@ type Expectation struct {
 	ITLMean, ITLP99   float64
 	E2EMean, E2EP99   float64
 	OutputThroughput  float64
+	// SLOAttainment is the share of requests the baseline had meet every goodput objective at
+	// this load (0..1), against the objectives of Curve.GoodputObjectives; NaN when the baseline
+	// has no attainment or its points do not share one set of known objectives.
+	SLOAttainment float64
 }
 
 // Mean returns the expected mean of a latency metric, or the output throughput for
@@ -151,6 +157,7 @@ const (
 	cE2EMean
 	cE2EP99
 	cOutputThroughput
+	cSLOAttainment
 	numCurveValues
 )
 
@@ -161,6 +168,16 @@ const (
 type Curve struct {
 	placed bool // some usable point could be placed on the concurrency axis
 	values [numCurveValues][]xy
+	// goodput are the objectives of the attainment values (Baseline.GoodputObjectives);
+	// hasGoodput false leaves the attainment out.
+	goodput    config.Objectives
+	hasGoodput bool
+}
+
+// GoodputObjectives are the objectives Expected's SLOAttainment was measured against; false
+// when the curve gives no attainment.
+func (c *Curve) GoodputObjectives() (config.Objectives, bool) {
+	return c.goodput, c.hasGoodput
 }
 
 // Curve builds b's interpolation curve (see Expected).
@@ -183,6 +200,16 @@ func (b *Baseline) Curve() *Curve {
 		}
 		return *p.OutputThroughput, true
 	})
+	// The attainment only where every point that has one shares known objectives: a curve
+	// through attainments against two definitions of "good" means nothing.
+	if c.goodput, c.hasGoodput = b.GoodputObjectives(); c.hasGoodput {
+		c.values[cSLOAttainment] = values(cps, func(p *Point) (float64, bool) {
+			if p.SLOAttainment == nil {
+				return 0, false
+			}
+			return *p.SLOAttainment, true
+		})
+	}
 	return c
 }
 
@@ -200,7 +227,7 @@ func (b *Baseline) Expected(load float64) (Expectation, bool) {
 func (c *Curve) Expected(load float64) (Expectation, bool) {
 	nan := math.NaN()
 	e := Expectation{Concurrency: load, TTFTMean: nan, TTFTP99: nan, TPOTMean: nan, TPOTP99: nan,
-		ITLMean: nan, ITLP99: nan, E2EMean: nan, E2EP99: nan, OutputThroughput: nan}
+		ITLMean: nan, ITLP99: nan, E2EMean: nan, E2EP99: nan, OutputThroughput: nan, SLOAttainment: nan}
 	if !(load > 0) || math.IsInf(load, 0) || !c.placed {
 		return e, false
 	}
@@ -213,6 +240,7 @@ func (c *Curve) Expected(load float64) (Expectation, bool) {
 	e.E2EMean = interpolate(c.values[cE2EMean], load)
 	e.E2EP99 = interpolate(c.values[cE2EP99], load)
 	e.OutputThroughput = interpolate(c.values[cOutputThroughput], load)
+	e.SLOAttainment = interpolate(c.values[cSLOAttainment], load)
 	return e, true
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vllm-prober/vllm_prober/config"
+	"github.com/vllm-prober/vllm_prober/internal/baseline"
 	"github.com/vllm-prober/vllm_prober/internal/simulator"
 )
 
@@ -83,6 +84,19 @@ func TestBenchGoodputOnSimulator(t *testing.T) {
 		}
 		if p := Point(rep, lr); p.RequestGoodput == nil || *p.RequestGoodput != g.RequestGoodput {
 			t.Errorf("concurrency %d: the baseline point's request_goodput is %v, want %v", c, p.RequestGoodput, g.RequestGoodput)
+		}
+		// The per-level JSON keeps them next to vLLM's keys, and importing it
+		// gives them back.
+		im, err := baseline.ImportBytes("level.json", ServeJSON(rep, lr))
+		if err != nil {
+			t.Fatalf("concurrency %d: importing its JSON: %v", c, err)
+		}
+		if p := im.Baselines[0].Points[0]; p.SLOAttainment == nil || *p.SLOAttainment != g.Attainment || !p.GoodputObjectives.Equal(obj) {
+			t.Errorf("concurrency %d: the imported JSON's slo_attainment %v, objectives %+v; want %v against %+v", c, p.SLOAttainment, p.GoodputObjectives, g.Attainment, obj)
+		}
+		// The baseline point keeps the attainment and what it was measured against.
+		if p := Point(rep, lr); p.SLOAttainment == nil || *p.SLOAttainment != g.Attainment || !p.GoodputObjectives.Equal(obj) {
+			t.Errorf("concurrency %d: the baseline point's slo_attainment %v, objectives %+v; want %v against %+v", c, p.SLOAttainment, p.GoodputObjectives, g.Attainment, obj)
 		}
 		if c <= 2 && g.Attainment != 1 || c >= 3 && g.Attainment >= 0.9 {
 			t.Errorf("concurrency %d: attainment %v (TPOT mean %.1f ms)", c, g.Attainment, lr.Metrics.TPOT.Mean*1000)

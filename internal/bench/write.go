@@ -275,6 +275,12 @@ func ServeJSON(rep *Report, lr *LevelResult) []byte {
 	o.add("request_throughput", m.RequestThroughput)
 	if lr.Goodput != nil {
 		o.add("request_goodput", lr.Goodput.RequestGoodput)
+		// Not vLLM keys: the attainment and the objectives it was measured
+		// against (--goodput's syntax), which vLLM's file does not keep.
+		o.add("slo_attainment", lr.Goodput.Attainment)
+		if rep.Goodput != nil {
+			o.add("goodput_objectives", rep.Goodput.String())
+		}
 	} else {
 		o.add("request_goodput", nil)
 	}
@@ -387,6 +393,9 @@ var definitions = map[string]string{
 	"input_throughput_per_request":  "the multi-GPU presets report's \"Request Prompt Level TPS\": per request prompt tokens / E2E",
 	"completed":                     "successful requests",
 	"failed":                        "failed requests (any prober failure reason)",
+	"request_goodput":               "requests that succeeded and met every --goodput objective / level duration, requests/s (vLLM's request_goodput)",
+	"slo_attainment":                "requests that succeeded and met every --goodput objective / every request of the level, failed ones included (GuideLLM's slo_attainment)",
+	"goodput_objectives":            "the run's --goodput objectives, judged per request as the daemon judges its probes",
 }
 
 // Baseline converts the report into a baseline file (the baseline package's
@@ -452,6 +461,10 @@ func Point(rep *Report, lr *LevelResult) baseline.Point {
 	}
 	if lr.Goodput != nil {
 		p.RequestGoodput = fp(lr.Goodput.RequestGoodput)
+		p.SLOAttainment = fp(lr.Goodput.Attainment)
+		if rep.Goodput != nil {
+			p.GoodputObjectives = &baseline.Objectives{Objectives: *rep.Goodput}
+		}
 	}
 	if m.Completed > 0 {
 		p.OutputThroughputPerRequest = stats(&m.OutputTPSPerRequest, rep.Percentiles)

@@ -2,6 +2,7 @@ package compare
 
 import (
 	"math"
+	"slices"
 
 	"github.com/vllm-prober/vllm_prober/prober"
 
@@ -22,6 +23,11 @@ type Comparison struct {
 	// the median of the window's per-probe live / expected; above 1 is
 	// worse), NaN when unknown.
 	TTFT, TPOT float64
+	// Goodput is the attainment the baseline expects
+	// (vllm_probe_expected_goodput_ratio), NaN when not exported, and then
+	// GoodputWhy says why (e.g. the objectives differ).
+	Goodput    float64
+	GoodputWhy string
 }
 
 // Compare returns the comparison of (target, module) now; false when the
@@ -54,9 +60,20 @@ func (c *Collector) Compare(target, module string) (Comparison, bool) {
 	if !pok {
 		pexp = exp
 	}
+	g, why := math.NaN(), "the target does not probe this module"
+	if t := st.lookup(target); t != nil {
+		if i := slices.Index(t.modules, module); i >= 0 {
+			if why = t.goodput[i]; why == "" {
+				if g = pexp.SLOAttainment; math.IsNaN(g) {
+					why = "no expectation at the probes' load"
+				}
+			}
+		}
+	}
 	return Comparison{Baseline: l.name, Load: load, Expected: pexp, Live: live,
-		TTFT: latencyRatio(baseline.MetricTTFT, ratios, live, pok),
-		TPOT: latencyRatio(baseline.MetricTPOT, ratios, live, pok)}, true
+		TTFT:    latencyRatio(baseline.MetricTTFT, ratios, live, pok),
+		TPOT:    latencyRatio(baseline.MetricTPOT, ratios, live, pok),
+		Goodput: g, GoodputWhy: why}, true
 }
 
 // latencyRatio is vllm_probe_regression_ratio of a latency metric, from the

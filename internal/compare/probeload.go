@@ -45,7 +45,7 @@ func probeExpectation(src interface {
 	all := w.Means(since)
 	nan := math.NaN()
 	exp = baseline.Expectation{Concurrency: nan, TTFTMean: nan, TPOTMean: nan, ITLMean: nan, E2EMean: nan,
-		TTFTP99: nan, TPOTP99: nan, ITLP99: nan, E2EP99: nan, OutputThroughput: nan}
+		TTFTP99: nan, TPOTP99: nan, ITLP99: nan, E2EP99: nan, OutputThroughput: nan, SLOAttainment: nan}
 	if all.N == 0 {
 		return all, exp, nil, false
 	}
@@ -108,7 +108,7 @@ func probeExpectation(src interface {
 	for _, sl := range slices {
 		known = known || sl.load > 0
 	}
-	var n, load, ttft, tpot, itl, e2e, lTTFT, lTPOT, lITL, lE2E, lOut weighted
+	var n, load, ttft, tpot, itl, e2e, att, lTTFT, lTPOT, lITL, lE2E, lOut weighted
 	perSlice := map[baseline.Metric][]float64{}
 	for _, sl := range slices {
 		l := sl.load
@@ -125,6 +125,7 @@ func probeExpectation(src interface {
 		n.add(1, sl.n)
 		load.add(l, sl.n)
 		lOut.add(sl.out, sl.n)
+		att.add(e.SLOAttainment, sl.n) // NaN (skipped) without a goodput curve
 		both := func(m baseline.Metric, exp, lv *weighted, e, v float64) {
 			if !math.IsNaN(e) && !math.IsNaN(v) {
 				exp.add(e, sl.n)
@@ -145,6 +146,7 @@ func probeExpectation(src interface {
 	live = prober.Means{TTFT: lTTFT.mean(), TPOT: lTPOT.mean(), ITL: lITL.mean(), E2E: lE2E.mean(),
 		OutputTokens: lOut.mean(), Load: load.mean(), N: int(math.Round(n.n))}
 	exp.Concurrency, exp.TTFTMean, exp.TPOTMean, exp.ITLMean, exp.E2EMean = load.mean(), ttft.mean(), tpot.mean(), itl.mean(), e2e.mean()
+	exp.SLOAttainment = att.mean()
 	ratios = map[baseline.Metric]float64{}
 	for m, rs := range perSlice {
 		ratios[m] = median(rs)

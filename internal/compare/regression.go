@@ -134,10 +134,14 @@ type loaded struct {
 type target struct {
 	name, model, baseline string
 	modules               []string
-	static                []string // values in state.static order
-	window                time.Duration
-	series                *seriesCache // the target's series, built at its first scrape
-	joins                 *targetJoins // its expected values and ratios (joins.go)
+	// goodput says, per module, why the baseline's attainment is not
+	// comparable with the module's ("": it is; goodputWhy), decided once
+	// per configuration.
+	goodput []string
+	static  []string // values in state.static order
+	window  time.Duration
+	series  *seriesCache // the target's series, built at its first scrape
+	joins   *targetJoins // its expected values and ratios (joins.go)
 }
 
 // Options configure a Collector.
@@ -256,9 +260,13 @@ func (c *Collector) SetTargets(cfg *config.Config) error {
 			return fmt.Errorf("target %q: unknown baseline %q", t.Name, t.Baseline)
 		}
 		st.byTarget[t.Name] = l
+		goodput := make([]string, len(t.Modules))
+		for i, m := range t.Modules {
+			goodput[i] = goodputWhy(l.curve, cfg.Modules[m].SLOs)
+		}
 		st.targetIndex[t.Name] = len(st.targets)
 		st.targets = append(st.targets, target{name: t.Name, model: t.Model, baseline: t.Baseline,
-			modules: slices.Clone(t.Modules), static: t.StaticLabelValues(st.static),
+			modules: slices.Clone(t.Modules), goodput: goodput, static: t.StaticLabelValues(st.static),
 			window: max(time.Duration(cfg.Global.RateWindow), 3*cfg.ProbeInterval(t)), series: &seriesCache{},
 			joins: &targetJoins{pairs: make([]pairJoins, len(t.Modules))}})
 	}
@@ -298,6 +306,7 @@ const (
 	mExpTPOT     = "vllm_probe_expected_time_per_output_token_seconds"
 	mExpTTFT     = "vllm_probe_expected_time_to_first_token_seconds"
 	mExpGen      = "vllm_server_expected_generation_tokens_per_second"
+	mExpGoodput  = "vllm_probe_expected_goodput_ratio"
 	mRatio       = "vllm_probe_regression_ratio"
 	mTTFTGap     = "vllm_probe_server_ttft_gap_seconds"
 	mHeadroom    = "vllm_server_headroom_ratio"
@@ -324,6 +333,7 @@ func newDescs(static []string) map[string]*prometheus.Desc {
 		mExpTPOT:    prometheus.NewDesc(mExpTPOT, "Mean time per output token the baseline predicts at the live load (running + waiting + 1).", pair, nil),
 		mExpTTFT:    prometheus.NewDesc(mExpTTFT, "Mean time to first token the baseline predicts at the live load (running + waiting + 1).", pair, nil),
 		mExpGen:     prometheus.NewDesc(mExpGen, "Output token throughput the baseline predicts at the live load (running + waiting + 1).", tgt, nil),
+		mExpGoodput: prometheus.NewDesc(mExpGoodput, "Goodput attainment (good / all requests, failed ones counted against it) the baseline predicts at the live load (running + waiting + 1). Only where the baseline's goodput objectives equal the module's.", pair, nil),
 		mTTFTGap: prometheus.NewDesc(mTTFTGap, "Mean TTFT of the probes minus the server's mean TTFT (plus its mean queue time when its TTFT excludes queueing) over the same window.",
 			append([]string{labelTarget, labelModel}, static...), nil),
 		mHeadroom: prometheus.NewDesc(mHeadroom, "Remaining capacity (0-1) by resource: kv_cache, batch_slots, throughput and overall (their minimum).",
@@ -444,6 +454,9 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 		}
 		send(ch, ms.expTPOT, pexp.TPOTMean)
 		send(ch, ms.expTTFT, pexp.TTFTMean)
+		if t.goodput[i] == "" {
+			send(ch, ms.expGoodput, pexp.SLOAttainment) // NaN (not sent) without an expectation
+		}
 		for j, m := range baseline.Metrics {
 			r := sj.throughput
 			if m != baseline.MetricOutputThroughput {
@@ -452,6 +465,23 @@ func (c *Collector) collectTarget(ch chan<- prometheus.Metric, st *state, server
 			send(ch, ms.ratio[j], r)
 		}
 	}
+}
+
+// goodputWhy says why the baseline's attainment (curve) is not comparable
+// with the live attainment of a module with objectives module; "" when it
+// is: the baseline's goodput objectives equal the module's. An attainment
+// against other objectives counts other requests as good.
+func goodputWhy(c *baseline.Curve, module *config.Objectives) string {
+	base, ok := c.GoodputObjectives()
+	switch {
+	case !ok:
+		return "the baseline has no slo_attainment measured against stated objectives (baseline import --goodput states them)"
+	case module == nil:
+		return fmt.Sprintf("the module sets no goodput objectives (slos); the baseline's are %s", base.String())
+	case *module != base:
+		return fmt.Sprintf("the baseline's goodput objectives (%s) differ from the module's (%s): attainments against different objectives are not comparable", base.String(), module.String())
+	}
+	return ""
 }
 
 // specDecodeRatios are vllm_server_spec_decode_regression_ratio of target:

@@ -72,6 +72,7 @@ type targetSeries struct {
 
 type moduleSeries struct {
 	expTPOT, expTTFT *series
+	expGoodput       *series
 	ratio            []*series // by baseline.Metrics
 }
 
@@ -91,7 +92,8 @@ func (c *seriesCache) get(logger log.Logger, d map[string]*prometheus.Desc, t *t
 	for i, mod := range t.modules {
 		plv := append(append([]string{t.name, mod, model}, t.static...), t.baseline)
 		ms := moduleSeries{expTPOT: newSeries(logger, d[mExpTPOT], plv...), expTTFT: newSeries(logger, d[mExpTTFT], plv...),
-			ratio: make([]*series, len(baseline.Metrics))}
+			expGoodput: newSeries(logger, d[mExpGoodput], plv...),
+			ratio:      make([]*series, len(baseline.Metrics))}
 		for j, m := range baseline.Metrics {
 			ms.ratio[j] = newSeries(logger, d[mRatio], append(plv[:len(plv):len(plv)], string(m))...)
 		}

@@ -30,8 +30,14 @@ import (
 // name in dir, as `vllm_prober bench` does, and returns the file's path.
 func benchBaseline(t testing.TB, srvURL, dir, name string) string {
 	t.Helper()
+	// The goodput objectives of TestMetricNamesMatchDocs's module "checked":
+	// the baseline's attainment is then compared (vllm_probe_expected_goodput_ratio).
+	goodput, err := config.ParseGoodput("ttft:2000 tpot:100")
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := bench.Run(context.Background(), bench.Options{URL: srvURL, Requests: 3, Concurrencies: []int{1, 2},
-		MaxTokens: 8, IgnoreEOS: true, Name: name, PollInterval: 100 * time.Millisecond})
+		MaxTokens: 8, IgnoreEOS: true, Name: name, PollInterval: 100 * time.Millisecond, Goodput: &goodput})
 	if err != nil {
 		t.Fatalf("bench: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -181,6 +182,11 @@ func (h *handler) writeBaseline(b *strings.Builder, t *config.Target, module str
 			fmt.Fprintf(b, " (above the alert threshold %.1f)", h.threshold)
 		}
 		b.WriteString("\n")
+	}
+	if math.IsNaN(c.Goodput) {
+		fmt.Fprintf(b, "  goodput: no expected attainment (vllm_probe_expected_goodput_ratio not exported): %s\n", c.GoodputWhy)
+	} else {
+		fmt.Fprintf(b, "  goodput: expected attainment %.1f %% (vllm_probe_expected_goodput_ratio)\n", 100*c.Goodput)
 	}
 }
 
