@@ -164,6 +164,10 @@ type Daemon struct {
 	started atomic.Bool
 }
 
+// encodeAhead is how often the exposition cache encodes the targets whose
+// series changed (exposition.Cache.Run).
+const encodeAhead = time.Second
+
 // New loads the configuration file, builds the registry and the managers and
 // returns a Daemon ready to Run. An invalid configuration file is an error.
 //
@@ -424,6 +428,9 @@ func (d *Daemon) Run(ctx context.Context, handler http.Handler) error {
 	wg.Go(func() { d.probes.Run(ctx) })
 	wg.Go(d.bursts.Run(ctx)) // bursts are accepted from now on
 	wg.Go(func() { d.coll.Run(ctx) })
+	// The targets whose series changed are encoded ahead of the next
+	// scrape of /metrics, which then mostly writes bytes.
+	wg.Go(func() { d.cache.Run(ctx, encodeAhead) })
 	d.runDiscovery(ctx, &wg)
 
 	hup := make(chan os.Signal, 1)

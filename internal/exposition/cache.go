@@ -13,11 +13,13 @@ package exposition
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"hash/maphash"
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -65,7 +67,14 @@ type Cache struct {
 	shared  *prometheus.Registry
 	// encodings counts the targets encoded since New (Encodings).
 	encodings uint64
+	// served is when a render last asked for each format: Run keeps the
+	// formats asked for within keepWarm encoded ahead.
+	served [numFormats]time.Time
 }
+
+// keepWarm is how long after a render in a format Run keeps encoding that
+// format ahead: a few scrape intervals.
+const keepWarm = 5 * time.Minute
 
 // entry is one target's registry (its series from every source) and its
 // encoded families per format.
@@ -138,9 +147,42 @@ type snapshot struct {
 	errs    []error
 }
 
+// Run encodes ahead, every interval until ctx is done, the targets whose
+// series changed, in each format a render asked for within keepWarm: a
+// render then finds most targets encoded already and only writes their
+// bytes. Without Run a render encodes what changed itself.
+func (c *Cache) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for f := range numFormats {
+				c.mu.Lock()
+				warm := !c.served[f].IsZero() && now.Sub(c.served[f]) < keepWarm
+				c.mu.Unlock()
+				if warm {
+					c.update(f)
+				}
+			}
+		}
+	}
+}
+
 // render brings every target's encoding in format f up to date and returns
 // them. Only targets whose version moved are collected and encoded.
 func (c *Cache) render(f Format) snapshot {
+	c.mu.Lock()
+	c.served[f] = time.Now()
+	c.mu.Unlock()
+	return c.update(f)
+}
+
+// update brings every target's encoding in format f up to date and returns
+// them.
+func (c *Cache) update(f Format) snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	names := map[string]bool{}

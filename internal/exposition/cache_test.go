@@ -3,6 +3,7 @@ package exposition
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -223,5 +225,38 @@ func BenchmarkRender(b *testing.B) {
 				h.ServeHTTP(httptest.NewRecorder(), req)
 			}
 		})
+	}
+}
+
+// TestRunEncodesAhead: with Run going, a target that changed is encoded
+// before the next render, in the formats rendered lately, and that render
+// encodes nothing.
+func TestRunEncodesAhead(t *testing.T) {
+	cache, src, cached, full := fixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { cache.Run(ctx, 10*time.Millisecond); close(done) }()
+	defer func() { cancel(); <-done }()
+	get(t, cached, "/metrics", "", true) // text, now kept warm
+	n := cache.Encodings()
+	src.set("a", 7)
+	deadline := time.Now().Add(5 * time.Second)
+	for cache.Encodings() == n {
+		if time.Now().After(deadline) {
+			t.Fatal("Run never encoded the changed target")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if m := cache.Encodings(); m != n+1 {
+		t.Errorf("Run encoded %d targets, want 1 (a, in text only: OpenMetrics was never asked for)", m-n)
+	}
+	n = cache.Encodings()
+	_, got := get(t, cached, "/metrics", "", false)
+	_, want := get(t, full, "/metrics", "", false)
+	if m := cache.Encodings(); m != n {
+		t.Errorf("the render after Run encoded %d targets, want 0", m-n)
+	}
+	if !slices.Equal(sortedLines(got), sortedLines(want)) {
+		t.Errorf("render after Run:\n%s\npromhttp:\n%s", got, want)
 	}
 }
