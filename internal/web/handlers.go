@@ -1,6 +1,7 @@
 package web
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,9 @@ func (h *handler) routes() http.Handler {
 		// once per change (internal/exposition).
 		metrics = h.opts.Exposition.Handler(exposition.HandlerOpts{
 			Rest: h.opts.Own, Full: h.opts.Gatherer, ErrorLog: promLogger{h}, MaxRequestsInFlight: maxRenders,
+			// 12 MB of text at 1,000 targets: gzip's default level took
+			// 118 ms of it, its fastest 30 ms for a body 7 % larger.
+			GzipLevel: gzip.BestSpeed,
 		})
 	}
 	mux.Handle(h.opts.TelemetryPath, promhttp.InstrumentMetricHandler(h.opts.Registerer, metrics))
