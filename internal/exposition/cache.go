@@ -65,8 +65,9 @@ type Cache struct {
 	sources []Partitioned
 	targets map[string]*entry
 	shared  *prometheus.Registry
-	// encodings counts the targets encoded since New (Encodings).
-	encodings uint64
+	// encodings counts the targets encoded since New (Encodings); jobs
+	// numbers the encodings as they are decided (encoded.seq).
+	encodings, jobs uint64
 	// served is when a render last asked for each format: Run keeps the
 	// formats asked for within keepWarm encoded ahead.
 	served [numFormats]time.Time
@@ -86,6 +87,7 @@ type entry struct {
 // encoded is a target's families in one format, as of version.
 type encoded struct {
 	version uint64
+	seq     uint64  // the job's that encoded it: a later job read a later state
 	fams    []chunk // sorted by name
 	err     error   // the gathering's, reported at every render until the target changes
 }
@@ -181,10 +183,18 @@ func (c *Cache) render(f Format) snapshot {
 }
 
 // update brings every target's encoding in format f up to date and returns
-// them.
+// them. The encoding runs outside the Cache's lock: a render does not wait
+// for Run's encoding ahead (both may encode a target that changed at
+// once; the result of the job created last is kept, as it read the later
+// state).
 func (c *Cache) update(f Format) snapshot {
+	type job struct {
+		e   *entry
+		v   uint64
+		seq uint64
+		enc *encoded
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	names := map[string]bool{}
 	for _, p := range c.sources {
 		for _, t := range p.ExpositionTargets() {
@@ -202,7 +212,8 @@ func (c *Cache) update(f Format) snapshot {
 	}
 	sort.Strings(sorted)
 	var snap snapshot
-	snap.targets = make([][]chunk, 0, len(sorted))
+	entries := make([]*entry, 0, len(sorted))
+	var jobs []job
 	for _, t := range sorted {
 		e := c.targets[t]
 		if e == nil {
@@ -215,14 +226,32 @@ func (c *Cache) update(f Format) snapshot {
 			}
 			c.targets[t] = e
 		}
-		v := c.version(t)
-		enc := e.encoded[f]
-		if enc == nil || enc.version != v {
-			enc = c.encode(e.reg, f, v)
-			e.encoded[f] = enc
+		entries = append(entries, e)
+		if v := c.version(t); e.encoded[f] == nil || e.encoded[f].version != v {
+			c.jobs++
+			jobs = append(jobs, job{e: e, v: v, seq: c.jobs})
 		}
+	}
+	c.mu.Unlock()
+
+	for i := range jobs {
+		jobs[i].enc = encode(jobs[i].e.reg, f, jobs[i].v)
+		jobs[i].enc.seq = jobs[i].seq
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.encodings += uint64(len(jobs))
+	for _, j := range jobs {
+		if cur := j.e.encoded[f]; cur == nil || cur.seq < j.seq {
+			j.e.encoded[f] = j.enc
+		}
+	}
+	snap.targets = make([][]chunk, 0, len(entries))
+	for i, e := range entries {
+		enc := e.encoded[f]
 		if enc.err != nil {
-			snap.errs = append(snap.errs, fmt.Errorf("target %q: %w", t, enc.err))
+			snap.errs = append(snap.errs, fmt.Errorf("target %q: %w", sorted[i], enc.err))
 		}
 		if len(enc.fams) > 0 {
 			snap.targets = append(snap.targets, enc.fams)
@@ -247,8 +276,7 @@ func (c *Cache) version(target string) uint64 {
 }
 
 // encode gathers reg and encodes its families in format f.
-func (c *Cache) encode(reg *prometheus.Registry, f Format, version uint64) *encoded {
-	c.encodings++
+func encode(reg *prometheus.Registry, f Format, version uint64) *encoded {
 	mfs, err := reg.Gather()
 	enc := &encoded{version: version, err: err, fams: make([]chunk, 0, len(mfs))}
 	var buf bytes.Buffer
