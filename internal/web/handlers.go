@@ -49,7 +49,7 @@ func (h *handler) routes() http.Handler {
 		metrics = h.opts.Exposition.Handler(exposition.HandlerOpts{
 			Rest: h.opts.Own, Full: h.opts.Gatherer, ErrorLog: promLogger{h}, MaxRequestsInFlight: maxRenders,
 			// 12 MB of text at 1,000 targets: gzip's default level took
-			// 118 ms of it, its fastest 30 ms for a body 7 % larger.
+			// 118 ms of it, its fastest 30 ms, for a body about 23 % larger (0.51 → 0.63 MB).
 			GzipLevel: gzip.BestSpeed,
 		})
 	}
