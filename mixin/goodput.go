@@ -92,8 +92,10 @@ func (s *Spec) goodputBelowBaselineAlert() []Rule {
 	a := s.Alerts.GoodputBelowBaseline
 	w := a.Window.String()
 	th := formatFloat(*a.Threshold)
-	return []Rule{optionalSeries(expectedGoodputMetric,
-		"The expected attainment exists only for targets with a baseline whose goodput objectives equal the module's (docs/baselines.md).",
+	// pint accepts a directive only for a selector of the query: the
+	// alert reads the shortfall record, not the expected series.
+	return []Rule{optionalSeries(GoodputShortfallRecord+w,
+		"The shortfall exists only for targets with a baseline whose goodput objectives equal the module's (docs/baselines.md).",
 		s.alert("VLLMGoodputBelowBaseline", a,
 			lines(
 				GoodputShortfallRecord+w+"{"+s.jobSel()+"} > "+th,
