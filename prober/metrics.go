@@ -593,7 +593,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.mu.Unlock()
 	slices.Sort(names)
-	c.collect(ch, names)
+	c.collect(ch, names, true)
 }
 
 // ExpositionTargets implements exposition.Partitioned.
@@ -624,7 +624,26 @@ func (c collector) ExpositionVersion(target string) uint64 {
 
 // CollectTarget implements exposition.Partitioned.
 func (c collector) CollectTarget(target string, ch chan<- prometheus.Metric) {
-	c.collect(ch, []string{target})
+	c.collect(ch, []string{target}, false)
+}
+
+// Exposed implements exposition's exposer: a render served target's
+// series as the cache encoded them, so its reasons' first-exposition
+// zeros are out and their counts render from now on. The cache's encoding
+// ahead does not expose them: only a scrape does.
+func (c collector) Exposed(target string) {
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.targets[target]
+	if t == nil {
+		return
+	}
+	for _, p := range t.pairs {
+		if p.series.exposed() {
+			t.version++
+		}
+	}
 }
 
 // CollectShared implements exposition.Partitioned: every series of the
@@ -633,7 +652,10 @@ func (collector) CollectShared(chan<- prometheus.Metric) {}
 
 // collect copies the series of the targets names and of their pairs under
 // the lock and renders them outside it.
-func (c collector) collect(ch chan<- prometheus.Metric, names []string) {
+// expose: the collection is a scrape's (Collect), which exposes the
+// reasons' pending zeros; the cache's (CollectTarget) leaves that to
+// Exposed.
+func (c collector) collect(ch chan<- prometheus.Metric, names []string, expose bool) {
 	type row struct {
 		ls *labelSet
 		s  series
@@ -658,7 +680,7 @@ func (c collector) collect(ch chan<- prometheus.Metric, names []string) {
 		}
 		for _, p := range t.pairs {
 			rows = append(rows, row{ls: m.pairLabelSet(p), s: p.series.snapshot()})
-			if p.series.exposed() {
+			if expose && p.series.exposed() {
 				t.version++ // the pending zeros render their counts from now on
 			}
 		}

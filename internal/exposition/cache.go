@@ -142,9 +142,28 @@ type targetOf struct {
 func (targetOf) Describe(chan<- *prometheus.Desc)      {}
 func (t targetOf) Collect(ch chan<- prometheus.Metric) { t.p.CollectTarget(t.target, ch) }
 
+// exposer is a Partitioned that needs to know which targets' series a
+// render served (the prober: a reason's zero at its first exposition).
+type exposer interface{ Exposed(target string) }
+
+// exposed tells the sources that the targets of snap were served.
+func (c *Cache) exposed(snap snapshot) {
+	c.mu.Lock()
+	sources := slices.Clone(c.sources)
+	c.mu.Unlock()
+	for _, p := range sources {
+		if e, ok := p.(exposer); ok {
+			for _, t := range snap.names {
+				e.Exposed(t)
+			}
+		}
+	}
+}
+
 // snapshot is what a render writes: every target's families in one format,
 // sorted by target name, and the errors met.
 type snapshot struct {
+	names   []string // the targets, sorted
 	targets [][]chunk
 	errs    []error
 }
@@ -247,6 +266,7 @@ func (c *Cache) update(f Format) snapshot {
 			j.e.encoded[f] = j.enc
 		}
 	}
+	snap.names = sorted
 	snap.targets = make([][]chunk, 0, len(entries))
 	for i, e := range entries {
 		enc := e.encoded[f]

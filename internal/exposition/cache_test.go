@@ -22,6 +22,7 @@ import (
 // counter whose values the test sets.
 type fakeSource struct {
 	mu      sync.Mutex
+	pending map[string]bool // the counter renders 0 until a render served it (Exposed)
 	values  map[string]float64
 	version map[string]uint64
 	gauge   *prometheus.Desc
@@ -30,7 +31,7 @@ type fakeSource struct {
 }
 
 func newFakeSource(targets ...string) *fakeSource {
-	s := &fakeSource{values: map[string]float64{}, version: map[string]uint64{},
+	s := &fakeSource{values: map[string]float64{}, version: map[string]uint64{}, pending: map[string]bool{},
 		gauge:   prometheus.NewDesc("fake_gauge", "A gauge of a target.", []string{"target"}, nil),
 		counter: prometheus.NewDesc("fake_events_total", "Events of a target.", []string{"target", "kind"}, nil),
 		shared:  prometheus.NewDesc("fake_shared", "A series of no target.", nil, nil)}
@@ -45,6 +46,23 @@ func (s *fakeSource) set(target string, v float64) {
 	defer s.mu.Unlock()
 	s.values[target] = v
 	s.version[target]++
+}
+
+// setNew is set of a counter that renders 0 until a render served it.
+func (s *fakeSource) setNew(target string, v float64) {
+	s.set(target, v)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending[target] = true
+}
+
+func (s *fakeSource) Exposed(target string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[target] {
+		s.pending[target] = false
+		s.version[target]++
+	}
 }
 
 func (*fakeSource) Describe(chan<- *prometheus.Desc) {}
@@ -71,12 +89,16 @@ func (s *fakeSource) ExpositionVersion(target string) uint64 {
 func (s *fakeSource) CollectTarget(target string, ch chan<- prometheus.Metric) {
 	s.mu.Lock()
 	v, ok := s.values[target]
+	count := 2 * v
+	if s.pending[target] {
+		count = 0
+	}
 	s.mu.Unlock()
 	if !ok {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(s.gauge, prometheus.GaugeValue, v, target)
-	ch <- prometheus.MustNewConstMetric(s.counter, prometheus.CounterValue, 2*v, target, "a\"b\\c\n")
+	ch <- prometheus.MustNewConstMetric(s.counter, prometheus.CounterValue, count, target, "a\"b\\c\n")
 }
 func (s *fakeSource) CollectShared(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(s.shared, prometheus.GaugeValue, 1)
@@ -258,5 +280,35 @@ func TestRunEncodesAhead(t *testing.T) {
 	}
 	if !slices.Equal(sortedLines(got), sortedLines(want)) {
 		t.Errorf("render after Run:\n%s\npromhttp:\n%s", got, want)
+	}
+}
+
+// TestZeroServedBeforeCount: a counter whose source renders 0 until a
+// render served it (the prober's reasons at their first exposition) is
+// served as 0 once and then as its count, although Run encodes ahead: the
+// encoding ahead does not count as serving it.
+func TestZeroServedBeforeCount(t *testing.T) {
+	cache, src, cached, _ := fixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { cache.Run(ctx, 10*time.Millisecond); close(done) }()
+	defer func() { cancel(); <-done }()
+	get(t, cached, "/metrics", "", false) // text, kept warm
+	src.setNew("b", 42)
+	line := func(v string) string { return `fake_events_total{kind="a\"b\\c\n",target="b",vantage="eu"} ` + v }
+	time.Sleep(100 * time.Millisecond) // Run encodes b ahead, more than once
+	if _, body := get(t, cached, "/metrics", "", false); !strings.Contains(body, line("0")) {
+		t.Fatalf("the first render after the change does not serve the zero:\n%s", body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, body := get(t, cached, "/metrics", "", false)
+		if strings.Contains(body, line("84")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the count never followed the zero:\n%s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -117,7 +117,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	bw := bufio.NewWriterSize(out, 64<<10)
 	defer bw.Flush()
-	h.logErr("error encoding and sending metric family:", write(bw, contentType, rest, snap, nameFilter(r)))
+	filter := nameFilter(r)
+	h.logErr("error encoding and sending metric family:", write(bw, contentType, rest, snap, filter))
+	if filter == nil {
+		h.c.exposed(snap)
+	}
 }
 
 func (h *handler) logErr(msg string, err error) {
