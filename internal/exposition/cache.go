@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,6 +61,7 @@ const (
 type Cache struct {
 	labels prometheus.Labels // added to every series (the vantage)
 	seed   maphash.Seed
+	now    func() time.Time // time.Now, but in tests
 
 	mu      sync.Mutex
 	sources []Partitioned
@@ -69,13 +71,27 @@ type Cache struct {
 	// numbers the encodings as they are decided (encoded.seq).
 	encodings, jobs uint64
 	// served is when a render last asked for each format: Run keeps the
-	// formats asked for within keepWarm encoded ahead.
-	served [numFormats]time.Time
+	// formats asked for within keepWarm encoded ahead; gap is the shorter
+	// of the last two intervals between renders of the format (0: not
+	// known yet), which paces Run (due).
+	served, previous [numFormats]time.Time
+	gap              [numFormats]time.Duration
+
+	// heads holds each family's comment lines once per format: every
+	// target's chunk of a family shares them.
+	heads [numFormats]headTable
 }
 
 // keepWarm is how long after a render in a format Run keeps encoding that
 // format ahead: a few scrape intervals.
 const keepWarm = 5 * time.Minute
+
+// aheadFrom is the part of the interval between two renders after which Run
+// encodes ahead: a target that changes more than once between renders
+// (scraped every 15 s, probed every 30 s, rendered every 15 s) is encoded
+// once, late in the interval, rather than at each change, and the render
+// encodes only what changed in its last moments.
+const aheadFrom = 0.8
 
 // entry is one target's registry (its series from every source) and its
 // encoded families per format.
@@ -101,19 +117,28 @@ type chunk struct {
 
 // NewCache returns a Cache adding labels to every series.
 func NewCache(labels prometheus.Labels) *Cache {
-	return &Cache{labels: labels, seed: maphash.MakeSeed(), targets: map[string]*entry{}, shared: prometheus.NewRegistry()}
+	return &Cache{labels: labels, seed: maphash.MakeSeed(), now: time.Now, targets: map[string]*entry{}, shared: prometheus.NewRegistry()}
 }
 
 // add makes p one of the cache's sources.
 func (c *Cache) add(p Partitioned) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := prometheus.WrapRegistererWith(c.labels, c.shared).Register(sharedOf{p}); err != nil {
+	if err := c.wrap(c.shared).Register(sharedOf{p}); err != nil {
 		return fmt.Errorf("registering the shared series: %w", err)
 	}
 	c.sources = append(c.sources, p)
 	clear(c.targets) // every target's registry gains the source
 	return nil
+}
+
+// wrap returns r adding the cache's labels, r itself when there are none:
+// a wrapping registry makes a new Desc for every series it gathers.
+func (c *Cache) wrap(r prometheus.Registerer) prometheus.Registerer {
+	if len(c.labels) == 0 {
+		return r
+	}
+	return prometheus.WrapRegistererWith(c.labels, r)
 }
 
 // Shared returns the gatherer of the sources' shared series.
@@ -180,23 +205,46 @@ func (c *Cache) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for f := range numFormats {
-				c.mu.Lock()
-				warm := !c.served[f].IsZero() && now.Sub(c.served[f]) < keepWarm
-				c.mu.Unlock()
-				if warm {
-					c.update(f)
-				}
-			}
+			c.tick(now)
 		}
 	}
+}
+
+// tick encodes ahead, at now, the formats due.
+func (c *Cache) tick(now time.Time) {
+	for f := range numFormats {
+		if c.due(f, now) {
+			c.update(f)
+		}
+	}
+}
+
+// due says whether Run encodes format f ahead at now: f was rendered
+// within keepWarm, and aheadFrom of the interval between its renders has
+// passed since the last one (always, while that interval is not known).
+func (c *Cache) due(f Format, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	since := now.Sub(c.served[f])
+	if c.served[f].IsZero() || since >= keepWarm {
+		return false
+	}
+	return since >= time.Duration(aheadFrom*float64(c.gap[f]))
 }
 
 // render brings every target's encoding in format f up to date and returns
 // them. Only targets whose version moved are collected and encoded.
 func (c *Cache) render(f Format) snapshot {
+	now := c.now()
 	c.mu.Lock()
-	c.served[f] = time.Now()
+	if !c.served[f].IsZero() {
+		gap := now.Sub(c.served[f])
+		if !c.previous[f].IsZero() {
+			gap = min(gap, c.served[f].Sub(c.previous[f]))
+		}
+		c.gap[f] = gap
+	}
+	c.previous[f], c.served[f] = c.served[f], now
 	c.mu.Unlock()
 	return c.update(f)
 }
@@ -237,7 +285,7 @@ func (c *Cache) update(f Format) snapshot {
 		e := c.targets[t]
 		if e == nil {
 			e = &entry{reg: prometheus.NewRegistry()}
-			reg := prometheus.WrapRegistererWith(c.labels, e.reg)
+			reg := c.wrap(e.reg)
 			for _, p := range c.sources {
 				if err := reg.Register(targetOf{p, t}); err != nil {
 					snap.errs = append(snap.errs, fmt.Errorf("target %q: %w", t, err))
@@ -254,7 +302,7 @@ func (c *Cache) update(f Format) snapshot {
 	c.mu.Unlock()
 
 	for i := range jobs {
-		jobs[i].enc = encode(jobs[i].e.reg, f, jobs[i].v)
+		jobs[i].enc = encode(jobs[i].e.reg, f, jobs[i].v, &c.heads[f])
 		jobs[i].enc.seq = jobs[i].seq
 	}
 
@@ -295,11 +343,13 @@ func (c *Cache) version(target string) uint64 {
 	return h.Sum64()
 }
 
-// encode gathers reg and encodes its families in format f.
-func encode(reg *prometheus.Registry, f Format, version uint64) *encoded {
+// encode gathers reg and encodes its families in format f, their heads
+// shared through heads and their bodies in one allocation.
+func encode(reg *prometheus.Registry, f Format, version uint64, heads *headTable) *encoded {
 	mfs, err := reg.Gather()
 	enc := &encoded{version: version, err: err, fams: make([]chunk, 0, len(mfs))}
-	var buf bytes.Buffer
+	var buf, bodies bytes.Buffer
+	var ends []int // of each family's body in bodies
 	for _, mf := range mfs {
 		buf.Reset()
 		var werr error
@@ -313,9 +363,57 @@ func encode(reg *prometheus.Registry, f Format, version uint64) *encoded {
 			continue
 		}
 		head, body := splitHead(buf.Bytes())
-		enc.fams = append(enc.fams, chunk{name: mf.GetName(), head: slices.Clone(head), body: slices.Clone(body)})
+		enc.fams = append(enc.fams, chunk{name: mf.GetName(), head: heads.intern(head)})
+		bodies.Write(body)
+		ends = append(ends, bodies.Len())
+	}
+	all := slices.Clone(bodies.Bytes())
+	start := 0
+	for i, end := range ends {
+		enc.fams[i].body = all[start:end:end]
+		start = end
 	}
 	return enc
+}
+
+// headTable interns the heads of families (their # HELP, # TYPE and
+// # UNIT lines) in one format: a render's reads take no lock.
+type headTable struct {
+	mu sync.Mutex // serializes writers
+	m  atomic.Pointer[map[string][]byte]
+}
+
+// maxHeads bounds a headTable: a head beyond it is kept by its target
+// alone.
+const maxHeads = 4096
+
+// intern returns the table's copy of head, adding one if there is none.
+func (t *headTable) intern(head []byte) []byte {
+	if m := t.m.Load(); m != nil {
+		if h, ok := (*m)[string(head)]; ok {
+			return h
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var old map[string][]byte
+	if m := t.m.Load(); m != nil {
+		old = *m
+	}
+	if h, ok := old[string(head)]; ok {
+		return h
+	}
+	h := slices.Clone(head)
+	if len(old) >= maxHeads {
+		return h
+	}
+	m := make(map[string][]byte, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[string(h)] = h
+	t.m.Store(&m)
+	return h
 }
 
 // splitHead cuts an encoded family into its leading comment lines and its

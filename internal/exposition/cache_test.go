@@ -108,10 +108,19 @@ func (s *fakeSource) CollectShared(ch chan<- prometheus.Metric) {
 // Registerer, as the daemon does with its vantage label.
 func fixture(t *testing.T) (*Cache, *fakeSource, http.Handler, http.Handler) {
 	t.Helper()
-	labels := prometheus.Labels{"vantage": "eu"}
+	return fixtureWith(t, prometheus.Labels{"vantage": "eu"})
+}
+
+// fixtureWith is fixture with labels (none: no vantage).
+func fixtureWith(t *testing.T, labels prometheus.Labels) (*Cache, *fakeSource, http.Handler, http.Handler) {
+	t.Helper()
 	main, own := prometheus.NewRegistry(), prometheus.NewRegistry()
+	var mainReg, ownReg prometheus.Registerer = main, own
+	if len(labels) > 0 {
+		mainReg, ownReg = prometheus.WrapRegistererWith(labels, main), prometheus.WrapRegistererWith(labels, own)
+	}
 	cache := NewCache(labels)
-	reg := NewRegisterer(cache, prometheus.WrapRegistererWith(labels, main), prometheus.WrapRegistererWith(labels, own))
+	reg := NewRegisterer(cache, mainReg, ownReg)
 	src := newFakeSource("a", "b", "c")
 	reg.MustRegister(src)
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "daemon_own", Help: "The daemon's own."})
@@ -163,7 +172,12 @@ const openMetrics = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain
 // moved, and says what promhttp says, in text and OpenMetrics, gzipped or
 // not, with name[] as promhttp reads it.
 func TestCacheEncodesChanges(t *testing.T) {
-	cache, src, cached, full := fixture(t)
+	t.Run("vantage", func(t *testing.T) { testCacheEncodesChanges(t, prometheus.Labels{"vantage": "eu"}) })
+	t.Run("no labels", func(t *testing.T) { testCacheEncodesChanges(t, nil) })
+}
+
+func testCacheEncodesChanges(t *testing.T, labels prometheus.Labels) {
+	cache, src, cached, full := fixtureWith(t, labels)
 	check := func(step string) {
 		t.Helper()
 		for _, accept := range []string{"", openMetrics} {
@@ -203,6 +217,9 @@ fake_gauge{target="a",vantage="eu"} 0
 fake_gauge{target="b",vantage="eu"} 42
 fake_gauge{target="c",vantage="eu"} 2
 `
+	if labels == nil {
+		want = strings.NewReplacer(`{vantage="eu"}`, "", `,vantage="eu"}`, "}").Replace(want)
+	}
 	if body != want {
 		t.Errorf("name[] filter:\n%s\nwant:\n%s", body, want)
 	}
@@ -310,5 +327,53 @@ func TestZeroServedBeforeCount(t *testing.T) {
 			t.Fatalf("the count never followed the zero:\n%s", body)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHeadsShared: the targets' chunks of a family share one copy of its
+// head.
+func TestHeadsShared(t *testing.T) {
+	cache, _, cached, _ := fixture(t)
+	get(t, cached, "/metrics", "", false)
+	a, b := cache.targets["a"].encoded[Text], cache.targets["b"].encoded[Text]
+	if len(a.fams) == 0 || len(a.fams) != len(b.fams) {
+		t.Fatalf("targets a and b have %d and %d families", len(a.fams), len(b.fams))
+	}
+	for i := range a.fams {
+		if &a.fams[i].head[0] != &b.fams[i].head[0] {
+			t.Errorf("family %s: targets a and b hold a head each", a.fams[i].name)
+		}
+	}
+}
+
+// TestRunPacesEncoding: Run encodes ahead late in the interval between
+// renders, so a target that changed three times between two renders is
+// encoded once, before the render, which then encodes nothing.
+func TestRunPacesEncoding(t *testing.T) {
+	cache, src, cached, full := fixture(t)
+	clock := time.Unix(1e9, 0)
+	cache.now = func() time.Time { return clock }
+	get(t, cached, "/metrics", "", false)
+	clock = clock.Add(10 * time.Second)
+	get(t, cached, "/metrics", "", false) // renders every 10 s
+	n := cache.Encodings()
+	for i, at := range []time.Duration{time.Second, 5 * time.Second, 8500 * time.Millisecond, 9 * time.Second} {
+		if i < 3 {
+			src.set("a", float64(10+i))
+		}
+		cache.tick(clock.Add(at))
+	}
+	if m := cache.Encodings(); m != n+1 {
+		t.Errorf("three changes between two renders 10 s apart were encoded ahead %d times, want once", m-n)
+	}
+	n = cache.Encodings()
+	clock = clock.Add(10 * time.Second)
+	_, got := get(t, cached, "/metrics", "", false)
+	_, want := get(t, full, "/metrics", "", false)
+	if m := cache.Encodings(); m != n {
+		t.Errorf("the render after the encoding ahead encoded %d targets, want 0", m-n)
+	}
+	if !slices.Equal(sortedLines(got), sortedLines(want)) {
+		t.Errorf("render:\n%s\npromhttp:\n%s", got, want)
 	}
 }
