@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/vllm-prober/vllm_prober/config"
 	"github.com/vllm-prober/vllm_prober/internal/discovery"
+	"github.com/vllm-prober/vllm_prober/internal/httpclient"
 	"github.com/vllm-prober/vllm_prober/internal/shard"
 )
 
@@ -104,12 +106,29 @@ func (d *Daemon) configSteps() []step {
 // the collector's previous targets are computed again at their next read.
 func (d *Daemon) targetSteps() []step {
 	serversChanged := func(*config.Config) error { d.cmp.ServersChanged(); return nil }
+	idle := func(cfg *config.Config) error { d.clients.SetIdleTimeout(idleTimeout(cfg)); return nil }
 	return []step{
+		{"http clients", idle, idle},
 		{"baselines", d.cmp.SetTargets, d.cmp.SetTargets},
 		{"prober", d.probes.SetTargets, d.probes.SetTargets},
 		{"collector", d.coll.SetTargets, d.coll.SetTargets},
 		{"baseline joins", serversChanged, serversChanged},
 	}
+}
+
+// idleTimeout is the keep-alive timeout of the HTTP clients built for cfg's
+// targets (httpclient.IdleTimeout): two of the longest interval at which a
+// target is probed or scraped.
+func idleTimeout(cfg *config.Config) time.Duration {
+	longest := max(time.Duration(cfg.Global.ProbeInterval), time.Duration(cfg.Global.ScrapeInterval))
+	for i := range cfg.Targets {
+		t := &cfg.Targets[i]
+		longest = max(longest, cfg.ProbeInterval(t))
+		if t.ScrapeMetrics {
+			longest = max(longest, cfg.ScrapeInterval(t))
+		}
+	}
+	return httpclient.IdleTimeout(longest)
 }
 
 // applyDiscovery is the discovery step: the manager runs cfg's discovery

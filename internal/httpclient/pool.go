@@ -12,7 +12,10 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/version"
@@ -41,6 +44,9 @@ const maxBucket = 16
 // It is safe for concurrent use.
 type Pool struct {
 	red *redact.Redactor
+	// idle is how long the clients built from now on keep an unused
+	// keep-alive connection (SetIdleTimeout); 0: common/config's 5 min.
+	idle atomic.Int64
 
 	mu      sync.Mutex
 	buckets map[string][]*shared // by the marshalled configuration
@@ -70,6 +76,24 @@ func (p *Pool) Redactor() *redact.Redactor {
 	return p.red
 }
 
+// SetIdleTimeout sets how long the clients built from now on keep a
+// keep-alive connection nobody used (0: common/config's 5 minutes). A client
+// keeps the timeout it was built with; clients of equal configurations
+// built under different timeouts are not shared.
+//
+// A target whose probe and scrape overlap opens a second connection, which
+// then stays idle while the first one serves every request (net/http reuses
+// the connection used last): a timeout of a few intervals closes it, where
+// common/config's 5 minutes keep it with its goroutines and buffers.
+func (p *Pool) SetIdleTimeout(d time.Duration) { p.idle.Store(int64(d)) }
+
+// IdleTimeout is the keep-alive timeout SetIdleTimeout should be given for
+// targets requested at most every longest: two of their intervals, so that
+// a connection in use survives one missed request, within 1 and 5 minutes.
+func IdleTimeout(longest time.Duration) time.Duration {
+	return min(max(2*longest, time.Minute), 5*time.Minute)
+}
+
 // Acquire returns a client for cfg, shared with the other holders of an
 // equal configuration. Each Acquire must be paired with a Release.
 func (p *Pool) Acquire(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
@@ -77,7 +101,8 @@ func (p *Pool) Acquire(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 	if err != nil {
 		data = nil // not shareable by key: compared in the "" bucket
 	}
-	key := string(data)
+	idle := time.Duration(p.idle.Load())
+	key := strconv.FormatInt(int64(idle), 10) + " " + string(data)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	bucket := p.buckets[key]
@@ -87,7 +112,7 @@ func (p *Pool) Acquire(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 			return s.client, nil
 		}
 	}
-	client, err := p.build(cfg)
+	client, err := p.build(cfg, idle)
 	if err != nil {
 		return nil, fmt.Errorf("building HTTP client: %w", err)
 	}
@@ -103,8 +128,11 @@ func (p *Pool) Acquire(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
 // build makes a client as common/config's NewClientFromConfig does. With
 // OAuth2, the OAuth2 round tripper is put on top of the rest by hand, with a
 // redact.Transport between them that learns the tokens it obtains.
-func (p *Pool) build(cfg commoncfg.HTTPClientConfig) (*http.Client, error) {
+func (p *Pool) build(cfg commoncfg.HTTPClientConfig, idle time.Duration) (*http.Client, error) {
 	opts := []commoncfg.HTTPClientOption{commoncfg.WithUserAgent(UserAgent())}
+	if idle > 0 {
+		opts = append(opts, commoncfg.WithIdleConnTimeout(idle))
+	}
 	if cfg.OAuth2 == nil {
 		return commoncfg.NewClientFromConfig(cfg, "vllm_prober", opts...)
 	}

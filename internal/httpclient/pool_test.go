@@ -94,3 +94,63 @@ func TestPoolLastReleaseClosesIdleConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleTimeoutClosesSpare: a target whose two requests overlapped holds
+// two connections; under SetIdleTimeout the one left unused is closed, where
+// common/config's 5 minutes would keep both.
+func TestIdleTimeoutClosesSpare(t *testing.T) {
+	var closed atomic.Int32
+	both := make(chan struct{})
+	var arrived atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if arrived.Add(1) == 2 {
+			close(both)
+		}
+		<-both // the two requests overlap: two connections
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	p := New(nil)
+	p.SetIdleTimeout(200 * time.Millisecond)
+	c, err := p.Acquire(commoncfg.HTTPClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(c)
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			resp, err := c.Get(srv.URL)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for closed.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the 2 idle connections closed 5 s after their last use, with a 200 ms idle timeout", closed.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := IdleTimeout(15 * time.Second); got != time.Minute {
+		t.Errorf("IdleTimeout(15s) = %v, want 1m", got)
+	}
+	if got := IdleTimeout(90 * time.Second); got != 3*time.Minute {
+		t.Errorf("IdleTimeout(90s) = %v, want 3m", got)
+	}
+	if got := IdleTimeout(time.Hour); got != 5*time.Minute {
+		t.Errorf("IdleTimeout(1h) = %v, want 5m", got)
+	}
+}
