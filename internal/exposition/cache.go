@@ -61,7 +61,6 @@ const (
 type Cache struct {
 	labels prometheus.Labels // added to every series (the vantage)
 	seed   maphash.Seed
-	now    func() time.Time // time.Now, but in tests
 
 	mu      sync.Mutex
 	sources []Partitioned
@@ -71,11 +70,8 @@ type Cache struct {
 	// numbers the encodings as they are decided (encoded.seq).
 	encodings, jobs uint64
 	// served is when a render last asked for each format: Run keeps the
-	// formats asked for within keepWarm encoded ahead; gap is the shorter
-	// of the last two intervals between renders of the format (0: not
-	// known yet), which paces Run (due).
-	served, previous [numFormats]time.Time
-	gap              [numFormats]time.Duration
+	// formats asked for within keepWarm encoded ahead.
+	served [numFormats]time.Time
 
 	// heads holds each family's comment lines once per format: every
 	// target's chunk of a family shares them.
@@ -85,13 +81,6 @@ type Cache struct {
 // keepWarm is how long after a render in a format Run keeps encoding that
 // format ahead: a few scrape intervals.
 const keepWarm = 5 * time.Minute
-
-// aheadFrom is the part of the interval between two renders after which Run
-// encodes ahead: a target that changes more than once between renders
-// (scraped every 15 s, probed every 30 s, rendered every 15 s) is encoded
-// once, late in the interval, rather than at each change, and the render
-// encodes only what changed in its last moments.
-const aheadFrom = 0.8
 
 // entry is one target's registry (its series from every source) and its
 // encoded families per format.
@@ -117,7 +106,7 @@ type chunk struct {
 
 // NewCache returns a Cache adding labels to every series.
 func NewCache(labels prometheus.Labels) *Cache {
-	return &Cache{labels: labels, seed: maphash.MakeSeed(), now: time.Now, targets: map[string]*entry{}, shared: prometheus.NewRegistry()}
+	return &Cache{labels: labels, seed: maphash.MakeSeed(), targets: map[string]*entry{}, shared: prometheus.NewRegistry()}
 }
 
 // add makes p one of the cache's sources.
@@ -220,31 +209,18 @@ func (c *Cache) tick(now time.Time) {
 }
 
 // due says whether Run encodes format f ahead at now: f was rendered
-// within keepWarm, and aheadFrom of the interval between its renders has
-// passed since the last one (always, while that interval is not known).
+// within keepWarm.
 func (c *Cache) due(f Format, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	since := now.Sub(c.served[f])
-	if c.served[f].IsZero() || since >= keepWarm {
-		return false
-	}
-	return since >= time.Duration(aheadFrom*float64(c.gap[f]))
+	return !c.served[f].IsZero() && now.Sub(c.served[f]) < keepWarm
 }
 
 // render brings every target's encoding in format f up to date and returns
 // them. Only targets whose version moved are collected and encoded.
 func (c *Cache) render(f Format) snapshot {
-	now := c.now()
 	c.mu.Lock()
-	if !c.served[f].IsZero() {
-		gap := now.Sub(c.served[f])
-		if !c.previous[f].IsZero() {
-			gap = min(gap, c.served[f].Sub(c.previous[f]))
-		}
-		c.gap[f] = gap
-	}
-	c.previous[f], c.served[f] = c.served[f], now
+	c.served[f] = time.Now()
 	c.mu.Unlock()
 	return c.update(f)
 }

@@ -345,35 +345,3 @@ func TestHeadsShared(t *testing.T) {
 		}
 	}
 }
-
-// TestRunPacesEncoding: Run encodes ahead late in the interval between
-// renders, so a target that changed three times between two renders is
-// encoded once, before the render, which then encodes nothing.
-func TestRunPacesEncoding(t *testing.T) {
-	cache, src, cached, full := fixture(t)
-	clock := time.Unix(1e9, 0)
-	cache.now = func() time.Time { return clock }
-	get(t, cached, "/metrics", "", false)
-	clock = clock.Add(10 * time.Second)
-	get(t, cached, "/metrics", "", false) // renders every 10 s
-	n := cache.Encodings()
-	for i, at := range []time.Duration{time.Second, 5 * time.Second, 8500 * time.Millisecond, 9 * time.Second} {
-		if i < 3 {
-			src.set("a", float64(10+i))
-		}
-		cache.tick(clock.Add(at))
-	}
-	if m := cache.Encodings(); m != n+1 {
-		t.Errorf("three changes between two renders 10 s apart were encoded ahead %d times, want once", m-n)
-	}
-	n = cache.Encodings()
-	clock = clock.Add(10 * time.Second)
-	_, got := get(t, cached, "/metrics", "", false)
-	_, want := get(t, full, "/metrics", "", false)
-	if m := cache.Encodings(); m != n {
-		t.Errorf("the render after the encoding ahead encoded %d targets, want 0", m-n)
-	}
-	if !slices.Equal(sortedLines(got), sortedLines(want)) {
-		t.Errorf("render:\n%s\npromhttp:\n%s", got, want)
-	}
-}
