@@ -267,6 +267,27 @@ func BenchmarkRender(b *testing.B) {
 	}
 }
 
+// BenchmarkPassNothingChanged is one pass of Run over 1,000 targets of
+// which none changed: what a pass costs when it has nothing to encode.
+func BenchmarkPassNothingChanged(b *testing.B) {
+	main, own := prometheus.NewRegistry(), prometheus.NewRegistry()
+	cache := NewCache(nil)
+	reg := NewRegisterer(cache, main, own)
+	var targets []string
+	for i := range 1000 {
+		targets = append(targets, fmt.Sprintf("t%04d", i))
+	}
+	reg.MustRegister(newFakeSource(targets...))
+	cache.render(Text)
+	now := time.Now()
+	for b.Loop() {
+		cache.tick(now)
+	}
+	if n := cache.Encodings(); n != 1000 {
+		b.Fatalf("%d encodings, want the first render's 1000", n)
+	}
+}
+
 // TestRunEncodesAhead: with Run going, a target that changed is encoded
 // before the next render, in the formats rendered lately, and that render
 // encodes nothing.
