@@ -115,6 +115,10 @@ func (m *Manager) ExpositionVersion(target string) uint64 {
 	return v
 }
 
+// ExpositionIndependent implements exposition.Independent: a target's
+// series are made of its scrapes alone.
+func (*Manager) ExpositionIndependent() {}
+
 // CollectTarget implements exposition.Partitioned.
 func (m *Manager) CollectTarget(target string, ch chan<- prometheus.Metric) {
 	m.mu.Lock()

@@ -622,6 +622,11 @@ func (c collector) ExpositionVersion(target string) uint64 {
 	return v
 }
 
+// ExpositionIndependent implements exposition.Independent: a target's
+// series are made of the prober's state alone (its checks keep what they
+// read of the collector's scrapes).
+func (collector) ExpositionIndependent() {}
+
 // CollectTarget implements exposition.Partitioned.
 func (c collector) CollectTarget(target string, ch chan<- prometheus.Metric) {
 	c.collect(ch, []string{target}, false)

@@ -12,7 +12,8 @@ import (
 // regression series are collected alone, and their version is that of
 // the joins they read. The prober's and the collector's versions of the
 // target cover the inputs those components own (a probe recorded, a
-// scrape arrived): the cache keys a target by every component's version.
+// scrape arrived): the Collector is not exposition.Independent, so the
+// cache keys its part of a target by every component's version.
 
 // versionSeed hashes a target's join versions; any fixed seed does.
 var versionSeed = maphash.MakeSeed()

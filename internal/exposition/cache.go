@@ -6,9 +6,9 @@
 // promhttp gathers, sorts, checks and encodes every series at every
 // scrape; here the components that own targets' series (the prober, the
 // collector, the joins) implement Partitioned, and a render collects and
-// encodes only the targets whose version moved since the last render in
-// that format, then writes each family's header once and the cached
-// bodies of every target after it.
+// encodes only the parts (a target's series of one component) whose
+// version moved since the last render in that format, then writes each
+// family's header once and the cached bodies of every part after it.
 package exposition
 
 import (
@@ -36,14 +36,26 @@ type Partitioned interface {
 	// ExpositionVersion returns a value that changes whenever a series of
 	// target would render differently from the last time it returned
 	// that value. A change of an input another Partitioned component
-	// owns need not move it: the cache keys a target by the versions of
-	// every component together.
+	// owns need not move it, unless the component is Independent: the
+	// cache keys the part of any other by the versions of every
+	// component together.
 	ExpositionVersion(target string) uint64
 	// CollectTarget sends the series of target alone.
 	CollectTarget(target string, ch chan<- prometheus.Metric)
 	// CollectShared sends the series that belong to no target (e.g. a
 	// baseline's points); they are collected at every render.
 	CollectShared(ch chan<- prometheus.Metric)
+}
+
+// Independent is a Partitioned whose series of a target are made of its own
+// state alone (the prober's, the collector's): its part of a target is
+// encoded again only when its own version moved. The part of a component
+// that joins the others' state (the baseline joins read the prober's
+// windows and the scraped load) is encoded again when any version of the
+// target moved.
+type Independent interface {
+	Partitioned
+	ExpositionIndependent()
 }
 
 // Format is an exposition format the cache encodes.
@@ -60,13 +72,13 @@ const (
 // components. It is safe for concurrent use.
 type Cache struct {
 	labels prometheus.Labels // added to every series (the vantage)
-	seed   maphash.Seed
+	seed   maphash.Seed      // of combine
 
 	mu      sync.Mutex
 	sources []Partitioned
 	targets map[string]*entry
 	shared  *prometheus.Registry
-	// encodings counts the targets encoded since New (Encodings); jobs
+	// encodings counts the parts encoded since New (Encodings); jobs
 	// numbers the encodings as they are decided (encoded.seq).
 	encodings, jobs uint64
 	// served is when a render last asked for each format: Run keeps the
@@ -82,14 +94,19 @@ type Cache struct {
 // format ahead: a few scrape intervals.
 const keepWarm = 5 * time.Minute
 
-// entry is one target's registry (its series from every source) and its
-// encoded families per format.
+// entry is one target's parts, one per source, in the order of c.sources.
 type entry struct {
+	parts []*part
+}
+
+// part is a target's series of one source: their registry and their
+// encoded families per format.
+type part struct {
 	reg     *prometheus.Registry
 	encoded [numFormats]*encoded
 }
 
-// encoded is a target's families in one format, as of version.
+// encoded is a part's families in one format, as of version.
 type encoded struct {
 	version uint64
 	seq     uint64  // the job's that encoded it: a later job read a later state
@@ -117,7 +134,7 @@ func (c *Cache) add(p Partitioned) error {
 		return fmt.Errorf("registering the shared series: %w", err)
 	}
 	c.sources = append(c.sources, p)
-	clear(c.targets) // every target's registry gains the source
+	clear(c.targets) // every target gains a part
 	return nil
 }
 
@@ -133,8 +150,8 @@ func (c *Cache) wrap(r prometheus.Registerer) prometheus.Registerer {
 // Shared returns the gatherer of the sources' shared series.
 func (c *Cache) Shared() prometheus.Gatherer { return c.shared }
 
-// Encodings returns how many times a target's series were collected and
-// encoded since NewCache.
+// Encodings returns how many times a part (a target's series of one
+// source) was collected and encoded since NewCache.
 func (c *Cache) Encodings() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -174,12 +191,12 @@ func (c *Cache) exposed(snap snapshot) {
 	}
 }
 
-// snapshot is what a render writes: every target's families in one format,
-// sorted by target name, and the errors met.
+// snapshot is what a render writes: every part's families in one format,
+// by target name then source, and the errors met.
 type snapshot struct {
-	names   []string // the targets, sorted
-	targets [][]chunk
-	errs    []error
+	names []string // the targets, sorted
+	parts [][]chunk
+	errs  []error
 }
 
 // Run encodes ahead, every interval until ctx is done, the targets whose
@@ -225,14 +242,13 @@ func (c *Cache) render(f Format) snapshot {
 	return c.update(f)
 }
 
-// update brings every target's encoding in format f up to date and returns
+// update brings every part's encoding in format f up to date and returns
 // them. The encoding runs outside the Cache's lock: a render does not wait
-// for Run's encoding ahead (both may encode a target that changed at
-// once; the result of the job created last is kept, as it read the later
-// state).
+// for Run's encoding ahead (both may encode a part that changed at once;
+// the result of the job created last is kept, as it read the later state).
 func (c *Cache) update(f Format) snapshot {
 	type job struct {
-		e   *entry
+		p   *part
 		v   uint64
 		seq uint64
 		enc *encoded
@@ -257,28 +273,42 @@ func (c *Cache) update(f Format) snapshot {
 	var snap snapshot
 	entries := make([]*entry, 0, len(sorted))
 	var jobs []job
+	versions := make([]uint64, len(c.sources))
 	for _, t := range sorted {
 		e := c.targets[t]
 		if e == nil {
-			e = &entry{reg: prometheus.NewRegistry()}
-			reg := c.wrap(e.reg)
-			for _, p := range c.sources {
-				if err := reg.Register(targetOf{p, t}); err != nil {
+			e = &entry{parts: make([]*part, len(c.sources))}
+			for i, p := range c.sources {
+				e.parts[i] = &part{reg: prometheus.NewRegistry()}
+				if err := c.wrap(e.parts[i].reg).Register(targetOf{p, t}); err != nil {
 					snap.errs = append(snap.errs, fmt.Errorf("target %q: %w", t, err))
 				}
 			}
 			c.targets[t] = e
 		}
 		entries = append(entries, e)
-		if v := c.version(t); e.encoded[f] == nil || e.encoded[f].version != v {
-			c.jobs++
-			jobs = append(jobs, job{e: e, v: v, seq: c.jobs})
+		for i, p := range c.sources {
+			versions[i] = p.ExpositionVersion(t)
+		}
+		var all uint64 // every source's version of t, for the parts that join them
+		for i, p := range c.sources {
+			v := versions[i]
+			if _, ok := p.(Independent); !ok {
+				if all == 0 {
+					all = c.combine(versions)
+				}
+				v = all
+			}
+			if pt := e.parts[i]; pt.encoded[f] == nil || pt.encoded[f].version != v {
+				c.jobs++
+				jobs = append(jobs, job{p: pt, v: v, seq: c.jobs})
+			}
 		}
 	}
 	c.mu.Unlock()
 
 	for i := range jobs {
-		jobs[i].enc = encode(jobs[i].e.reg, f, jobs[i].v, &c.heads[f])
+		jobs[i].enc = encode(jobs[i].p.reg, f, jobs[i].v, &c.heads[f])
 		jobs[i].enc.seq = jobs[i].seq
 	}
 
@@ -286,31 +316,33 @@ func (c *Cache) update(f Format) snapshot {
 	defer c.mu.Unlock()
 	c.encodings += uint64(len(jobs))
 	for _, j := range jobs {
-		if cur := j.e.encoded[f]; cur == nil || cur.seq < j.seq {
-			j.e.encoded[f] = j.enc
+		if cur := j.p.encoded[f]; cur == nil || cur.seq < j.seq {
+			j.p.encoded[f] = j.enc
 		}
 	}
 	snap.names = sorted
-	snap.targets = make([][]chunk, 0, len(entries))
+	snap.parts = make([][]chunk, 0, len(entries)*len(c.sources))
 	for i, e := range entries {
-		enc := e.encoded[f]
-		if enc.err != nil {
-			snap.errs = append(snap.errs, fmt.Errorf("target %q: %w", sorted[i], enc.err))
-		}
-		if len(enc.fams) > 0 {
-			snap.targets = append(snap.targets, enc.fams)
+		for _, pt := range e.parts {
+			enc := pt.encoded[f]
+			if enc.err != nil {
+				snap.errs = append(snap.errs, fmt.Errorf("target %q: %w", sorted[i], enc.err))
+			}
+			if len(enc.fams) > 0 {
+				snap.parts = append(snap.parts, enc.fams)
+			}
 		}
 	}
 	return snap
 }
 
-// version combines the versions of every source for target.
-func (c *Cache) version(target string) uint64 {
+// combine hashes versions into one: a part that joins every source's state
+// is keyed by all of them.
+func (c *Cache) combine(versions []uint64) uint64 {
 	var h maphash.Hash
 	h.SetSeed(c.seed)
 	var b [8]byte
-	for _, p := range c.sources {
-		v := p.ExpositionVersion(target)
+	for _, v := range versions {
 		for i := range b {
 			b[i] = byte(v >> (8 * i))
 		}

@@ -31,10 +31,15 @@ type fakeSource struct {
 }
 
 func newFakeSource(targets ...string) *fakeSource {
+	return newFakeSourceNamed("fake", targets...)
+}
+
+// newFakeSourceNamed is newFakeSource with its families named prefix_*.
+func newFakeSourceNamed(prefix string, targets ...string) *fakeSource {
 	s := &fakeSource{values: map[string]float64{}, version: map[string]uint64{}, pending: map[string]bool{},
-		gauge:   prometheus.NewDesc("fake_gauge", "A gauge of a target.", []string{"target"}, nil),
-		counter: prometheus.NewDesc("fake_events_total", "Events of a target.", []string{"target", "kind"}, nil),
-		shared:  prometheus.NewDesc("fake_shared", "A series of no target.", nil, nil)}
+		gauge:   prometheus.NewDesc(prefix+"_gauge", "A gauge of a target.", []string{"target"}, nil),
+		counter: prometheus.NewDesc(prefix+"_events_total", "Events of a target.", []string{"target", "kind"}, nil),
+		shared:  prometheus.NewDesc(prefix+"_shared", "A series of no target.", nil, nil)}
 	for i, t := range targets {
 		s.values[t] = float64(i)
 	}
@@ -356,7 +361,7 @@ func TestZeroServedBeforeCount(t *testing.T) {
 func TestHeadsShared(t *testing.T) {
 	cache, _, cached, _ := fixture(t)
 	get(t, cached, "/metrics", "", false)
-	a, b := cache.targets["a"].encoded[Text], cache.targets["b"].encoded[Text]
+	a, b := cache.targets["a"].parts[0].encoded[Text], cache.targets["b"].parts[0].encoded[Text]
 	if len(a.fams) == 0 || len(a.fams) != len(b.fams) {
 		t.Fatalf("targets a and b have %d and %d families", len(a.fams), len(b.fams))
 	}
@@ -365,4 +370,43 @@ func TestHeadsShared(t *testing.T) {
 			t.Errorf("family %s: targets a and b hold a head each", a.fams[i].name)
 		}
 	}
+}
+
+// independentSource is a fakeSource whose series read its own state alone.
+type independentSource struct{ *fakeSource }
+
+func (independentSource) ExpositionIndependent() {}
+
+// TestPartsEncodedApart: a target's series are encoded per source; a
+// change of an Independent source encodes its part again and the parts of
+// the sources that join the others (not Independent), but not the part of
+// another Independent source.
+func TestPartsEncodedApart(t *testing.T) {
+	main, own := prometheus.NewRegistry(), prometheus.NewRegistry()
+	cache := NewCache(nil)
+	reg := NewRegisterer(cache, main, own)
+	a := independentSource{newFakeSourceNamed("a", "x", "y", "z")}
+	b := independentSource{newFakeSourceNamed("b", "x", "y", "z")}
+	joins := newFakeSourceNamed("joins", "x", "y", "z")
+	reg.MustRegister(a, b, joins)
+	cached := cache.Handler(HandlerOpts{Rest: prometheus.Gatherers{own, cache.Shared()}, Full: main})
+	full := promhttp.HandlerFor(main, promhttp.HandlerOpts{})
+	step := func(name string, want uint64) {
+		t.Helper()
+		n := cache.Encodings()
+		_, got := get(t, cached, "/metrics", "", false)
+		_, wantBody := get(t, full, "/metrics", "", false)
+		if m := cache.Encodings() - n; m != want {
+			t.Errorf("%s: %d parts encoded, want %d", name, m, want)
+		}
+		if !slices.Equal(sortedLines(got), sortedLines(wantBody)) {
+			t.Errorf("%s:\n%s\npromhttp:\n%s", name, got, wantBody)
+		}
+	}
+	step("first render", 9) // 3 targets × 3 sources
+	step("nothing changed", 0)
+	a.set("y", 5)
+	step("a's y changed", 2) // a's part of y and the joins' part of y
+	joins.set("z", 6)
+	step("the joins' z changed", 1)
 }

@@ -159,7 +159,7 @@ func write(w io.Writer, contentType expfmt.Format, rest []*dto.MetricFamily, sna
 			get(mf.GetName()).rest = mf
 		}
 	}
-	for _, fams := range snap.targets {
+	for _, fams := range snap.parts {
 		for i := range fams {
 			ch := &fams[i]
 			if filter != nil && !filter[ch.name] {
