@@ -99,10 +99,10 @@ type entry struct {
 	parts []*part
 }
 
-// part is a target's series of one source: their registry and their
-// encoded families per format.
+// part is a target's series of one source: their encoded families per
+// format. They are gathered through a registry made for each encoding: a
+// registry kept per part held a few KiB per target for nothing.
 type part struct {
-	reg     *prometheus.Registry
 	encoded [numFormats]*encoded
 }
 
@@ -249,6 +249,7 @@ func (c *Cache) render(f Format) snapshot {
 func (c *Cache) update(f Format) snapshot {
 	type job struct {
 		p   *part
+		of  targetOf
 		v   uint64
 		seq uint64
 		enc *encoded
@@ -278,11 +279,8 @@ func (c *Cache) update(f Format) snapshot {
 		e := c.targets[t]
 		if e == nil {
 			e = &entry{parts: make([]*part, len(c.sources))}
-			for i, p := range c.sources {
-				e.parts[i] = &part{reg: prometheus.NewRegistry()}
-				if err := c.wrap(e.parts[i].reg).Register(targetOf{p, t}); err != nil {
-					snap.errs = append(snap.errs, fmt.Errorf("target %q: %w", t, err))
-				}
+			for i := range e.parts {
+				e.parts[i] = &part{}
 			}
 			c.targets[t] = e
 		}
@@ -301,14 +299,14 @@ func (c *Cache) update(f Format) snapshot {
 			}
 			if pt := e.parts[i]; pt.encoded[f] == nil || pt.encoded[f].version != v {
 				c.jobs++
-				jobs = append(jobs, job{p: pt, v: v, seq: c.jobs})
+				jobs = append(jobs, job{p: pt, of: targetOf{p, t}, v: v, seq: c.jobs})
 			}
 		}
 	}
 	c.mu.Unlock()
 
 	for i := range jobs {
-		jobs[i].enc = encode(jobs[i].p.reg, f, jobs[i].v, &c.heads[f])
+		jobs[i].enc = c.encode(jobs[i].of, f, jobs[i].v)
 		jobs[i].enc.seq = jobs[i].seq
 	}
 
@@ -351,9 +349,15 @@ func (c *Cache) combine(versions []uint64) uint64 {
 	return h.Sum64()
 }
 
-// encode gathers reg and encodes its families in format f, their heads
-// shared through heads and their bodies in one allocation.
-func encode(reg *prometheus.Registry, f Format, version uint64, heads *headTable) *encoded {
+// encode gathers the series of of, with the cache's labels, and encodes
+// their families in format f, their heads shared through the cache's and
+// their bodies in one allocation.
+func (c *Cache) encode(of targetOf, f Format, version uint64) *encoded {
+	heads := &c.heads[f]
+	reg := prometheus.NewRegistry()
+	if err := c.wrap(reg).Register(of); err != nil {
+		return &encoded{version: version, err: fmt.Errorf("registering: %w", err)}
+	}
 	mfs, err := reg.Gather()
 	enc := &encoded{version: version, err: err, fams: make([]chunk, 0, len(mfs))}
 	var buf, bodies bytes.Buffer
