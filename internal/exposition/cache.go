@@ -289,11 +289,12 @@ func (c *Cache) update(f Format) snapshot {
 			versions[i] = p.ExpositionVersion(t)
 		}
 		var all uint64 // every source's version of t, for the parts that join them
+		combined := false
 		for i, p := range c.sources {
 			v := versions[i]
 			if _, ok := p.(Independent); !ok {
-				if all == 0 {
-					all = c.combine(versions)
+				if !combined {
+					all, combined = c.combine(versions), true
 				}
 				v = all
 			}
