@@ -117,7 +117,7 @@ func (d *Daemon) targetSteps() []step {
 }
 
 // idleTimeout is the keep-alive timeout of the HTTP clients built for cfg's
-// targets (httpclient.IdleTimeout): two of the longest interval at which a
+// targets (httpclient.IdleTimeoutFor): two of the longest interval at which a
 // target is probed or scraped.
 func idleTimeout(cfg *config.Config) time.Duration {
 	longest := max(time.Duration(cfg.Global.ProbeInterval), time.Duration(cfg.Global.ScrapeInterval))
@@ -128,7 +128,7 @@ func idleTimeout(cfg *config.Config) time.Duration {
 			longest = max(longest, cfg.ScrapeInterval(t))
 		}
 	}
-	return httpclient.IdleTimeout(longest)
+	return httpclient.IdleTimeoutFor(longest)
 }
 
 // applyDiscovery is the discovery step: the manager runs cfg's discovery

@@ -87,10 +87,14 @@ func (p *Pool) Redactor() *redact.Redactor {
 // common/config's 5 minutes keep it with its goroutines and buffers.
 func (p *Pool) SetIdleTimeout(d time.Duration) { p.idle.Store(int64(d)) }
 
-// IdleTimeout is the keep-alive timeout SetIdleTimeout should be given for
-// targets requested at most every longest: two of their intervals, so that
-// a connection in use survives one missed request, within 1 and 5 minutes.
-func IdleTimeout(longest time.Duration) time.Duration {
+// IdleTimeout returns the timeout SetIdleTimeout set last (0: none).
+func (p *Pool) IdleTimeout() time.Duration { return time.Duration(p.idle.Load()) }
+
+// IdleTimeoutFor is the keep-alive timeout SetIdleTimeout should be given
+// for targets requested at most every longest: two of their intervals, so
+// that a connection in use survives one missed request, within 1 and 5
+// minutes.
+func IdleTimeoutFor(longest time.Duration) time.Duration {
 	return min(max(2*longest, time.Minute), 5*time.Minute)
 }
 

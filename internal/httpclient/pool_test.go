@@ -144,13 +144,13 @@ func TestIdleTimeoutClosesSpare(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := IdleTimeout(15 * time.Second); got != time.Minute {
-		t.Errorf("IdleTimeout(15s) = %v, want 1m", got)
+	if got := IdleTimeoutFor(15 * time.Second); got != time.Minute {
+		t.Errorf("IdleTimeoutFor(15s) = %v, want 1m", got)
 	}
-	if got := IdleTimeout(90 * time.Second); got != 3*time.Minute {
-		t.Errorf("IdleTimeout(90s) = %v, want 3m", got)
+	if got := IdleTimeoutFor(90 * time.Second); got != 3*time.Minute {
+		t.Errorf("IdleTimeoutFor(90s) = %v, want 3m", got)
 	}
-	if got := IdleTimeout(time.Hour); got != 5*time.Minute {
-		t.Errorf("IdleTimeout(1h) = %v, want 5m", got)
+	if got := IdleTimeoutFor(time.Hour); got != 5*time.Minute {
+		t.Errorf("IdleTimeoutFor(1h) = %v, want 5m", got)
 	}
 }
