@@ -220,7 +220,7 @@ func (c *Cache) Run(ctx context.Context, interval time.Duration) {
 func (c *Cache) tick(now time.Time) {
 	for f := range numFormats {
 		if c.due(f, now) {
-			c.update(f)
+			c.refresh(f)
 		}
 	}
 }
@@ -243,17 +243,12 @@ func (c *Cache) render(f Format) snapshot {
 }
 
 // update brings every part's encoding in format f up to date and returns
-// them. The encoding runs outside the Cache's lock: a render does not wait
-// for Run's encoding ahead (both may encode a part that changed at once;
-// the result of the job created last is kept, as it read the later state).
+// them: the render's pass, which also lists the sources' targets, drops the
+// parts of those gone and adds the new ones. The encoding runs outside the
+// Cache's lock: a render does not wait for Run's encoding ahead (both may
+// encode a part that changed at once; the result of the job created last
+// is kept, as it read the later state).
 func (c *Cache) update(f Format) snapshot {
-	type job struct {
-		p   *part
-		of  targetOf
-		v   uint64
-		seq uint64
-		enc *encoded
-	}
 	c.mu.Lock()
 	names := map[string]bool{}
 	for _, p := range c.sources {
@@ -271,7 +266,6 @@ func (c *Cache) update(f Format) snapshot {
 		sorted = append(sorted, t)
 	}
 	sort.Strings(sorted)
-	var snap snapshot
 	entries := make([]*entry, 0, len(sorted))
 	var jobs []job
 	versions := make([]uint64, len(c.sources))
@@ -285,42 +279,15 @@ func (c *Cache) update(f Format) snapshot {
 			c.targets[t] = e
 		}
 		entries = append(entries, e)
-		for i, p := range c.sources {
-			versions[i] = p.ExpositionVersion(t)
-		}
-		var all uint64 // every source's version of t, for the parts that join them
-		combined := false
-		for i, p := range c.sources {
-			v := versions[i]
-			if _, ok := p.(Independent); !ok {
-				if !combined {
-					all, combined = c.combine(versions), true
-				}
-				v = all
-			}
-			if pt := e.parts[i]; pt.encoded[f] == nil || pt.encoded[f].version != v {
-				c.jobs++
-				jobs = append(jobs, job{p: pt, of: targetOf{p, t}, v: v, seq: c.jobs})
-			}
-		}
+		jobs = c.changed(jobs, t, e, f, versions)
 	}
 	c.mu.Unlock()
 
-	for i := range jobs {
-		jobs[i].enc = c.encode(jobs[i].of, f, jobs[i].v)
-		jobs[i].enc.seq = jobs[i].seq
-	}
+	c.encodeJobs(jobs, f)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.encodings += uint64(len(jobs))
-	for _, j := range jobs {
-		if cur := j.p.encoded[f]; cur == nil || cur.seq < j.seq {
-			j.p.encoded[f] = j.enc
-		}
-	}
-	snap.names = sorted
-	snap.parts = make([][]chunk, 0, len(entries)*len(c.sources))
+	snap := snapshot{names: sorted, parts: make([][]chunk, 0, len(entries)*len(c.sources))}
 	for i, e := range entries {
 		for _, pt := range e.parts {
 			enc := pt.encoded[f]
@@ -333,6 +300,72 @@ func (c *Cache) update(f Format) snapshot {
 		}
 	}
 	return snap
+}
+
+// refresh is Run's pass: it encodes in format f the changed parts of the
+// targets the last render knew, without listing, sorting or snapshotting
+// them (a target new since is added by the next render).
+func (c *Cache) refresh(f Format) {
+	c.mu.Lock()
+	var jobs []job
+	versions := make([]uint64, len(c.sources))
+	for t, e := range c.targets {
+		jobs = c.changed(jobs, t, e, f, versions)
+	}
+	c.mu.Unlock()
+	c.encodeJobs(jobs, f)
+}
+
+// job is a part to encode in one format: decided under the Cache's lock,
+// encoded outside it.
+type job struct {
+	p   *part
+	of  targetOf
+	v   uint64
+	seq uint64
+	enc *encoded
+}
+
+// changed appends to jobs the parts of target t (entry e) whose version
+// moved since their encoding in format f; versions is scratch space, one
+// per source. c.mu must be held.
+func (c *Cache) changed(jobs []job, t string, e *entry, f Format, versions []uint64) []job {
+	for i, p := range c.sources {
+		versions[i] = p.ExpositionVersion(t)
+	}
+	var all uint64 // every source's version of t, for the parts that join them
+	combined := false
+	for i, p := range c.sources {
+		v := versions[i]
+		if _, ok := p.(Independent); !ok {
+			if !combined {
+				all, combined = c.combine(versions), true
+			}
+			v = all
+		}
+		if pt := e.parts[i]; pt.encoded[f] == nil || pt.encoded[f].version != v {
+			c.jobs++
+			jobs = append(jobs, job{p: pt, of: targetOf{p, t}, v: v, seq: c.jobs})
+		}
+	}
+	return jobs
+}
+
+// encodeJobs encodes jobs in format f, outside the Cache's lock, and keeps
+// each result unless a later job's is kept already.
+func (c *Cache) encodeJobs(jobs []job, f Format) {
+	for i := range jobs {
+		jobs[i].enc = c.encode(jobs[i].of, f, jobs[i].v)
+		jobs[i].enc.seq = jobs[i].seq
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.encodings += uint64(len(jobs))
+	for _, j := range jobs {
+		if cur := j.p.encoded[f]; cur == nil || cur.seq < j.seq {
+			j.p.encoded[f] = j.enc
+		}
+	}
 }
 
 // combine hashes versions into one: a part that joins every source's state

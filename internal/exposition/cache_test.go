@@ -410,3 +410,22 @@ func TestPartsEncodedApart(t *testing.T) {
 	joins.set("z", 6)
 	step("the joins' z changed", 1)
 }
+
+// TestNewTargetAtRender: Run's passes encode the targets a render knew;
+// a target that appeared since is encoded by the next render, which
+// serves it as promhttp does.
+func TestNewTargetAtRender(t *testing.T) {
+	cache, src, cached, full := fixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { cache.Run(ctx, 10*time.Millisecond); close(done) }()
+	defer func() { cancel(); <-done }()
+	get(t, cached, "/metrics", "", false)
+	src.set("d", 9)
+	time.Sleep(50 * time.Millisecond) // passes run
+	_, got := get(t, cached, "/metrics", "", false)
+	_, want := get(t, full, "/metrics", "", false)
+	if !strings.Contains(got, `fake_gauge{target="d",vantage="eu"} 9`) || !slices.Equal(sortedLines(got), sortedLines(want)) {
+		t.Errorf("render after a new target:\n%s\npromhttp:\n%s", got, want)
+	}
+}
