@@ -242,22 +242,26 @@ fake_gauge{target="c",vantage="eu"} 2
 	}
 }
 
+// fleet is a Cache without labels over one fakeSource of n targets, the
+// source and the targets' names.
+func fleet(n int) (*Cache, *fakeSource, []string) {
+	cache := NewCache(nil)
+	var targets []string
+	for i := range n {
+		targets = append(targets, fmt.Sprintf("t%04d", i))
+	}
+	src := newFakeSource(targets...)
+	NewRegisterer(cache, prometheus.NewRegistry(), prometheus.NewRegistry()).MustRegister(src)
+	return cache, src, targets
+}
+
 // BenchmarkRender renders 1,000 targets of which changed per cent changed
 // since the last render, as text with gzip.
 func BenchmarkRender(b *testing.B) {
 	for _, changed := range []int{0, 10, 100} {
 		b.Run(fmt.Sprintf("changed=%d%%", changed), func(b *testing.B) {
-			labels := prometheus.Labels{}
-			main, own := prometheus.NewRegistry(), prometheus.NewRegistry()
-			cache := NewCache(labels)
-			reg := NewRegisterer(cache, main, own)
-			var targets []string
-			for i := range 1000 {
-				targets = append(targets, fmt.Sprintf("t%04d", i))
-			}
-			src := newFakeSource(targets...)
-			reg.MustRegister(src)
-			h := cache.Handler(HandlerOpts{Rest: prometheus.Gatherers{own, cache.Shared()}, Full: main})
+			cache, src, targets := fleet(1000)
+			h := cache.Handler(HandlerOpts{Rest: cache.Shared(), Full: prometheus.NewRegistry()})
 			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 			req.Header.Set("Accept-Encoding", "gzip")
 			i := 0
@@ -275,14 +279,7 @@ func BenchmarkRender(b *testing.B) {
 // BenchmarkPassNothingChanged is one pass of Run over 1,000 targets of
 // which none changed: what a pass costs when it has nothing to encode.
 func BenchmarkPassNothingChanged(b *testing.B) {
-	main, own := prometheus.NewRegistry(), prometheus.NewRegistry()
-	cache := NewCache(nil)
-	reg := NewRegisterer(cache, main, own)
-	var targets []string
-	for i := range 1000 {
-		targets = append(targets, fmt.Sprintf("t%04d", i))
-	}
-	reg.MustRegister(newFakeSource(targets...))
+	cache, _, _ := fleet(1000)
 	cache.render(Text)
 	now := time.Now()
 	for b.Loop() {

@@ -63,16 +63,24 @@ func TestPoolSharesEqualConfigs(t *testing.T) {
 	}
 }
 
-func TestPoolLastReleaseClosesIdleConnections(t *testing.T) {
-	var closed atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+// countingServer serves h and counts the connections it saw closed; it is
+// closed when t ends.
+func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	closed := new(atomic.Int32)
+	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateClosed {
 			closed.Add(1)
 		}
 	}
 	srv.Start()
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv, closed
+}
+
+func TestPoolLastReleaseClosesIdleConnections(t *testing.T) {
+	srv, closed := countingServer(t, func(http.ResponseWriter, *http.Request) {})
 	c := New(nil)
 	a, _ := c.Acquire(commoncfg.HTTPClientConfig{})
 	b, _ := c.Acquire(commoncfg.HTTPClientConfig{})
@@ -99,22 +107,14 @@ func TestPoolLastReleaseClosesIdleConnections(t *testing.T) {
 // two connections; under SetIdleTimeout the one left unused is closed, where
 // common/config's 5 minutes would keep both.
 func TestIdleTimeoutClosesSpare(t *testing.T) {
-	var closed atomic.Int32
 	both := make(chan struct{})
 	var arrived atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, closed := countingServer(t, func(http.ResponseWriter, *http.Request) {
 		if arrived.Add(1) == 2 {
 			close(both)
 		}
 		<-both // the two requests overlap: two connections
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateClosed {
-			closed.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
+	})
 	p := New(nil)
 	p.SetIdleTimeout(200 * time.Millisecond)
 	c, err := p.Acquire(commoncfg.HTTPClientConfig{})
