@@ -69,15 +69,16 @@ var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // accepted (prometheus_client always ends its lines, but bodies stored or
 // relayed by other tools may not).
 func decodeFamilies(r io.Reader, format expfmt.Format, wantedOnly bool) (families, error) {
-	fs, _, err := decodeFamiliesSeen(r, format, wantedOnly)
+	fs, _, err := decodeFamiliesSeen(r, format, wantedOnly, nil)
 	return fs, err
 }
 
 // decodeFamiliesSeen is decodeFamilies that also names the first
 // maxFamiliesSeen families of a text or OpenMetrics body, read or not, for
 // the warning about a payload no profile reads (nil for protobuf, whose
-// families are all decoded).
-func decodeFamiliesSeen(r io.Reader, format expfmt.Format, wantedOnly bool) (families, []string, error) {
+// families are all decoded). A text or OpenMetrics body's labels are read
+// from and kept in cache (nil: none).
+func decodeFamiliesSeen(r io.Reader, format expfmt.Format, wantedOnly bool, cache *labelCache) (families, []string, error) {
 	if format.FormatType() == expfmt.TypeProtoDelim {
 		fs, err := decodeProto(r)
 		return fs, nil, err
@@ -99,8 +100,9 @@ func decodeFamiliesSeen(r io.Reader, format expfmt.Format, wantedOnly bool) (fam
 	// The text parser appends a newline of its own: leave room for it so
 	// that it parses the pooled buffer in place.
 	buf.Grow(1)
-	d := textDecoder{body: buf.Bytes(), fs: families{}, wantedOnly: wantedOnly}
-	if err := d.decode(format.FormatType() == expfmt.TypeOpenMetrics); err != nil {
+	openMetrics := format.FormatType() == expfmt.TypeOpenMetrics
+	d := textDecoder{body: buf.Bytes(), fs: families{}, wantedOnly: wantedOnly, cache: cache, openMetrics: openMetrics}
+	if err := d.decode(); err != nil {
 		return nil, nil, err
 	}
 	return d.fs, d.seen, nil
@@ -133,25 +135,34 @@ func decodeProto(r io.Reader) (families, error) {
 // own name (so an OpenMetrics counter family "x" yields samples of a family
 // "x_total"), of the type its # TYPE line gives when the names match, else
 // untyped. Lines of families not wanted are parsed and dropped before their
-// labels are built.
+// labels are built; the labels of those wanted come from cache when it
+// holds their series.
 type textDecoder struct {
-	body       []byte
-	fs         families
-	wantedOnly bool
-	seen       []string
-	typed      bool // a # TYPE line was seen: seen names families by those
+	body        []byte
+	fs          families
+	wantedOnly  bool
+	openMetrics bool
+	cache       *labelCache
+	seen        []string
+	typed       bool // a # TYPE line was seen: seen names families by those
 
 	meta     []byte           // family of the last # TYPE line
 	metaType model.MetricType // its type
 	last     int              // offset in body of the last entry read
 	read     bool             // an entry was read
 	lbls     labels.Labels
+
+	// Slabs the buckets and the numbers the families point to are cut
+	// from: a histogram's buckets are most of a vLLM body's samples.
+	buckets []dto.Bucket
+	floats  []float64
+	counts  []uint64
 }
 
-func (d *textDecoder) decode(openMetrics bool) error {
+func (d *textDecoder) decode() error {
 	var p textparse.Parser
 	st := labels.NewSymbolTable()
-	if openMetrics {
+	if d.openMetrics {
 		p = textparse.NewOpenMetricsParser(d.body, st)
 	} else {
 		p = textparse.NewPromParser(d.body, st, false)
@@ -281,88 +292,152 @@ func (d *textDecoder) sample(p textparse.Parser, series []byte, ts *int64, v flo
 		}
 		key = string(family)
 	}
-	p.Labels(&d.lbls)
 	mf := d.fs[key]
 	if mf == nil {
-		mf = &dto.MetricFamily{Name: &key, Type: dtoType(typ)}
+		name := key
+		mf = &dto.MetricFamily{Name: &name, Type: dtoType(typ)}
 		d.fs[key] = mf
 	}
+	aggregate, special := false, ""
 	switch typ {
 	case model.MetricTypeHistogram, model.MetricTypeSummary:
-		return d.addToAggregate(mf, string(suffix), ts, v)
+		aggregate = true
+		switch {
+		case string(suffix) == "_bucket":
+			special = model.BucketLabel
+		case len(suffix) == 0 && mf.GetType() == dto.MetricType_SUMMARY:
+			special = model.QuantileLabel
+		}
 	}
-	m := &dto.Metric{Label: labelPairs(d.lbls, "")}
+	sl, err := d.labelsOf(p, series, mf, aggregate, special)
+	if err != nil {
+		return err
+	}
+	if aggregate {
+		d.addToAggregate(mf, string(suffix), sl, ts, v)
+		return nil
+	}
+	m := &dto.Metric{Label: sl.pairs}
 	switch typ {
 	case model.MetricTypeCounter:
-		m.Counter = &dto.Counter{Value: &v}
+		m.Counter = &dto.Counter{Value: d.float(v)}
 	case model.MetricTypeGauge:
-		m.Gauge = &dto.Gauge{Value: &v}
+		m.Gauge = &dto.Gauge{Value: d.float(v)}
 	default:
-		m.Untyped = &dto.Untyped{Value: &v}
+		m.Untyped = &dto.Untyped{Value: d.float(v)}
 	}
 	m.TimestampMs = ts
 	mf.Metric = append(mf.Metric, m)
 	return nil
 }
 
-// addToAggregate adds a sample (suffix "_bucket", "_sum", "_count", or ""
-// for a summary's quantile) to the metric of its label set in histogram or
-// summary family mf.
-func (d *textDecoder) addToAggregate(mf *dto.MetricFamily, suffix string, ts *int64, v float64) error {
-	special := ""
-	switch {
-	case suffix == "_bucket":
-		special = model.BucketLabel
-	case suffix == "" && mf.GetType() == dto.MetricType_SUMMARY:
-		special = model.QuantileLabel
+// labelsOf returns the labels of the series just read by p, a sample of
+// family mf whose special label (le, quantile) is special, from the cache
+// when it holds series.
+//
+// The samples of a histogram's or a summary's series come in a row: when
+// the last metric of mf has the same labels, its pairs are shared rather
+// than built again.
+func (d *textDecoder) labelsOf(p textparse.Parser, series []byte, mf *dto.MetricFamily, aggregate bool, special string) (seriesLabels, error) {
+	kind := cacheKind(d.openMetrics, special)
+	if sl, ok := d.cache.get(kind, series); ok {
+		return sl, nil
 	}
-	var bound float64
+	p.Labels(&d.lbls)
+	var sl seriesLabels
+	if n := len(mf.Metric); aggregate && n > 0 && sameLabels(mf.Metric[n-1].Label, d.lbls, special) {
+		sl.pairs = mf.Metric[n-1].Label
+	} else {
+		sl.pairs = labelPairs(d.lbls, special)
+	}
 	if special != "" {
 		s := d.lbls.Get(special)
 		if s == "" {
-			return fmt.Errorf("%s sample without a %q label", mf.GetName(), special)
+			return seriesLabels{}, fmt.Errorf("%s sample without a %q label", mf.GetName(), special)
 		}
 		var err error
-		if bound, err = strconv.ParseFloat(s, 64); err != nil {
-			return fmt.Errorf("%s: %q label %q: %w", mf.GetName(), special, s, err)
+		if sl.bound, err = strconv.ParseFloat(s, 64); err != nil {
+			return seriesLabels{}, fmt.Errorf("%s: %q label %q: %w", mf.GetName(), special, s, err)
 		}
 	}
-	m := d.aggregateMetric(mf, special)
+	d.cache.put(kind, series, sl)
+	return sl, nil
+}
+
+// addToAggregate adds a sample (suffix "_bucket", "_sum", "_count", or ""
+// for a summary's quantile) of labels sl to the metric of its label set in
+// histogram or summary family mf.
+func (d *textDecoder) addToAggregate(mf *dto.MetricFamily, suffix string, sl seriesLabels, ts *int64, v float64) {
+	m := d.aggregateMetric(mf, sl.pairs)
 	m.TimestampMs = ts
+	bound := sl.bound
 	if mf.GetType() == dto.MetricType_HISTOGRAM {
 		h := m.Histogram
 		switch suffix {
 		case "_bucket":
-			h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: &bound, CumulativeCount: u64(v)})
+			h.Bucket = append(h.Bucket, d.bucket(bound, v))
 		case "_sum":
-			h.SampleSum = &v
+			h.SampleSum = d.float(v)
 		case "_count":
-			h.SampleCount = u64(v)
+			h.SampleCount = d.count(v)
 		}
-		return nil
+		return
 	}
 	s := m.Summary
 	switch suffix {
 	case "":
-		s.Quantile = append(s.Quantile, &dto.Quantile{Quantile: &bound, Value: &v})
+		s.Quantile = append(s.Quantile, &dto.Quantile{Quantile: d.float(bound), Value: d.float(v)})
 	case "_sum":
-		s.SampleSum = &v
+		s.SampleSum = d.float(v)
 	case "_count":
-		s.SampleCount = u64(v)
+		s.SampleCount = d.count(v)
 	}
-	return nil
 }
 
-// aggregateMetric is the metric of mf whose labels are d.lbls but special,
-// created at the first sample of that label set. A family's series are few
-// (one per model and engine), and their samples come in a row.
-func (d *textDecoder) aggregateMetric(mf *dto.MetricFamily, special string) *dto.Metric {
+// slab is how many buckets the decoder allocates at once.
+const slab = 64
+
+// bucket returns a histogram bucket of bound and cumulative count v, cut
+// from the decoder's slabs.
+func (d *textDecoder) bucket(bound, v float64) *dto.Bucket {
+	if len(d.buckets) == cap(d.buckets) {
+		d.buckets = make([]dto.Bucket, 0, slab)
+	}
+	d.buckets = d.buckets[:len(d.buckets)+1]
+	b := &d.buckets[len(d.buckets)-1]
+	b.UpperBound, b.CumulativeCount = d.float(bound), d.count(v)
+	return b
+}
+
+// float returns a pointer to v, cut from the decoder's slab.
+func (d *textDecoder) float(v float64) *float64 {
+	if len(d.floats) == cap(d.floats) {
+		d.floats = make([]float64, 0, slab)
+	}
+	d.floats = append(d.floats, v)
+	return &d.floats[len(d.floats)-1]
+}
+
+// count returns a pointer to the count v as client_model holds it (u64),
+// cut from the decoder's slab.
+func (d *textDecoder) count(v float64) *uint64 {
+	if len(d.counts) == cap(d.counts) {
+		d.counts = make([]uint64, 0, slab)
+	}
+	d.counts = append(d.counts, u64(v))
+	return &d.counts[len(d.counts)-1]
+}
+
+// aggregateMetric is the metric of mf whose labels are pairs, created at
+// the first sample of that label set. A family's series are few (one per
+// model and engine), and their samples come in a row.
+func (d *textDecoder) aggregateMetric(mf *dto.MetricFamily, pairs []*dto.LabelPair) *dto.Metric {
 	for i := len(mf.Metric) - 1; i >= 0; i-- {
-		if sameLabels(mf.Metric[i].Label, d.lbls, special) {
+		if samePairs(mf.Metric[i].Label, pairs) {
 			return mf.Metric[i]
 		}
 	}
-	m := &dto.Metric{Label: labelPairs(d.lbls, special)}
+	m := &dto.Metric{Label: pairs}
 	if mf.GetType() == dto.MetricType_HISTOGRAM {
 		m.Histogram = &dto.Histogram{}
 	} else {
@@ -370,6 +445,22 @@ func (d *textDecoder) aggregateMetric(mf *dto.MetricFamily, special string) *dto
 	}
 	mf.Metric = append(mf.Metric, m)
 	return m
+}
+
+// sameLabels reports whether pairs are the labels of ls but the metric name
+// and skip.
+func sameLabels(pairs []*dto.LabelPair, ls labels.Labels, skip string) bool {
+	i, same := 0, true
+	ls.Range(func(l labels.Label) {
+		if !same || l.Name == model.MetricNameLabel || l.Name == skip {
+			return
+		}
+		if i >= len(pairs) || pairs[i].GetName() != l.Name || pairs[i].GetValue() != l.Value {
+			same = false
+		}
+		i++
+	})
+	return same && i == len(pairs)
 }
 
 // labelPairs are the label pairs of ls but the metric name and skip.
@@ -396,20 +487,17 @@ func labelPairs(ls labels.Labels, skip string) []*dto.LabelPair {
 	return out
 }
 
-// sameLabels reports whether pairs are the labels of ls but the metric name
-// and skip.
-func sameLabels(pairs []*dto.LabelPair, ls labels.Labels, skip string) bool {
-	i, same := 0, true
-	ls.Range(func(l labels.Label) {
-		if !same || l.Name == model.MetricNameLabel || l.Name == skip {
-			return
+// samePairs reports whether a and b hold the same labels in the same order.
+func samePairs(a, b []*dto.LabelPair) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] && (a[i].GetName() != b[i].GetName() || a[i].GetValue() != b[i].GetValue()) {
+			return false
 		}
-		if i >= len(pairs) || pairs[i].GetName() != l.Name || pairs[i].GetValue() != l.Value {
-			same = false
-		}
-		i++
-	})
-	return same && i == len(pairs)
+	}
+	return true
 }
 
 // metricName is the name a series' bytes start with; nil when the name is
@@ -442,10 +530,9 @@ func dtoType(t model.MetricType) *dto.MetricType {
 
 // u64 is a count as client_model holds it; expfmt's text parser truncates
 // the same way. A negative or NaN count is 0.
-func u64(v float64) *uint64 {
-	var n uint64
+func u64(v float64) uint64 {
 	if v > 0 && !math.IsNaN(v) {
-		n = uint64(v)
+		return uint64(v)
 	}
-	return &n
+	return 0
 }

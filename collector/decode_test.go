@@ -229,7 +229,7 @@ func TestDecodeLongLines(t *testing.T) {
 // Only the families normalise reads are decoded, from a body read in small
 // pieces; the families seen are named whether read or not.
 func TestDecodeWantedFamilies(t *testing.T) {
-	fs, seen, err := decodeFamiliesSeen(iotest.HalfReader(strings.NewReader(pythonOpenMetrics)), expfmt.FmtOpenMetrics_1_0_0, true)
+	fs, seen, err := decodeFamiliesSeen(iotest.HalfReader(strings.NewReader(pythonOpenMetrics)), expfmt.FmtOpenMetrics_1_0_0, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +263,9 @@ func FuzzDecodeFamilies(f *testing.F) {
 	f.Add([]byte("<html>\n"), false)
 	f.Add([]byte("vllm:num_requests_running{model_name=\"m\"} 1\n"), false)
 	f.Add([]byte("vllm:spec_decode_num_drafts_total{model_name=\"m\"} 1\n"), false)
+	// One cache for every input, as a Manager's scrapers share theirs: a
+	// series cached from one body must mean the same in the next.
+	cache := newLabelCache()
 	f.Fuzz(func(t *testing.T, body []byte, openMetrics bool) {
 		format := expfmt.FmtText
 		if openMetrics {
@@ -278,6 +281,16 @@ func FuzzDecodeFamilies(f *testing.F) {
 		}
 		if whole != filtered {
 			t.Fatalf("filtered snapshot differs:\n%s\nunfiltered:\n%s", filtered, whole)
+		}
+		for _, filter := range []bool{false, true} {
+			want, _ := decodeFamilies(bytes.NewReader(body), format, filter)
+			got, err := decodeCached(t, body, format, filter, cache)
+			if err != nil {
+				t.Fatalf("filter=%v: decodes without the label cache, fails with it: %v", filter, err)
+			}
+			if w, g := familiesText(t, want), familiesText(t, got); w != g {
+				t.Fatalf("filter=%v: the label cache changed the families:\n%s\nwithout it:\n%s", filter, g, w)
+			}
 		}
 		// The other readers of a decoded body must not panic on it either:
 		// the gateway profiles, and each engine's profile forced by a
@@ -316,6 +329,20 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			})
 		}
+		// As a Manager's scrapes decode: filtered, the labels from the
+		// cache the earlier scrapes filled.
+		b.Run(body.name+"/filter=true/cached", func(b *testing.B) {
+			cache := newLabelCache()
+			b.SetBytes(int64(len(body.data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				fs, _, err := decodeFamiliesSeen(bytes.NewReader(body.data), expfmt.FmtText, true, cache)
+				if err != nil {
+					b.Fatal(err)
+				}
+				normalise(fs, time.Unix(0, 0), "", nil)
+			}
+		})
 	}
 }
 

@@ -382,7 +382,13 @@ func gwValue(m *dto.Metric) float64 {
 // ScrapeGateway fetches a gateway's /metrics at url and normalises it. A
 // payload no gateway profile knows is an error.
 func ScrapeGateway(ctx context.Context, client *http.Client, url string) (*GatewayView, error) {
-	fs, _, _, err := fetchFamilies(ctx, client, url, false)
+	return scrapeGateway(ctx, client, url, nil)
+}
+
+// scrapeGateway is ScrapeGateway reading and keeping the labels of the
+// series it decodes in cache (nil: none).
+func scrapeGateway(ctx context.Context, client *http.Client, url string, cache *labelCache) (*GatewayView, error) {
+	fs, _, _, err := fetchFamilies(ctx, client, url, false, cache)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

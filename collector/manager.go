@@ -46,6 +46,7 @@ type Manager struct {
 	dropped *prometheus.CounterVec // values left out by the bounds (bounds.go)
 	quiet   func(ctx context.Context, target string)
 	scraped func(target string) // Options.Scraped
+	labels  *labelCache         // the series' labels every scrape decoded (labelcache.go)
 
 	mu      sync.Mutex
 	targets map[string]*scraper // by target name
@@ -140,6 +141,7 @@ func NewManager(opts Options) *Manager {
 		dropped: opts.DroppedValues,
 		quiet:   opts.Quiet,
 		scraped: opts.Scraped,
+		labels:  newLabelCache(),
 	}
 	if m.dropped == nil {
 		m.dropped = NewDroppedValues()
@@ -168,6 +170,7 @@ type scraper struct {
 	timeout    time.Duration
 	logger     log.Logger
 	red        Scrubber                                 // scrubs the label values the target sends (scrub.go)
+	labels     *labelCache                              // shared by the Manager's scrapers
 	dropped    *prometheus.CounterVec                   // Options.DroppedValues
 	quiet      func(ctx context.Context, target string) // Options.Quiet
 	scraped    func(target string)                      // Options.Scraped
@@ -297,6 +300,7 @@ func (m *Manager) SetTargets(cfg *config.Config) error {
 				timeout:    cfg.ScrapeTimeout(w.t),
 				logger:     log.With(m.logger, "target", name),
 				red:        m.red,
+				labels:     m.labels,
 				dropped:    m.dropped,
 				quiet:      m.quiet,
 				scraped:    m.scraped,
@@ -422,7 +426,7 @@ func (s *scraper) scrapeGatewayOnce(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	start := time.Now()
-	v, err := ScrapeGateway(sctx, s.client, s.metricsURL)
+	v, err := scrapeGateway(sctx, s.client, s.metricsURL, s.labels)
 	dur := time.Since(start)
 	scrubGateway(s.red, s.logger, v)
 	if ctx.Err() != nil {
@@ -444,7 +448,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	start := time.Now()
-	snap, err := ScrapeEngine(sctx, s.client, s.metricsURL, s.engine)
+	snap, err := scrapeEngine(sctx, s.client, s.metricsURL, s.engine, s.labels)
 	dur := time.Since(start)
 	scrubSnapshot(s.red, s.logger, snap)
 	countDropped(s.dropped, boundSnapshot(snap))

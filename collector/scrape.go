@@ -46,7 +46,13 @@ func Scrape(ctx context.Context, client *http.Client, url string) (*Snapshot, er
 // ScrapeEngine is Scrape reading the payload by engine's profile whatever
 // its families; "" detects the engine.
 func ScrapeEngine(ctx context.Context, client *http.Client, url, engine string) (*Snapshot, error) {
-	fs, seen, at, err := fetchFamilies(ctx, client, url, true)
+	return scrapeEngine(ctx, client, url, engine, nil)
+}
+
+// scrapeEngine is ScrapeEngine reading and keeping the labels of the
+// series it decodes in cache (nil: none).
+func scrapeEngine(ctx context.Context, client *http.Client, url, engine string, cache *labelCache) (*Snapshot, error) {
+	fs, seen, at, err := fetchFamilies(ctx, client, url, true, cache)
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +64,9 @@ func ScrapeEngine(ctx context.Context, client *http.Client, url, engine string) 
 
 // fetchFamilies GETs url and decodes its families: with filter, only those
 // the engine profiles read (decodeFamilies); the gateway profiles read the
-// whole payload. at is when the server read its values (Scrape).
-func fetchFamilies(ctx context.Context, client *http.Client, url string, filter bool) (families, []string, time.Time, error) {
+// whole payload. at is when the server read its values (Scrape). Labels
+// are read from and kept in cache (nil: none).
+func fetchFamilies(ctx context.Context, client *http.Client, url string, filter bool, cache *labelCache) (families, []string, time.Time, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("creating scrape request: %w", err)
@@ -79,7 +86,7 @@ func fetchFamilies(ctx context.Context, client *http.Client, url string, filter 
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return nil, nil, time.Time{}, fmt.Errorf("scraping metrics: server returned HTTP status %s", resp.Status)
 	}
-	fs, seen, err := decodeFamiliesSeen(&limitedReader{r: resp.Body, n: maxBodyBytes}, decodeFormat(resp.Header), filter)
+	fs, seen, err := decodeFamiliesSeen(&limitedReader{r: resp.Body, n: maxBodyBytes}, decodeFormat(resp.Header), filter, cache)
 	if err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("decoding metrics: %w", err)
 	}
