@@ -122,6 +122,7 @@ targets:
 	if err := os.WriteFile(cfgPath, []byte(config("[short_completion]")), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("GOGC", "") // the prober runs at its own default
 	prober, out := startProcess(t, proberBin, "--config.file="+cfgPath, "--web.listen-address="+proberAddr, "--log.level=debug")
 	base := "http://" + proberAddr
 
@@ -134,6 +135,7 @@ targets:
 		`vllm_probe_health_up{model="meta-llama/Llama-3.1-8B-Instruct",preset="e2e",target="sim"} 1`,
 		"vllm_prober_config_last_reload_successful 1",
 		`vllm_prober_build_info{branch="",goarch=`,
+		"go_gc_gogc_percent 75", // daemon.DefaultGOGC
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)

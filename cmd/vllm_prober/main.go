@@ -37,6 +37,7 @@ func main() {
 
 func run() int {
 	setBuildVersion()
+	daemon.SetGCDefault(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return runArgs(ctx, os.Args[1:], os.Stdout, os.Stderr)

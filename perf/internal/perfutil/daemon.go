@@ -66,6 +66,7 @@ func MaybeRunDaemonChild() {
 			os.Exit(1)
 		}
 	}
+	daemon.SetGCDefault(os.Getenv) // as vllm_prober's main
 	d, err := daemon.New(opts, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "daemon child:", err)
