@@ -216,10 +216,22 @@ targets:
 	if _, ok := sample(t, reg, "vllm_gateway_info", map[string]string{"target": "gw", "gateway": "haproxy"}); !ok {
 		t.Error("no vllm_gateway_info{gateway=haproxy}")
 	}
-	for _, name := range []string{"s1", "s2", "s3"} {
-		if v, ok := sample(t, reg, "vllm_gateway_backend_requests_total", map[string]string{"target": "gw", "backend": name}); !ok || v < 5 {
-			t.Errorf("vllm_gateway_backend_requests_total{backend=%s} %v (%v), want the requests HAProxy sent it", name, v, ok)
+	// HAProxy's counters are read at the gateway's scrape (every 15 s):
+	// the one after the 30 probes counts at least 5 requests to each.
+	backendRequests := func() string {
+		for _, name := range []string{"s1", "s2", "s3"} {
+			if v, ok := sample(t, reg, "vllm_gateway_backend_requests_total", map[string]string{"target": "gw", "backend": name}); !ok || v < 5 {
+				return fmt.Sprintf("vllm_gateway_backend_requests_total{backend=%s} %v (%v), want the requests HAProxy sent it", name, v, ok)
+			}
 		}
+		return ""
+	}
+	for deadline, msg := time.Now().Add(35*time.Second), backendRequests(); msg != ""; msg = backendRequests() {
+		if time.Now().After(deadline) {
+			t.Error(msg)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if v, ok := sample(t, reg, "vllm_gateway_ready_endpoints", map[string]string{"target": "gw"}); !ok || v != 6 {
 		t.Errorf("vllm_gateway_ready_endpoints %v (%v), want 6 (three servers UP in each of two backends)", v, ok)
