@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
 
@@ -81,6 +82,8 @@ type Cache struct {
 	// encodings counts the parts encoded since New (Encodings); jobs
 	// numbers the encodings as they are decided (encoded.seq).
 	encodings, jobs uint64
+	// gathers counts the registries gathered for parts (gatherBatch).
+	gathers atomic.Uint64
 	// served is when a render last asked for each format: Run keeps the
 	// formats asked for within keepWarm encoded ahead.
 	served [numFormats]time.Time
@@ -352,11 +355,23 @@ func (c *Cache) changed(jobs []job, t string, e *entry, f Format, versions []uin
 }
 
 // encodeJobs encodes jobs in format f, outside the Cache's lock, and keeps
-// each result unless a later job's is kept already.
+// each result unless a later job's is kept already. The jobs of one source
+// are gathered together (gatherBatch).
 func (c *Cache) encodeJobs(jobs []job, f Format) {
+	bySource := map[Partitioned][]int{}
 	for i := range jobs {
-		jobs[i].enc = c.encode(jobs[i].of, f, jobs[i].v)
-		jobs[i].enc.seq = jobs[i].seq
+		bySource[jobs[i].of.p] = append(bySource[jobs[i].of.p], i)
+	}
+	for _, idx := range bySource {
+		batch, ok := c.gatherBatch(jobs, idx)
+		for k, i := range idx {
+			if ok {
+				jobs[i].enc = c.encodeFamilies(batch[k], nil, f, jobs[i].v)
+			} else {
+				jobs[i].enc = c.encode(jobs[i].of, f, jobs[i].v)
+			}
+			jobs[i].enc.seq = jobs[i].seq
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -383,16 +398,82 @@ func (c *Cache) combine(versions []uint64) uint64 {
 	return h.Sum64()
 }
 
+// targetLabel is the label every series of a target carries its name in.
+const targetLabel = "target"
+
+// gatherBatch gathers the parts of jobs[idx] (distinct targets of one
+// source) through one registry and returns each one's families, in the
+// order of idx. A registry's gathering allocates its metric channels
+// (32 KiB) and starts a goroutine, whatever the number of series: once
+// per part, that was a quarter of the daemon's allocations at 1,000
+// targets (docs/performance.md, P2). The families are split by the target
+// label, which keeps each part's series in the order its own gathering
+// sorts them. ok is false, and the parts must be gathered one by one,
+// when the gathering reports an error (it must be reported with its
+// target) or a series names no target of the batch.
+func (c *Cache) gatherBatch(jobs []job, idx []int) (batch [][]*dto.MetricFamily, ok bool) {
+	if len(idx) < 2 {
+		return nil, false
+	}
+	reg := prometheus.NewRegistry()
+	r := c.wrap(reg)
+	pos := make(map[string]int, len(idx))
+	for k, i := range idx {
+		if _, dup := pos[jobs[i].of.target]; dup {
+			return nil, false
+		}
+		pos[jobs[i].of.target] = k
+		if err := r.Register(jobs[i].of); err != nil {
+			return nil, false
+		}
+	}
+	c.gathers.Add(1)
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, false
+	}
+	batch = make([][]*dto.MetricFamily, len(idx))
+	for _, mf := range mfs {
+		for _, m := range mf.Metric {
+			k, found := -1, false
+			for _, l := range m.Label {
+				if l.GetName() == targetLabel {
+					k, found = pos[l.GetValue()]
+					break
+				}
+			}
+			if !found {
+				return nil, false
+			}
+			fams := batch[k]
+			if n := len(fams); n == 0 || fams[n-1].GetName() != mf.GetName() {
+				fams = append(fams, &dto.MetricFamily{Name: mf.Name, Help: mf.Help, Type: mf.Type, Unit: mf.Unit})
+				batch[k] = fams
+			}
+			fam := fams[len(fams)-1]
+			fam.Metric = append(fam.Metric, m)
+		}
+	}
+	return batch, true
+}
+
 // encode gathers the series of of, with the cache's labels, and encodes
-// their families in format f, their heads shared through the cache's and
-// their bodies in one allocation.
+// their families in format f (encodeFamilies).
 func (c *Cache) encode(of targetOf, f Format, version uint64) *encoded {
-	heads := &c.heads[f]
 	reg := prometheus.NewRegistry()
 	if err := c.wrap(reg).Register(of); err != nil {
 		return &encoded{version: version, err: fmt.Errorf("registering: %w", err)}
 	}
+	c.gathers.Add(1)
 	mfs, err := reg.Gather()
+	return c.encodeFamilies(mfs, err, f, version)
+}
+
+// encodeFamilies encodes mfs, gathered with error err, in format f: their
+// heads shared through the cache's table and their bodies in one
+// allocation.
+func (c *Cache) encodeFamilies(mfs []*dto.MetricFamily, err error, f Format, version uint64) *encoded {
+	heads := &c.heads[f]
 	enc := &encoded{version: version, err: err, fams: make([]chunk, 0, len(mfs))}
 	var buf, bodies bytes.Buffer
 	var ends []int // of each family's body in bodies

@@ -426,3 +426,80 @@ func TestNewTargetAtRender(t *testing.T) {
 		t.Errorf("render after a new target:\n%s\npromhttp:\n%s", got, want)
 	}
 }
+
+// dupSource is a fakeSource whose target dup sends its gauge twice: the
+// gathering of that target fails.
+type dupSource struct {
+	*fakeSource
+	dup string
+}
+
+func (s dupSource) CollectTarget(target string, ch chan<- prometheus.Metric) {
+	s.fakeSource.CollectTarget(target, ch)
+	if target == s.dup {
+		ch <- prometheus.MustNewConstMetric(s.gauge, prometheus.GaugeValue, 1, target)
+	}
+}
+
+// The parts of one source that changed are gathered through one registry,
+// and each is encoded exactly as when gathered alone, with and without a
+// vantage label; a target whose series cannot be gathered fails alone,
+// named in the error, as it would gathered alone.
+func TestPartsGatheredTogether(t *testing.T) {
+	for _, labels := range []prometheus.Labels{nil, {"vantage": "eu"}} {
+		t.Run(fmt.Sprint(labels), func(t *testing.T) {
+			cache := NewCache(labels)
+			var targets []string
+			for i := range 50 {
+				targets = append(targets, fmt.Sprintf("t%02d", i))
+			}
+			src := newFakeSource(targets...)
+			NewRegisterer(cache, prometheus.NewRegistry(), prometheus.NewRegistry()).MustRegister(src)
+			g := cache.gathers.Load()
+			snap := cache.render(Text)
+			if n := cache.gathers.Load() - g; n != 1 {
+				t.Errorf("%d registries gathered for the 50 parts of one source, want 1", n)
+			}
+			if len(snap.errs) != 0 || len(snap.parts) != 50 {
+				t.Fatalf("%d parts, errors %v; want 50 parts and none", len(snap.parts), snap.errs)
+			}
+			for i, tgt := range targets {
+				alone := cache.encode(targetOf{src, tgt}, Text, 0)
+				if alone.err != nil {
+					t.Fatal(alone.err)
+				}
+				if got, want := chunksText(snap.parts[i]), chunksText(alone.fams); got != want {
+					t.Fatalf("target %s gathered with the others:\n%s\nalone:\n%s", tgt, got, want)
+				}
+			}
+		})
+	}
+	t.Run("a failing target", func(t *testing.T) {
+		cache := NewCache(nil)
+		src := dupSource{newFakeSource("a", "b", "c"), "b"}
+		NewRegisterer(cache, prometheus.NewRegistry(), prometheus.NewRegistry()).MustRegister(src)
+		snap := cache.render(Text)
+		if len(snap.errs) != 1 || !strings.Contains(snap.errs[0].Error(), `target "b"`) {
+			t.Fatalf("errors %v, want one naming target b", snap.errs)
+		}
+		var text []string
+		for _, p := range snap.parts {
+			text = append(text, chunksText(p))
+		}
+		for _, want := range []string{`fake_gauge{target="a"} 0`, `fake_gauge{target="c"} 2`} {
+			if !strings.Contains(strings.Join(text, ""), want) {
+				t.Errorf("the other targets' series lack %q:\n%s", want, strings.Join(text, ""))
+			}
+		}
+	})
+}
+
+// chunksText is a part's families as they render.
+func chunksText(fams []chunk) string {
+	var b strings.Builder
+	for _, c := range fams {
+		b.Write(c.head)
+		b.Write(c.body)
+	}
+	return b.String()
+}
