@@ -362,13 +362,14 @@ func (c *Cache) encodeJobs(jobs []job, f Format) {
 	for i := range jobs {
 		bySource[jobs[i].of.p] = append(bySource[jobs[i].of.p], i)
 	}
+	var sc scratch
 	for _, idx := range bySource {
 		batch, ok := c.gatherBatch(jobs, idx)
 		for k, i := range idx {
 			if ok {
-				jobs[i].enc = c.encodeFamilies(batch[k], nil, f, jobs[i].v)
+				jobs[i].enc = c.encodeFamilies(&sc, batch[k], nil, f, jobs[i].v)
 			} else {
-				jobs[i].enc = c.encode(jobs[i].of, f, jobs[i].v)
+				jobs[i].enc = c.encodeWith(&sc, jobs[i].of, f, jobs[i].v)
 			}
 			jobs[i].enc.seq = jobs[i].seq
 		}
@@ -460,30 +461,44 @@ func (c *Cache) gatherBatch(jobs []job, idx []int) (batch [][]*dto.MetricFamily,
 // encode gathers the series of of, with the cache's labels, and encodes
 // their families in format f (encodeFamilies).
 func (c *Cache) encode(of targetOf, f Format, version uint64) *encoded {
+	return c.encodeWith(&scratch{}, of, f, version)
+}
+
+// encodeWith is encode writing through sc.
+func (c *Cache) encodeWith(sc *scratch, of targetOf, f Format, version uint64) *encoded {
 	reg := prometheus.NewRegistry()
 	if err := c.wrap(reg).Register(of); err != nil {
 		return &encoded{version: version, err: fmt.Errorf("registering: %w", err)}
 	}
 	c.gathers.Add(1)
 	mfs, err := reg.Gather()
-	return c.encodeFamilies(mfs, err, f, version)
+	return c.encodeFamilies(sc, mfs, err, f, version)
 }
 
-// encodeFamilies encodes mfs, gathered with error err, in format f: their
-// heads shared through the cache's table and their bodies in one
+// scratch is the buffers an encoding writes through, reused from part to
+// part: grown anew for every part, they were a seventh of the daemon's
+// allocated bytes.
+type scratch struct {
+	buf, bodies bytes.Buffer
+	ends        []int // of each family's body in bodies
+}
+
+// encodeFamilies encodes mfs, gathered with error err, in format f through
+// sc: their heads shared through the cache's table and their bodies in one
 // allocation.
-func (c *Cache) encodeFamilies(mfs []*dto.MetricFamily, err error, f Format, version uint64) *encoded {
+func (c *Cache) encodeFamilies(sc *scratch, mfs []*dto.MetricFamily, err error, f Format, version uint64) *encoded {
 	heads := &c.heads[f]
 	enc := &encoded{version: version, err: err, fams: make([]chunk, 0, len(mfs))}
-	var buf, bodies bytes.Buffer
-	var ends []int // of each family's body in bodies
+	buf, bodies := &sc.buf, &sc.bodies
+	bodies.Reset()
+	ends := sc.ends[:0]
 	for _, mf := range mfs {
 		buf.Reset()
 		var werr error
 		if f == OpenMetrics {
-			_, werr = expfmt.MetricFamilyToOpenMetrics(&buf, mf)
+			_, werr = expfmt.MetricFamilyToOpenMetrics(buf, mf)
 		} else {
-			_, werr = expfmt.MetricFamilyToText(&buf, mf)
+			_, werr = expfmt.MetricFamilyToText(buf, mf)
 		}
 		if werr != nil {
 			enc.err = joinErr(enc.err, fmt.Errorf("encoding %s: %w", mf.GetName(), werr))
@@ -500,6 +515,7 @@ func (c *Cache) encodeFamilies(mfs []*dto.MetricFamily, err error, f Format, ver
 		enc.fams[i].body = all[start:end:end]
 		start = end
 	}
+	sc.ends = ends
 	return enc
 }
 
