@@ -203,6 +203,13 @@ target_defaults:
 	}
 	checkLabelsReserved(t, reg, "preset", "fleet")
 	checkExpositionCached(t, f)
+	// The cache splits the series of targets gathered together by their
+	// target label: every component's series of a target carry its name.
+	if cache, _ := f.d.Exposition(); cache != nil {
+		if err := cache.CheckTargetLabels(); err != nil {
+			t.Error(err)
+		}
+	}
 	f.stop()
 }
 

@@ -41,7 +41,9 @@ type Partitioned interface {
 	// cache keys the part of any other by the versions of every
 	// component together.
 	ExpositionVersion(target string) uint64
-	// CollectTarget sends the series of target alone.
+	// CollectTarget sends the series of target alone, each with a
+	// "target" label of target's name: the cache splits the series of
+	// several targets gathered together by that label (CheckTargetLabels).
 	CollectTarget(target string, ch chan<- prometheus.Metric)
 	// CollectShared sends the series that belong to no target (e.g. a
 	// baseline's points); they are collected at every render.
@@ -456,6 +458,42 @@ func (c *Cache) gatherBatch(jobs []job, idx []int) (batch [][]*dto.MetricFamily,
 		}
 	}
 	return batch, true
+}
+
+// CheckTargetLabels collects every source's series of every target and
+// returns an error naming a series whose target label is not its target's
+// name, which gatherBatch would give to another target's part. For the
+// tests of the daemon's components.
+func (c *Cache) CheckTargetLabels() error {
+	c.mu.Lock()
+	sources := slices.Clone(c.sources)
+	c.mu.Unlock()
+	for _, p := range sources {
+		for _, t := range p.ExpositionTargets() {
+			reg := prometheus.NewRegistry()
+			if err := reg.Register(targetOf{p, t}); err != nil {
+				return fmt.Errorf("target %q: registering: %w", t, err)
+			}
+			mfs, err := reg.Gather()
+			if err != nil {
+				return fmt.Errorf("target %q: %w", t, err)
+			}
+			for _, mf := range mfs {
+				for _, m := range mf.Metric {
+					got := "(none)"
+					for _, l := range m.Label {
+						if l.GetName() == targetLabel {
+							got = l.GetValue()
+						}
+					}
+					if got != t {
+						return fmt.Errorf("%T: a series %s of target %q has target label %s", p, mf.GetName(), t, got)
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // encode gathers the series of of, with the cache's labels, and encodes

@@ -503,3 +503,29 @@ func chunksText(fams []chunk) string {
 	}
 	return b.String()
 }
+
+// wrongTarget is a fakeSource whose target b sends a's name in its target
+// label.
+type wrongTarget struct{ *fakeSource }
+
+func (s wrongTarget) CollectTarget(target string, ch chan<- prometheus.Metric) {
+	if target == "b" {
+		ch <- prometheus.MustNewConstMetric(s.gauge, prometheus.GaugeValue, 1, "a")
+		return
+	}
+	s.fakeSource.CollectTarget(target, ch)
+}
+
+// CheckTargetLabels names a series whose target label is another target's.
+func TestCheckTargetLabels(t *testing.T) {
+	cache := NewCache(nil)
+	NewRegisterer(cache, prometheus.NewRegistry(), prometheus.NewRegistry()).MustRegister(newFakeSource("a", "b"))
+	if err := cache.CheckTargetLabels(); err != nil {
+		t.Fatalf("a source keeping the contract: %v", err)
+	}
+	cache = NewCache(nil)
+	NewRegisterer(cache, prometheus.NewRegistry(), prometheus.NewRegistry()).MustRegister(wrongTarget{newFakeSource("a", "b")})
+	if err := cache.CheckTargetLabels(); err == nil || !strings.Contains(err.Error(), `of target "b" has target label a`) {
+		t.Fatalf("CheckTargetLabels = %v, want the series of b labelled a named", err)
+	}
+}
