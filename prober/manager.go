@@ -259,6 +259,9 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 		if err := m.reg.Register(collector{m}); err != nil {
 			return fmt.Errorf("registering probe metrics: %w", err)
 		}
+		if err := m.reg.Register(attemptsPart{m}); err != nil {
+			return fmt.Errorf("registering probe attempt metrics: %w", err)
+		}
 	}
 	m.registered, m.configured = true, true
 	hist := histOptsOf(&cfg.Global)
@@ -573,12 +576,17 @@ func (m *Manager) WaitIdle(ctx context.Context, target string) {
 	}
 }
 
-// attempt counts a probe of p that started.
+// attempt counts a probe of p that started. Only the attempt counts'
+// part of the target moves (attemptsPart): the rest of its series change
+// when the probe ends, a few seconds later, and were encoded again twice
+// a probe when the start moved them too.
 func (m *Manager) attempt(p *pair) func() {
 	return func() {
 		m.mu.Lock()
 		p.series.attempts++
-		p.touch()
+		if p.tgt != nil {
+			p.tgt.started++
+		}
 		m.mu.Unlock()
 	}
 }

@@ -387,8 +387,26 @@ func (s *series) snapshot() series {
 	return c
 }
 
-// collect renders s with the label pairs ls of d's pair families.
-func (s *series) collect(ch chan<- prometheus.Metric, d *descs, ls *labelSet) {
+// selection is which of a pair's series a collection renders: the
+// exposition cache holds a target's attempt counts apart from its other
+// series (attemptsPart), since a probe's start moves only them.
+type selection uint8
+
+const (
+	allSeries     selection = iota // every series (Collect, /probe)
+	outcomeSeries                  // every series but the attempt counts
+	attemptSeries                  // the attempt counts alone
+)
+
+// collect renders s with the label pairs ls of d's pair families, those of
+// sel.
+func (s *series) collect(ch chan<- prometheus.Metric, d *descs, ls *labelSet, sel selection) {
+	if sel != outcomeSeries {
+		ch <- constMetric{desc: d.attempts, v: s.attempts, counter: true, labels: ls.base}
+	}
+	if sel == attemptSeries {
+		return
+	}
 	gauge := func(desc *prometheus.Desc, v float64) {
 		ch <- constMetric{desc: desc, v: v, labels: ls.base}
 	}
@@ -400,7 +418,6 @@ func (s *series) collect(ch chan<- prometheus.Metric, d *descs, ls *labelSet) {
 		ch <- constMetric{desc: desc, v: v, counter: true, created: created, labels: labels}
 	}
 	counter := func(desc *prometheus.Desc, v float64, extra ...string) { counterAt(desc, v, 0, extra...) }
-	counter(d.attempts, s.attempts)
 	if s.hist.on(metricTokens) {
 		for i, k := range tokenKinds {
 			counter(d.tokens, s.tokens[i], "kind", k)
@@ -593,7 +610,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.mu.Unlock()
 	slices.Sort(names)
-	c.collect(ch, names, true)
+	c.collect(ch, names, true, allSeries)
 }
 
 // ExpositionTargets implements exposition.Partitioned.
@@ -627,10 +644,59 @@ func (c collector) ExpositionVersion(target string) uint64 {
 // read of the collector's scrapes).
 func (collector) ExpositionIndependent() {}
 
-// CollectTarget implements exposition.Partitioned.
+// CollectTarget implements exposition.Partitioned: every series of target
+// but its attempt counts, which are attemptsPart's.
 func (c collector) CollectTarget(target string, ch chan<- prometheus.Metric) {
-	c.collect(ch, []string{target}, false)
+	c.collect(ch, []string{target}, false, outcomeSeries)
 }
+
+// attemptsPart is the exposition cache's part of a target that holds its
+// pairs' attempt counts (vllm_probe_attempts_total). A probe's start moves
+// them alone; its end, a few seconds later, moves the rest. Kept in the
+// collector's part, the start had the cache encode every series of the
+// target again: twice per probe instead of once. Collect sends nothing:
+// the collector's Collect sends every series, attempt counts included.
+type attemptsPart struct{ m *Manager }
+
+// Describe implements prometheus.Collector. It sends nothing: see
+// collector.
+func (attemptsPart) Describe(chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector: see attemptsPart.
+func (attemptsPart) Collect(chan<- prometheus.Metric) {}
+
+// ExpositionTargets implements exposition.Partitioned.
+func (a attemptsPart) ExpositionTargets() []string { return collector(a).ExpositionTargets() }
+
+// ExpositionVersion implements exposition.Partitioned: the collector's
+// version of target, which moves with the pairs' labels, plus the count of
+// its probes started.
+func (a attemptsPart) ExpositionVersion(target string) uint64 {
+	m := a.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.epoch << 40
+	if t := m.targets[target]; t != nil {
+		v |= (t.version + t.started) & (1<<40 - 1)
+	}
+	return v
+}
+
+// ExpositionIndependent implements exposition.Independent.
+func (attemptsPart) ExpositionIndependent() {}
+
+// ExpositionPrivate implements exposition.Private: no join reads the
+// attempt counts, so a probe's start does not encode the joins again.
+func (attemptsPart) ExpositionPrivate() {}
+
+// CollectTarget implements exposition.Partitioned: the attempt counts of
+// target's pairs.
+func (a attemptsPart) CollectTarget(target string, ch chan<- prometheus.Metric) {
+	collector(a).collect(ch, []string{target}, false, attemptSeries)
+}
+
+// CollectShared implements exposition.Partitioned: none.
+func (attemptsPart) CollectShared(chan<- prometheus.Metric) {}
 
 // Exposed implements exposition's exposer: a render served target's
 // series as the cache encoded them, so its reasons' first-exposition
@@ -656,11 +722,12 @@ func (c collector) Exposed(target string) {
 func (collector) CollectShared(chan<- prometheus.Metric) {}
 
 // collect copies the series of the targets names and of their pairs under
-// the lock and renders them outside it.
+// the lock and renders them outside it, those of sel.
 // expose: the collection is a scrape's (Collect), which exposes the
 // reasons' pending zeros; the cache's (CollectTarget) leaves that to
-// Exposed.
-func (c collector) collect(ch chan<- prometheus.Metric, names []string, expose bool) {
+// Exposed. A pair's label error is reported by the collections of its
+// other series, not by those of its attempt counts alone.
+func (c collector) collect(ch chan<- prometheus.Metric, names []string, expose bool, sel selection) {
 	type row struct {
 		ls *labelSet
 		s  series
@@ -684,22 +751,28 @@ func (c collector) collect(ch chan<- prometheus.Metric, names []string, expose b
 			continue
 		}
 		for _, p := range t.pairs {
+			if sel == attemptSeries { // only the count: no copy of the rest
+				rows = append(rows, row{ls: m.pairLabelSet(p), s: series{attempts: p.series.attempts}})
+				continue
+			}
 			rows = append(rows, row{ls: m.pairLabelSet(p), s: p.series.snapshot()})
 			if expose && p.series.exposed() {
 				t.version++ // the pending zeros render their counts from now on
 			}
 		}
-		if t.checked {
+		if t.checked && sel != attemptSeries {
 			healths = append(healths, health{lv: append([]string{t.cfg.Name, t.model}, t.cfg.StaticLabelValues(m.static)...), health: t.healthUp, up: t.modelsUp})
 		}
 	}
 	m.mu.Unlock()
 	for i := range rows {
 		if err := rows[i].ls.err; err != nil {
-			m.errs.Report(rows[i].ls.values[0], err)
+			if sel != attemptSeries {
+				m.errs.Report(rows[i].ls.values[0], err)
+			}
 			continue
 		}
-		rows[i].s.collect(ch, d, rows[i].ls)
+		rows[i].s.collect(ch, d, rows[i].ls, sel)
 	}
 	for _, h := range healths {
 		m.errs.Send(ch, h.lv[0], d.healthUp, prometheus.GaugeValue, b2f(h.health), h.lv...)
@@ -732,7 +805,7 @@ type oneShot struct{ s *series }
 func (oneShot) Describe(chan<- *prometheus.Desc) {}
 
 func (o oneShot) Collect(ch chan<- prometheus.Metric) {
-	o.s.collect(ch, newDescsLabels(nil, nil), newLabelSet(nil, nil))
+	o.s.collect(ch, newDescsLabels(nil, nil), newLabelSet(nil, nil), allSeries)
 }
 
 // oneShotRegistry returns the metrics of one probe run outside the schedule

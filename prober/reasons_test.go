@@ -19,7 +19,7 @@ func rendered(t *testing.T, s *series) (failures, skipped map[string]float64) {
 	ch := make(chan prometheus.Metric, 256)
 	snap := s.snapshot()
 	s.exposed()
-	snap.collect(ch, d, newLabelSet([]string{"target", "module", "model"}, []string{"t", "m", "model"}))
+	snap.collect(ch, d, newLabelSet([]string{"target", "module", "model"}, []string{"t", "m", "model"}), allSeries)
 	close(ch)
 	failures, skipped = map[string]float64{}, map[string]float64{}
 	for m := range ch {
@@ -81,7 +81,7 @@ func (seriesCollector) Describe(chan<- *prometheus.Desc) {}
 func (c seriesCollector) Collect(ch chan<- prometheus.Metric) {
 	snap := c.s.snapshot()
 	c.s.exposed()
-	snap.collect(ch, newDescs(nil), newLabelSet([]string{"target", "module", "model"}, []string{"t", "m", "model"}))
+	snap.collect(ch, newDescs(nil), newLabelSet([]string{"target", "module", "model"}, []string{"t", "m", "model"}), allSeries)
 }
 
 // TestReasonCountersCarryCreated: a failure or skip reason's counter carries

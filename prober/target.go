@@ -36,8 +36,10 @@ type target struct {
 	checked            bool
 	healthUp, modelsUp bool
 	// version moves whenever a series of the target or of its pairs would
-	// render differently (ExpositionVersion); m.mu guards it.
-	version uint64
+	// render differently (ExpositionVersion), but for the probes' attempt
+	// counts, whose part moves with started as well (attemptsPart); m.mu
+	// guards both.
+	version, started uint64
 
 	// modelsRefresh is how often the check reads /v1/models again
 	// (global.models_refresh_interval); modelsAt when it last did (zero:

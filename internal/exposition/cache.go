@@ -61,6 +61,14 @@ type Independent interface {
 	ExpositionIndependent()
 }
 
+// Private is an Independent whose state no other component's series read
+// (the prober's attempt counts): the parts that join the others' state are
+// not encoded again when its version moves.
+type Private interface {
+	Independent
+	ExpositionPrivate()
+}
+
 // Format is an exposition format the cache encodes.
 type Format int
 
@@ -79,6 +87,7 @@ type Cache struct {
 
 	mu      sync.Mutex
 	sources []Partitioned
+	kinds   []sourceKind // of each source
 	targets map[string]*entry
 	shared  *prometheus.Registry
 	// encodings counts the parts encoded since New (Encodings); jobs
@@ -93,6 +102,27 @@ type Cache struct {
 	// heads holds each family's comment lines once per format: every
 	// target's chunk of a family shares them.
 	heads [numFormats]headTable
+}
+
+// sourceKind is how the cache keys a source's parts: by its own version
+// (Independent), by its own and by no join's (Private), or by every
+// source's but the private ones' (a join).
+type sourceKind uint8
+
+const (
+	joinKind sourceKind = iota
+	independentKind
+	privateKind
+)
+
+func kindOf(p Partitioned) sourceKind {
+	switch p.(type) {
+	case Private:
+		return privateKind
+	case Independent:
+		return independentKind
+	}
+	return joinKind
 }
 
 // keepWarm is how long after a render in a format Run keeps encoding that
@@ -139,6 +169,7 @@ func (c *Cache) add(p Partitioned) error {
 		return fmt.Errorf("registering the shared series: %w", err)
 	}
 	c.sources = append(c.sources, p)
+	c.kinds = append(c.kinds, kindOf(p))
 	clear(c.targets) // every target gains a part
 	return nil
 }
@@ -342,7 +373,7 @@ func (c *Cache) changed(jobs []job, t string, e *entry, f Format, versions []uin
 	combined := false
 	for i, p := range c.sources {
 		v := versions[i]
-		if _, ok := p.(Independent); !ok {
+		if c.kinds[i] == joinKind {
 			if !combined {
 				all, combined = c.combine(versions), true
 			}
@@ -387,12 +418,15 @@ func (c *Cache) encodeJobs(jobs []job, f Format) {
 }
 
 // combine hashes versions into one: a part that joins every source's state
-// is keyed by all of them.
+// is keyed by all of them, but those of private sources. c.mu must be held.
 func (c *Cache) combine(versions []uint64) uint64 {
 	var h maphash.Hash
 	h.SetSeed(c.seed)
 	var b [8]byte
-	for _, v := range versions {
+	for k, v := range versions {
+		if c.kinds[k] == privateKind {
+			continue
+		}
 		for i := range b {
 			b[i] = byte(v >> (8 * i))
 		}

@@ -374,10 +374,16 @@ type independentSource struct{ *fakeSource }
 
 func (independentSource) ExpositionIndependent() {}
 
+// privateSource is an independentSource no join reads.
+type privateSource struct{ independentSource }
+
+func (privateSource) ExpositionPrivate() {}
+
 // TestPartsEncodedApart: a target's series are encoded per source; a
 // change of an Independent source encodes its part again and the parts of
 // the sources that join the others (not Independent), but not the part of
-// another Independent source.
+// another Independent source; a change of a Private source encodes its
+// part alone.
 func TestPartsEncodedApart(t *testing.T) {
 	main, own := prometheus.NewRegistry(), prometheus.NewRegistry()
 	cache := NewCache(nil)
@@ -385,7 +391,8 @@ func TestPartsEncodedApart(t *testing.T) {
 	a := independentSource{newFakeSourceNamed("a", "x", "y", "z")}
 	b := independentSource{newFakeSourceNamed("b", "x", "y", "z")}
 	joins := newFakeSourceNamed("joins", "x", "y", "z")
-	reg.MustRegister(a, b, joins)
+	private := privateSource{independentSource{newFakeSourceNamed("p", "x", "y", "z")}}
+	reg.MustRegister(a, b, joins, private)
 	cached := cache.Handler(HandlerOpts{Rest: prometheus.Gatherers{own, cache.Shared()}, Full: main})
 	full := promhttp.HandlerFor(main, promhttp.HandlerOpts{})
 	step := func(name string, want uint64) {
@@ -400,12 +407,14 @@ func TestPartsEncodedApart(t *testing.T) {
 			t.Errorf("%s:\n%s\npromhttp:\n%s", name, got, wantBody)
 		}
 	}
-	step("first render", 9) // 3 targets × 3 sources
+	step("first render", 12) // 3 targets × 4 sources
 	step("nothing changed", 0)
 	a.set("y", 5)
 	step("a's y changed", 2) // a's part of y and the joins' part of y
 	joins.set("z", 6)
 	step("the joins' z changed", 1)
+	private.set("x", 7)
+	step("the private source's x changed", 1) // its part of x alone
 }
 
 // TestNewTargetAtRender: Run's passes encode the targets a render knew;

@@ -1,0 +1,109 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vllm-prober/vllm_prober/internal/exposition"
+)
+
+// TestProbeStartEncodesAttemptsAlone: through the daemon's exposition
+// cache, a probe's start encodes the target's attempt counts alone (one
+// part), and its end the rest of the target's series with them; each time
+// the cached render says what promhttp over every series says. Before, the
+// start moved the whole target: every series of it was encoded at the
+// start and again at the end of every probe.
+func TestProbeStartEncodesAttemptsAlone(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path != "/v1/completions" {
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
+			return
+		}
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"choices":[{"index":0,"text":"hi"}]}`+"\n\n"+
+			`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}`+"\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	cfg := loadConfig(t, `
+global: {probe_interval: 1h}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 1}
+targets:
+  - {name: t, url: `+srv.URL+`, model: m}
+`)
+	main, rest := prometheus.NewRegistry(), prometheus.NewRegistry()
+	cache := exposition.NewCache(nil)
+	m := NewManager(testOptions(exposition.NewRegisterer(cache, main, rest), nil))
+	m.offset = func(_ pairKey, interval time.Duration) time.Duration { return interval - 1 } // no scheduled probe
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	stop := running(t, m)
+	defer stop()
+	cached := cache.Handler(exposition.HandlerOpts{Rest: prometheus.Gatherers{rest, cache.Shared()}, Full: main})
+	full := promhttp.HandlerFor(main, promhttp.HandlerOpts{})
+	render := func(h http.Handler) string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	step := func(what string, want uint64, attempts string) {
+		t.Helper()
+		n := cache.Encodings()
+		got := render(cached)
+		if e := cache.Encodings() - n; e != want {
+			t.Errorf("%s: %d parts encoded, want %d", what, e, want)
+		}
+		if !strings.Contains(got, `vllm_probe_attempts_total{model="m",module="short",target="t"} `+attempts+"\n") {
+			t.Errorf("%s: attempts not %s:\n%s", what, attempts, got)
+		}
+		if g, w := sortedLines(got), sortedLines(render(full)); !slices.Equal(g, w) {
+			t.Errorf("%s: the cached render differs from promhttp's:\n%s\npromhttp:\n%s", what, got, render(full))
+		}
+	}
+	waitFor(t, "the target's first check", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		tg := m.targets["t"]
+		return tg != nil && tg.checked && tg.modelsUp
+	})
+	step("first render", 2, "0") // the target's series and its attempt counts
+	step("nothing changed", 0, "0")
+
+	done := make(chan bool)
+	go func() {
+		_, ok := m.burstProbe(context.Background(), "t", "short", func() {})
+		done <- ok
+	}()
+	<-arrived // the probe started: its attempt is counted
+	step("a probe started", 1, "1")
+	close(release)
+	if !<-done {
+		t.Fatal("the probe was not recorded")
+	}
+	step("the probe ended", 2, "1")
+}
+
+func sortedLines(s string) []string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	slices.Sort(l)
+	return l
+}
