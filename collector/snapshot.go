@@ -531,7 +531,10 @@ func histogramOf(mf *dto.MetricFamily, keep func(*dto.Metric) bool) *Histogram {
 	if mf == nil {
 		return nil
 	}
-	byLE := map[float64]float64{}
+	// The series of a family share their bounds: their counts are summed
+	// bucket by bucket into h.Buckets. Only when their bounds differ, or
+	// are not in ascending order, are they merged through byLE.
+	var byLE map[float64]float64
 	var h *Histogram
 	for _, mt := range mf.GetMetric() {
 		if mt.Histogram == nil || !keep(mt) {
@@ -547,6 +550,15 @@ func histogramOf(mf *dto.MetricFamily, keep func(*dto.Metric) bool) *Histogram {
 		}
 		h.Count += count
 		h.Sum += hh.GetSampleSum()
+		if byLE == nil && addBuckets(h, hh, count) {
+			continue
+		}
+		if byLE == nil {
+			byLE = make(map[float64]float64, len(h.Buckets)+len(hh.GetBucket())+1)
+			for _, b := range h.Buckets {
+				byLE[b.UpperBound] += b.Count
+			}
+		}
 		hasInf := false
 		for _, b := range hh.GetBucket() {
 			c := float64(b.GetCumulativeCount())
@@ -563,8 +575,8 @@ func histogramOf(mf *dto.MetricFamily, keep func(*dto.Metric) bool) *Histogram {
 			byLE[math.Inf(+1)] += count
 		}
 	}
-	if h == nil {
-		return nil
+	if h == nil || byLE == nil {
+		return h
 	}
 	// Sized exactly: a target's ring keeps these for the rate window, and
 	// append's doubling left up to half of each slice unused.
@@ -574,6 +586,57 @@ func histogramOf(mf *dto.MetricFamily, keep func(*dto.Metric) bool) *Histogram {
 	}
 	slices.SortFunc(h.Buckets, func(a, b Bucket) int { return cmp.Compare(a.UpperBound, b.UpperBound) })
 	return h
+}
+
+// addBuckets adds the cumulative counts of hh (count observations; the
+// +Inf bucket is count when hh leaves it implicit, as the protobuf format
+// does) to those of h, and reports whether it could: h has no bucket yet
+// and hh's bounds ascend, or they are h's bounds. h's buckets are sized
+// exactly.
+func addBuckets(h *Histogram, hh *dto.Histogram, count float64) bool {
+	bs := hh.GetBucket()
+	n := len(bs)
+	implicitInf := n == 0 || !math.IsInf(bs[n-1].GetUpperBound(), +1)
+	if implicitInf {
+		n++
+	}
+	bound := func(i int) float64 {
+		if i == len(bs) {
+			return math.Inf(+1)
+		}
+		return bs[i].GetUpperBound()
+	}
+	if h.Buckets == nil {
+		for i := 1; i < n; i++ {
+			if !(bound(i) > bound(i-1)) {
+				return false
+			}
+		}
+		h.Buckets = make([]Bucket, n)
+		for i := range h.Buckets {
+			h.Buckets[i].UpperBound = bound(i)
+		}
+	} else {
+		if len(h.Buckets) != n {
+			return false
+		}
+		for i := range h.Buckets {
+			if h.Buckets[i].UpperBound != bound(i) {
+				return false
+			}
+		}
+	}
+	for i, b := range bs {
+		c := float64(b.GetCumulativeCount())
+		if b.CumulativeCountFloat != nil {
+			c = b.GetCumulativeCountFloat()
+		}
+		h.Buckets[i].Count += c
+	}
+	if implicitInf {
+		h.Buckets[n-1].Count += count
+	}
+	return true
 }
 
 // applyCacheConfig reads the capacity inputs from vllm:cache_config_info. The

@@ -186,19 +186,12 @@ func derive(snaps []*Snapshot, model string) *Derived {
 		}
 	}
 
-	for key, f := range map[string]func(*Model) *Histogram{
-		"ttft":              func(m *Model) *Histogram { return m.TTFT },
-		"itl":               func(m *Model) *Histogram { return m.ITL },
-		"e2e":               func(m *Model) *Histogram { return m.E2E },
-		"queue":             func(m *Model) *Histogram { return m.Queue },
-		"prefill":           func(m *Model) *Histogram { return m.Prefill },
-		"kv_transfer":       func(m *Model) *Histogram { return m.KVTransfer },
-		"kv_block_lifetime": func(m *Model) *Histogram { return m.KVBlockLifetime },
-	} {
-		hs := make([]*Histogram, len(ms))
+	hs := make([]*Histogram, len(ms))
+	for _, l := range latencyHistograms {
 		for i, m := range ms {
-			hs[i] = f(m)
+			hs[i] = l.of(m)
 		}
+		key := l.key
 		if delta := histogramIncrease(hs); delta != nil && delta.Count > 0 {
 			mean := delta.Sum / delta.Count
 			d.Latencies[key] = Latency{
@@ -210,6 +203,21 @@ func derive(snaps []*Snapshot, model string) *Derived {
 	}
 	d.StreamOutputTokensPerSecond = streamOutputRate(ms)
 	return d
+}
+
+// latencyHistograms are the histograms derive reads latencies from, by
+// their key in Derived.Latencies.
+var latencyHistograms = [...]struct {
+	key string
+	of  func(*Model) *Histogram
+}{
+	{"ttft", func(m *Model) *Histogram { return m.TTFT }},
+	{"itl", func(m *Model) *Histogram { return m.ITL }},
+	{"e2e", func(m *Model) *Histogram { return m.E2E }},
+	{"queue", func(m *Model) *Histogram { return m.Queue }},
+	{"prefill", func(m *Model) *Histogram { return m.Prefill }},
+	{"kv_transfer", func(m *Model) *Histogram { return m.KVTransfer }},
+	{"kv_block_lifetime", func(m *Model) *Histogram { return m.KVBlockLifetime }},
 }
 
 // streamOutputRate is Δ generated tokens ÷ Δ request seconds of the requests
@@ -242,22 +250,23 @@ func streamOutputRate(ms []*Model) float64 {
 // counting from zero. Missing histograms (nil) break the chain.
 func histogramIncrease(hs []*Histogram) *Histogram {
 	var acc *Histogram
+	var step Histogram // a pair's increase, its buckets reused from pair to pair
 	for i := 1; i < len(hs); i++ {
 		prev, cur := hs[i-1], hs[i]
 		if cur == nil || prev == nil {
 			continue
 		}
-		var delta *Histogram
-		if cur.Count < prev.Count || !sameBounds(prev, cur) {
-			delta = cur
-		} else {
-			delta = &Histogram{Sum: cur.Sum - prev.Sum, Count: cur.Count - prev.Count, Buckets: make([]Bucket, len(cur.Buckets))}
-			if delta.Sum < 0 {
-				delta.Sum = 0
+		delta := cur
+		if !(cur.Count < prev.Count) && sameBounds(prev, cur) { // as a NaN count compares
+			step.Sum, step.Count = cur.Sum-prev.Sum, cur.Count-prev.Count
+			if step.Sum < 0 {
+				step.Sum = 0
 			}
+			step.Buckets = step.Buckets[:0]
 			for j, b := range cur.Buckets {
-				delta.Buckets[j] = Bucket{UpperBound: b.UpperBound, Count: math.Max(0, b.Count-prev.Buckets[j].Count)}
+				step.Buckets = append(step.Buckets, Bucket{UpperBound: b.UpperBound, Count: math.Max(0, b.Count-prev.Buckets[j].Count)})
 			}
+			delta = &step
 		}
 		switch {
 		case acc == nil || !sameBounds(acc, delta):
@@ -308,7 +317,8 @@ func bucketQuantile(q float64, buckets []Bucket) float64 {
 	if len(buckets) < 2 || !math.IsInf(buckets[len(buckets)-1].UpperBound, +1) {
 		return math.NaN()
 	}
-	bs := append([]Bucket(nil), buckets...)
+	var buf [32]Bucket // vLLM's histograms have at most 21 buckets: no allocation
+	bs := append(buf[:0], buckets...)
 	// Enforce monotonicity like Prometheus does for precision errors.
 	for i := 1; i < len(bs); i++ {
 		if bs[i].Count < bs[i-1].Count {
