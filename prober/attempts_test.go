@@ -107,3 +107,50 @@ func sortedLines(s string) []string {
 	slices.Sort(l)
 	return l
 }
+
+// TestCheckMovesVersionOnChange: a target's check that finds what the last
+// one found leaves its version (and so its encoded series) alone; one that
+// finds it down moves it. Every check moved it before: the exposition cache
+// encoded every series of every probed target again at every check.
+func TestCheckMovesVersionOnChange(t *testing.T) {
+	f, ts := newFake(t, "m")
+	cfg := loadConfig(t, `
+global: {probe_interval: 1h}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 1}
+targets:
+  - {name: t, url: `+ts.URL+`, model: m}
+`)
+	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
+	m.offset = func(_ pairKey, interval time.Duration) time.Duration { return interval - 1 } // no scheduled probe
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	stop := running(t, m)
+	defer stop()
+	var tg *target
+	waitFor(t, "the target's first check", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		tg = m.targets["t"]
+		return tg != nil && tg.checked && tg.healthUp && tg.modelsUp
+	})
+	version := func() uint64 {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return tg.version
+	}
+	v := version()
+	tg.check(context.Background())
+	if got := version(); got != v {
+		t.Errorf("a check that found the target as before moved its version from %d to %d", v, got)
+	}
+	f.mode.Store("dead")
+	tg.check(context.Background())
+	m.mu.Lock()
+	up := tg.healthUp
+	m.mu.Unlock()
+	if got := version(); got == v || up {
+		t.Errorf("a check that found the target down: version %d (was %d), health up %v", got, v, up)
+	}
+}

@@ -199,7 +199,16 @@ func (t *target) check(ctx context.Context) {
 	if t.cancel == nil || !t.cfg.Probe {
 		return // removed, or made scrape-only meanwhile
 	}
-	t.version++
+	// Only what renders differently moves the target's version (a new
+	// list of models moves it in syncPairs): a check that finds what the
+	// last one found, most of them, has the exposition cache encode
+	// nothing again.
+	was := t.checkState()
+	defer func() {
+		if t.checkState() != was {
+			t.version++
+		}
+	}()
 	if !list {
 		t.checked, t.healthUp = true, healthUp
 		return
@@ -225,6 +234,18 @@ func (t *target) check(ctx context.Context) {
 	if modelsUp {
 		t.modelsAt = begin
 	}
+}
+
+// checkState is what a check finds that t's series render: its health
+// and models series, and the model they and the pairs name.
+type checkState struct {
+	checked, healthUp, modelsUp bool
+	model                       string
+}
+
+// checkState returns t's. The lock must be held.
+func (t *target) checkState() checkState {
+	return checkState{t.checked, t.healthUp, t.modelsUp, t.model}
 }
 
 // scrapedRecently reports whether the collector's last scrape of t
