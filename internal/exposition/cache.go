@@ -39,7 +39,8 @@ type Partitioned interface {
 	// that value. A change of an input another Partitioned component
 	// owns need not move it, unless the component is Independent: the
 	// cache keys the part of any other by the versions of every
-	// component together.
+	// component together, but the Private ones (whose state no join
+	// reads).
 	ExpositionVersion(target string) uint64
 	// CollectTarget sends the series of target alone, each with a
 	// "target" label of target's name: the cache splits the series of

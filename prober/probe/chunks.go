@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
@@ -23,6 +24,7 @@ var v1Semantics = jsonv1.DefaultOptionsV1()
 type chunkDecoder struct {
 	c    chunk  // reused from event to event
 	last []byte // the data c was decoded from: capture and text read c when given the same
+	buf  []byte // text's, reused from event to event
 }
 
 func newChunkDecoder() eventDecoder { return &chunkDecoder{} }
@@ -179,9 +181,19 @@ func (t text) String() string {
 	if !t.set {
 		return ""
 	}
-	var s string
-	_ = json.Unmarshal(t.raw, &s) // checked as JSON when the event was decoded
-	return s
+	return string(t.appendTo(nil))
+}
+
+// appendTo appends the string t holds to dst, unquoted as encoding/json
+// reads it (invalid UTF-8 and lone surrogates replaced), without a string
+// of its own: the first events of every probe add their text to its
+// excerpt.
+func (t text) appendTo(dst []byte) []byte {
+	if !t.set {
+		return dst
+	}
+	dst, _ = jsontext.AppendUnquote(dst, t.raw) // checked as JSON when the event was decoded
+	return dst
 }
 
 // jsonKind names the kind of JSON value that starts with c.
@@ -228,8 +240,9 @@ func (c *toolCalls) UnmarshalJSON(b []byte) error {
 func (d *chunkDecoder) text(b *strings.Builder, data []byte) {
 	if d.decoded(data) {
 		for _, ch := range d.c.Choices {
-			for _, t := range []text{ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Text, ch.Delta.Content} {
-				b.WriteString(t.String())
+			for _, t := range [...]text{ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Text, ch.Delta.Content} {
+				d.buf = t.appendTo(d.buf[:0])
+				b.Write(d.buf)
 			}
 		}
 		return

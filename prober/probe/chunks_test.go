@@ -21,6 +21,9 @@ func FuzzCaptureOnce(f *testing.F) {
 		`{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}`,
 		`{"error":{"message":"boom","code":500}}`,
 		`[DONE]`,
+		// Unquoted as encoding/json does: a lone surrogate, invalid UTF-8.
+		`{"choices":[{"text":"a\ud800b\udc00","delta":{"content":"\u00e9\/\b\f\t\r"}}]}`,
+		"{\"choices\":[{\"text\":\"x\xffy\xc3\"}]}",
 	} {
 		f.Add(s)
 	}
