@@ -226,15 +226,14 @@ func collectModel(ch chan<- prometheus.Metric, errs safemetric.Sender, target st
 	for _, r := range slices.Sorted(maps.Keys(dv.RequestSuccessPerSecond)) {
 		gauge(d.success, dv.RequestSuccessPerSecond[r], with(r))
 	}
-	for _, l := range [...]struct {
+	for _, lat := range [...]struct {
 		key  string
 		desc *prometheus.Desc
 	}{{"ttft", d.ttft}, {"itl", d.itl}, {"e2e", d.e2e}, {"queue", d.queue}, {"kv_transfer", d.kvTransfer}, {"kv_block_lifetime", d.kvBlockLifetime}} {
-		key, desc := l.key, l.desc
-		if l, ok := dv.Latencies[key]; ok {
-			gauge(desc, l.Mean, with("mean"))
-			gauge(desc, l.P50, with("p50"))
-			gauge(desc, l.P99, with("p99"))
+		if l, ok := dv.Latencies[lat.key]; ok {
+			gauge(lat.desc, l.Mean, with("mean"))
+			gauge(lat.desc, l.P50, with("p50"))
+			gauge(lat.desc, l.P99, with("p99"))
 		}
 	}
 }

@@ -187,14 +187,13 @@ func derive(snaps []*Snapshot, model string) *Derived {
 	}
 
 	hs := make([]*Histogram, len(ms))
-	for _, l := range latencyHistograms {
+	for _, lh := range latencyHistograms {
 		for i, m := range ms {
-			hs[i] = l.of(m)
+			hs[i] = lh.of(m)
 		}
-		key := l.key
 		if delta := histogramIncrease(hs); delta != nil && delta.Count > 0 {
 			mean := delta.Sum / delta.Count
-			d.Latencies[key] = Latency{
+			d.Latencies[lh.key] = Latency{
 				Mean: mean,
 				P50:  boundedQuantile(0.5, delta.Buckets, mean),
 				P99:  boundedQuantile(0.99, delta.Buckets, mean),
@@ -317,7 +316,7 @@ func bucketQuantile(q float64, buckets []Bucket) float64 {
 	if len(buckets) < 2 || !math.IsInf(buckets[len(buckets)-1].UpperBound, +1) {
 		return math.NaN()
 	}
-	var buf [32]Bucket // vLLM's histograms have at most 21 buckets: no allocation
+	var buf [32]Bucket // vLLM's latency histograms have up to 23 buckets, +Inf included: no allocation
 	bs := append(buf[:0], buckets...)
 	// Enforce monotonicity like Prometheus does for precision errors.
 	for i := 1; i < len(bs); i++ {

@@ -42,22 +42,9 @@ func TestProbeStartEncodesAttemptsAlone(t *testing.T) {
 			`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}`+"\n\ndata: [DONE]\n\n")
 	}))
 	defer srv.Close()
-	cfg := loadConfig(t, `
-global: {probe_interval: 1h}
-modules:
-  short: {prober: completions, prompt: hi, max_tokens: 1}
-targets:
-  - {name: t, url: `+srv.URL+`, model: m}
-`)
 	main, rest := prometheus.NewRegistry(), prometheus.NewRegistry()
 	cache := exposition.NewCache(nil)
-	m := NewManager(testOptions(exposition.NewRegisterer(cache, main, rest), nil))
-	m.offset = func(_ pairKey, interval time.Duration) time.Duration { return interval - 1 } // no scheduled probe
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	stop := running(t, m)
-	defer stop()
+	m, _ := checkedTarget(t, exposition.NewRegisterer(cache, main, rest), srv.URL)
 	cached := cache.Handler(exposition.HandlerOpts{Rest: prometheus.Gatherers{rest, cache.Shared()}, Full: main})
 	full := promhttp.HandlerFor(main, promhttp.HandlerOpts{})
 	render := func(h http.Handler) string {
@@ -79,12 +66,6 @@ targets:
 			t.Errorf("%s: the cached render differs from promhttp's:\n%s\npromhttp:\n%s", what, got, render(full))
 		}
 	}
-	waitFor(t, "the target's first check", func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		tg := m.targets["t"]
-		return tg != nil && tg.checked && tg.modelsUp
-	})
 	step("first render", 2, "0") // the target's series and its attempt counts
 	step("nothing changed", 0, "0")
 
@@ -102,6 +83,34 @@ targets:
 	step("the probe ended", 2, "1")
 }
 
+// checkedTarget runs a Manager registering with reg, of one target "t" of
+// model m at url and module "short", with no scheduled probe, and returns
+// it and its target once the target's first check found it up.
+func checkedTarget(t *testing.T, reg prometheus.Registerer, url string) (*Manager, *target) {
+	t.Helper()
+	cfg := loadConfig(t, `
+global: {probe_interval: 1h}
+modules:
+  short: {prober: completions, prompt: hi, max_tokens: 1}
+targets:
+  - {name: t, url: `+url+`, model: m}
+`)
+	m := NewManager(testOptions(reg, nil))
+	m.offset = func(_ pairKey, interval time.Duration) time.Duration { return interval - 1 } // no scheduled probe
+	if err := m.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(running(t, m))
+	var tg *target
+	waitFor(t, "the target's first check", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		tg = m.targets["t"]
+		return tg != nil && tg.checked && tg.healthUp && tg.modelsUp
+	})
+	return m, tg
+}
+
 func sortedLines(s string) []string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	slices.Sort(l)
@@ -114,27 +123,7 @@ func sortedLines(s string) []string {
 // encoded every series of every probed target again at every check.
 func TestCheckMovesVersionOnChange(t *testing.T) {
 	f, ts := newFake(t, "m")
-	cfg := loadConfig(t, `
-global: {probe_interval: 1h}
-modules:
-  short: {prober: completions, prompt: hi, max_tokens: 1}
-targets:
-  - {name: t, url: `+ts.URL+`, model: m}
-`)
-	m := NewManager(testOptions(prometheus.NewRegistry(), nil))
-	m.offset = func(_ pairKey, interval time.Duration) time.Duration { return interval - 1 } // no scheduled probe
-	if err := m.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	stop := running(t, m)
-	defer stop()
-	var tg *target
-	waitFor(t, "the target's first check", func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		tg = m.targets["t"]
-		return tg != nil && tg.checked && tg.healthUp && tg.modelsUp
-	})
+	m, tg := checkedTarget(t, prometheus.NewRegistry(), ts.URL)
 	version := func() uint64 {
 		m.mu.Lock()
 		defer m.mu.Unlock()
